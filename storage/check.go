@@ -1,0 +1,411 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Lookup is the committed state CheckBatch consults. Every backend
+// implements it over its own indexes, so the structural rules of a batch are
+// written once, here.
+type Lookup interface {
+	// Conversation returns a conversation that exists and is not deleted.
+	LookupConversation(ctx context.Context, id ID) (Conversation, bool, error)
+	// Task returns a task record, terminal or not.
+	LookupTask(ctx context.Context, id ID) (*Task, bool, error)
+	// EntryVisible reports whether entry id is in the logical transcript of
+	// the conversation.
+	EntryVisible(ctx context.Context, conversationID, id ID) (bool, error)
+	// StatePolicy reports whether state exists under the address's state key
+	// and, if so, whether it is rewindable and whether it is a list.
+	StatePolicy(ctx context.Context, addr Address) (exists, rewind, list bool, err error)
+	// ListHas reports whether element is currently visible in the list.
+	ListHas(ctx context.Context, addr Address, element ID) (bool, error)
+}
+
+// CheckBatch validates the structure of batch against committed state and
+// lastSeq: write types per batch kind, addresses and scopes, ids that match
+// their sequence, references to existing records (earlier writes of the same
+// batch count), task roles, and JSON payloads. It runs no kind code and knows
+// no kind. A nil error means the batch can be applied without failing.
+func CheckBatch(ctx context.Context, l Lookup, lastSeq ID, batch CommitBatch) error {
+	c := &checker{
+		ctx: ctx, l: l, lastSeq: lastSeq,
+		convs: map[ID]bool{}, tasks: map[ID]*Task{}, entries: map[ID]ID{},
+		policy: map[string]statePolicy{}, elems: map[string]map[ID]bool{}, cleared: map[string]bool{},
+	}
+	return c.check(batch)
+}
+
+type statePolicy struct{ rewind, list bool }
+
+type checker struct {
+	ctx     context.Context
+	l       Lookup
+	lastSeq ID
+	convs   map[ID]bool     // created (true) or deleted (false) in this batch
+	tasks   map[ID]*Task    // created or changed in this batch
+	entries map[ID]ID       // entry id → conversation, created in this batch
+	policy  map[string]statePolicy
+	elems   map[string]map[ID]bool // state key → element → visible, touched in this batch
+	cleared map[string]bool
+}
+
+func (c *checker) check(batch CommitBatch) error {
+	switch batch.Kind {
+	case BatchMain:
+		if batch.Task != 0 {
+			return &BatchError{Index: -1, Rule: "a main batch names no task"}
+		}
+	case BatchScratch:
+		t, ok, err := c.task(batch.Task)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &BatchError{Index: -1, Rule: fmt.Sprintf("scratch batch for unknown task %d", batch.Task)}
+		}
+		if !t.Live() {
+			return &BatchError{Index: -1, Rule: fmt.Sprintf("scratch batch for terminal task %d: its scratch is retired", batch.Task)}
+		}
+	default:
+		return &BatchError{Index: -1, Rule: fmt.Sprintf("unknown batch kind %q", batch.Kind)}
+	}
+	for i := range batch.Writes {
+		w := &batch.Writes[i]
+		seq := c.lastSeq + 1 + ID(i)
+		if err := c.write(batch, w, seq); err != nil {
+			if be, ok := err.(*BatchError); ok {
+				be.Index, be.Seq, be.Type = i, seq, w.Type
+				return be
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func reject(rule string, args ...any) *BatchError {
+	return &BatchError{Rule: fmt.Sprintf(rule, args...)}
+}
+
+func (c *checker) write(batch CommitBatch, w *Write, seq ID) error {
+	if batch.Kind == BatchScratch && !w.Type.IsState() {
+		return reject("a scratch batch carries only state writes")
+	}
+	switch w.Type {
+	case WriteValueSet, WriteValueDelete, WriteListAppend, WriteListRemove, WriteListClear:
+		return c.state(batch, w, seq)
+	case WriteCreateConversation:
+		return c.createConversation(w, seq)
+	case WriteDeleteConversation:
+		ok, err := c.conv(w.ID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return reject("conversation %d does not exist", w.ID)
+		}
+		c.convs[w.ID] = false
+		return nil
+	case WriteEntry:
+		return c.entry(w, seq)
+	case WriteTask:
+		return c.newTask(w, seq)
+	case WritePatch, WriteSettle:
+		return c.changeTask(w)
+	}
+	return reject("unknown write type %q", w.Type)
+}
+
+func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
+	if w.Addr == nil {
+		return reject("state write without an address")
+	}
+	a := *w.Addr
+	if err := a.Validate(); err != nil {
+		return &BatchError{Rule: "bad address", Err: err}
+	}
+	switch {
+	case batch.Kind == BatchScratch && (a.Scope.Kind != ScopeScratch || a.Scope.ID != batch.Task):
+		return reject("scratch batch of task %d writes %s", batch.Task, a.Scope)
+	case batch.Kind == BatchMain && a.Scope.Kind == ScopeScratch:
+		return reject("main batch writes scratch %s (main and scratch writes never mix)", a.Scope)
+	}
+	if a.Scope.Kind == ScopeConversation {
+		ok, err := c.conv(a.Scope.ID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return reject("conversation %d does not exist", a.Scope.ID)
+		}
+	}
+	isList := w.Type == WriteListAppend || w.Type == WriteListRemove || w.Type == WriteListClear
+	key := a.StateKey()
+	p, known := c.policy[key]
+	if !known {
+		exists, rewind, list, err := c.l.StatePolicy(c.ctx, a)
+		if err != nil {
+			return err
+		}
+		known, p = exists, statePolicy{rewind: rewind, list: list}
+	}
+	if known {
+		if p.rewind != a.Rewind {
+			return reject("%s is stored with rewind=%v; its policy cannot change", a.StateKey(), p.rewind)
+		}
+		if p.list != isList {
+			return reject("%s is a %s, not a %s", a.StateKey(), kindWord(p.list), kindWord(isList))
+		}
+	}
+	c.policy[key] = statePolicy{rewind: a.Rewind, list: isList}
+	switch w.Type {
+	case WriteValueSet, WriteListAppend:
+		if len(w.Value) == 0 || !json.Valid(w.Value) {
+			return reject("value is not valid JSON")
+		}
+		if w.Type == WriteListAppend {
+			c.elemSet(key)[seq] = true
+		}
+	case WriteListRemove:
+		visible, err := c.listHas(a, key, w.Element)
+		if err != nil {
+			return err
+		}
+		if !visible {
+			return reject("element %d is not in list %s", w.Element, a)
+		}
+		c.elemSet(key)[w.Element] = false
+	case WriteListClear:
+		c.cleared[key] = true
+		c.elems[key] = map[ID]bool{}
+	}
+	return nil
+}
+
+func kindWord(list bool) string {
+	if list {
+		return "list"
+	}
+	return "value"
+}
+
+func (c *checker) elemSet(key string) map[ID]bool {
+	m := c.elems[key]
+	if m == nil {
+		m = map[ID]bool{}
+		c.elems[key] = m
+	}
+	return m
+}
+
+func (c *checker) listHas(a Address, key string, element ID) (bool, error) {
+	if v, ok := c.elems[key][element]; ok {
+		return v, nil
+	}
+	if c.cleared[key] || element <= 0 {
+		return false, nil
+	}
+	return c.l.ListHas(c.ctx, a, element)
+}
+
+func (c *checker) createConversation(w *Write, seq ID) error {
+	conv := w.Conversation
+	if conv == nil {
+		return reject("createConversation without a conversation")
+	}
+	if conv.ID != seq {
+		return reject("conversation id %d is not its sequence %d", conv.ID, seq)
+	}
+	if p := conv.Parent; p != nil {
+		ok, err := c.conv(p.ConversationID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return reject("parent conversation %d does not exist", p.ConversationID)
+		}
+		visible, err := c.entryVisible(p.ConversationID, p.At)
+		if err != nil {
+			return err
+		}
+		if !visible {
+			return reject("fork point %d is not an entry of conversation %d", p.At, p.ConversationID)
+		}
+	}
+	if conv.Owner != 0 {
+		if _, ok, err := c.task(conv.Owner); err != nil {
+			return err
+		} else if !ok {
+			return reject("owner task %d does not exist", conv.Owner)
+		}
+	}
+	c.convs[seq] = true
+	return nil
+}
+
+func (c *checker) entry(w *Write, seq ID) error {
+	e := w.Entry
+	if e == nil {
+		return reject("entry write without an entry")
+	}
+	if e.ID != seq {
+		return reject("entry id %d is not its sequence %d", e.ID, seq)
+	}
+	if e.Kind == "" {
+		return reject("entry %d has no kind", e.ID)
+	}
+	ok, err := c.conv(e.ConversationID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return reject("conversation %d does not exist", e.ConversationID)
+	}
+	if len(e.Data) != 0 && !json.Valid(e.Data) {
+		return reject("entry %d data is not valid JSON", e.ID)
+	}
+	if e.Head < 0 || e.Head > e.ID {
+		return reject("entry %d head %d is not an earlier or its own entry", e.ID, e.Head)
+	}
+	for _, ed := range e.Edits {
+		if ed.Target <= 0 || ed.Target >= e.ID {
+			return reject("entry %d edits %d, which is not an earlier entry", e.ID, ed.Target)
+		}
+		if ed.Action != EditOmit && ed.Action != EditReplace {
+			return reject("entry %d edit of %d has unknown action %q", e.ID, ed.Target, ed.Action)
+		}
+	}
+	if e.ByTaskID != 0 {
+		if _, ok, err := c.task(e.ByTaskID); err != nil {
+			return err
+		} else if !ok {
+			return reject("entry %d names unknown task %d", e.ID, e.ByTaskID)
+		}
+	}
+	c.entries[seq] = e.ConversationID
+	return nil
+}
+
+func (c *checker) newTask(w *Write, seq ID) error {
+	t := w.Task
+	if t == nil {
+		return reject("task write without a task")
+	}
+	if t.ID != seq {
+		return reject("task id %d is not its sequence %d", t.ID, seq)
+	}
+	if t.Kind == "" || t.Status == "" {
+		return reject("task %d needs a kind and a status", t.ID)
+	}
+	if !t.Role.Valid() {
+		return reject("task %d has unknown role %q", t.ID, t.Role)
+	}
+	if t.Role == RoleTerminal {
+		return reject("task %d is created terminal", t.ID)
+	}
+	if len(t.State) != 0 && !json.Valid(t.State) {
+		return reject("task %d state is not valid JSON", t.ID)
+	}
+	ok, err := c.conv(t.ConversationID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return reject("conversation %d does not exist", t.ConversationID)
+	}
+	for _, dep := range t.After {
+		if dep >= t.ID {
+			return reject("task %d depends on %d, which is not an earlier task", t.ID, dep)
+		}
+		if _, ok, err := c.task(dep); err != nil {
+			return err
+		} else if !ok {
+			return reject("task %d depends on unknown task %d", t.ID, dep)
+		}
+	}
+	for _, owned := range t.Owns {
+		if ok, err := c.conv(owned); err != nil {
+			return err
+		} else if !ok {
+			return reject("task %d owns unknown conversation %d", t.ID, owned)
+		}
+	}
+	c.tasks[seq] = t
+	return nil
+}
+
+func (c *checker) changeTask(w *Write) error {
+	t, ok, err := c.task(w.ID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return reject("task %d does not exist", w.ID)
+	}
+	if !t.Live() {
+		return reject("task %d is terminal; it is never changed again", w.ID)
+	}
+	if len(w.State) != 0 && !json.Valid(w.State) {
+		return reject("task %d state is not valid JSON", w.ID)
+	}
+	next := *t
+	if w.Type == WriteSettle {
+		if w.Status == "" || w.Role != RoleTerminal {
+			return reject("settle of task %d needs a terminal status", w.ID)
+		}
+	} else if (w.Status == "") != (w.Role == "") {
+		return reject("patch of task %d must carry status and role together", w.ID)
+	} else if w.Role == RoleTerminal {
+		return reject("patch of task %d to a terminal role; settle it instead", w.ID)
+	} else if w.Role != "" && !w.Role.Valid() {
+		return reject("patch of task %d has unknown role %q", w.ID, w.Role)
+	}
+	for _, owned := range w.Owns {
+		if ok, err := c.conv(owned); err != nil {
+			return err
+		} else if !ok {
+			return reject("task %d owns unknown conversation %d", w.ID, owned)
+		}
+	}
+	if w.Role != "" {
+		next.Status, next.Role = w.Status, w.Role
+	}
+	c.tasks[w.ID] = &next
+	return nil
+}
+
+func (c *checker) conv(id ID) (bool, error) {
+	if v, ok := c.convs[id]; ok {
+		return v, nil
+	}
+	if id <= 0 {
+		return false, nil
+	}
+	_, ok, err := c.l.LookupConversation(c.ctx, id)
+	return ok, err
+}
+
+func (c *checker) task(id ID) (*Task, bool, error) {
+	if t, ok := c.tasks[id]; ok {
+		return t, true, nil
+	}
+	if id <= 0 {
+		return nil, false, nil
+	}
+	return c.l.LookupTask(c.ctx, id)
+}
+
+// entryVisible also accepts entries written earlier in this batch to the
+// conversation itself.
+func (c *checker) entryVisible(conv, id ID) (bool, error) {
+	if owner, ok := c.entries[id]; ok {
+		return owner == conv, nil
+	}
+	if id <= 0 || id > c.lastSeq {
+		return false, nil
+	}
+	return c.l.EntryVisible(c.ctx, conv, id)
+}

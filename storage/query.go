@@ -1,0 +1,77 @@
+package storage
+
+// Page is one page of a scan, in ascending id (or key) order. Next is the
+// cursor that continues the scan in the direction it was read (pass it as
+// After for a forward scan, as Before for a backward one); zero when there is
+// nothing more. ReadAt is the session sequence the page was read at.
+type Page[T any] struct {
+	Items  []T `json:"items"`
+	Next   ID  `json:"next,omitempty"`
+	ReadAt ID  `json:"readAt"`
+}
+
+// Cursor bounds a scan. After and Before are exclusive ids. With only Before
+// set the scan reads backward: the Limit items immediately before it, still
+// returned in ascending order. Limit must be between 1 and PageLimitMax.
+type Cursor struct {
+	After  ID  `json:"after,omitempty"`
+	Before ID  `json:"before,omitempty"`
+	Limit  int `json:"limit"`
+}
+
+// PageLimitMax bounds every scan's page size.
+const PageLimitMax = 10_000
+
+// Backward reports whether the cursor reads backward from Before.
+func (c Cursor) Backward() bool { return c.Before != 0 && c.After == 0 }
+
+// ConversationQuery scans conversations. Parent selects forks of a
+// conversation; OwnedFrom selects conversations owned by tasks of a
+// conversation. Deleted conversations never appear.
+type ConversationQuery struct {
+	Cursor
+	Parent    ID `json:"parent,omitempty"`
+	OwnedFrom ID `json:"ownedFrom,omitempty"`
+}
+
+// EntryQuery scans the logical (fork-aware) transcript of a conversation.
+// Kind and Key filter; From and Through are an inclusive id range.
+type EntryQuery struct {
+	Cursor
+	ConversationID ID     `json:"conversationId"`
+	Kind           string `json:"kind,omitempty"`
+	Key            string `json:"key,omitempty"`
+	From           ID     `json:"from,omitempty"`
+	Through        ID     `json:"through,omitempty"`
+}
+
+// TaskQuery scans tasks. Without ConversationIDs it covers the session. Live
+// true selects non-terminal tasks through the live index (terminal rows are
+// never visited); Live false selects terminal ones.
+type TaskQuery struct {
+	Cursor
+	ConversationIDs []ID     `json:"conversationIds,omitempty"`
+	Live            *bool    `json:"live,omitempty"`
+	Role            TaskRole `json:"role,omitempty"`
+	Kind            string   `json:"kind,omitempty"`
+	Abort           *bool    `json:"abort,omitempty"`
+}
+
+// ListQuery reads a list. At, when set, is an entry id: the list as it was at
+// that position (rewindable conversation lists only).
+type ListQuery struct {
+	Cursor
+	At ID `json:"at,omitempty"`
+}
+
+// ValueQuery scans the current values of one namespace in one scope, ordered
+// by key, starting after the key After.
+type ValueQuery struct {
+	Scope     Scope  `json:"scope"`
+	Namespace string `json:"namespace"`
+	After     string `json:"after,omitempty"`
+	Limit     int    `json:"limit"`
+}
+
+// Bool returns a pointer to v, for the optional query flags.
+func Bool(v bool) *bool { return &v }
