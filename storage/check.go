@@ -44,9 +44,9 @@ type checker struct {
 	ctx     context.Context
 	l       Lookup
 	lastSeq ID
-	convs   map[ID]bool     // created (true) or deleted (false) in this batch
-	tasks   map[ID]*Task    // created or changed in this batch
-	entries map[ID]ID       // entry id → conversation, created in this batch
+	convs   map[ID]bool  // created (true) or deleted (false) in this batch
+	tasks   map[ID]*Task // created or changed in this batch
+	entries map[ID]ID    // entry id → conversation, created in this batch
 	policy  map[string]statePolicy
 	elems   map[string]map[ID]bool // state key → element → visible, touched in this batch
 	cleared map[string]bool

@@ -233,9 +233,9 @@ func (u Usage) Add(v Usage) Usage {
 
 // Tool is a tool definition as sent to a model. Parameters is a JSON Schema.
 type Tool struct {
-	Name               string          `json:"name"`
-	Description        string          `json:"description"`
-	Parameters         json.RawMessage `json:"parameters"`
+	Name                string          `json:"name"`
+	Description         string          `json:"description"`
+	Parameters          json.RawMessage `json:"parameters"`
 	ConstrainedSampling json.RawMessage `json:"constrainedSampling,omitempty"`
 }
 

@@ -27,7 +27,7 @@ type Store struct {
 	kinds   map[string]struct{}
 
 	tasks     map[ID]*storage.Task
-	taskOrder []ID             // every task, ascending
+	taskOrder []ID            // every task, ascending
 	live      map[ID]struct{} // non-terminal tasks
 
 	states      map[string]*state // by Address.StateKey
