@@ -1,0 +1,279 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// ContextEntry is one entry of a derived context with the messages it
+// contributes after edits.
+type ContextEntry struct {
+	Entry    *storage.Entry
+	Messages []ai.Message
+	// Replaced is true when a context edit replaced the entry's model.
+	Replaced bool
+}
+
+// Context is a conversation's derived context at a target (§2.2): the newest
+// visible head, then the entries of the range from its boundary with every
+// head excluded and edits folded. Nothing here is stored; nothing here runs
+// entry-kind code.
+type Context struct {
+	ConversationID storage.ID
+	Through        storage.ID // the target; entries after it are not considered
+	Head           *storage.Entry
+	Entries        []ContextEntry
+}
+
+// DeriveContext derives the context of a conversation through an entry
+// (0 = everything committed). Its storage work is one head lookup and the
+// fork-aware range from the head's boundary, never unrelated history.
+func DeriveContext(ctx context.Context, store storage.Storage, conversationID, through storage.ID) (*Context, error) {
+	if through == 0 {
+		through = store.LastSeq()
+	}
+	c := &Context{ConversationID: conversationID, Through: through}
+	head, ok, err := store.NewestHead(ctx, conversationID, through)
+	if err != nil {
+		return nil, err
+	}
+	from := storage.ID(0)
+	if ok {
+		c.Head, from = head, head.Head
+	}
+	var rng []*storage.Entry
+	q := storage.EntryQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, ConversationID: conversationID, From: from, Through: through}
+	for {
+		p, err := store.ScanEntries(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		rng = append(rng, p.Items...)
+		if p.Next == 0 {
+			break
+		}
+		q.After = p.Next
+	}
+	c.Entries = fold(c.Head, rng)
+	return c, nil
+}
+
+// fold applies the derivation rule to a head and its range.
+func fold(head *storage.Entry, rng []*storage.Entry) []ContextEntry {
+	// Edits fold in transcript order; the newest edit of a target wins, and
+	// a target outside the range is a no-op.
+	inRange := make(map[storage.ID]bool, len(rng))
+	for _, e := range rng {
+		inRange[e.ID] = true
+	}
+	winning := map[storage.ID]storage.ContextEdit{}
+	for _, e := range rng {
+		for _, ed := range e.Edits {
+			if inRange[ed.Target] {
+				winning[ed.Target] = ed
+			}
+		}
+	}
+	out := make([]ContextEntry, 0, len(rng)+1)
+	add := func(e *storage.Entry) {
+		ce := ContextEntry{Entry: e, Messages: e.Model}
+		if ed, ok := winning[e.ID]; ok {
+			if ed.Action == storage.EditOmit {
+				return
+			}
+			ce.Messages, ce.Replaced = ed.Messages, true
+		}
+		out = append(out, ce)
+	}
+	if head != nil {
+		add(head)
+	}
+	for _, e := range rng {
+		if !e.IsHead() {
+			add(e)
+		}
+	}
+	return out
+}
+
+// IDs returns the context's entry ids in context order.
+func (c *Context) IDs() []storage.ID {
+	ids := make([]storage.ID, len(c.Entries))
+	for i, ce := range c.Entries {
+		ids[i] = ce.Entry.ID
+	}
+	return ids
+}
+
+// Messages concatenates the messages of the context's entries, as stored
+// (after edits), without request normalization.
+func (c *Context) Messages() []ai.Message {
+	var out []ai.Message
+	for _, ce := range c.Entries {
+		out = append(out, ce.Messages...)
+	}
+	return out
+}
+
+// SystemFold is what the model has been told by system entries in a context:
+// the newest baseline and the deltas after it. Deltas before the baseline
+// (kept by a compaction) are subsumed.
+type SystemFold struct {
+	Baseline *storage.Entry
+	Deltas   []*storage.Entry
+	// Sections in render order, after applying the deltas.
+	Sections []SystemSection
+	// Tools is the folded tool set, in the order tools were first added.
+	Tools []ai.Tool
+}
+
+// System folds the context's system entries. With no baseline in the
+// context, the fold is empty: the next generation writes a fresh baseline.
+func (c *Context) System() (SystemFold, error) {
+	var f SystemFold
+	base := -1
+	for i, ce := range c.Entries {
+		if SystemKind.Is(ce.Entry) {
+			d, err := SystemKind.Data(ce.Entry)
+			if err != nil {
+				return f, err
+			}
+			if d.Baseline {
+				base = i
+			}
+		}
+	}
+	if base < 0 {
+		return f, nil
+	}
+	for _, ce := range c.Entries[base:] {
+		if !SystemKind.Is(ce.Entry) {
+			continue
+		}
+		d, _ := SystemKind.Data(ce.Entry) // decoded above
+		if f.Baseline == nil {
+			f.Baseline = ce.Entry
+		} else {
+			f.Deltas = append(f.Deltas, ce.Entry)
+		}
+		f.Sections = foldSections(f.Sections, d.Sections)
+		f.Tools = foldTools(f.Tools, d.ToolsRemoved, d.ToolsAdded)
+	}
+	return f, nil
+}
+
+func foldSections(cur, changes []SystemSection) []SystemSection {
+	for _, s := range changes {
+		i := slices.IndexFunc(cur, func(c SystemSection) bool { return c.Key == s.Key })
+		switch {
+		case s.Text == nil && i >= 0:
+			cur = slices.Delete(cur, i, i+1)
+		case s.Text == nil:
+		case i >= 0:
+			cur[i] = s
+		default:
+			cur = append(cur, s)
+		}
+	}
+	return cur
+}
+
+// foldTools applies removals before additions, as a system message does.
+func foldTools(cur []ai.Tool, removed, added []ai.Tool) []ai.Tool {
+	for _, r := range removed {
+		cur = slices.DeleteFunc(cur, func(t ai.Tool) bool { return t.Name == r.Name })
+	}
+	for _, a := range added {
+		if i := slices.IndexFunc(cur, func(t ai.Tool) bool { return t.Name == a.Name }); i >= 0 {
+			cur[i] = a
+		} else {
+			cur = append(cur, a)
+		}
+	}
+	return cur
+}
+
+// missingResultText is the body of a tool result supplied for a request
+// because the transcript has none (a fork cut an exchange, §3.2).
+const missingResultText = "No result provided"
+
+// Request projects the context for a model request:
+//   - system entries before the newest baseline are dropped (subsumed) and
+//     the baseline's message moves to the front, the provider's baseline slot;
+//   - assistant messages that ended in error or were aborted are excluded;
+//   - tool results follow their assistant message in call order, and a call
+//     without a result gets an error result for this request only;
+//   - a tool result whose call is not in the context is dropped.
+//
+// The stored transcript is never changed.
+func (c *Context) Request() ([]ai.Message, error) {
+	fold, err := c.System()
+	if err != nil {
+		return nil, err
+	}
+	var msgs []ai.Message
+	var baseline []ai.Message
+	subsumed := fold.Baseline != nil
+	for _, ce := range c.Entries {
+		switch {
+		case fold.Baseline != nil && ce.Entry == fold.Baseline:
+			baseline = ce.Messages
+			subsumed = false
+			continue
+		case subsumed && SystemKind.Is(ce.Entry):
+			continue
+		}
+		for _, m := range ce.Messages {
+			if m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError || m.StopReason == ai.StopAborted) {
+				continue
+			}
+			msgs = append(msgs, m)
+		}
+	}
+	return append(baseline, placeToolResults(msgs)...), nil
+}
+
+// placeToolResults moves each tool result right after the assistant message
+// that called it, in call order, supplying missing ones.
+func placeToolResults(msgs []ai.Message) []ai.Message {
+	results := map[string]int{} // toolCallId → index of its first result
+	for i, m := range msgs {
+		if m.Role == ai.RoleToolResult {
+			if _, dup := results[m.ToolCallID]; !dup {
+				results[m.ToolCallID] = i
+			}
+		}
+	}
+	used := make([]bool, len(msgs))
+	out := make([]ai.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Role == ai.RoleToolResult {
+			continue // placed with its call, or dropped as an orphan
+		}
+		out = append(out, m)
+		if m.Role != ai.RoleAssistant {
+			continue
+		}
+		for _, call := range m.ToolCalls() {
+			if i, ok := results[call.ID]; ok && !used[i] {
+				used[i] = true
+				out = append(out, msgs[i])
+				continue
+			}
+			out = append(out, ai.Message{
+				Role: ai.RoleToolResult, ToolCallID: call.ID, ToolName: call.Name,
+				Content: ai.Blocks(ai.Text(missingResultText)), IsError: ai.Bool(true), Timestamp: m.Timestamp,
+			})
+		}
+	}
+	return out
+}
+
+// String describes the context briefly, for logs and test failures.
+func (c *Context) String() string {
+	return fmt.Sprintf("context(conversation %d through %d: %v)", c.ConversationID, c.Through, c.IDs())
+}

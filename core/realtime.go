@@ -1,0 +1,56 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// RealRuntime returns the runtime of an ordinary process: goroutines, the
+// wall clock and ordinary blocking.
+func RealRuntime() Runtime { return realRuntime{} }
+
+type realRuntime struct{}
+
+var _ Runtime = realRuntime{}
+
+func (realRuntime) Now() time.Time { return time.Now() }
+
+func (realRuntime) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (realRuntime) Go(ctx context.Context, _ string, fn func(context.Context)) {
+	go fn(ctx)
+}
+
+func (realRuntime) NewLock(string) Lock { return &realLock{ch: make(chan struct{}, 1)} }
+
+// realLock is a channel semaphore so that acquisition can observe ctx.
+type realLock struct{ ch chan struct{} }
+
+func (l *realLock) Lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case l.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *realLock) Unlock() {
+	select {
+	case <-l.ch:
+	default:
+		panic("core: unlock of a lock that is not held")
+	}
+}

@@ -1,0 +1,40 @@
+// Package core is the pico harness: the commit line and its transactions,
+// kinds, context derivation and, as it grows, the driver, handles, built-in
+// kinds, inbox and watch. It depends on storage and never on a backend.
+//
+// Concurrency contract (DESIGN §5): core never starts a goroutine, reads the
+// clock, sleeps or blocks on another goroutine except through Runtime, so the
+// same code runs under the real runtime and under the simulated scheduler of
+// package sim, where a seed fixes every interleaving.
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Runtime is the only way core code starts an actor, reads the time, sleeps
+// or waits for another actor. RealRuntime implements it with goroutines and
+// the wall clock; package sim implements it with a seeded scheduler and a
+// virtual clock.
+type Runtime interface {
+	// Now is the current time.
+	Now() time.Time
+	// Sleep blocks for d or until ctx is done, whichever comes first, and
+	// returns ctx's error in the latter case.
+	Sleep(ctx context.Context, d time.Duration) error
+	// Go starts fn as a new actor called name.
+	Go(ctx context.Context, name string, fn func(ctx context.Context))
+	// NewLock returns a mutual-exclusion lock whose acquisition is a blocking
+	// point that observes ctx.
+	NewLock(name string) Lock
+}
+
+// Lock is a mutual-exclusion lock owned by a Runtime.
+type Lock interface {
+	// Lock blocks until the lock is held or ctx is done; in the latter case
+	// it returns ctx's error and does not hold the lock.
+	Lock(ctx context.Context) error
+	// Unlock releases the lock. Unlocking a lock that is not held panics.
+	Unlock()
+}

@@ -1,0 +1,528 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// HeadSelf, as an EntryDraft's Head, stores the new entry's own id as its
+// boundary (reset and handoff).
+const HeadSelf storage.ID = -1
+
+// EntryDraft is what a writer supplies for a new entry; the line mints the
+// id and fills in the conversation and kind.
+type EntryDraft struct {
+	Key string
+	// Data is marshalled to JSON; a json.RawMessage is taken as is. Nil means
+	// the entry has no data facet.
+	Data  any
+	Model []ai.Message
+	// Head is the inclusive first retained entry, HeadSelf, or 0 for none.
+	Head  storage.ID
+	Edits []storage.ContextEdit
+}
+
+// TaskSpec is what a writer supplies for a new task.
+type TaskSpec struct {
+	ConversationID storage.ID
+	State          any
+	After          []storage.ID
+	Background     bool
+	Owns           []storage.ID
+}
+
+// TaskPatch changes a live task. State is merged into the current state
+// (top-level object keys; a non-object replaces it).
+type TaskPatch struct {
+	Status string
+	State  any
+	Abort  bool
+}
+
+// ConversationSpec describes a new conversation: a fork (Parent) and/or an
+// owned child (Owner).
+type ConversationSpec struct {
+	Parent *storage.ParentRef
+	Owner  storage.ID
+}
+
+// Tx builds one main commit. Writes are synchronous and buffered; every
+// builder returns the final id of what it creates. Reads see committed state
+// only — never this transaction's own writes — and may block without
+// releasing the line. The first rule a builder breaks is remembered: later
+// builders do nothing and the commit returns that error.
+type Tx struct {
+	ctx   context.Context
+	store storage.Storage
+	kinds *Kinds
+	base  storage.ID // lastSeq when the transaction started
+
+	scratchTask storage.ID // non-zero for a scratch transaction
+	writes      []storage.Write
+	sawEntry    bool
+	err         error
+
+	tasks   map[storage.ID]*storage.Task         // records as this batch leaves them
+	taskAt  map[storage.ID]int                   // task id → index of its creating write
+	convs   map[storage.ID]*storage.Conversation // created in this batch
+	entries map[storage.ID]*storage.Entry        // created in this batch
+}
+
+func newTx(ctx context.Context, store storage.Storage, kinds *Kinds) *Tx {
+	return &Tx{ctx: ctx, store: store, kinds: kinds, base: store.LastSeq()}
+}
+
+// Err returns the first rule a builder broke, if any.
+func (tx *Tx) Err() error { return tx.err }
+
+func (tx *Tx) next() storage.ID { return tx.base + storage.ID(len(tx.writes)) + 1 }
+
+func (tx *Tx) fail(err error) storage.ID {
+	if tx.err == nil {
+		tx.err = err
+	}
+	return 0
+}
+
+func (tx *Tx) push(w storage.Write) storage.ID {
+	id := tx.next()
+	tx.writes = append(tx.writes, w)
+	return id
+}
+
+func (tx *Tx) batch() storage.CommitBatch {
+	if tx.scratchTask != 0 {
+		return storage.CommitBatch{Kind: storage.BatchScratch, Task: tx.scratchTask, Writes: tx.writes}
+	}
+	return storage.CommitBatch{Kind: storage.BatchMain, Writes: tx.writes}
+}
+
+// marshal turns a payload into JSON; a json.RawMessage must already be valid.
+func marshal(v any) (json.RawMessage, error) {
+	if raw, ok := v.(json.RawMessage); ok {
+		if !json.Valid(raw) {
+			return nil, &json.SyntaxError{}
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}
+	return json.Marshal(v)
+}
+
+// --- state ---
+
+func (tx *Tx) state(w storage.Write, payload any, hasPayload bool) storage.ID {
+	if tx.err != nil {
+		return 0
+	}
+	a := *w.Addr
+	if tx.scratchTask != 0 && a.Scope.Kind == storage.ScopeScratch && a.Scope.ID == 0 {
+		a.Scope.ID = tx.scratchTask
+		w.Addr = &a
+	}
+	if err := a.Validate(); err != nil {
+		return tx.fail(&CommitError{Rule: RuleBadAddress, Detail: err.Error()})
+	}
+	switch {
+	case tx.scratchTask == 0 && a.Scope.Kind == storage.ScopeScratch:
+		return tx.fail(rejectf(RuleScratchInMain, a.Scope.ID, "%s is scratch; write it with a scratch commit", a))
+	case tx.scratchTask != 0 && (a.Scope.Kind != storage.ScopeScratch || a.Scope.ID != tx.scratchTask):
+		return tx.fail(rejectf(RuleMainInScratch, tx.scratchTask, "scratch commit of task %d writes %s", tx.scratchTask, a))
+	case a.Historical() && tx.sawEntry:
+		return tx.fail(rejectf(RuleStateAfterEntry, 0, "%s written after an entry in the same commit (§3.2)", a))
+	}
+	if hasPayload {
+		raw, err := marshal(payload)
+		if err != nil {
+			return tx.fail(&CommitError{Rule: RuleBadPayload, Detail: a.String(), Err: err})
+		}
+		w.Value = raw
+	}
+	return tx.push(w)
+}
+
+// SetValue sets the value at addr.
+func (tx *Tx) SetValue(addr storage.Address, v any) {
+	tx.state(storage.Write{Type: storage.WriteValueSet, Addr: &addr}, v, true)
+}
+
+// DeleteValue deletes the value at addr (for rewindable state: records absence).
+func (tx *Tx) DeleteValue(addr storage.Address) {
+	tx.state(storage.Write{Type: storage.WriteValueDelete, Addr: &addr}, nil, false)
+}
+
+// Append appends v to the list at addr and returns the element id.
+func (tx *Tx) Append(addr storage.Address, v any) storage.ID {
+	return tx.state(storage.Write{Type: storage.WriteListAppend, Addr: &addr}, v, true)
+}
+
+// Remove hides one element of the list at addr.
+func (tx *Tx) Remove(addr storage.Address, element storage.ID) {
+	tx.state(storage.Write{Type: storage.WriteListRemove, Addr: &addr, Element: element}, nil, false)
+}
+
+// Clear hides every element of the list at addr.
+func (tx *Tx) Clear(addr storage.Address) {
+	tx.state(storage.Write{Type: storage.WriteListClear, Addr: &addr}, nil, false)
+}
+
+// GetValue reads committed state (at = 0 for current).
+func (tx *Tx) GetValue(addr storage.Address, at storage.ID) (storage.Version, bool, error) {
+	return tx.store.GetValue(tx.ctx, tx.bind(addr), at)
+}
+
+// ReadList reads a committed list.
+func (tx *Tx) ReadList(addr storage.Address, q storage.ListQuery) (storage.Page[storage.Element], error) {
+	return tx.store.ReadList(tx.ctx, tx.bind(addr), q)
+}
+
+func (tx *Tx) bind(a storage.Address) storage.Address {
+	if tx.scratchTask != 0 && a.Scope.Kind == storage.ScopeScratch && a.Scope.ID == 0 {
+		a.Scope.ID = tx.scratchTask
+	}
+	return a
+}
+
+// --- records ---
+
+// Entry appends an entry of a registered kind and returns its id.
+func (tx *Tx) Entry(kind storage.Kinder, conversationID storage.ID, d EntryDraft) storage.ID {
+	if tx.err != nil {
+		return 0
+	}
+	if tx.scratchTask != 0 {
+		return tx.fail(rejectf(RuleMainInScratch, tx.scratchTask, "entry in a scratch commit"))
+	}
+	if _, ok := tx.kinds.Entry(kind.Kind()); !ok {
+		return tx.fail(rejectf(RuleUnknownEntryKind, 0, "entry kind %q is not registered", kind.Kind()))
+	}
+	id := tx.next()
+	e := &storage.Entry{ID: id, ConversationID: conversationID, Kind: kind.Kind(), Key: d.Key,
+		Model: slices.Clone(d.Model), Edits: slices.Clone(d.Edits), Head: d.Head}
+	if d.Head == HeadSelf {
+		e.Head = id
+	} else if d.Head < 0 {
+		return tx.fail(rejectf(RuleHeadNotVisible, id, "head %d is not an entry id", d.Head))
+	}
+	if d.Data != nil {
+		raw, err := marshal(d.Data)
+		if err != nil {
+			return tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: "entry data", Err: err})
+		}
+		e.Data = raw
+	}
+	tx.sawEntry = true
+	if tx.entries == nil {
+		tx.entries = map[storage.ID]*storage.Entry{}
+	}
+	tx.entries[id] = e
+	return tx.push(storage.Write{Type: storage.WriteEntry, Entry: e})
+}
+
+// Task creates a task of a registered kind in its initial status.
+func (tx *Tx) Task(kind storage.Kinder, spec TaskSpec) storage.ID {
+	if tx.err != nil {
+		return 0
+	}
+	if tx.scratchTask != 0 {
+		return tx.fail(rejectf(RuleMainInScratch, tx.scratchTask, "task in a scratch commit"))
+	}
+	k, ok := tx.kinds.Task(kind.Kind())
+	if !ok {
+		return tx.fail(rejectf(RuleUnknownTaskKind, 0, "task kind %q is not registered", kind.Kind()))
+	}
+	id := tx.next()
+	status := k.InitialStatus()
+	role, _ := k.Role(status)
+	t := &storage.Task{ID: id, ConversationID: spec.ConversationID, Kind: k.Kind(), Status: status, Role: role,
+		After: slices.Clone(spec.After), Background: spec.Background, Owns: slices.Clone(spec.Owns)}
+	if spec.State != nil {
+		raw, err := marshal(spec.State)
+		if err != nil {
+			return tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: "task state", Err: err})
+		}
+		t.State = raw
+	}
+	tx.remember(t)
+	if tx.taskAt == nil {
+		tx.taskAt = map[storage.ID]int{}
+	}
+	tx.taskAt[id] = len(tx.writes)
+	return tx.push(storage.Write{Type: storage.WriteTask, Task: t})
+}
+
+func (tx *Tx) remember(t *storage.Task) {
+	if tx.tasks == nil {
+		tx.tasks = map[storage.ID]*storage.Task{}
+	}
+	tx.tasks[t.ID] = t
+}
+
+// current returns a task as this batch leaves it, reading committed state
+// for tasks the batch has not touched.
+func (tx *Tx) current(id storage.ID) (*storage.Task, error) {
+	if t, ok := tx.tasks[id]; ok {
+		return t, nil
+	}
+	got, err := tx.store.GetTasks(tx.ctx, []storage.ID{id})
+	if err != nil {
+		return nil, err
+	}
+	t, ok := got[id]
+	if !ok {
+		return nil, rejectf(RuleUnknownTask, id, "task %d does not exist", id)
+	}
+	return t, nil
+}
+
+// change looks up a live task and the kind that owns its statuses.
+func (tx *Tx) change(id storage.ID) (*storage.Task, TaskKind, bool) {
+	if tx.err != nil {
+		return nil, nil, false
+	}
+	if tx.scratchTask != 0 {
+		tx.fail(rejectf(RuleMainInScratch, tx.scratchTask, "task write in a scratch commit"))
+		return nil, nil, false
+	}
+	t, err := tx.current(id)
+	if err != nil {
+		tx.fail(err)
+		return nil, nil, false
+	}
+	if !t.Live() {
+		tx.fail(rejectf(RuleTaskTerminal, id, "task %d is %s; terminal tasks never change", id, t.Status))
+		return nil, nil, false
+	}
+	k, ok := tx.kinds.Task(t.Kind)
+	if !ok {
+		tx.fail(rejectf(RuleUnknownTaskKind, id, "task kind %q is not registered", t.Kind))
+		return nil, nil, false
+	}
+	return t, k, true
+}
+
+// Patch changes a live task's status (role derived from its kind), state or
+// abort mark.
+func (tx *Tx) Patch(id storage.ID, p TaskPatch) {
+	t, k, ok := tx.change(id)
+	if !ok {
+		return
+	}
+	w := storage.Write{Type: storage.WritePatch, ID: id, Abort: p.Abort}
+	next := *t
+	if p.Status != "" {
+		role, ok := k.Role(p.Status)
+		switch {
+		case !ok:
+			tx.fail(rejectf(RuleUnknownStatus, id, "kind %q has no status %q", t.Kind, p.Status))
+			return
+		case role == storage.RoleTerminal:
+			tx.fail(rejectf(RulePatchTerminal, id, "status %q is terminal; settle the task instead", p.Status))
+			return
+		}
+		w.Status, w.Role = p.Status, role
+		next.Status, next.Role = p.Status, role
+	}
+	if p.State != nil {
+		merged, err := mergeState(t.State, p.State)
+		if err != nil {
+			tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: "task state", Err: err})
+			return
+		}
+		w.State, next.State = merged, merged
+	}
+	if p.Status == "" && p.State == nil && !p.Abort {
+		tx.fail(rejectf(RuleBadPayload, id, "patch of task %d changes nothing", id))
+		return
+	}
+	next.Abort = next.Abort || p.Abort
+	tx.remember(&next)
+	tx.push(w)
+}
+
+// Settle makes a live task terminal with status (which its kind must map to
+// the terminal role), merging state into its current state. It retires the
+// task's scratch in the same commit.
+func (tx *Tx) Settle(id storage.ID, status string, state any) {
+	t, k, ok := tx.change(id)
+	if !ok {
+		return
+	}
+	role, known := k.Role(status)
+	switch {
+	case !known:
+		tx.fail(rejectf(RuleUnknownStatus, id, "kind %q has no status %q", t.Kind, status))
+		return
+	case role != storage.RoleTerminal:
+		tx.fail(rejectf(RuleSettleNotTerminal, id, "status %q of kind %q is %s, not terminal", status, t.Kind, role))
+		return
+	}
+	merged := t.State
+	if state != nil {
+		var err error
+		if merged, err = mergeState(t.State, state); err != nil {
+			tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: "task state", Err: err})
+			return
+		}
+	}
+	next := *t
+	next.Status, next.Role, next.State = status, role, merged
+	tx.remember(&next)
+	tx.push(storage.Write{Type: storage.WriteSettle, ID: id, Status: status, Role: role, State: merged})
+}
+
+// mergeState merges a patch into a task state: object keys of the patch
+// replace the state's keys; any other patch replaces the state whole.
+func mergeState(old json.RawMessage, patch any) (json.RawMessage, error) {
+	raw, err := marshal(patch)
+	if err != nil {
+		return nil, err
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil || top == nil {
+		return raw, nil
+	}
+	var base map[string]json.RawMessage
+	if len(old) == 0 || json.Unmarshal(old, &base) != nil || base == nil {
+		return raw, nil
+	}
+	for k, v := range top {
+		base[k] = v
+	}
+	return json.Marshal(base)
+}
+
+// CreateConversation creates a conversation and returns its id. With an
+// Owner, the owner task records the new conversation in its owns in the same
+// commit.
+func (tx *Tx) CreateConversation(spec ConversationSpec) storage.ID {
+	if tx.err != nil {
+		return 0
+	}
+	if tx.scratchTask != 0 {
+		return tx.fail(rejectf(RuleMainInScratch, tx.scratchTask, "conversation in a scratch commit"))
+	}
+	id := tx.next()
+	c := &storage.Conversation{ID: id, Owner: spec.Owner}
+	if spec.Parent != nil {
+		p := *spec.Parent
+		c.Parent = &p
+	}
+	if spec.Owner != 0 {
+		owner, err := tx.current(spec.Owner)
+		if err != nil {
+			return tx.fail(err)
+		}
+		if !owner.Live() {
+			return tx.fail(rejectf(RuleTaskTerminal, spec.Owner, "terminal task %d cannot own a new conversation", spec.Owner))
+		}
+	}
+	if tx.convs == nil {
+		tx.convs = map[storage.ID]*storage.Conversation{}
+	}
+	tx.convs[id] = c
+	tx.push(storage.Write{Type: storage.WriteCreateConversation, Conversation: c})
+	if spec.Owner != 0 {
+		tx.addOwned(spec.Owner, id)
+	}
+	return id
+}
+
+// addOwned records conversation id in the owner's owns: in the creating
+// write when the owner was created in this batch, else with a patch.
+func (tx *Tx) addOwned(owner, id storage.ID) {
+	t := tx.tasks[owner]
+	if i, ok := tx.taskAt[owner]; ok {
+		t.Owns = append(t.Owns, id)
+		tx.writes[i].Task = t
+		return
+	}
+	if t == nil {
+		t, _ = tx.current(owner) // exists: CreateConversation checked it
+	}
+	next := *t
+	next.Owns = append(slices.Clone(t.Owns), id)
+	tx.remember(&next)
+	tx.push(storage.Write{Type: storage.WritePatch, ID: owner, Owns: next.Owns})
+}
+
+// Fork creates a conversation whose transcript starts as source's logical
+// transcript through entry at, shared by reference.
+func (tx *Tx) Fork(source, at storage.ID) storage.ID {
+	return tx.CreateConversation(ConversationSpec{Parent: &storage.ParentRef{ConversationID: source, At: at}})
+}
+
+// DeleteConversation deletes a conversation. Entries inherited by forks stay
+// readable through them.
+func (tx *Tx) DeleteConversation(id storage.ID) {
+	if tx.err != nil {
+		return
+	}
+	tx.push(storage.Write{Type: storage.WriteDeleteConversation, ID: id})
+}
+
+// --- committed reads ---
+
+// GetEntries reads committed entries by id.
+func (tx *Tx) GetEntries(ids []storage.ID) (map[storage.ID]*storage.Entry, error) {
+	return tx.store.GetEntries(tx.ctx, ids)
+}
+
+// GetEntry reads one committed entry.
+func (tx *Tx) GetEntry(id storage.ID) (*storage.Entry, bool, error) {
+	m, err := tx.store.GetEntries(tx.ctx, []storage.ID{id})
+	e, ok := m[id]
+	return e, ok, err
+}
+
+// GetTasks reads committed tasks by id, terminal ones included.
+func (tx *Tx) GetTasks(ids []storage.ID) (map[storage.ID]*storage.Task, error) {
+	return tx.store.GetTasks(tx.ctx, ids)
+}
+
+// GetTask reads one committed task.
+func (tx *Tx) GetTask(id storage.ID) (*storage.Task, bool, error) {
+	m, err := tx.store.GetTasks(tx.ctx, []storage.ID{id})
+	t, ok := m[id]
+	return t, ok, err
+}
+
+// ScratchTx builds one task's scratch commit: state writes to that task's
+// scratch scope only. Unbound scratch addresses are bound to the task.
+type ScratchTx struct{ tx *Tx }
+
+// SetValue sets a scratch value.
+func (s ScratchTx) SetValue(addr storage.Address, v any) { s.tx.SetValue(addr, v) }
+
+// DeleteValue deletes a scratch value.
+func (s ScratchTx) DeleteValue(addr storage.Address) { s.tx.DeleteValue(addr) }
+
+// Append appends to a scratch list.
+func (s ScratchTx) Append(addr storage.Address, v any) storage.ID { return s.tx.Append(addr, v) }
+
+// Remove removes a scratch list element.
+func (s ScratchTx) Remove(addr storage.Address, element storage.ID) { s.tx.Remove(addr, element) }
+
+// Clear clears a scratch list.
+func (s ScratchTx) Clear(addr storage.Address) { s.tx.Clear(addr) }
+
+// GetValue reads committed scratch.
+func (s ScratchTx) GetValue(addr storage.Address) (storage.Version, bool, error) {
+	return s.tx.GetValue(addr, 0)
+}
+
+// ReadList reads a committed scratch list.
+func (s ScratchTx) ReadList(addr storage.Address, q storage.ListQuery) (storage.Page[storage.Element], error) {
+	return s.tx.ReadList(addr, q)
+}
+
+// Err returns the first rule a builder broke, if any.
+func (s ScratchTx) Err() error { return s.tx.err }
