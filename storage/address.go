@@ -139,7 +139,7 @@ func (a Address) Validate() error {
 	switch a.Scope.Kind {
 	case ScopeSession:
 		if a.Scope.ID != 0 {
-			return fmt.Errorf("storage: address %s: session scope carries no id", a)
+			return &AddressError{Addr: a, Reason: "session scope carries no id"}
 		}
 	case ScopeConversation, ScopeScratch:
 		if a.Scope.ID <= 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Lookup is the committed state CheckBatch consults. Every backend
@@ -50,6 +51,8 @@ type checker struct {
 	policy  map[string]statePolicy
 	elems   map[string]map[ID]bool // state key → element → visible, touched in this batch
 	cleared map[string]bool
+	created map[ID]*Conversation // conversations created in this batch
+	owns    [][2]ID              // (task, conversation) ownership claims, checked at the end
 }
 
 func (c *checker) check(batch CommitBatch) error {
@@ -81,6 +84,30 @@ func (c *checker) check(batch CommitBatch) error {
 				return be
 			}
 			return err
+		}
+	}
+	return c.checkOwnership()
+}
+
+// checkOwnership runs after every write: a task may list a conversation
+// created later in the same batch, but by the end every claimed conversation
+// must exist and name the task as its owner.
+func (c *checker) checkOwnership() error {
+	for _, o := range c.owns {
+		task, id := o[0], o[1]
+		conv, ok := c.created[id]
+		if !ok {
+			rec, found, err := c.l.LookupConversation(c.ctx, id)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return &BatchError{Index: -1, Rule: fmt.Sprintf("task %d owns unknown conversation %d", task, id)}
+			}
+			conv = &rec
+		}
+		if conv.Owner != task {
+			return &BatchError{Index: -1, Rule: fmt.Sprintf("task %d lists conversation %d in owns, but its owner is %d", task, id, conv.Owner)}
 		}
 	}
 	return nil
@@ -243,6 +270,10 @@ func (c *checker) createConversation(w *Write, seq ID) error {
 		}
 	}
 	c.convs[seq] = true
+	if c.created == nil {
+		c.created = map[ID]*Conversation{}
+	}
+	c.created[seq] = conv
 	return nil
 }
 
@@ -327,11 +358,7 @@ func (c *checker) newTask(w *Write, seq ID) error {
 		}
 	}
 	for _, owned := range t.Owns {
-		if ok, err := c.conv(owned); err != nil {
-			return err
-		} else if !ok {
-			return reject("task %d owns unknown conversation %d", t.ID, owned)
-		}
+		c.owns = append(c.owns, [2]ID{t.ID, owned})
 	}
 	c.tasks[seq] = t
 	return nil
@@ -364,11 +391,12 @@ func (c *checker) changeTask(w *Write) error {
 		return reject("patch of task %d has unknown role %q", w.ID, w.Role)
 	}
 	for _, owned := range w.Owns {
-		if ok, err := c.conv(owned); err != nil {
-			return err
-		} else if !ok {
-			return reject("task %d owns unknown conversation %d", w.ID, owned)
+		if !slices.Contains(t.Owns, owned) { // earlier claims were checked when made
+			c.owns = append(c.owns, [2]ID{w.ID, owned})
 		}
+	}
+	if w.Owns != nil {
+		next.Owns = w.Owns
 	}
 	if w.Role != "" {
 		next.Status, next.Role = w.Status, w.Role

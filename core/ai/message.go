@@ -85,9 +85,16 @@ func ToolCall(id, name string, args json.RawMessage) Block {
 }
 
 // MarshalJSON writes the block. Text and thinking blocks always carry their
-// text field, even when empty, as the reference shapes do.
+// text field, even when empty, and a tool call always carries its arguments
+// object, as the reference shapes do.
 func (b Block) MarshalJSON() ([]byte, error) {
 	type plain Block
+	if b.Type == BlockToolCall && len(b.Arguments) == 0 {
+		// Set on the copy rather than spliced in afterwards, so "arguments"
+		// keeps its place after "name": the bytes then equal what decoding
+		// and re-encoding them gives.
+		b.Arguments = json.RawMessage(`{}`)
+	}
 	out, err := json.Marshal(plain(b))
 	if err != nil {
 		return nil, err
@@ -97,13 +104,13 @@ func (b Block) MarshalJSON() ([]byte, error) {
 		return insertField(out, `"text":""`), nil
 	case b.Type == BlockThinking && b.Thinking == "":
 		return insertField(out, `"thinking":""`), nil
-	case b.Type == BlockToolCall && len(b.Arguments) == 0:
-		return insertField(out, `"arguments":{}`), nil
 	}
 	return out, nil
 }
 
-// insertField adds a field right after the leading {"type":…} member.
+// insertField adds a field right after the leading {"type":…} member. In a
+// well-formed text or thinking block that is where the text field belongs:
+// no field declared before it is set.
 func insertField(obj []byte, field string) []byte {
 	i := bytes.IndexByte(obj[1:], ',') + 1
 	if i == 0 { // only the type field
@@ -151,8 +158,10 @@ func PlainText(s string) Content { return Content{Blocks: []Block{Text(s)}, Plai
 func Blocks(bs ...Block) Content { return Content{Blocks: bs} }
 
 // MarshalJSON writes a bare string for plain content, else the block array.
+// A text block with a signature is written as an array even when Plain is
+// set, because a bare string would drop the signature.
 func (c Content) MarshalJSON() ([]byte, error) {
-	if c.Plain && len(c.Blocks) == 1 && c.Blocks[0].Type == BlockText {
+	if c.Plain && len(c.Blocks) == 1 && c.Blocks[0].Type == BlockText && c.Blocks[0].TextSignature == "" {
 		return json.Marshal(c.Blocks[0].Text)
 	}
 	if c.Blocks == nil {
