@@ -99,7 +99,9 @@ func TestDataOnlyAndModelOnlyEntries(t *testing.T) {
 	conv := f.conversation()
 	u := f.user(conv, "hi")
 	var note ID
-	f.commit(func(tx *core.Tx) { note = tx.Entry(noteKind, conv, core.EntryDraft{Data: map[string]string{"plan": "x"}}) })
+	f.commit(func(tx *core.Tx) {
+		note = tx.Entry(noteKind, conv, core.EntryDraft{Data: map[string]string{"plan": "x"}})
+	})
 	c := f.context(conv, 0)
 	wantContext(t, c, u, note)
 	if got := messageTexts(c.Messages()); !slices.Equal(got, []string{"user:hi"}) {

@@ -1,0 +1,77 @@
+// Command picosim runs pico scenarios under the deterministic simulation
+// harness. Until the scenario runner lands it demonstrates the kernel: one
+// session in memory, a turn, a compaction and a fork, with the derived
+// contexts printed.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
+)
+
+func main() {
+	if err := demo(context.Background(), os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "picosim:", err)
+		os.Exit(1)
+	}
+}
+
+var modelValue = storage.ConversationValue[string]("pi.model", storage.Rewind)
+
+func demo(ctx context.Context, w io.Writer) error {
+	store := memory.New()
+	line := core.NewLine(core.RealRuntime(), store, core.NewKinds(), core.LineOptions{
+		AfterCommit: func(b storage.CommitBatch, r storage.Range) {
+			fmt.Fprintf(w, "commit %d–%d: %d writes\n", r.First, r.Last, len(b.Writes))
+		},
+	})
+	var conv, answer, fork storage.ID
+	steps := []func(tx *core.Tx){
+		func(tx *core.Tx) { conv = tx.CreateConversation(core.ConversationSpec{}) },
+		func(tx *core.Tx) {
+			core.TxValue(tx, modelValue.In(conv)).Set("faux-1")
+			core.AppendUser(tx, conv, ai.UserText("Inspect the parser", 0))
+		},
+		func(tx *core.Tx) {
+			answer = core.AppendAssistant(tx, conv, ai.Message{Role: ai.RoleAssistant,
+				Content: ai.Blocks(ai.Text("The parser is fine.")), StopReason: ai.StopStop})
+		},
+		func(tx *core.Tx) { core.AppendUser(tx, conv, ai.UserText("Now the lexer", 0)) },
+		func(tx *core.Tx) {
+			core.AppendSummary(tx, conv, core.SummaryData{SummarizedThrough: answer},
+				ai.UserText("Summary: the parser was inspected and is fine.", 0), answer+1)
+		},
+		func(tx *core.Tx) { fork = tx.Fork(conv, answer) },
+		func(tx *core.Tx) { core.TxValue(tx, modelValue.In(conv)).Set("faux-2") },
+	}
+	for _, step := range steps {
+		if _, err := line.Commit(ctx, func(tx *core.Tx) error { step(tx); return nil }); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		name string
+		id   storage.ID
+	}{{"root", conv}, {"fork at the answer", fork}} {
+		cx, err := core.DeriveContext(ctx, store, c.id, 0)
+		if err != nil {
+			return err
+		}
+		v, _, err := store.GetValue(ctx, modelValue.In(c.id).Address, 0)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s (conversation %d): context %v, model %s\n", c.name, c.id, cx.IDs(), v.Value)
+		for _, m := range cx.Messages() {
+			fmt.Fprintf(w, "  %-9s %s\n", m.Role, m.Content.TextOf())
+		}
+	}
+	return nil
+}
