@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -31,6 +32,36 @@ func (realRuntime) Go(ctx context.Context, _ string, fn func(context.Context)) {
 }
 
 func (realRuntime) NewLock(string) Lock { return &realLock{ch: make(chan struct{}, 1)} }
+
+func (realRuntime) NewEvent(string) Event { return &realEvent{ch: make(chan struct{})} }
+
+type realEvent struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (e *realEvent) Set() { e.once.Do(func() { close(e.ch) }) }
+
+func (e *realEvent) IsSet() bool {
+	select {
+	case <-e.ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func (e *realEvent) Wait(ctx context.Context) error {
+	if e.IsSet() {
+		return nil
+	}
+	select {
+	case <-e.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // realLock is a channel semaphore so that acquisition can observe ctx.
 type realLock struct{ ch chan struct{} }

@@ -28,6 +28,21 @@ type Runtime interface {
 	// NewLock returns a mutual-exclusion lock whose acquisition is a blocking
 	// point that observes ctx.
 	NewLock(name string) Lock
+	// NewEvent returns a one-shot event actors can wait for.
+	NewEvent(name string) Event
+}
+
+// Event is a one-shot signal: once set it stays set, and every waiter, past
+// or future, proceeds. It is the runtime's building block for futures and
+// waiters.
+type Event interface {
+	// Set sets the event; setting it again does nothing. It never blocks.
+	Set()
+	// IsSet reports whether the event is set.
+	IsSet() bool
+	// Wait blocks until the event is set or ctx is done; in the latter case
+	// it returns ctx's error.
+	Wait(ctx context.Context) error
 }
 
 // Lock is a mutual-exclusion lock owned by a Runtime.

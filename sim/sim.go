@@ -1,0 +1,362 @@
+// Package sim runs harness code deterministically: every actor is a
+// goroutine, but exactly one runs at a time. At each blocking point (taking a
+// lock, waiting for an event or a context, sleeping) the actor hands control
+// back and the scheduler picks the next runnable actor with its strategy,
+// which draws only from a seeded generator. Virtual time (package clock)
+// advances only when nothing is runnable and a timer is pending; nothing
+// runnable and nothing pending is a deadlock, reported with every actor's name
+// and what it waits for. So a seed fixes the interleaving, the ids and the
+// bytes of a run, and any failure replays.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/sim/clock"
+)
+
+// stepsMax bounds a run's scheduling decisions, so that a livelock ends in a
+// reported failure instead of a hung test.
+const stepsMaxDefault = 5_000_000
+
+// Options configures a simulation.
+type Options struct {
+	// Seed fixes every choice of the run.
+	Seed uint64
+	// Strategy picks the next actor; nil means Random. Strategies are
+	// stateful: give each Sim its own.
+	Strategy Strategy
+	// Trace, when set, receives every scheduling decision, time jump and
+	// recorded event.
+	Trace *Trace
+	// StepsMax bounds the number of scheduling decisions (0 = default).
+	StepsMax int
+}
+
+// Sim is one simulated run. Create it with New, then call Run once.
+type Sim struct {
+	rng      *rand.Rand
+	clock    *clock.Clock
+	strategy Strategy
+	trace    *Trace
+	stepsMax int
+
+	actors  []*actor // every actor, by id
+	cur     *actor   // the actor holding the baton; nil before the first hand-off
+	step    int
+	killing bool
+	outcome chan error
+	failure error
+}
+
+// New returns a simulation seeded by opts.Seed.
+func New(opts Options) *Sim {
+	s := &Sim{
+		rng:      rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
+		clock:    clock.New(),
+		strategy: opts.Strategy,
+		trace:    opts.Trace,
+		stepsMax: opts.StepsMax,
+		outcome:  make(chan error, 1),
+	}
+	if s.strategy == nil {
+		s.strategy = Random()
+	}
+	if s.stepsMax == 0 {
+		s.stepsMax = stepsMaxDefault
+	}
+	s.strategy.Init(s.rng)
+	return s
+}
+
+// Rand is the run's seeded generator, for scenario code that needs choices
+// of its own. Use it only from actors.
+func (s *Sim) Rand() *rand.Rand { return s.rng }
+
+// Now is the current virtual time.
+func (s *Sim) Now() time.Time { return s.clock.Now() }
+
+// Steps is the number of scheduling decisions made so far.
+func (s *Sim) Steps() int { return s.step }
+
+// Runtime returns the simulated core.Runtime of this run.
+func (s *Sim) Runtime() core.Runtime { return runtimeOf{s} }
+
+type actorState uint8
+
+const (
+	runnable actorState = iota
+	blocked
+	done
+)
+
+// waitCond is what a blocked actor waits for. ready is evaluated by the
+// scheduler; take completes the wait when the actor is chosen (granting a
+// lock, say) and must succeed whenever ready returned true.
+type waitCond interface {
+	ready() bool
+	take(a *actor)
+	describe() string
+}
+
+type actor struct {
+	id     int
+	name   string
+	s      *Sim
+	ctx    context.Context
+	resume chan bool // the baton; true means "die"
+	exited chan struct{}
+	state  actorState
+	point  string   // where it is parked
+	cond   waitCond // nil: runnable at a yield point
+	err    error    // outcome of the last wait
+	prio   int      // PCT priority
+}
+
+type actorKey struct{}
+
+func actorOf(ctx context.Context) *actor {
+	a, _ := ctx.Value(actorKey{}).(*actor)
+	return a
+}
+
+// Run runs main as the first actor and returns when every actor has
+// finished (nil), when the run deadlocks (*DeadlockError), when an actor
+// panics (*PanicError) or when the step bound is exceeded (*StepLimitError).
+// Actors still blocked at the end are unwound before Run returns.
+func (s *Sim) Run(ctx context.Context, main func(ctx context.Context)) error {
+	if s.cur != nil || len(s.actors) > 0 {
+		panic("sim: Run called twice on one Sim")
+	}
+	s.spawn(ctx, "main", main)
+	s.schedule(nil)
+	err := <-s.outcome
+	s.unwind()
+	return err
+}
+
+// spawn creates an actor that waits for its first baton.
+func (s *Sim) spawn(parent context.Context, name string, fn func(ctx context.Context)) *actor {
+	a := &actor{id: len(s.actors), name: name, s: s, resume: make(chan bool, 1), exited: make(chan struct{}), point: "start"}
+	a.ctx = context.WithValue(parent, actorKey{}, a)
+	s.actors = append(s.actors, a)
+	s.strategy.Spawned(a.view())
+	s.trace.record(event{Kind: "spawn", Actor: name, ID: a.id})
+	go a.run(fn)
+	return a
+}
+
+func (a *actor) run(fn func(ctx context.Context)) {
+	s := a.s
+	defer close(a.exited)
+	if die := <-a.resume; die {
+		return
+	}
+	defer func() {
+		r := recover()
+		a.state = done
+		switch {
+		case r == nil:
+			s.trace.record(event{Kind: "exit", Actor: a.name})
+			s.schedule(a)
+		case r == errKilled:
+		default:
+			s.fail(&PanicError{Actor: a.name, Value: r, Stack: string(debug.Stack())})
+		}
+	}()
+	fn(a.ctx)
+}
+
+// errKilled unwinds an actor that is still blocked when the run ends.
+var errKilled = fmt.Errorf("sim: actor killed at the end of the run")
+
+// park blocks the running actor at a named point until cond holds (or, for a
+// nil cond, until the scheduler picks it again), or until its ctx is done.
+// It returns nil when the condition was met and ctx's error otherwise.
+func (a *actor) park(ctx context.Context, point string, cond waitCond) error {
+	s := a.s
+	if s.killing {
+		panic(errKilled)
+	}
+	a.point, a.cond, a.ctx, a.err = point, cond, ctx, nil
+	a.state = blocked
+	if cond == nil {
+		a.state = runnable
+	}
+	s.schedule(a)
+	if die := <-a.resume; die {
+		panic(errKilled)
+	}
+	return a.err
+}
+
+// eligible reports whether a parked actor can be chosen now.
+func (a *actor) eligible() bool {
+	switch a.state {
+	case runnable:
+		return true
+	case blocked:
+		return a.cond.ready() || a.ctx.Err() != nil
+	}
+	return false
+}
+
+// schedule picks the next actor and hands it the baton. from is the actor
+// giving the baton up (nil for Run's kick-off); unless it is done, it has
+// parked and will wait on its resume channel.
+func (s *Sim) schedule(from *actor) {
+	for {
+		if s.failure != nil {
+			return
+		}
+		var cands []*actor
+		for _, a := range s.actors {
+			if a.eligible() {
+				cands = append(cands, a)
+			}
+		}
+		if len(cands) > 0 {
+			s.step++
+			if s.step > s.stepsMax {
+				s.fail(&StepLimitError{Steps: s.stepsMax})
+				return
+			}
+			views := make([]Candidate, len(cands))
+			for i, a := range cands {
+				views[i] = a.view()
+			}
+			next := cands[s.strategy.Choose(s.step, views)]
+			if next.state == blocked {
+				if next.cond.ready() {
+					next.cond.take(next)
+				} else {
+					next.err = next.ctx.Err()
+				}
+			}
+			next.state, next.cond = runnable, nil
+			s.trace.record(event{Kind: "run", Step: s.step, Actor: next.name, Point: next.point, Of: len(cands)})
+			s.cur = next
+			next.resume <- false // buffered: handing the baton to itself does not block
+			return
+		}
+		if s.clock.Pending() {
+			for _, t := range s.clock.Advance() {
+				_ = t // fired timers make their sleepers eligible
+			}
+			s.trace.record(event{Kind: "time", At: s.clock.Now().Sub(clock.Epoch).Milliseconds()})
+			continue
+		}
+		if s.allDone() {
+			s.outcome <- nil
+			return
+		}
+		s.fail(s.deadlock())
+		return
+	}
+}
+
+func (s *Sim) allDone() bool {
+	for _, a := range s.actors {
+		if a.state != done {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Sim) fail(err error) {
+	if s.failure != nil {
+		return
+	}
+	s.failure = err
+	s.trace.record(event{Kind: "failure", Error: err.Error()})
+	s.outcome <- err
+}
+
+// unwind kills every actor that has not finished, one at a time so that
+// their deferred code never runs concurrently, and waits for every actor
+// goroutine to exit.
+func (s *Sim) unwind() {
+	s.killing = true
+	for _, a := range s.actors {
+		if a.state != done {
+			a.state = done
+			a.resume <- true
+		}
+		<-a.exited
+	}
+}
+
+func (s *Sim) deadlock() *DeadlockError {
+	d := &DeadlockError{At: s.clock.Now()}
+	for _, a := range s.actors {
+		if a.state == blocked {
+			d.Actors = append(d.Actors, BlockedActor{Name: a.name, Point: a.point, Waiting: a.cond.describe()})
+		}
+	}
+	return d
+}
+
+// Candidate is what a strategy sees of a runnable actor.
+type Candidate struct {
+	ID    int
+	Name  string
+	Point string
+	Prio  *int // the actor's PCT priority slot
+}
+
+// Label is "name:point", the form forced orders use.
+func (c Candidate) Label() string { return c.Name + ":" + c.Point }
+
+func (a *actor) view() Candidate {
+	return Candidate{ID: a.id, Name: a.name, Point: a.point, Prio: &a.prio}
+}
+
+// BlockedActor is one actor of a deadlock report.
+type BlockedActor struct {
+	Name    string
+	Point   string
+	Waiting string
+}
+
+// DeadlockError reports a run in which nothing is runnable and no timer is
+// pending while actors are still blocked.
+type DeadlockError struct {
+	At     time.Time
+	Actors []BlockedActor
+}
+
+func (e *DeadlockError) Error() string {
+	parts := make([]string, len(e.Actors))
+	for i, a := range e.Actors {
+		parts[i] = fmt.Sprintf("%s at %s waits for %s", a.Name, a.Point, a.Waiting)
+	}
+	sort.Strings(parts)
+	return "sim: deadlock: " + strings.Join(parts, "; ")
+}
+
+// PanicError reports an actor that panicked.
+type PanicError struct {
+	Actor string
+	Value any
+	Stack string
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("sim: actor %s panicked: %v\n%s", e.Actor, e.Value, e.Stack)
+}
+
+// StepLimitError reports a run that made more scheduling decisions than its
+// bound: a livelock, or a bound set too low.
+type StepLimitError struct{ Steps int }
+
+func (e *StepLimitError) Error() string {
+	return fmt.Sprintf("sim: more than %d scheduling decisions (livelock?)", e.Steps)
+}
