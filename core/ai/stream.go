@@ -1,0 +1,81 @@
+package ai
+
+import "context"
+
+// EventType discriminates stream events.
+type EventType string
+
+const (
+	EventStart         EventType = "start"
+	EventTextStart     EventType = "text_start"
+	EventTextDelta     EventType = "text_delta"
+	EventTextEnd       EventType = "text_end"
+	EventThinkingStart EventType = "thinking_start"
+	EventThinkingDelta EventType = "thinking_delta"
+	EventThinkingEnd   EventType = "thinking_end"
+	EventToolCallStart EventType = "toolcall_start"
+	EventToolCallDelta EventType = "toolcall_delta"
+	EventToolCallEnd   EventType = "toolcall_end"
+	EventDone          EventType = "done"
+	EventError         EventType = "error"
+)
+
+// StreamEvent is one event of a model response stream (reference
+// delta-and-messages §3). ContentIndex names the block for block events;
+// Delta is the text (or, for a tool call, the raw JSON fragment) a delta
+// adds; Content is a finished text or thinking block's content; ToolCall is
+// a finished tool call. A done event carries Reason (stop, length, toolUse or
+// deferred) and the final Message; an error event carries Reason (aborted or
+// error) and the failed Message, whose ErrorMessage says why.
+//
+// Partial is the provider's live partial message for every event but done
+// and error. It is shared and keeps changing: copy what you keep. It is not
+// part of the JSON form.
+type StreamEvent struct {
+	Type         EventType  `json:"type"`
+	ContentIndex int        `json:"contentIndex"`
+	Delta        string     `json:"delta,omitempty"`
+	Content      string     `json:"content,omitempty"`
+	ToolCall     *Block     `json:"toolCall,omitempty"`
+	Reason       StopReason `json:"reason,omitempty"`
+	Message      *Message   `json:"message,omitempty"`
+	Partial      *Message   `json:"-"`
+}
+
+// Terminal reports whether the event ends its stream.
+func (e StreamEvent) Terminal() bool { return e.Type == EventDone || e.Type == EventError }
+
+// Model describes a model a provider serves.
+type Model struct {
+	ID            string `json:"id"`
+	Provider      string `json:"provider"`
+	API           string `json:"api"`
+	ContextWindow int    `json:"contextWindow"`
+	MaxTokens     int    `json:"maxTokens"`
+}
+
+// Request is what a generation sends: the projected messages (the first
+// system message is the baseline prompt), the callable tools and options.
+type Request struct {
+	Model         Model     `json:"model"`
+	Messages      []Message `json:"messages"`
+	Tools         []Tool    `json:"tools,omitempty"`
+	ThinkingLevel string    `json:"thinkingLevel,omitempty"`
+	// SessionID lets a provider reuse a cached prompt prefix.
+	SessionID string `json:"sessionId,omitempty"`
+}
+
+// Provider streams model responses.
+type Provider interface {
+	// Stream starts a response. ctx cancels the whole stream: a provider
+	// checks it between chunks and ends with an error event whose reason is
+	// aborted. Setup failures are an error event too, never a nil stream.
+	Stream(ctx context.Context, req Request) Stream
+}
+
+// Stream is one response in progress.
+type Stream interface {
+	// Next blocks for the next event. After a done or error event it
+	// returns ok=false. ctx bounds this wait only.
+	Next(ctx context.Context) (ev StreamEvent, ok bool)
+}
