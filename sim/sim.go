@@ -54,6 +54,9 @@ type Sim struct {
 	killing bool
 	outcome chan error
 	failure error
+
+	cands []*actor    // scratch buffers of schedule, reused every step
+	views []Candidate
 }
 
 // New returns a simulation seeded by opts.Seed.
@@ -216,22 +219,24 @@ func (s *Sim) schedule(from *actor) {
 		if s.failure != nil {
 			return
 		}
-		var cands []*actor
+		cands := s.cands[:0]
 		for _, a := range s.actors {
 			if a.eligible() {
 				cands = append(cands, a)
 			}
 		}
+		s.cands = cands
 		if len(cands) > 0 {
 			s.step++
 			if s.step > s.stepsMax {
 				s.fail(&StepLimitError{Steps: s.stepsMax})
 				return
 			}
-			views := make([]Candidate, len(cands))
-			for i, a := range cands {
-				views[i] = a.view()
+			views := s.views[:0]
+			for _, a := range cands {
+				views = append(views, a.view())
 			}
+			s.views = views
 			next := cands[s.strategy.Choose(s.step, views)]
 			if next.state == blocked {
 				if next.cond.ready() {
@@ -241,7 +246,9 @@ func (s *Sim) schedule(from *actor) {
 				}
 			}
 			next.state, next.cond = runnable, nil
-			s.trace.record(event{Kind: "run", Step: s.step, Actor: next.name, Point: next.point, Of: len(cands)})
+			if s.trace != nil {
+				s.trace.record(event{Kind: "run", Step: s.step, Actor: next.name, Point: next.point, Of: len(cands)})
+			}
 			s.cur = next
 			next.resume <- false // buffered: handing the baton to itself does not block
 			return
