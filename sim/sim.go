@@ -55,7 +55,7 @@ type Sim struct {
 	outcome chan error
 	failure error
 
-	cands []*actor    // scratch buffers of schedule, reused every step
+	cands []*actor // scratch buffers of schedule, reused every step
 	views []Candidate
 }
 

@@ -30,9 +30,9 @@ type Store struct {
 	taskOrder []ID            // every task, ascending
 	live      map[ID]struct{} // non-terminal tasks
 
-	states      map[string]*state // by Address.StateKey
-	namespaces  map[string][]string
-	scratchKeys map[ID][]string // task → scratch state keys, retired on settle
+	states       map[string]*state // by Address.StateKey
+	namespaces   map[string][]string
+	scratchAddrs map[ID][]storage.Address // task → its scratch state, retired on settle
 
 	work int64 // index probes and records visited by reads; see Work
 }
@@ -80,14 +80,14 @@ type element struct {
 // New returns an empty memory store.
 func New() *Store {
 	return &Store{
-		convs:       map[ID]*conv{},
-		entries:     map[ID]*storage.Entry{},
-		kinds:       map[string]struct{}{},
-		tasks:       map[ID]*storage.Task{},
-		live:        map[ID]struct{}{},
-		states:      map[string]*state{},
-		namespaces:  map[string][]string{},
-		scratchKeys: map[ID][]string{},
+		convs:        map[ID]*conv{},
+		entries:      map[ID]*storage.Entry{},
+		kinds:        map[string]struct{}{},
+		tasks:        map[ID]*storage.Task{},
+		live:         map[ID]struct{}{},
+		states:       map[string]*state{},
+		namespaces:   map[string][]string{},
+		scratchAddrs: map[ID][]storage.Address{},
 	}
 }
 
@@ -247,11 +247,11 @@ func (s *Store) apply(w *storage.Write, seq ID) {
 		if w.Type == storage.WriteSettle {
 			delete(s.live, w.ID)
 			delete(s.convs[t.ConversationID].live, w.ID)
-			for _, key := range s.scratchKeys[w.ID] {
-				delete(s.states, key)
+			for _, a := range s.scratchAddrs[w.ID] {
+				delete(s.states, a.StateKey())
+				delete(s.namespaces, nsKey(a.Scope, a.Namespace))
 			}
-			delete(s.scratchKeys, w.ID)
-			delete(s.namespaces, storage.ScratchScope(w.ID).String())
+			delete(s.scratchAddrs, w.ID)
 		}
 	}
 }
@@ -266,7 +266,7 @@ func (s *Store) applyState(w *storage.Write, seq ID) {
 		s.states[key] = st
 		s.indexKey(a)
 		if a.Scope.Kind == storage.ScopeScratch {
-			s.scratchKeys[a.Scope.ID] = append(s.scratchKeys[a.Scope.ID], key)
+			s.scratchAddrs[a.Scope.ID] = append(s.scratchAddrs[a.Scope.ID], a)
 		}
 	}
 	switch w.Type {

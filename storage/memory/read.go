@@ -462,7 +462,7 @@ func (s *Store) ScanValues(_ context.Context, q storage.ValueQuery) (storage.Pag
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	i, _ := slices.BinarySearch(keys, q.After)
-	out := storage.Page[storage.KeyedVersion]{ReadAt: s.lastSeq}
+	out := storage.Page[storage.KeyedVersion]{Items: []storage.KeyedVersion{}, ReadAt: s.lastSeq}
 	for ; i < len(keys); i++ {
 		key := keys[i]
 		if key <= q.After && q.After != "" {
@@ -549,7 +549,7 @@ func (s *Store) eachListElement(a storage.Address, at, lo, hi ID, fn func(elemen
 		}
 		removals = append(removals, removal{st.removed, l.cap})
 		floor := ID(1)
-		if i := sort.Search(len(st.clears), func(i int) bool { return st.clears[i] > l.cap }); i > 0 {
+		if i := sort.Search(len(st.clears), func(i int) bool { return st.clears[i] > maxID }); i > 0 {
 			floor = st.clears[i-1] + 1
 		}
 		segs = append(segs, segment[element]{items: st.elems, lo: floor, cap: l.cap})
