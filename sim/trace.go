@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"hash"
 	"io"
+
+	"github.com/pico-go/pico/sim/clock"
 )
 
 // Trace is a run's record: one JSON line per scheduling decision, time jump,
@@ -82,7 +84,7 @@ func (t *Trace) Lines() []string { return t.kept }
 func (t *Trace) Err() error { return t.err }
 
 // Record writes an event of the given kind with a detail that must encode to
-// JSON, stamped with the current step and actor. Faults, commits and
+// JSON, stamped with the current step, virtual time and actor. Faults, commits and
 // scenario milestones go into the trace this way. Call it only from an actor.
 func (s *Sim) Record(kind string, detail any) {
 	if s.trace == nil {
@@ -92,7 +94,7 @@ func (s *Sim) Record(kind string, detail any) {
 	if err != nil {
 		panic("sim: Record detail does not encode: " + err.Error())
 	}
-	e := event{Kind: kind, Step: s.step, Detail: raw}
+	e := event{Kind: kind, Step: s.step, At: s.clock.Now().Sub(clock.Epoch).Milliseconds(), Detail: raw}
 	if s.cur != nil {
 		e.Actor = s.cur.name
 	}
