@@ -1,0 +1,204 @@
+package races
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/fault"
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
+)
+
+var (
+	modeValue = storage.ConversationValue[string]("race.mode", storage.Rewind)
+	notesList = storage.ConversationList[string]("race.notes", storage.Sticky)
+)
+
+// pausedHold is the barrier of the row: it holds the third commit (after the
+// two that set the old state up) between construction and persistence.
+const pausedHold = "paused"
+
+var pausedPlan = fault.Plan{Faults: []fault.Fault{{Name: pausedHold, Kind: fault.Hold, Commit: 3}}}
+
+// persistencePaused is the row "Persistence paused after construction". A
+// writer commits through the line over a handle whose plan holds that
+// commit after construction; a releaser ends the hold; a reader reads the
+// conversation through every query (point and batched entry reads, the
+// transcript scan, a value, a list, lastSeq and a derived context).
+//
+// forward: the reader reads, completely, while the commit is held, and sees
+// exactly the state before it. reverse: the hold is released and the commit
+// returns before the reader reads, and the reader sees the whole batch.
+// Either way the writer's Commit returns only after the release, with the
+// range of the whole batch.
+func persistencePaused(o order) cell {
+	points := map[order][]string{
+		forward: {"reader:read", "reader:read-done", "releaser:release", "writer:committed"},
+		reverse: {"releaser:release", "writer:committed", "reader:read", "reader:read-done"},
+	}[o]
+	return cell{points: points, program: func(s *sim.Sim) (func(ctx context.Context), func() error) {
+		var (
+			before, during, after      snapshot
+			got                        storage.Range
+			commitErr                  error
+			released, releasedAtReturn bool
+			fired                      []fault.Firing
+		)
+		main := func(ctx context.Context) {
+			rt := s.Runtime()
+			store := fault.Wrap(rt, memory.New(), pausedPlan, s)
+			line := core.NewLine(rt, store, core.NewKinds(), core.LineOptions{
+				AfterCommit: func(_ storage.CommitBatch, r storage.Range) { s.Record("commit", r) },
+			})
+			conv := oldState(ctx, line)
+			before = observe(ctx, store, conv)
+
+			finished := rt.NewEvent("finished")
+			left := 3
+			finish := func() {
+				if left--; left == 0 {
+					finished.Set()
+				}
+			}
+			rt.Go(ctx, "writer", func(ctx context.Context) {
+				defer finish()
+				got, commitErr = line.Commit(ctx, func(tx *core.Tx) error {
+					core.TxValue(tx, modeValue.In(conv)).Set("new")
+					core.AppendUser(tx, conv, ai.UserText("held", 0))
+					core.TxList(tx, notesList.In(conv)).Append("held")
+					return nil
+				})
+				releasedAtReturn = released
+				sim.Yield(ctx, "committed")
+			})
+			rt.Go(ctx, "reader", func(ctx context.Context) {
+				defer finish()
+				check(store.WaitHeld(ctx, pausedHold)) // the batch is constructed and held
+				sim.Yield(ctx, "read")
+				during = observe(ctx, store, conv)
+				sim.Yield(ctx, "read-done")
+			})
+			rt.Go(ctx, "releaser", func(ctx context.Context) {
+				defer finish()
+				check(store.WaitHeld(ctx, pausedHold))
+				sim.Yield(ctx, "release")
+				released = true
+				store.Release(pausedHold)
+			})
+			check(finished.Wait(ctx))
+			after = observe(ctx, store, conv)
+			fired = store.Fired()
+		}
+		verify := func() error {
+			const heldWrites = 3
+			want := storage.Range{First: before.LastSeq + 1, Last: before.LastSeq + heldWrites}
+			switch {
+			case commitErr != nil:
+				return fmt.Errorf("held commit failed: %w", commitErr)
+			case got != want:
+				return fmt.Errorf("held commit got range %+v; want %+v", got, want)
+			case !releasedAtReturn:
+				return errors.New("the held commit returned before its release")
+			case len(fired) != 2 || fired[0].Event != fault.EventFire || fired[0].FirstSeq != want.First || fired[1].Event != fault.EventRelease:
+				return fmt.Errorf("firings %+v; want the hold to fire at %d, then its release", fired, want.First)
+			case after.LastSeq != want.Last || after.Mode != "new" || len(after.Transcript) != len(before.Transcript)+1:
+				return fmt.Errorf("after the run the store holds %+v; want the whole held batch", after)
+			}
+			expect, state := before, "the old complete state"
+			if o == reverse {
+				expect, state = after, "the whole batch"
+			}
+			if diff := cmp.Diff(expect, during); diff != "" {
+				return fmt.Errorf("the reader did not see %s (-want +seen):\n%s", state, diff)
+			}
+			return nil
+		}
+		return main, verify
+	}}
+}
+
+// oldState commits the state the held commit builds on: a conversation, then
+// one batch setting the value, appending a user entry and a list element.
+func oldState(ctx context.Context, line *core.Line) storage.ID {
+	var conv storage.ID
+	_, err := line.Commit(ctx, func(tx *core.Tx) error {
+		conv = tx.CreateConversation(core.ConversationSpec{})
+		return nil
+	})
+	check(err)
+	_, err = line.Commit(ctx, func(tx *core.Tx) error {
+		core.TxValue(tx, modeValue.In(conv)).Set("old")
+		core.AppendUser(tx, conv, ai.UserText("old", 0))
+		core.TxList(tx, notesList.In(conv)).Append("old")
+		return nil
+	})
+	check(err)
+	return conv
+}
+
+// snapshot is what a reader sees of one conversation through every query.
+type snapshot struct {
+	LastSeq    storage.ID
+	Found      []storage.ID // of ids 1..probeIDsMax, those GetEntries returns
+	Transcript []storage.ID // ScanEntries
+	Mode       string       // GetValue, current
+	ModeSeq    storage.ID
+	Notes      []string     // ReadList
+	Context    []storage.ID // DeriveContext through lastSeq
+}
+
+// probeIDsMax bounds the ids a snapshot asks GetEntries for; it covers every
+// id the row mints.
+const probeIDsMax = 16
+
+func observe(ctx context.Context, store storage.Storage, conv storage.ID) snapshot {
+	snap := snapshot{LastSeq: store.LastSeq()}
+	probe := make([]storage.ID, probeIDsMax)
+	for i := range probe {
+		probe[i] = storage.ID(i + 1)
+	}
+	found, err := store.GetEntries(ctx, probe)
+	check(err)
+	for _, id := range probe {
+		if found[id] != nil {
+			snap.Found = append(snap.Found, id)
+		}
+	}
+	all := storage.Cursor{Limit: storage.PageLimitMax}
+	page, err := store.ScanEntries(ctx, storage.EntryQuery{Cursor: all, ConversationID: conv})
+	check(err)
+	for _, e := range page.Items {
+		snap.Transcript = append(snap.Transcript, e.ID)
+	}
+	v, ok, err := store.GetValue(ctx, modeValue.In(conv).Address, 0)
+	check(err)
+	if ok {
+		check(json.Unmarshal(v.Value, &snap.Mode))
+		snap.ModeSeq = v.Seq
+	}
+	elems, err := store.ReadList(ctx, notesList.In(conv).Address, storage.ListQuery{Cursor: all})
+	check(err)
+	for _, e := range elems.Items {
+		var s string
+		check(json.Unmarshal(e.Value, &s))
+		snap.Notes = append(snap.Notes, s)
+	}
+	c, err := core.DeriveContext(ctx, store, conv, 0)
+	check(err)
+	snap.Context = c.IDs()
+	return snap
+}
+
+// check panics on an error an actor cannot continue from; the simulator
+// reports the panic with the actor's name.
+func check(err error) {
+	if err != nil {
+		panic(err)
+	}
+}

@@ -1,0 +1,177 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pico-go/pico/storage"
+)
+
+// admission is what the handle decided about a commit when it arrived: its
+// ordinal and the faults that hit it.
+type admission struct {
+	ordinal  int
+	batch    storage.BatchKind
+	firstSeq storage.ID
+	holds    []*hold
+	end      *Fault // the fail, uncertain or crash fault that hits it, if any
+	unlink   *Fault
+	settled  []storage.ID
+}
+
+// Commit passes the batch to the inner store unless a fault of the plan
+// selects it: holds pause it first, then a fail, uncertain or crash fault
+// decides its outcome, and an unlinkFail fault is recorded once it
+// succeeded.
+//
+// A hold waits without ctx's cancellation. Reaching Commit means the batch
+// was constructed and admitted; the commit line already calls Commit with a
+// context that cannot be cancelled, so that an admitted commit is never
+// abandoned halfway, and a hold that gave up on cancellation would invent an
+// outcome no backend has. Only Release, or the death of the handle (Reopen),
+// ends a hold; a hold nobody releases is reported by the simulator as a
+// deadlock naming the event "fault:<name>".
+func (s *Storage) Commit(ctx context.Context, batch storage.CommitBatch) (storage.Range, error) {
+	a, err := s.admit(batch)
+	if err != nil {
+		return storage.Range{}, err
+	}
+	for _, h := range a.holds {
+		if err := s.pause(ctx, a, h); err != nil {
+			return storage.Range{}, err
+		}
+	}
+	if a.end != nil {
+		return s.finish(ctx, a, batch)
+	}
+	r, err := s.inner.Commit(ctx, batch)
+	if err == nil && a.unlink != nil {
+		s.fire(a, *a.unlink, true, a.settled)
+	}
+	return r, err
+}
+
+// admit counts the commit and picks the faults that select it.
+func (s *Storage) admit(batch storage.CommitBatch) (*admission, error) {
+	first := s.inner.LastSeq() + 1
+	settled := settledTasks(batch)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.dead != nil:
+		return nil, s.dead
+	case s.closed:
+		return nil, storage.ErrClosed
+	case s.uncertain != nil:
+		return nil, fmt.Errorf("%w; reopen before committing again", s.uncertain)
+	}
+	s.commits++
+	s.byBatch[batch.Kind]++
+	if len(settled) > 0 {
+		s.settling++
+	}
+	a := &admission{ordinal: s.commits, batch: batch.Kind, firstSeq: first, settled: settled}
+	for i := range s.plan.Faults {
+		f := &s.plan.Faults[i]
+		if !s.selects(f, batch.Kind, len(settled) > 0) {
+			continue
+		}
+		switch {
+		case f.Kind == Hold:
+			a.holds = append(a.holds, s.holds[f.Name])
+		case f.Kind == UnlinkFail:
+			if a.unlink == nil {
+				a.unlink = f
+			}
+		case a.end == nil:
+			a.end = f
+		}
+	}
+	return a, nil
+}
+
+// selects reports whether f selects the commit just counted. s.mu is held.
+func (s *Storage) selects(f *Fault, kind storage.BatchKind, settles bool) bool {
+	switch {
+	case f.Batch != "" && f.Batch != kind:
+		return false
+	case f.Kind == UnlinkFail:
+		return settles && s.settling == f.Commit
+	case f.Batch == "":
+		return s.commits == f.Commit
+	}
+	return s.byBatch[f.Batch] == f.Commit
+}
+
+func settledTasks(batch storage.CommitBatch) []storage.ID {
+	var ids []storage.ID
+	for _, w := range batch.Writes {
+		if w.Type == storage.WriteSettle {
+			ids = append(ids, w.ID)
+		}
+	}
+	return ids
+}
+
+// pause fires a hold and waits for its release.
+func (s *Storage) pause(ctx context.Context, a *admission, h *hold) error {
+	s.mu.Lock()
+	f := a.firing(h.fault, false, nil)
+	h.firing = &f
+	s.log(f)
+	s.mu.Unlock()
+	h.held.Set()
+	if err := h.release.Wait(context.WithoutCancel(ctx)); err != nil {
+		panic("fault: a hold's wait, which ignores cancellation, failed: " + err.Error())
+	}
+	// The handle may have died (Reopen) while the commit was held: the
+	// commit belongs to the dead process and is never persisted.
+	return s.usable()
+}
+
+// finish applies the fail, uncertain or crash fault that hits the commit.
+func (s *Storage) finish(ctx context.Context, a *admission, batch storage.CommitBatch) (storage.Range, error) {
+	f := *a.end
+	e := &Error{Fault: f, Commit: a.ordinal}
+	switch f.Kind {
+	case Fail:
+		e.Err = ErrInjected
+		s.fire(a, f, false, nil)
+	case Uncertain:
+		if _, err := s.inner.Commit(ctx, batch); err != nil {
+			// The store rejected the batch: nothing was written, so the
+			// outcome is certain and the rejection is the answer.
+			s.fire(a, f, false, nil)
+			return storage.Range{}, err
+		}
+		e.Err = ErrUncertain
+		s.mu.Lock()
+		s.uncertain = e
+		s.mu.Unlock()
+		s.fire(a, f, true, nil)
+	case Crash:
+		persisted := false
+		if f.Persist {
+			// A rejected batch was not written; the process dies all the same.
+			_, err := s.inner.Commit(ctx, batch)
+			persisted = err == nil
+		}
+		e.Err = ErrCrashed
+		s.fire(a, f, persisted, nil)
+		s.die(e, a.firstSeq-1)
+	default:
+		panic(fmt.Sprintf("fault: %s chosen to end a commit; only fail, uncertain and crash do", f))
+	}
+	return storage.Range{}, e
+}
+
+func (s *Storage) fire(a *admission, f Fault, persisted bool, tasks []storage.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log(a.firing(f, persisted, tasks))
+}
+
+func (a *admission) firing(f Fault, persisted bool, tasks []storage.ID) Firing {
+	return Firing{Name: f.Name, Kind: f.Kind, Event: EventFire, Commit: a.ordinal, Batch: a.batch,
+		FirstSeq: a.firstSeq, Persisted: persisted, Tasks: tasks}
+}
