@@ -64,6 +64,12 @@ func (r runtimeOf) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if d <= 0 {
+		// A zero sleep is a plain scheduling point, not a wait for the clock:
+		// waiting for the next time advance would let every other runnable
+		// actor run first and hide those interleavings.
+		return a.park(ctx, "sleep", yielded{})
+	}
 	t := r.s.clock.After(d)
 	err := a.park(ctx, "sleep", sleeping{t, d})
 	r.s.clock.Stop(t)

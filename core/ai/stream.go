@@ -42,6 +42,17 @@ type StreamEvent struct {
 	Partial      *Message   `json:"-"`
 }
 
+// RawStopReason values a provider sets on an error message so the harness
+// can classify the failure without parsing provider-specific text.
+const (
+	// RawRateLimited marks a retryable error (rate limit, overload,
+	// transient network failure): the generation retries within its budget.
+	RawRateLimited = "rate_limited"
+	// RawContextOverflow marks a request that exceeded the context window:
+	// the generation settles and a collapse takes over (§8.2).
+	RawContextOverflow = "context_overflow"
+)
+
 // Terminal reports whether the event ends its stream.
 func (e StreamEvent) Terminal() bool { return e.Type == EventDone || e.Type == EventError }
 
@@ -76,6 +87,8 @@ type Provider interface {
 // Stream is one response in progress.
 type Stream interface {
 	// Next blocks for the next event. After a done or error event it
-	// returns ok=false. ctx bounds this wait only.
+	// returns ok=false. Cancelling ctx while Next waits aborts the stream
+	// like cancelling the stream's own ctx: the next event is an error
+	// event with reason aborted.
 	Next(ctx context.Context) (ev StreamEvent, ok bool)
 }
