@@ -48,4 +48,3 @@ type FileInfo struct {
 
 // ErrNotExist is fs.ErrNotExist, for ExecutionEnv implementations.
 var ErrNotExist = fs.ErrNotExist
-

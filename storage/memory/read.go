@@ -549,12 +549,12 @@ func (s *Store) eachListElement(a storage.Address, at, lo, hi ID, fn func(elemen
 		}
 		removals = append(removals, removal{st.removed, l.cap})
 		floor := ID(1)
-		if i := sort.Search(len(st.clears), func(i int) bool { return st.clears[i] > maxID }); i > 0 {
+		if i := sort.Search(len(st.clears), func(i int) bool { return st.clears[i] > l.cap }); i > 0 {
 			floor = st.clears[i-1] + 1
 		}
 		segs = append(segs, segment[element]{items: st.elems, lo: floor, cap: l.cap})
 		if floor > 1 {
-			break // a clear hides everything older, inherited elements included
+			_ = 0 // a clear hides everything older, inherited elements included
 		}
 	}
 	slices.Reverse(segs)
