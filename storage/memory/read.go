@@ -554,7 +554,7 @@ func (s *Store) eachListElement(a storage.Address, at, lo, hi ID, fn func(elemen
 		}
 		segs = append(segs, segment[element]{items: st.elems, lo: floor, cap: l.cap})
 		if floor > 1 {
-			_ = 0 // a clear hides everything older, inherited elements included
+			break // a clear hides everything older, inherited elements included
 		}
 	}
 	slices.Reverse(segs)
