@@ -11,9 +11,9 @@ import (
 // implements it over its own indexes, so the structural rules of a batch are
 // written once, here.
 type Lookup interface {
-	// Conversation returns a conversation that exists and is not deleted.
+	// LookupConversation returns a conversation that exists and is not deleted.
 	LookupConversation(ctx context.Context, id ID) (Conversation, bool, error)
-	// Task returns a task record, terminal or not.
+	// LookupTask returns a task record, terminal or not.
 	LookupTask(ctx context.Context, id ID) (*Task, bool, error)
 	// EntryVisible reports whether entry id is in the logical transcript of
 	// the conversation.
@@ -21,8 +21,9 @@ type Lookup interface {
 	// StatePolicy reports whether state exists under the address's state key
 	// and, if so, whether it is rewindable and whether it is a list.
 	StatePolicy(ctx context.Context, addr Address) (exists, rewind, list bool, err error)
-	// ListHas reports whether element is currently visible in the list.
-	ListHas(ctx context.Context, addr Address, element ID) (bool, error)
+	// ListHas reports whether element is visible in the list as of at
+	// (0 = now; at is only ever non-zero for rewindable conversation lists).
+	ListHas(ctx context.Context, addr Address, at, element ID) (bool, error)
 }
 
 // CheckBatch validates the structure of batch against committed state and
@@ -235,7 +236,16 @@ func (c *checker) listHas(a Address, key string, element ID) (bool, error) {
 	if c.cleared[key] || element <= 0 {
 		return false, nil
 	}
-	return c.l.ListHas(c.ctx, a, element)
+	// A fork created in this batch inherits its source's list as of the fork
+	// point; it has no local elements yet.
+	at := ID(0)
+	for conv, ok := c.created[a.Scope.ID]; ok && a.Historical(); conv, ok = c.created[a.Scope.ID] {
+		if conv.Parent == nil {
+			return false, nil
+		}
+		a.Scope.ID, at = conv.Parent.ConversationID, minPos(at, conv.Parent.At)
+	}
+	return c.l.ListHas(c.ctx, a, at, element)
 }
 
 func (c *checker) createConversation(w *Write, seq ID) error {
@@ -435,5 +445,20 @@ func (c *checker) entryVisible(conv, id ID) (bool, error) {
 	if id <= 0 || id > c.lastSeq {
 		return false, nil
 	}
+	// A fork created in this batch sees its source up to the fork point.
+	for rec, ok := c.created[conv]; ok; rec, ok = c.created[conv] {
+		if rec.Parent == nil || id > rec.Parent.At {
+			return false, nil
+		}
+		conv = rec.Parent.ConversationID
+	}
 	return c.l.EntryVisible(c.ctx, conv, id)
+}
+
+// minPos is the smaller of two positions, where 0 means "no cap".
+func minPos(a, b ID) ID {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }

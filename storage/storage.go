@@ -15,6 +15,9 @@ type Storage interface {
 	LastSeq() ID
 	// Commit persists one batch; write i gets LastSeq()+1+i. An empty batch
 	// writes nothing and returns Range{First: LastSeq()+1, Last: LastSeq()}.
+	// The backend takes ownership of the batch and the records in it: the
+	// caller must not modify them afterwards (the memory backend shares them
+	// with readers).
 	Commit(ctx context.Context, batch CommitBatch) (Range, error)
 
 	// GetConversations returns the named conversations that exist and are not
@@ -40,9 +43,10 @@ type Storage interface {
 	// (rewindable conversation values only; forks read their source capped at
 	// the fork point).
 	GetValue(ctx context.Context, addr Address, at ID) (Version, bool, error)
-	// ScanValues pages through current values by key. Keys are not ids: to
-	// continue, pass the last item's key as After; Next is non-zero when more
-	// remain.
+	// ScanValues pages through the current keyed values of a namespace, by
+	// key (the namespace's keyless value is a point read). Keys are not ids:
+	// to continue, pass the last item's key as After; Next is non-zero when
+	// more remain.
 	ScanValues(ctx context.Context, q ValueQuery) (Page[KeyedVersion], error)
 	ReadList(ctx context.Context, addr Address, q ListQuery) (Page[Element], error)
 

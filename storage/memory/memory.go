@@ -354,9 +354,9 @@ func (l lookup) StatePolicy(_ context.Context, a storage.Address) (bool, bool, b
 	return true, st.rewind, st.list, nil
 }
 
-func (l lookup) ListHas(_ context.Context, a storage.Address, id ID) (bool, error) {
+func (l lookup) ListHas(_ context.Context, a storage.Address, at, id ID) (bool, error) {
 	found := false
-	l.s.eachListElement(a, 0, id, id, func(element) bool {
+	l.s.eachListElement(a, at, id, id, func(element) bool {
 		found = true
 		return false
 	}, false)

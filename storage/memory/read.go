@@ -271,6 +271,9 @@ func (s *Store) NewestHead(_ context.Context, conversationID, at ID) (*storage.E
 		return nil, false, err
 	}
 	defer s.mu.RUnlock()
+	if at < 0 {
+		return nil, false, fmt.Errorf("%w: negative position %d", storage.ErrBadQuery, at)
+	}
 	if _, err := s.conversation(conversationID); err != nil {
 		return nil, false, err
 	}
@@ -330,7 +333,7 @@ func (s *Store) ScanTasks(_ context.Context, q storage.TaskQuery) (storage.Page[
 	liveOnly := (q.Live != nil && *q.Live) || q.Role == storage.RoleStart || q.Role == storage.RoleInflight
 	var ids []ID
 	switch {
-	case liveOnly && q.ConversationIDs == nil:
+	case liveOnly && len(q.ConversationIDs) == 0:
 		ids = sortedKeys(s.live)
 	case liveOnly:
 		for _, cid := range q.ConversationIDs {
@@ -339,7 +342,7 @@ func (s *Store) ScanTasks(_ context.Context, q storage.TaskQuery) (storage.Page[
 			}
 		}
 		slices.Sort(ids)
-	case q.ConversationIDs == nil:
+	case len(q.ConversationIDs) == 0:
 		ids = s.taskOrder
 	default:
 		for _, cid := range q.ConversationIDs {
@@ -390,6 +393,19 @@ func checkRead(a storage.Address, at ID) error {
 	return nil
 }
 
+// storedPolicy reads conversation state under the rewind policy it was
+// written with, whatever policy the reading address claims: a rewindable
+// history read through a sticky address still honours deletes, removes and
+// clears. (A historical read through a sticky address was rejected before.)
+func (s *Store) storedPolicy(a storage.Address) storage.Address {
+	if a.Scope.Kind == storage.ScopeConversation {
+		if st := s.states[a.StateKey()]; st != nil {
+			a.Rewind = st.rewind
+		}
+	}
+	return a
+}
+
 // GetValue reads a value now or, for rewindable conversation state, as of an
 // entry. A fork with no local version reads its source capped at the fork
 // point; a delete records absence and stops the lookup.
@@ -409,13 +425,14 @@ func (s *Store) GetValue(_ context.Context, a storage.Address, at ID) (storage.V
 }
 
 func (s *Store) value(a storage.Address, at ID) (version, bool) {
+	a = s.storedPolicy(a)
 	if !a.Historical() {
 		s.work++
 		st := s.states[a.StateKey()]
-		if st == nil || st.list || len(st.versions) == 0 || st.versions[0].deleted {
+		if st == nil || st.list || len(st.versions) == 0 || st.versions[len(st.versions)-1].deleted {
 			return version{}, false
 		}
-		return st.versions[0], true
+		return st.versions[len(st.versions)-1], true
 	}
 	for _, l := range s.chain(a.Scope.ID, at) {
 		b := a
@@ -465,8 +482,8 @@ func (s *Store) ScanValues(_ context.Context, q storage.ValueQuery) (storage.Pag
 	out := storage.Page[storage.KeyedVersion]{Items: []storage.KeyedVersion{}, ReadAt: s.lastSeq}
 	for ; i < len(keys); i++ {
 		key := keys[i]
-		if key <= q.After && q.After != "" {
-			continue
+		if key == "" || key <= q.After {
+			continue // the namespace's keyless value is a point read, never a scan row
 		}
 		v, ok := s.currentValue(q.Scope, q.Namespace, key)
 		if !ok {
@@ -522,6 +539,7 @@ func (s *Store) ReadList(_ context.Context, a storage.Address, q storage.ListQue
 // everything older (inherited elements too), and a remove written at any
 // level between the reader and the element's level hides that element.
 func (s *Store) eachListElement(a storage.Address, at, lo, hi ID, fn func(element) bool, backward bool) {
+	a = s.storedPolicy(a)
 	if !a.Historical() {
 		s.work++
 		st := s.states[a.StateKey()]

@@ -22,6 +22,66 @@ var forkTests = []test{
 	{"ADeletedConversationIsHiddenButItsForksStillReadItsPrefix", testDeletedSource},
 	{"ScanConversationsListsForksAndOwnedConversations", testForkAndOwnerScans},
 	{"ScanValuesOfAForkIncludesInheritedRewindableValues", testForkScanValues},
+	{"AForkCreatedInABatchCanBeForkedAndEditedInTheSameBatch", testForkInOneBatch},
+	{"ReadsFollowTheStoredRewindPolicy", testReadsFollowStoredPolicy},
+}
+
+// testForkInOneBatch: a batch may create a fork, fork that fork at an
+// inherited entry, and remove an inherited list element in it, all before
+// anything is committed.
+func testForkInOneBatch(t *testing.T, open Opener) {
+	s := newStore(t, open)
+	moves := storage.ConversationList[string]("test.moves", storage.Rewind)
+	x := s.tx()
+	a := x.conversation()
+	e := x.entry(a, "user")
+	m1 := x.push(moves.In(a).Address, "m1")
+	m2 := x.push(moves.In(a).Address, "m2")
+	at := x.entry(a, "assistant")
+	x.commit()
+
+	x = s.tx()
+	b := x.fork(a, at)
+	c := x.fork(b, e) // b is not committed yet; e is inherited from a
+	x.remove(moves.In(b).Address, m1)
+	x.commit()
+	if got := s.list(moves.In(b).Address, 0); !cmp.Equal(got, []string{"m2"}) {
+		t.Errorf("fork list after removing an inherited element = %q; want [m2]", got)
+	}
+	if got := s.list(moves.In(c).Address, 0); len(got) != 0 {
+		t.Errorf("fork of a fork at %d sees moves %q; want none (appended after %d)", e, got, e)
+	}
+	_ = m2
+}
+
+// testReadsFollowStoredPolicy: reading rewindable state through a sticky
+// address still sees its current contents, deletes and clears included.
+func testReadsFollowStoredPolicy(t *testing.T, open Opener) {
+	s := newStore(t, open)
+	x := s.tx()
+	c := x.conversation()
+	rv := storage.ConversationValue[string]("test.policy", storage.Rewind).In(c).Address
+	rl := storage.ConversationList[string]("test.policyList", storage.Rewind).In(c).Address
+	x.set(rv, "v1")
+	x.set(rv, "v2")
+	x.push(rl, "old")
+	x.clear(rl)
+	x.push(rl, "new")
+	x.commit()
+	sticky, stickyList := rv, rl
+	sticky.Rewind, stickyList.Rewind = false, false
+	if got := s.str(sticky, 0); got != "v2" {
+		t.Errorf("current value through a sticky address = %q; want v2", got)
+	}
+	if got := s.list(stickyList, 0); !cmp.Equal(got, []string{"new"}) {
+		t.Errorf("list through a sticky address = %q; want [new]", got)
+	}
+	x = s.tx()
+	x.del(rv)
+	x.commit()
+	if _, ok, err := s.GetValue(s.ctx, sticky, 0); ok || err != nil {
+		t.Errorf("deleted value through a sticky address: found=%v err=%v; want absent", ok, err)
+	}
 }
 
 // testForkTranscript is §2.4's picture:

@@ -22,7 +22,7 @@ func testSettleRetiresScratch(t *testing.T, open Opener) {
 	task := x.task(c, "generation")
 	other := x.task(c, "generation")
 	x.commit()
-	checkpoint := storage.ScratchValue[string]("checkpoint").In(task).Address
+	checkpoint := storage.ScratchValue[string]("checkpoint").In(task).WithKey("latest").Address
 	frames := storage.ScratchList[string]("frames").In(task).Address
 	otherFrames := storage.ScratchList[string]("frames").In(other).Address
 	x = s.scratchTx(task)
