@@ -77,3 +77,11 @@ func RuleOf(err error) Rule {
 	}
 	return ""
 }
+
+// PersistenceError reports a commit whose persistence failed or is
+// uncertain: the batch may or may not be durable. The session must stop
+// using this handle and reopen (§3.3); a harness faults on it.
+type PersistenceError struct{ Err error }
+
+func (e *PersistenceError) Error() string { return "core: persistence failed: " + e.Err.Error() }
+func (e *PersistenceError) Unwrap() error { return e.Err }

@@ -40,7 +40,10 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.kinds.AddEntry(noteKind)
 	f.line = core.NewLine(core.RealRuntime(), f.store, f.kinds, core.LineOptions{
-		AfterCommit: func(b storage.CommitBatch, _ storage.Range) { f.commits = append(f.commits, b) },
+		AfterCommit: func(_ context.Context, b storage.CommitBatch, _ storage.Range) func() {
+			f.commits = append(f.commits, b)
+			return nil
+		},
 	})
 	return f
 }

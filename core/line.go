@@ -5,32 +5,49 @@ import (
 	"errors"
 
 	"github.com/pico-go/pico/storage"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Line is the commit line: every mutation of a session goes through it, one
 // plan at a time. A plan builds a batch with a Tx (minting final ids as it
 // goes), the line validates the whole batch, persists it, runs the
-// after-commit step (index updates, publication) and only then releases.
-// Plans that fail, break a rule or panic write nothing and consume no ids.
+// after-commit step (index updates, decisions) and only then releases; what
+// the decisions want done (start invocations, signal, wake waiters) runs
+// after the release. Plans that fail, break a rule or panic write nothing and
+// consume no ids.
 type Line struct {
-	store storage.Storage
-	kinds *Kinds
-	lock  Lock
-
-	afterCommit func(storage.CommitBatch, storage.Range)
+	store  storage.Storage
+	kinds  *Kinds
+	lock   Lock
+	opts   LineOptions
+	tracer trace.Tracer
 }
 
-// LineOptions configures a line.
+// LineOptions configures a line. Every hook runs on the line.
 type LineOptions struct {
-	// AfterCommit runs on the line after a batch is persisted and before the
-	// line is released: the place to update indexes and queue publication.
-	// It must not block on anything outside the line.
-	AfterCommit func(storage.CommitBatch, storage.Range)
+	// Admit runs before a plan: an error rejects the commit before the
+	// builder runs (a revoked invocation, a closed session).
+	Admit func(ctx context.Context, scratchTask storage.ID) error
+	// Authorize runs after the plan and the structural validation, before
+	// persistence, with the whole batch.
+	Authorize func(ctx context.Context, batch storage.CommitBatch) error
+	// AfterCommit runs after a batch is persisted and before the line is
+	// released. It returns what must happen after the release (nil for
+	// nothing). It must not block on anything outside the line.
+	AfterCommit func(ctx context.Context, batch storage.CommitBatch, r storage.Range) (after func())
+	// Tracer, when set, gets one span per commit.
+	Tracer trace.Tracer
 }
 
 // NewLine returns a line over store. kinds is read, never changed, by the line.
 func NewLine(rt Runtime, store storage.Storage, kinds *Kinds, opts LineOptions) *Line {
-	return &Line{store: store, kinds: kinds, lock: rt.NewLock("line"), afterCommit: opts.AfterCommit}
+	l := &Line{store: store, kinds: kinds, lock: rt.NewLock("line"), opts: opts, tracer: opts.Tracer}
+	if l.tracer == nil {
+		l.tracer = noop.NewTracerProvider().Tracer("pico")
+	}
+	return l
 }
 
 // Store returns the line's storage, for reads outside the line.
@@ -57,49 +74,90 @@ func (l *Line) Scratch(ctx context.Context, task storage.ID, plan func(sc Scratc
 
 // Read runs fn on the line, so several reads see one committed state.
 func (l *Line) Read(ctx context.Context, fn func(ctx context.Context) error) error {
+	return l.Do(ctx, func() (func(), error) { return nil, fn(ctx) })
+}
+
+// Do runs fn on the line without committing anything (a driver decision,
+// a registration); the function fn returns runs after the line is released.
+// Do observes ctx only while waiting for the line.
+func (l *Line) Do(ctx context.Context, fn func() (after func(), err error)) error {
 	if err := l.lock.Lock(ctx); err != nil {
 		return err
 	}
-	defer l.lock.Unlock()
-	return fn(ctx)
+	after, err := func() (func(), error) {
+		defer l.lock.Unlock()
+		return fn()
+	}()
+	if after != nil {
+		after()
+	}
+	return err
 }
 
 func (l *Line) run(ctx context.Context, scratchTask storage.ID, plan func(tx *Tx) error) (storage.Range, error) {
 	if err := l.lock.Lock(ctx); err != nil {
 		return storage.Range{}, err
 	}
-	// Unlock is deferred so that a panicking plan releases the line; the
-	// panic itself propagates to the caller after its writes were discarded.
+	r, after, err := l.locked(ctx, scratchTask, plan)
+	if after != nil {
+		after()
+	}
+	return r, err
+}
+
+// locked is the part of a commit that holds the line. Unlock is deferred so
+// that a panicking plan releases the line; the panic itself propagates to
+// the caller after its writes were discarded.
+func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx *Tx) error) (storage.Range, func(), error) {
 	defer l.lock.Unlock()
 	admitted := context.WithoutCancel(ctx)
+	if l.opts.Admit != nil {
+		if err := l.opts.Admit(admitted, scratchTask); err != nil {
+			return storage.Range{}, nil, err
+		}
+	}
 	tx := newTx(admitted, l.store, l.kinds)
 	tx.scratchTask = scratchTask
 	if err := plan(tx); err != nil {
-		return storage.Range{}, err
+		return storage.Range{}, nil, err
 	}
 	if tx.err != nil {
-		return storage.Range{}, tx.err
+		return storage.Range{}, nil, tx.err
 	}
 	if len(tx.writes) == 0 {
-		return storage.Range{First: tx.base + 1, Last: tx.base}, nil
+		return storage.Range{First: tx.base + 1, Last: tx.base}, nil, nil
 	}
 	if err := tx.validate(); err != nil {
-		return storage.Range{}, err
+		return storage.Range{}, nil, err
 	}
 	batch := tx.batch()
-	r, err := l.store.Commit(admitted, batch)
+	if l.opts.Authorize != nil {
+		if err := l.opts.Authorize(admitted, batch); err != nil {
+			return storage.Range{}, nil, err
+		}
+	}
+	spanCtx, span := l.tracer.Start(admitted, "pico.commit", trace.WithAttributes(
+		attribute.String("pico.batch", string(batch.Kind)),
+		attribute.Int("pico.writes", len(batch.Writes)),
+	))
+	r, err := l.store.Commit(spanCtx, batch)
 	if err != nil {
+		span.RecordError(err)
+		span.End()
 		var be *storage.BatchError
 		if errors.As(err, &be) {
-			return storage.Range{}, &CommitError{Rule: RuleStorage, ID: be.Seq, Err: err}
+			return storage.Range{}, nil, &CommitError{Rule: RuleStorage, ID: be.Seq, Err: err}
 		}
-		return storage.Range{}, err
+		return storage.Range{}, nil, &PersistenceError{Err: err}
 	}
+	span.SetAttributes(attribute.Int64("pico.first", int64(r.First)), attribute.Int64("pico.last", int64(r.Last)))
+	span.End()
 	if r.First != tx.base+1 {
 		panic("core: storage numbered a batch from a sequence the line did not read")
 	}
-	if l.afterCommit != nil {
-		l.afterCommit(batch, r)
+	var after func()
+	if l.opts.AfterCommit != nil {
+		after = l.opts.AfterCommit(admitted, batch, r)
 	}
-	return r, nil
+	return r, after, nil
 }

@@ -279,7 +279,7 @@ func TestPublicationOnlyAfterPersistence(t *testing.T) {
 	ioErr := errors.New("disk on fire")
 	published := 0
 	line := core.NewLine(core.RealRuntime(), failingStore{f.store, ioErr}, f.kinds, core.LineOptions{
-		AfterCommit: func(storage.CommitBatch, storage.Range) { published++ },
+		AfterCommit: func(context.Context, storage.CommitBatch, storage.Range) func() { published++; return nil },
 	})
 	_, err := line.Commit(f.ctx, func(tx *core.Tx) error { core.AppendUser(tx, conv, ai.UserText("x", 0)); return nil })
 	if !errors.Is(err, ioErr) {

@@ -28,8 +28,9 @@ var modelValue = storage.ConversationValue[string]("pi.model", storage.Rewind)
 func demo(ctx context.Context, w io.Writer) error {
 	store := memory.New()
 	line := core.NewLine(core.RealRuntime(), store, core.NewKinds(), core.LineOptions{
-		AfterCommit: func(b storage.CommitBatch, r storage.Range) {
+		AfterCommit: func(_ context.Context, b storage.CommitBatch, r storage.Range) func() {
 			fmt.Fprintf(w, "commit %d–%d: %d writes\n", r.First, r.Last, len(b.Writes))
+			return nil
 		},
 	})
 	var conv, answer, fork storage.ID
