@@ -54,7 +54,10 @@ func persistencePaused(o order) cell {
 			rt := s.Runtime()
 			store := fault.Wrap(rt, memory.New(), pausedPlan, s)
 			line := core.NewLine(rt, store, core.NewKinds(), core.LineOptions{
-				AfterCommit: func(_ context.Context, _ storage.CommitBatch, r storage.Range) func() { s.Record("commit", r); return nil },
+				AfterCommit: func(_ context.Context, _ storage.CommitBatch, r storage.Range) func() {
+					s.Record("commit", r)
+					return nil
+				},
 			})
 			conv := oldState(ctx, line)
 			before = observe(ctx, store, conv)

@@ -34,7 +34,10 @@ func program(s *sim.Sim) func(ctx context.Context) {
 		rt := s.Runtime()
 		store := memory.New()
 		line := core.NewLine(rt, store, core.NewKinds(), core.LineOptions{
-			AfterCommit: func(_ context.Context, _ storage.CommitBatch, r storage.Range) func() { s.Record("commit", r); return nil },
+			AfterCommit: func(_ context.Context, _ storage.CommitBatch, r storage.Range) func() {
+				s.Record("commit", r)
+				return nil
+			},
 		})
 		var conv storage.ID
 		if _, err := line.Commit(ctx, func(tx *core.Tx) error {
