@@ -32,6 +32,9 @@ const (
 	RuleBadAddress        Rule = "bad-address"
 	RuleUnknownConv       Rule = "unknown-conversation"
 	RuleStorage           Rule = "storage-structure"
+	RuleNotOwner          Rule = "task-owned-by-another-invocation" // §6.1
+	RuleAbortCreates      Rule = "abort-creates-new-work"           // §6.3
+	RuleSelfWait          Rule = "new-work-creates-a-self-wait"     // §6.2
 )
 
 // CommitError reports a commit the line rejected before persistence. Nothing
@@ -85,3 +88,65 @@ type PersistenceError struct{ Err error }
 
 func (e *PersistenceError) Error() string { return "core: persistence failed: " + e.Err.Error() }
 func (e *PersistenceError) Unwrap() error { return e.Err }
+
+// ErrTaskCancelled rejects a mutation by an invocation whose task carries a
+// durable abort mark: the mark revoked its authority (§6.3). Task code
+// normally just returns it; the driver then runs the fresh abort invocation.
+var ErrTaskCancelled = errors.New("core: task cancelled")
+
+// ErrStaleInvocation rejects a call carrying a task identity that is not the
+// current invocation of its task (it returned, or it belongs to another run).
+var ErrStaleInvocation = errors.New("core: stale or foreign task identity")
+
+// ErrShuttingDown rejects new work while the session shuts down.
+var ErrShuttingDown = errors.New("core: shutting down")
+
+// ErrShutdownInterrupted is what Shutdown returns when Close interrupted it;
+// the remaining marked tasks recover on the next open.
+var ErrShutdownInterrupted = errors.New("core: shutdown interrupted by close")
+
+// ErrLifecycleFromTask rejects close, shutdown and session-wide drive called
+// with a task identity: they would wait for the caller's own invocation.
+var ErrLifecycleFromTask = errors.New("core: lifecycle call from inside a task")
+
+// SelfWaitError rejects a wait that would wait for the caller itself: a
+// foreground task driving its own foreground scope, or waiting for a task
+// whose unresolved dependencies lead back to it (§6.2).
+type SelfWaitError struct {
+	Task   storage.ID // the waiting task
+	Target string     // what it tried to wait for
+}
+
+func (e *SelfWaitError) Error() string {
+	return fmt.Sprintf("core: task %d would wait for itself: %s", e.Task, e.Target)
+}
+
+// FaultError is a task-contract fault: the session fail-stopped. No outcome
+// was manufactured; reopen starts nothing, so the host can inspect the task
+// or replace its kind (§6.1).
+type FaultError struct {
+	Task   storage.ID
+	Kind   string
+	Method string
+	Err    error
+}
+
+func (e *FaultError) Error() string {
+	if e.Task == 0 {
+		return "core: session faulted: " + e.Err.Error()
+	}
+	return fmt.Sprintf("core: session faulted: task %d (%s) %s: %v", e.Task, e.Kind, e.Method, e.Err)
+}
+
+func (e *FaultError) Unwrap() error { return e.Err }
+
+// UnknownKindError rejects opening a session whose live task has a kind
+// that is not registered.
+type UnknownKindError struct {
+	Task storage.ID
+	Kind string
+}
+
+func (e *UnknownKindError) Error() string {
+	return fmt.Sprintf("core: live task %d has unregistered kind %q; register or replace the kind before opening", e.Task, e.Kind)
+}

@@ -16,10 +16,10 @@ type ID = storage.ID
 
 // jobKind is a task kind for tests: planned → running → planned cycles,
 // exited/killed terminal.
-var jobKind = core.Statuses{Name: "test_job", Initial: "planned", Roles: map[string]storage.TaskRole{
+var jobKind = core.KindFuncs{Statuses: core.Statuses{Name: "test_job", Initial: "planned", Roles: map[string]storage.TaskRole{
 	"planned": storage.RoleStart, "running": storage.RoleInflight,
 	"exited": storage.RoleTerminal, "killed": storage.RoleTerminal,
-}}
+}}}
 
 var noteKind = storage.DefineEntryKind[map[string]string]("plan_note")
 

@@ -1,20 +1,69 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
 	"github.com/pico-go/pico/storage"
 )
 
-// TaskKind is the part of a task kind the commit line needs: its name, its
-// initial status and the role of each status. The driver's methods (execute,
-// recover, abort) extend it in the driver.
+// TaskKind is a kind of durable work (§5.2): its statuses and their roles,
+// and the three methods the driver calls. A method returns after making a
+// committed status transition or settling (abort must settle); returning an
+// error other than the cancellation of its own invocation is a contract
+// fault that stops the session. Domain failures are statuses, not errors.
 type TaskKind interface {
 	Kind() string
 	InitialStatus() string
 	// Role maps a status to its role; ok is false for an unknown status.
 	Role(status string) (role storage.TaskRole, ok bool)
+	// Execute runs a task whose role is start and whose dependencies are terminal.
+	Execute(ctx context.Context, task *storage.Task, rt *TaskRuntime) error
+	// Recover runs a task found inflight: intent was committed, the outcome
+	// of the effect is unknown.
+	Recover(ctx context.Context, task *storage.Task, rt *TaskRuntime) error
+	// Abort runs in a fresh invocation after a durable abort mark, once the
+	// previous invocation has returned; it must settle the task.
+	Abort(ctx context.Context, task *storage.Task, rt *TaskRuntime) error
+}
+
+// ConfigDeclarer is a task kind that declares the conversation values it
+// reads, by name (§5.2).
+type ConfigDeclarer interface {
+	Config() map[string]storage.Address
+}
+
+// KindFuncs is a TaskKind built from functions, for plugins and tests. A
+// nil method returns an error that faults the session if it is called.
+type KindFuncs struct {
+	Statuses
+	ExecuteFunc func(ctx context.Context, task *storage.Task, rt *TaskRuntime) error
+	RecoverFunc func(ctx context.Context, task *storage.Task, rt *TaskRuntime) error
+	AbortFunc   func(ctx context.Context, task *storage.Task, rt *TaskRuntime) error
+	// ConfigValues is what Config returns.
+	ConfigValues map[string]storage.Address
+}
+
+func (k KindFuncs) Execute(ctx context.Context, t *storage.Task, rt *TaskRuntime) error {
+	return k.call("execute", k.ExecuteFunc, ctx, t, rt)
+}
+
+func (k KindFuncs) Recover(ctx context.Context, t *storage.Task, rt *TaskRuntime) error {
+	return k.call("recover", k.RecoverFunc, ctx, t, rt)
+}
+
+func (k KindFuncs) Abort(ctx context.Context, t *storage.Task, rt *TaskRuntime) error {
+	return k.call("abort", k.AbortFunc, ctx, t, rt)
+}
+
+func (k KindFuncs) Config() map[string]storage.Address { return k.ConfigValues }
+
+func (k KindFuncs) call(method string, fn func(context.Context, *storage.Task, *TaskRuntime) error, ctx context.Context, t *storage.Task, rt *TaskRuntime) error {
+	if fn == nil {
+		return fmt.Errorf("core: task kind %q has no %s method", k.Name, method)
+	}
+	return fn(ctx, t, rt)
 }
 
 // Statuses is a TaskKind's status map, ready to embed.
@@ -32,9 +81,9 @@ func (s Statuses) Role(status string) (storage.TaskRole, bool) {
 	return r, ok
 }
 
-// Validate checks that the initial status exists and is a start role, and
-// that every role is known.
-func (s Statuses) Validate() error {
+// ValidateStatuses checks that the initial status exists and is a start
+// role, and that every role is known.
+func (s Statuses) ValidateStatuses() error {
 	if s.Name == "" {
 		return fmt.Errorf("core: task kind without a name")
 	}
@@ -76,8 +125,8 @@ func (k *Kinds) AddEntry(kind storage.Kinder) {
 
 // AddTask registers a task kind, replacing one of the same name.
 func (k *Kinds) AddTask(kind TaskKind) error {
-	if s, ok := kind.(interface{ Validate() error }); ok {
-		if err := s.Validate(); err != nil {
+	if s, ok := kind.(interface{ ValidateStatuses() error }); ok {
+		if err := s.ValidateStatuses(); err != nil {
 			return err
 		}
 	}
@@ -92,6 +141,16 @@ func (k *Kinds) AddTask(kind TaskKind) error {
 func (k *Kinds) Entry(name string) (storage.Kinder, bool) {
 	e, ok := k.entries[name]
 	return e, ok
+}
+
+// TaskNames lists the registered task kinds, sorted.
+func (k *Kinds) TaskNames() []string {
+	names := make([]string, 0, len(k.tasks))
+	for n := range k.tasks {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Task returns the task kind registered under name.

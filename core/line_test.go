@@ -316,7 +316,7 @@ func TestTaskRulesReject(t *testing.T) {
 		done = tx.Task(jobKind, core.TaskSpec{ConversationID: conv})
 	})
 	f.commit(func(tx *core.Tx) { tx.Settle(done, "killed", nil) })
-	unknownKind := core.Statuses{Name: "ghost", Initial: "a", Roles: map[string]storage.TaskRole{"a": storage.RoleStart}}
+	unknownKind := core.KindFuncs{Statuses: core.Statuses{Name: "ghost", Initial: "a", Roles: map[string]storage.TaskRole{"a": storage.RoleStart}}}
 
 	cases := []struct {
 		name string

@@ -1,0 +1,745 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+
+	"github.com/pico-go/pico/storage"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Method names a task kind method the driver invokes.
+type Method string
+
+const (
+	MethodExecute Method = "execute"
+	MethodRecover Method = "recover"
+	MethodAbort   Method = "abort"
+)
+
+type phase uint8
+
+const (
+	phaseOpen phase = iota
+	phaseStopping
+	phaseClosing
+	phaseFaulted
+	phaseClosed
+)
+
+// ownershipLinksMax bounds a walk up the ownership tree.
+const ownershipLinksMax = 10_000
+
+// invocation is one call of a task kind method. Its identity travels in the
+// ctx the method receives; the line compares it with running[task] to decide
+// whether a write still has authority.
+type invocation struct {
+	task   storage.ID
+	conv   storage.ID
+	kind   TaskKind
+	method Method
+	epoch  int // the task's status epoch when the invocation was reserved
+	ctx    context.Context
+	cancel context.CancelFunc
+	span   trace.Span
+	snap   *storage.Task
+}
+
+type invocationKey struct{}
+
+func invocationOf(ctx context.Context) *invocation {
+	inv, _ := ctx.Value(invocationKey{}).(*invocation)
+	return inv
+}
+
+type liveTask struct {
+	task  *storage.Task
+	epoch int // committed status transitions since the task was seeded
+}
+
+// waiter is a temporary drive or task waiter. Resolving or cancelling it
+// removes it; the attachment a drive made stays.
+type waiter struct {
+	session bool
+	conv    storage.ID // drive waiter scope when !session
+	target  storage.ID // task waiter target
+	by      storage.ID // the waiting task, when a task waits
+	ev      Event
+	result  DriveResult
+	err     error
+	done    bool
+}
+
+// DriveResult is how a drive ended.
+type DriveResult string
+
+const (
+	Idle   DriveResult = "idle"
+	Closed DriveResult = "closed"
+)
+
+// driver holds the process state of §6.1. Every field is read and written
+// only on the line; what the driver decides to do (start an invocation,
+// signal one, wake a waiter) is collected as actions that run after the
+// line is released.
+type driver struct {
+	h     *Harness
+	phase phase
+	fault *FaultError
+
+	live       map[storage.ID]*liveTask
+	running    map[storage.ID]*invocation
+	byConv     map[storage.ID]map[storage.ID]struct{}
+	fg         map[storage.ID]int // conversation → live foreground tasks
+	fgTotal    int
+	dependents map[storage.ID][]storage.ID // live dependency → live tasks after it
+
+	// Immutable ownership links, loaded on demand for live work only.
+	convOwner map[storage.ID]storage.ID // conversation → owner task (0: none)
+	taskConv  map[storage.ID]storage.ID // task → its conversation
+
+	session  bool
+	attached map[storage.ID]bool
+	waiters  []*waiter
+	tasksW   map[storage.ID][]*waiter
+
+	closeStarted bool
+	drained      Event // set when closing/faulted and no invocation runs
+	closed       Event
+	stopIdle     Event // shutdown: no live task and no invocation left
+	invocations  int
+}
+
+func newDriver(h *Harness) *driver {
+	rt := h.rt
+	return &driver{
+		h: h, live: map[storage.ID]*liveTask{}, running: map[storage.ID]*invocation{},
+		byConv: map[storage.ID]map[storage.ID]struct{}{}, fg: map[storage.ID]int{},
+		dependents: map[storage.ID][]storage.ID{}, convOwner: map[storage.ID]storage.ID{},
+		taskConv: map[storage.ID]storage.ID{}, attached: map[storage.ID]bool{},
+		tasksW: map[storage.ID][]*waiter{},
+		drained: rt.NewEvent("drained"), closed: rt.NewEvent("closed"), stopIdle: rt.NewEvent("shutdown-idle"),
+	}
+}
+
+// actions collects what the line decided, to run after release.
+type actions []func()
+
+func (a actions) run() {
+	for _, f := range a {
+		f()
+	}
+}
+
+func (a *actions) add(f func()) { *a = append(*a, f) }
+
+// --- seeding ---
+
+// seed loads the complete live-task set once (one indexed scan) and the
+// ownership links those tasks need; nothing historical is read.
+func (d *driver) seed(ctx context.Context) error {
+	store := d.h.line.Store()
+	q := storage.TaskQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, Live: storage.Bool(true)}
+	for {
+		p, err := store.ScanTasks(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, t := range p.Items {
+			if _, ok := d.h.kinds.Task(t.Kind); !ok {
+				return &UnknownKindError{Task: t.ID, Kind: t.Kind}
+			}
+			d.addLive(t)
+		}
+		if p.Next == 0 {
+			break
+		}
+		q.After = p.Next
+	}
+	for id, lt := range d.live {
+		for _, dep := range lt.task.After {
+			if _, ok := d.live[dep]; ok {
+				d.dependents[dep] = append(d.dependents[dep], id)
+			}
+		}
+	}
+	for _, deps := range d.dependents {
+		slices.Sort(deps)
+	}
+	convs := make([]storage.ID, 0, len(d.byConv))
+	for c := range d.byConv {
+		convs = append(convs, c)
+	}
+	slices.Sort(convs)
+	return d.loadLinks(ctx, convs)
+}
+
+func (d *driver) addLive(t *storage.Task) {
+	d.live[t.ID] = &liveTask{task: t}
+	d.taskConv[t.ID] = t.ConversationID
+	set := d.byConv[t.ConversationID]
+	if set == nil {
+		set = map[storage.ID]struct{}{}
+		d.byConv[t.ConversationID] = set
+	}
+	set[t.ID] = struct{}{}
+	if !t.Background {
+		d.fg[t.ConversationID]++
+		d.fgTotal++
+	}
+}
+
+func (d *driver) removeLive(id storage.ID) {
+	lt := d.live[id]
+	delete(d.live, id)
+	c := lt.task.ConversationID
+	delete(d.byConv[c], id)
+	if len(d.byConv[c]) == 0 {
+		delete(d.byConv, c)
+	}
+	if !lt.task.Background {
+		if d.fg[c]--; d.fg[c] == 0 {
+			delete(d.fg, c)
+		}
+		d.fgTotal--
+	}
+}
+
+// loadLinks reads, in batches, the conversations and owner tasks above the
+// given conversations until every chain reaches an unowned conversation or
+// a link already known.
+func (d *driver) loadLinks(ctx context.Context, convs []storage.ID) error {
+	store := d.h.line.Store()
+	for range ownershipLinksMax {
+		var need []storage.ID
+		for _, c := range convs {
+			if _, ok := d.convOwner[c]; !ok {
+				need = append(need, c)
+			}
+		}
+		if len(need) == 0 {
+			return nil
+		}
+		got, err := store.GetConversations(ctx, need)
+		if err != nil {
+			return err
+		}
+		var owners []storage.ID
+		for _, c := range need {
+			rec, ok := got[c]
+			d.convOwner[c] = rec.Owner // a deleted conversation owns nothing we can serve
+			if ok && rec.Owner != 0 {
+				if _, known := d.taskConv[rec.Owner]; !known {
+					owners = append(owners, rec.Owner)
+				}
+			}
+		}
+		convs = convs[:0]
+		if len(owners) > 0 {
+			tasks, err := store.GetTasks(ctx, owners)
+			if err != nil {
+				return err
+			}
+			for _, o := range owners {
+				if t, ok := tasks[o]; ok {
+					d.taskConv[o] = t.ConversationID
+					convs = append(convs, t.ConversationID)
+				}
+			}
+		}
+	}
+	panic("core: ownership chain longer than ownershipLinksMax")
+}
+
+// ownerChain returns the conversations from c up through owner tasks'
+// conversations to the root of c's ownership tree.
+func (d *driver) ownerChain(c storage.ID) []storage.ID {
+	chain := []storage.ID{c}
+	for range ownershipLinksMax {
+		owner := d.convOwner[c]
+		if owner == 0 {
+			return chain
+		}
+		c = d.taskConv[owner]
+		chain = append(chain, c)
+	}
+	panic("core: ownership chain longer than ownershipLinksMax")
+}
+
+// served reports whether some attachment serves work in conversation c:
+// the session, or c or an ownership ancestor (never fork provenance).
+func (d *driver) served(c storage.ID) bool {
+	if d.session || d.phase == phaseStopping {
+		return true
+	}
+	for _, x := range d.ownerChain(c) {
+		if d.attached[x] {
+			return true
+		}
+	}
+	return false
+}
+
+// inForeground reports whether a live foreground task in conversation c is
+// in the foreground set of scope: c is scope, or c's owner is a live
+// foreground task whose conversation is in scope's foreground set.
+func (d *driver) inForeground(c, scope storage.ID) bool {
+	for range ownershipLinksMax {
+		if c == scope {
+			return true
+		}
+		owner := d.convOwner[c]
+		lt, live := d.live[owner]
+		if owner == 0 || !live || lt.task.Background {
+			return false
+		}
+		c = lt.task.ConversationID
+	}
+	panic("core: ownership chain longer than ownershipLinksMax")
+}
+
+// --- the line's hooks ---
+
+// admit runs before a plan builds anything.
+func (d *driver) admit(ctx context.Context, scratchTask storage.ID) error {
+	inv := invocationOf(ctx)
+	switch d.phase {
+	case phaseClosing, phaseClosed:
+		return ErrClosed
+	case phaseFaulted:
+		return d.fault
+	case phaseStopping:
+		if inv == nil && ctx.Value(shutdownKey{}) == nil {
+			return ErrShuttingDown
+		}
+	}
+	if inv == nil {
+		if scratchTask != 0 {
+			return fmt.Errorf("%w: scratch of task %d is written only by its own invocation", ErrStaleInvocation, scratchTask)
+		}
+		return nil
+	}
+	if d.running[inv.task] != inv {
+		return fmt.Errorf("%w: task %d %s", ErrStaleInvocation, inv.task, inv.method)
+	}
+	lt, live := d.live[inv.task]
+	if !live {
+		return fmt.Errorf("%w: task %d already settled", ErrStaleInvocation, inv.task)
+	}
+	if lt.task.Abort && inv.method != MethodAbort {
+		return ErrTaskCancelled
+	}
+	if scratchTask != 0 && scratchTask != inv.task {
+		return fmt.Errorf("%w: task %d writes the scratch of task %d", ErrStaleInvocation, inv.task, scratchTask)
+	}
+	return nil
+}
+
+// authorize checks a built batch against invocation authority: only a
+// task's current invocation changes its status or state or settles it
+// (abort marks are anyone's); an abort invocation creates no new work; new
+// work may not close a known wait cycle.
+func (d *driver) authorize(ctx context.Context, batch storage.CommitBatch) error {
+	inv := invocationOf(ctx)
+	created := map[storage.ID]*storage.Task{}
+	for _, w := range batch.Writes {
+		switch w.Type {
+		case storage.WriteTask:
+			if inv != nil && inv.method == MethodAbort {
+				return rejectf(RuleAbortCreates, w.Task.ID, "abort of task %d cannot create task %d", inv.task, w.Task.ID)
+			}
+			created[w.Task.ID] = w.Task
+			if err := d.checkNewWait(w.Task); err != nil {
+				return err
+			}
+		case storage.WriteCreateConversation:
+			if inv != nil && inv.method == MethodAbort {
+				return rejectf(RuleAbortCreates, w.Conversation.ID, "abort of task %d cannot create conversation %d", inv.task, w.Conversation.ID)
+			}
+		case storage.WritePatch, storage.WriteSettle:
+			if _, fresh := created[w.ID]; fresh {
+				continue
+			}
+			onlyMark := w.Type == storage.WritePatch && w.Role == "" && w.State == nil && w.Owns == nil
+			if onlyMark {
+				continue
+			}
+			if inv == nil || inv.task != w.ID {
+				by := "the host"
+				if inv != nil {
+					by = fmt.Sprintf("task %d", inv.task)
+				}
+				return rejectf(RuleNotOwner, w.ID, "%s changes task %d; only its own invocation may (abort marks excepted)", by, w.ID)
+			}
+		}
+	}
+	return nil
+}
+
+// checkNewWait rejects a new task that a waiting task's wait would include
+// while its dependencies lead back to that waiting task.
+func (d *driver) checkNewWait(t *storage.Task) error {
+	if len(t.After) == 0 || t.Background {
+		return nil
+	}
+	for _, w := range d.waiters {
+		if w.by == 0 || w.done {
+			continue
+		}
+		inScope := w.session || d.inForegroundNew(t, w.conv)
+		if inScope && d.dependsOn(t.After, w.by) {
+			return rejectf(RuleSelfWait, t.ID, "task %d waits for conversation %d, and new task %d would wait for it", w.by, w.conv, t.ID)
+		}
+	}
+	return nil
+}
+
+func (d *driver) inForegroundNew(t *storage.Task, scope storage.ID) bool {
+	if _, known := d.convOwner[t.ConversationID]; !known {
+		return t.ConversationID == scope
+	}
+	return d.inForeground(t.ConversationID, scope)
+}
+
+// dependsOn reports whether a live dependency path from deps reaches target.
+func (d *driver) dependsOn(deps []storage.ID, target storage.ID) bool {
+	seen := map[storage.ID]bool{}
+	stack := slices.Clone(deps)
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if id == target {
+			return true
+		}
+		lt, live := d.live[id]
+		if seen[id] || !live {
+			continue
+		}
+		seen[id] = true
+		stack = append(stack, lt.task.After...)
+	}
+	return false
+}
+
+// afterCommit applies a whole persisted batch to the indexes, then
+// reconsiders the changed tasks and waiters. It runs on the line.
+func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, _ storage.Range) func() {
+	var acts actions
+	if ctx.Value(shutdownKey{}) != nil {
+		d.phase = phaseStopping
+	}
+	if batch.Kind == storage.BatchScratch {
+		return nil
+	}
+	var affected []storage.ID
+	for i := range batch.Writes {
+		w := &batch.Writes[i]
+		switch w.Type {
+		case storage.WriteCreateConversation:
+			d.convOwner[w.Conversation.ID] = w.Conversation.Owner
+		case storage.WriteTask:
+			d.addLive(w.Task)
+			for _, dep := range w.Task.After {
+				if _, ok := d.live[dep]; ok {
+					d.dependents[dep] = append(d.dependents[dep], w.Task.ID)
+				}
+			}
+			affected = append(affected, w.Task.ID)
+		case storage.WritePatch:
+			lt := d.live[w.ID]
+			next := *lt.task
+			if w.Role != "" && w.Status != next.Status {
+				lt.epoch++
+			}
+			if w.Role != "" {
+				next.Status, next.Role = w.Status, w.Role
+			}
+			if w.State != nil {
+				next.State = w.State
+			}
+			if w.Owns != nil {
+				next.Owns = w.Owns
+			}
+			if w.Abort && !next.Abort {
+				next.Abort = true
+				if inv := d.running[w.ID]; inv != nil && inv.method != MethodAbort {
+					acts.add(inv.cancel) // the mark revoked it; signal after the line
+				}
+			}
+			lt.task = &next
+			affected = append(affected, w.ID)
+		case storage.WriteSettle:
+			lt := d.live[w.ID]
+			lt.epoch++
+			d.removeLive(w.ID)
+			affected = append(affected, d.dependents[w.ID]...)
+			delete(d.dependents, w.ID)
+			for _, tw := range d.tasksW[w.ID] {
+				d.resolve(tw, Idle, nil)
+			}
+			delete(d.tasksW, w.ID)
+		}
+	}
+	for _, id := range affected {
+		d.reconsider(ctx, id, &acts)
+	}
+	d.checkWaiters()
+	return acts.run
+}
+
+// reconsider reserves an invocation for a task when it can run (§6.1):
+// marked → abort regardless of dependencies; start with terminal
+// dependencies → execute; inflight → recover.
+func (d *driver) reconsider(ctx context.Context, id storage.ID, acts *actions) {
+	lt, live := d.live[id]
+	if !live || d.running[id] != nil || !d.served(lt.task.ConversationID) {
+		return
+	}
+	var m Method
+	switch {
+	case d.phase == phaseClosing || d.phase == phaseFaulted || d.phase == phaseClosed:
+		return
+	case lt.task.Abort:
+		m = MethodAbort
+	case d.phase == phaseStopping:
+		return
+	case lt.task.Role == storage.RoleInflight:
+		m = MethodRecover
+	default:
+		for _, dep := range lt.task.After {
+			if _, waiting := d.live[dep]; waiting {
+				return
+			}
+		}
+		m = MethodExecute
+	}
+	d.reserve(ctx, lt, m, acts)
+}
+
+// reserve takes the task's invocation slot before dispatch; the slot is
+// released only when the method actually returns.
+func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *actions) {
+	kind, _ := d.h.kinds.Task(lt.task.Kind)
+	inv := &invocation{task: lt.task.ID, conv: lt.task.ConversationID, kind: kind, method: m, epoch: lt.epoch, snap: lt.task}
+	// The span's parent is the operation that made the task runnable (a
+	// drive, a commit, the previous invocation's completion), without its
+	// cancellation: a drive caller giving up never becomes the task's signal.
+	spanCtx, span := d.h.tracer.Start(context.WithoutCancel(parent), "pico.task."+string(m), trace.WithAttributes(
+		attribute.Int64("pico.task.id", int64(lt.task.ID)),
+		attribute.String("pico.task.kind", lt.task.Kind),
+		attribute.String("pico.task.status", lt.task.Status),
+	))
+	cctx, cancel := context.WithCancel(spanCtx)
+	inv.ctx, inv.cancel, inv.span = context.WithValue(cctx, invocationKey{}, inv), cancel, span
+	d.running[lt.task.ID] = inv
+	d.invocations++
+	name := fmt.Sprintf("task%d.%s", lt.task.ID, m)
+	acts.add(func() { d.h.rt.Go(parent, name, func(context.Context) { d.invoke(inv) }) })
+}
+
+// invoke runs one method outside the line, then reports its completion.
+func (d *driver) invoke(inv *invocation) {
+	rt := &TaskRuntime{h: d.h, inv: inv}
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		switch inv.method {
+		case MethodExecute:
+			return inv.kind.Execute(inv.ctx, inv.snap, rt)
+		case MethodRecover:
+			return inv.kind.Recover(inv.ctx, inv.snap, rt)
+		default:
+			return inv.kind.Abort(inv.ctx, inv.snap, rt)
+		}
+	}()
+	d.complete(inv, err)
+}
+
+// complete is the invocation's completion on the line: the slot is released
+// only now, the contract is checked, and the task is reconsidered.
+func (d *driver) complete(inv *invocation, err error) {
+	ctx := context.WithoutCancel(inv.ctx)
+	_ = d.h.line.Do(ctx, func() (func(), error) {
+		var acts actions
+		if d.running[inv.task] != inv {
+			panic(fmt.Sprintf("core: completion of task %d %s does not own its slot", inv.task, inv.method))
+		}
+		delete(d.running, inv.task)
+		if fe := d.contract(inv, err); fe != nil {
+			inv.span.SetStatus(codes.Error, fe.Error())
+			d.faultLocked(ctx, fe, &acts)
+		}
+		inv.span.End()
+		inv.cancel()
+		d.reconsider(ctx, inv.task, &acts)
+		d.checkWaiters()
+		d.checkDrained()
+		return acts.run, nil
+	})
+}
+
+// contract decides whether a returned method kept the task contract.
+func (d *driver) contract(inv *invocation, err error) *FaultError {
+	lt, live := d.live[inv.task]
+	unwinding := d.phase == phaseClosing || d.phase == phaseFaulted || d.phase == phaseClosed ||
+		(live && lt.task.Abort && inv.method != MethodAbort)
+	fe := &FaultError{Task: inv.task, Kind: inv.kind.Kind(), Method: string(inv.method)}
+	switch {
+	case err != nil && unwinding && (errors.Is(err, ErrTaskCancelled) || errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed) || errors.Is(err, ErrStaleInvocation)):
+		return nil
+	case err != nil && d.phase == phaseFaulted:
+		return nil // the session already faulted; this is its unwinding
+	case err != nil:
+		fe.Err = err
+		return fe
+	case inv.method == MethodAbort && live && !unwinding:
+		fe.Err = errors.New("abort returned without settling the task")
+		return fe
+	case inv.method != MethodAbort && live && lt.epoch == inv.epoch && !unwinding:
+		fe.Err = errors.New("returned without a committed status transition")
+		return fe
+	}
+	return nil
+}
+
+// --- waiters ---
+
+func (d *driver) idle(w *waiter) bool {
+	if w.session {
+		return d.fgTotal == 0
+	}
+	return d.fg[w.conv] == 0
+}
+
+func (d *driver) checkWaiters() {
+	keep := d.waiters[:0]
+	for _, w := range d.waiters {
+		if !w.done && d.idle(w) {
+			d.resolve(w, Idle, nil)
+		}
+		if !w.done {
+			keep = append(keep, w)
+		}
+	}
+	clear(d.waiters[len(keep):])
+	d.waiters = keep
+	if d.phase == phaseStopping && len(d.live) == 0 && len(d.running) == 0 {
+		d.stopIdle.Set()
+	}
+}
+
+func (d *driver) resolve(w *waiter, r DriveResult, err error) {
+	if w.done {
+		return
+	}
+	w.done, w.result, w.err = true, r, err
+	w.ev.Set()
+}
+
+func (d *driver) removeWaiter(w *waiter) {
+	d.waiters = slices.DeleteFunc(d.waiters, func(x *waiter) bool { return x == w })
+	if w.target != 0 {
+		d.tasksW[w.target] = slices.DeleteFunc(d.tasksW[w.target], func(x *waiter) bool { return x == w })
+		if len(d.tasksW[w.target]) == 0 {
+			delete(d.tasksW, w.target)
+		}
+	}
+}
+
+// attach makes a scope served and reconsiders the live tasks it newly
+// serves: the one place a drive inspects the whole live map.
+func (d *driver) attach(ctx context.Context, conv storage.ID, session bool, acts *actions) {
+	if session {
+		if d.session {
+			return
+		}
+		d.session = true
+	} else {
+		if d.attached[conv] || d.session {
+			return
+		}
+		d.attached[conv] = true
+	}
+	ids := make([]storage.ID, 0, len(d.live))
+	for id := range d.live {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		d.reconsider(ctx, id, acts)
+	}
+}
+
+// --- faults and closing ---
+
+// faultLocked fail-stops the session on the line: waiters reject, admission
+// stops, every invocation is signalled; a closer joins them and closes
+// storage. Nothing is written.
+func (d *driver) faultLocked(ctx context.Context, fe *FaultError, acts *actions) {
+	if d.phase == phaseFaulted || d.phase == phaseClosed {
+		return
+	}
+	d.phase, d.fault = phaseFaulted, fe
+	d.h.report(fe)
+	for _, w := range d.waiters {
+		d.resolve(w, "", fe)
+	}
+	d.waiters = nil
+	for id, ws := range d.tasksW {
+		for _, w := range ws {
+			d.resolve(w, "", fe)
+		}
+		delete(d.tasksW, id)
+	}
+	d.stopIdle.Set()
+	d.signalAll(acts)
+	d.startCloser(ctx, acts)
+	d.checkDrained()
+}
+
+func (d *driver) signalAll(acts *actions) {
+	ids := make([]storage.ID, 0, len(d.running))
+	for id := range d.running {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		acts.add(d.running[id].cancel)
+	}
+}
+
+func (d *driver) checkDrained() {
+	if (d.phase == phaseClosing || d.phase == phaseFaulted) && len(d.running) == 0 {
+		d.drained.Set()
+	}
+}
+
+// startCloser spawns, once, the actor that joins every invocation and then
+// closes storage.
+func (d *driver) startCloser(ctx context.Context, acts *actions) {
+	if d.closeStarted {
+		return
+	}
+	d.closeStarted = true
+	acts.add(func() {
+		d.h.rt.Go(context.WithoutCancel(ctx), "closer", func(actx context.Context) {
+			_ = d.drained.Wait(context.WithoutCancel(ctx))
+			_ = d.h.line.Store().Close(context.WithoutCancel(ctx))
+			_ = d.h.line.Do(context.WithoutCancel(ctx), func() (func(), error) {
+				if d.phase != phaseFaulted {
+					d.phase = phaseClosed
+				}
+				return nil, nil
+			})
+			d.closed.Set()
+		})
+	})
+}

@@ -1,0 +1,67 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/storage"
+)
+
+func TestDriveRunsATaskToCompletion(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		kind := stepKind("step", nil)
+		h := open(t, ctx, s, nil, kind)
+		root := h.Root()
+		id := createTask(t, ctx, root, kind, core.TaskSpec{})
+		if got := must(root.Drive(ctx)); got != core.Idle {
+			t.Fatalf("drive = %s; want idle", got)
+		}
+		if got := status(t, ctx, h, id); got != "done" {
+			t.Fatalf("status = %s; want done", got)
+		}
+		if err := h.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestOpenStartsNothing(t *testing.T) {
+	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+		ran := false
+		kind := stepKind("step", func(context.Context, *storage.Task, *core.TaskRuntime) error { ran = true; return nil })
+		h := open(t, ctx, s, nil, kind)
+		createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		s.Runtime().Sleep(ctx, 1000)
+		if ran {
+			t.Fatal("a task ran without a drive")
+		}
+		in := must(h.Inspect(ctx))
+		if len(in.Start) != 1 || len(in.Inflight) != 0 {
+			t.Fatalf("inspect = %d start, %d inflight; want 1 and 0", len(in.Start), len(in.Inflight))
+		}
+		h.Close(ctx)
+	})
+}
+
+func TestReturningWithoutATransitionFaultsTheSession(t *testing.T) {
+	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+		lazy := core.KindFuncs{Statuses: core.Statuses{Name: "lazy", Initial: "planned", Roles: taskRoles},
+			ExecuteFunc: func(context.Context, *storage.Task, *core.TaskRuntime) error { return nil }}
+		h := open(t, ctx, s, nil, lazy)
+		id := createTask(t, ctx, h.Root(), lazy, core.TaskSpec{})
+		_, err := h.Root().Drive(ctx)
+		var fe *core.FaultError
+		if !errors.As(err, &fe) || fe.Task != id || fe.Kind != "lazy" || fe.Method != "execute" {
+			t.Fatalf("drive = %v; want a fault naming task %d, lazy, execute", err, id)
+		}
+		if _, err := h.Commit(ctx, func(*core.Tx) error { return nil }); !errors.As(err, &fe) {
+			t.Fatalf("commit after fault = %v; want the fault", err)
+		}
+		if got := status(t, ctx, h, id); got != "planned" {
+			t.Fatalf("status after fault = %s; no outcome may be manufactured", got)
+		}
+	})
+}

@@ -1,0 +1,543 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/pico-go/pico/storage"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Options configures Open.
+type Options struct {
+	// Runtime is where actors run and time passes; nil means RealRuntime.
+	Runtime Runtime
+	// EntryKinds and TaskKinds are added to the built-ins. Adding a task
+	// kind under a name that is already registered is an error: swapping a
+	// built-in is explicit, through Replace.
+	EntryKinds []storage.Kinder
+	TaskKinds  []TaskKind
+	// Replace swaps registered task kinds by name. A replacement must
+	// understand the persisted statuses and state of its live tasks.
+	Replace []TaskKind
+	// Env is the execution environment tools and jobs act in.
+	Env ExecutionEnv
+	// TracerProvider supplies the tracer for invocation and commit spans;
+	// nil means no telemetry. No span is ever stored in session data.
+	TracerProvider trace.TracerProvider
+	// Report receives task and hook errors that are reported rather than
+	// fatal, and the fault that stops a session. It must not block.
+	Report func(error)
+}
+
+// Harness is one open session: the line, the driver and the registries.
+type Harness struct {
+	rt     Runtime
+	line   *Line
+	kinds  *Kinds
+	d      *driver
+	tracer trace.Tracer
+	env    ExecutionEnv
+	hooks  atomic.Pointer[hookTable]
+	root   storage.ID
+	opts   Options
+
+	unregistered []string
+}
+
+type shutdownKey struct{}
+
+// Open opens a session over store (§6.4): it registers the built-in and
+// added kinds, reports stored entry kinds nobody registered (without
+// scanning entries), seeds the live-task indexes with one scan, rejects a
+// live task of an unknown kind, creates the root conversation of an empty
+// session, and starts nothing.
+func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, error) {
+	if opts.Runtime == nil {
+		opts.Runtime = RealRuntime()
+	}
+	kinds := NewKinds()
+	for _, k := range opts.EntryKinds {
+		kinds.AddEntry(k)
+	}
+	for _, k := range opts.TaskKinds {
+		if _, dup := kinds.Task(k.Kind()); dup {
+			return nil, fmt.Errorf("core: task kind %q is already registered; use Options.Replace to swap it", k.Kind())
+		}
+		if err := kinds.AddTask(k); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range opts.Replace {
+		if _, ok := kinds.Task(k.Kind()); !ok {
+			return nil, fmt.Errorf("core: cannot replace task kind %q: nothing is registered under that name", k.Kind())
+		}
+		if err := kinds.AddTask(k); err != nil {
+			return nil, err
+		}
+	}
+	h := &Harness{rt: opts.Runtime, kinds: kinds, env: opts.Env, opts: opts}
+	h.hooks.Store(&hookTable{})
+	h.tracer = noop.NewTracerProvider().Tracer("pico")
+	if opts.TracerProvider != nil {
+		h.tracer = opts.TracerProvider.Tracer("github.com/pico-go/pico/core")
+	}
+	h.d = newDriver(h)
+	h.line = NewLine(h.rt, store, kinds, LineOptions{
+		Admit: h.d.admit, Authorize: h.d.authorize, AfterCommit: h.d.afterCommit, Tracer: h.tracer,
+	})
+	stored, err := store.EntryKinds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.unregistered = kinds.UnregisteredEntryKinds(stored)
+	if err := h.d.seed(ctx); err != nil {
+		return nil, err
+	}
+	first, err := store.ScanConversations(ctx, storage.ConversationQuery{Cursor: storage.Cursor{Limit: 1}})
+	if err != nil {
+		return nil, err
+	}
+	if len(first.Items) > 0 {
+		h.root = first.Items[0].ID
+		return h, nil
+	}
+	if store.LastSeq() != 0 {
+		return nil, fmt.Errorf("core: storage has history (last sequence %d) but no conversation", store.LastSeq())
+	}
+	if _, err := h.line.Commit(ctx, func(tx *Tx) error {
+		h.root = tx.CreateConversation(ConversationSpec{})
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Kinds is the registry in use: h.Kinds().Task("generation") is whatever is
+// registered under that name now.
+func (h *Harness) Kinds() *Kinds { return h.kinds }
+
+// UnregisteredEntryKinds lists stored entry kinds no registered kind
+// claims. Their stored model, head and edits still derive context.
+func (h *Harness) UnregisteredEntryKinds() []string { return slices.Clone(h.unregistered) }
+
+// Runtime is the harness's runtime.
+func (h *Harness) Runtime() Runtime { return h.rt }
+
+// Store is the session's storage, for reads.
+func (h *Harness) Store() storage.Storage { return h.line.Store() }
+
+func (h *Harness) report(err error) {
+	if h.opts.Report != nil {
+		h.opts.Report(err)
+	}
+}
+
+// commit runs a plan on the line; uncertain persistence faults the session.
+func (h *Harness) commit(ctx context.Context, plan func(tx *Tx) error) (storage.Range, error) {
+	r, err := h.line.Commit(ctx, plan)
+	h.faultOnPersistence(ctx, err)
+	return r, err
+}
+
+func (h *Harness) scratch(ctx context.Context, task storage.ID, plan func(ScratchTx) error) (storage.Range, error) {
+	r, err := h.line.Scratch(ctx, task, plan)
+	h.faultOnPersistence(ctx, err)
+	return r, err
+}
+
+func (h *Harness) faultOnPersistence(ctx context.Context, err error) {
+	var pe *PersistenceError
+	if !errors.As(err, &pe) {
+		return
+	}
+	fe := &FaultError{Err: err}
+	if inv := invocationOf(ctx); inv != nil {
+		fe.Task, fe.Kind, fe.Method = inv.task, inv.kind.Kind(), string(inv.method)
+	}
+	_ = h.line.Do(context.WithoutCancel(ctx), func() (func(), error) {
+		var acts actions
+		h.d.faultLocked(ctx, fe, &acts)
+		return acts.run, nil
+	})
+}
+
+// Commit runs plan as one commit on the line.
+func (h *Harness) Commit(ctx context.Context, plan func(tx *Tx) error) (storage.Range, error) {
+	return h.commit(ctx, plan)
+}
+
+// Root returns the root conversation's handle.
+func (h *Harness) Root() *Conversation { return &Conversation{h: h, ID: h.root} }
+
+// Conversation returns the handle of an existing conversation.
+func (h *Harness) Conversation(ctx context.Context, id storage.ID) (*Conversation, error) {
+	got, err := h.Store().GetConversations(ctx, []storage.ID{id})
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := got[id]; !ok {
+		return nil, fmt.Errorf("%w: conversation %d", ErrNotFound, id)
+	}
+	return &Conversation{h: h, ID: id}, nil
+}
+
+// ErrNotFound reports a missing conversation, task or entry.
+var ErrNotFound = errors.New("core: not found")
+
+// ConversationFilter selects conversations: forks of Parent, conversations
+// owned by tasks of OwnedFrom, or (Independent) those owned by nobody.
+type ConversationFilter struct {
+	storage.Cursor
+	Parent      storage.ID
+	OwnedFrom   storage.ID
+	Independent bool
+}
+
+// Conversations pages through conversations.
+func (h *Harness) Conversations(ctx context.Context, f ConversationFilter) (storage.Page[storage.Conversation], error) {
+	p, err := h.Store().ScanConversations(ctx, storage.ConversationQuery{Cursor: f.Cursor, Parent: f.Parent, OwnedFrom: f.OwnedFrom})
+	if err != nil || !f.Independent {
+		return p, err
+	}
+	p.Items = slices.DeleteFunc(p.Items, func(c storage.Conversation) bool { return c.Owner != 0 })
+	return p, nil
+}
+
+// Receipt identifies an accepted input (§3.4).
+type Receipt struct {
+	RequestID      string     `json:"requestId"`
+	ConversationID storage.ID `json:"conversationId"`
+	InputID        storage.ID `json:"inputId"`
+}
+
+// RequestValue is the session value that maps a request id to its receipt.
+var RequestValue = storage.SessionValue[Receipt]("pi.request")
+
+// Acceptance looks up the receipt of an earlier acceptance by request id:
+// how a caller whose accept reply was lost recovers its input id.
+func (h *Harness) Acceptance(ctx context.Context, requestID string) (Receipt, bool, error) {
+	v, ok, err := h.Store().GetValue(ctx, RequestValue.WithKey(requestID).Address, 0)
+	if err != nil || !ok {
+		return Receipt{}, false, err
+	}
+	var r Receipt
+	if err := jsonUnmarshal(v.Value, &r); err != nil {
+		return Receipt{}, false, fmt.Errorf("core: request %q: %w", requestID, err)
+	}
+	return r, true, nil
+}
+
+// Inspection is the live work of a session: tasks that may start and tasks
+// found inflight, which recover will handle.
+type Inspection struct {
+	Start    []*storage.Task
+	Inflight []*storage.Task
+}
+
+// Inspect reports live work from the driver's index, without scanning.
+func (h *Harness) Inspect(ctx context.Context) (Inspection, error) {
+	var in Inspection
+	err := h.line.Read(ctx, func(context.Context) error {
+		ids := make([]storage.ID, 0, len(h.d.live))
+		for id := range h.d.live {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			t := h.d.live[id].task
+			if t.Role == storage.RoleInflight {
+				in.Inflight = append(in.Inflight, t)
+			} else {
+				in.Start = append(in.Start, t)
+			}
+		}
+		return nil
+	})
+	return in, err
+}
+
+// GetEntries reads entries by id.
+func (h *Harness) GetEntries(ctx context.Context, ids []storage.ID) (map[storage.ID]*storage.Entry, error) {
+	return h.Store().GetEntries(ctx, ids)
+}
+
+// GetEntry reads one entry.
+func (h *Harness) GetEntry(ctx context.Context, id storage.ID) (*storage.Entry, bool, error) {
+	m, err := h.Store().GetEntries(ctx, []storage.ID{id})
+	e, ok := m[id]
+	return e, ok, err
+}
+
+// Entries pages through a conversation's logical transcript.
+func (h *Harness) Entries(ctx context.Context, conversationID storage.ID, c storage.Cursor) (storage.Page[*storage.Entry], error) {
+	return h.Store().ScanEntries(ctx, storage.EntryQuery{Cursor: c, ConversationID: conversationID})
+}
+
+// GetTasks reads tasks by id, terminal ones included.
+func (h *Harness) GetTasks(ctx context.Context, ids []storage.ID) (map[storage.ID]*storage.Task, error) {
+	return h.Store().GetTasks(ctx, ids)
+}
+
+// GetTask reads one task.
+func (h *Harness) GetTask(ctx context.Context, id storage.ID) (*storage.Task, bool, error) {
+	m, err := h.Store().GetTasks(ctx, []storage.ID{id})
+	t, ok := m[id]
+	return t, ok, err
+}
+
+// AbortTask durably marks one live task for cancellation (§6.3). A
+// terminal task rejects; marking an already-marked task writes nothing, so a
+// running abort handler is never disturbed.
+func (h *Harness) AbortTask(ctx context.Context, id storage.ID) error {
+	_, err := h.commit(ctx, func(tx *Tx) error {
+		t, err := tx.current(id)
+		if err != nil {
+			return err
+		}
+		if !t.Live() {
+			return rejectf(RuleTaskTerminal, id, "task %d is already %s", id, t.Status)
+		}
+		if !t.Abort {
+			tx.Patch(id, TaskPatch{Abort: true})
+		}
+		return nil
+	})
+	return err
+}
+
+// Drive attaches the session and waits until no live foreground task is
+// left anywhere ("idle") or the session closes ("closed"). Cancelling ctx
+// removes only this wait; the attachment stays and durable work goes on.
+func (h *Harness) Drive(ctx context.Context) (DriveResult, error) {
+	if invocationOf(ctx) != nil {
+		return "", ErrLifecycleFromTask
+	}
+	return h.drive(ctx, 0, true)
+}
+
+func (h *Harness) drive(ctx context.Context, conv storage.ID, session bool) (DriveResult, error) {
+	w := &waiter{session: session, conv: conv, ev: h.rt.NewEvent(fmt.Sprintf("drive:%d", conv))}
+	err := h.line.Do(ctx, func() (func(), error) {
+		d := h.d
+		switch d.phase {
+		case phaseClosing, phaseClosed:
+			d.resolve(w, Closed, nil)
+			return nil, nil
+		case phaseFaulted:
+			return nil, d.fault
+		}
+		if inv := invocationOf(ctx); inv != nil {
+			if err := d.checkDrive(inv, conv); err != nil {
+				return nil, err
+			}
+			w.by = inv.task
+		}
+		if !session {
+			if err := d.loadLinks(ctx, []storage.ID{conv}); err != nil {
+				return nil, err
+			}
+		}
+		var acts actions
+		d.attach(ctx, conv, session, &acts)
+		d.waiters = append(d.waiters, w)
+		d.checkWaiters()
+		return acts.run, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return h.await(ctx, w)
+}
+
+// await waits for a waiter; a cancelled caller removes it on the line.
+func (h *Harness) await(ctx context.Context, w *waiter) (DriveResult, error) {
+	if err := w.ev.Wait(ctx); err != nil {
+		_ = h.line.Do(context.WithoutCancel(ctx), func() (func(), error) {
+			h.d.removeWaiter(w)
+			return nil, nil
+		})
+		if w.done { // resolved while we were leaving: report that instead
+			return w.result, w.err
+		}
+		return "", err
+	}
+	return w.result, w.err
+}
+
+// checkDrive rejects a task driving a scope it is itself part of: its own
+// foreground scope, or one whose foreground tasks depend on it.
+func (d *driver) checkDrive(inv *invocation, conv storage.ID) error {
+	self := d.live[inv.task]
+	if self != nil && !self.task.Background && d.inForeground(self.task.ConversationID, conv) {
+		return &SelfWaitError{Task: inv.task, Target: fmt.Sprintf("its own foreground scope, conversation %d", conv)}
+	}
+	for id, lt := range d.live {
+		if lt.task.Background || !d.inForeground(lt.task.ConversationID, conv) {
+			continue
+		}
+		if d.dependsOn(lt.task.After, inv.task) {
+			return &SelfWaitError{Task: inv.task, Target: fmt.Sprintf("conversation %d, whose task %d depends on it", conv, id)}
+		}
+	}
+	return nil
+}
+
+// Close stops admission in one line operation, signals and joins every
+// invocation outside the line, then closes storage. It writes nothing; the
+// next open continues from durable state. Repeated calls share completion,
+// and close waits for the join whatever ctx says.
+func (h *Harness) Close(ctx context.Context) error {
+	if invocationOf(ctx) != nil {
+		return ErrLifecycleFromTask
+	}
+	err := h.line.Do(context.WithoutCancel(ctx), func() (func(), error) {
+		d := h.d
+		var acts actions
+		if d.phase == phaseOpen || d.phase == phaseStopping {
+			d.phase = phaseClosing
+			for _, w := range d.waiters {
+				d.resolve(w, Closed, nil)
+			}
+			d.waiters = nil
+			for id, ws := range d.tasksW {
+				for _, w := range ws {
+					d.resolve(w, "", ErrClosed)
+				}
+				delete(d.tasksW, id)
+			}
+			d.stopIdle.Set()
+			d.signalAll(&acts)
+		}
+		d.startCloser(ctx, &acts)
+		d.checkDrained()
+		return acts.run, nil
+	})
+	if err != nil {
+		return err
+	}
+	return h.d.closed.Wait(context.WithoutCancel(ctx))
+}
+
+// Shutdown marks every live task in one commit, serves their abort cleanup
+// session-wide, and closes once no live task and no invocation is left.
+// Queued input stays untouched. Once admitted, ctx cannot abandon it; an
+// explicit Close interrupts it (ErrShutdownInterrupted).
+func (h *Harness) Shutdown(ctx context.Context) error {
+	if invocationOf(ctx) != nil {
+		return ErrLifecycleFromTask
+	}
+	admitted := context.WithoutCancel(ctx)
+	var already bool
+	if err := h.line.Read(admitted, func(context.Context) error {
+		switch h.d.phase {
+		case phaseStopping:
+			already = true
+		case phaseClosing, phaseClosed:
+			return ErrShutdownInterrupted
+		case phaseFaulted:
+			return h.d.fault
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if !already {
+		_, err := h.commit(context.WithValue(admitted, shutdownKey{}, true), func(tx *Tx) error {
+			ids := make([]storage.ID, 0, len(h.d.live))
+			for id, lt := range h.d.live {
+				if !lt.task.Abort {
+					ids = append(ids, id)
+				}
+			}
+			slices.Sort(ids)
+			for _, id := range ids {
+				tx.Patch(id, TaskPatch{Abort: true})
+			}
+			if len(ids) == 0 {
+				// Nothing to mark: enter stopping without a write.
+				h.d.phase = phaseStopping
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := h.line.Do(admitted, func() (func(), error) {
+			var acts actions
+			h.d.attach(admitted, 0, true, &acts)
+			h.d.checkWaiters()
+			return acts.run, nil
+		}); err != nil {
+			return err
+		}
+	}
+	_ = h.d.stopIdle.Wait(admitted)
+	var result error
+	_ = h.line.Read(admitted, func(context.Context) error {
+		switch h.d.phase {
+		case phaseFaulted:
+			result = h.d.fault
+		case phaseClosing, phaseClosed:
+			result = ErrShutdownInterrupted
+		}
+		return nil
+	})
+	if result != nil {
+		_ = h.d.closed.Wait(admitted)
+		return result
+	}
+	return h.Close(admitted)
+}
+
+// DeleteConversation deletes a conversation when neither it nor anything
+// it owns has live tasks or running invocations (§6.4).
+func (h *Harness) DeleteConversation(ctx context.Context, id storage.ID) error {
+	_, err := h.commit(ctx, func(tx *Tx) error {
+		subtree, err := h.ownedSubtree(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, c := range subtree {
+			if len(h.d.byConv[c]) > 0 {
+				return fmt.Errorf("core: conversation %d has live tasks in its subtree (conversation %d)", id, c)
+			}
+			for _, inv := range h.d.running {
+				if inv.conv == c {
+					return fmt.Errorf("core: conversation %d has a running invocation in its subtree (task %d)", id, inv.task)
+				}
+			}
+		}
+		tx.DeleteConversation(id)
+		return nil
+	})
+	return err
+}
+
+// ownedSubtree is a conversation and every conversation owned, directly or
+// not, by its tasks.
+func (h *Harness) ownedSubtree(ctx context.Context, id storage.ID) ([]storage.ID, error) {
+	out := []storage.ID{id}
+	for i := 0; i < len(out); i++ {
+		q := storage.ConversationQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, OwnedFrom: out[i]}
+		for {
+			p, err := h.Store().ScanConversations(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range p.Items {
+				out = append(out, c.ID)
+			}
+			if p.Next == 0 {
+				break
+			}
+			q.After = p.Next
+		}
+	}
+	return out, nil
+}

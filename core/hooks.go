@@ -1,0 +1,134 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/pico-go/pico/storage"
+)
+
+// HookHandler handles one hook point. It runs outside the line, receives
+// the invoking task's ctx (forward it to every wait), and its decision is
+// validated again inside the commit that applies it.
+type HookHandler func(ctx context.Context, input any) (output any, err error)
+
+// HookOptions configures a scoped registration.
+type HookOptions struct {
+	// Subtree also applies the handler to conversations this one owns,
+	// directly or not (never to forks).
+	Subtree bool
+}
+
+type hookReg struct {
+	id      uint64
+	kind    string
+	point   string
+	conv    storage.ID // 0: harness-wide
+	subtree bool
+	handler HookHandler
+}
+
+// hookTable is an immutable registration list, replaced whole on every
+// change, so that running hooks never takes a lock (DESIGN §5).
+type hookTable struct {
+	regs []hookReg
+	next uint64
+}
+
+// Hooks returns the harness-wide hook registry.
+func (h *Harness) Hooks() ScopedHooks { return ScopedHooks{h: h} }
+
+// ScopedHooks registers handlers harness-wide or for one conversation.
+type ScopedHooks struct {
+	h    *Harness
+	conv storage.ID
+}
+
+// On registers handler for kind's point and returns the function that
+// removes it. Registration is process state, never durable.
+func (s ScopedHooks) On(kind storage.Kinder, point string, handler HookHandler, opts HookOptions) (off func()) {
+	var id uint64
+	for {
+		old := s.h.hooks.Load()
+		next := &hookTable{regs: slices.Clone(old.regs), next: old.next + 1}
+		id = next.next
+		next.regs = append(next.regs, hookReg{id: id, kind: kind.Kind(), point: point, conv: s.conv, subtree: opts.Subtree, handler: handler})
+		if s.h.hooks.CompareAndSwap(old, next) {
+			break
+		}
+	}
+	return func() {
+		for {
+			old := s.h.hooks.Load()
+			next := &hookTable{regs: slices.DeleteFunc(slices.Clone(old.regs), func(r hookReg) bool { return r.id == id }), next: old.next}
+			if s.h.hooks.CompareAndSwap(old, next) {
+				return
+			}
+		}
+	}
+}
+
+// HookOutcome is one handler's result.
+type HookOutcome struct {
+	Output any
+	Err    error
+}
+
+// handlersFor orders the handlers of one point for a conversation:
+// harness-wide ones first, then scoped ones from the outermost owning
+// conversation inwards, the conversation's own last, each group in
+// registration order.
+func (h *Harness) handlersFor(kind, point string, chain []storage.ID) []hookReg {
+	t := h.hooks.Load()
+	var out []hookReg
+	for _, r := range t.regs {
+		if r.kind == kind && r.point == point && r.conv == 0 {
+			out = append(out, r)
+		}
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		for _, r := range t.regs {
+			if r.kind == kind && r.point == point && r.conv == chain[i] && (i == 0 || r.subtree) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// RunHooks runs every handler of kind's point that applies to conversation
+// conv, in order, each outside the line, and returns their outcomes. A
+// handler's panic becomes its error. Cancellation is not a hook failure:
+// when ctx is done the run stops and returns ctx's error.
+func (h *Harness) RunHooks(ctx context.Context, kind storage.Kinder, point string, conv storage.ID, input any) ([]HookOutcome, error) {
+	var chain []storage.ID
+	if err := h.line.Read(ctx, func(ctx context.Context) error {
+		if err := h.d.loadLinks(ctx, []storage.ID{conv}); err != nil {
+			return err
+		}
+		chain = h.d.ownerChain(conv)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	regs := h.handlersFor(kind.Kind(), point, chain)
+	out := make([]HookOutcome, 0, len(regs))
+	for _, r := range regs {
+		o := HookOutcome{}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					o.Err = fmt.Errorf("hook %s.%s panicked: %v", kind.Kind(), point, p)
+				}
+			}()
+			o.Output, o.Err = r.handler(ctx, input)
+		}()
+		if o.Err != nil && (errors.Is(o.Err, context.Canceled) || errors.Is(o.Err, ErrTaskCancelled)) && ctx.Err() != nil {
+			return out, o.Err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}

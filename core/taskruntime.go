@@ -1,0 +1,156 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pico-go/pico/storage"
+)
+
+// TaskRuntime is what one invocation gets from the driver (§5.2). It is
+// bound to that invocation: every call checks that its ctx carries the same
+// identity, so a stale or foreign ctx is rejected rather than silently
+// acting with someone else's authority.
+type TaskRuntime struct {
+	h   *Harness
+	inv *invocation
+}
+
+// TaskID is the task this runtime serves.
+func (r *TaskRuntime) TaskID() storage.ID { return r.inv.task }
+
+// ConversationID is the task's conversation.
+func (r *TaskRuntime) ConversationID() storage.ID { return r.inv.conv }
+
+// Method is the kind method this invocation runs.
+func (r *TaskRuntime) Method() Method { return r.inv.method }
+
+func (r *TaskRuntime) check(ctx context.Context) error {
+	if inv := invocationOf(ctx); inv != r.inv {
+		return fmt.Errorf("%w: the ctx does not carry task %d's invocation", ErrStaleInvocation, r.inv.task)
+	}
+	return nil
+}
+
+// Commit commits a plan with the task's conversation bound. After a durable
+// abort mark it rejects with ErrTaskCancelled before the builder runs.
+func (r *TaskRuntime) Commit(ctx context.Context, plan func(tx *ConversationTx) error) (storage.Range, error) {
+	if err := r.check(ctx); err != nil {
+		return storage.Range{}, err
+	}
+	return r.h.commit(ctx, func(tx *Tx) error { return plan(&ConversationTx{Tx: tx, ID: r.inv.conv}) })
+}
+
+// Scratch commits a plan to the task's own scratch (§4.6).
+func (r *TaskRuntime) Scratch(ctx context.Context, plan func(sc ScratchTx) error) (storage.Range, error) {
+	if err := r.check(ctx); err != nil {
+		return storage.Range{}, err
+	}
+	return r.h.scratch(ctx, r.inv.task, plan)
+}
+
+// Now is the runtime's clock, not the wall clock.
+func (r *TaskRuntime) Now() time.Time { return r.h.rt.Now() }
+
+// Sleep sleeps until until, observing ctx.
+func (r *TaskRuntime) Sleep(ctx context.Context, until time.Time) error {
+	d := until.Sub(r.h.rt.Now())
+	return r.h.rt.Sleep(ctx, d)
+}
+
+// Env is the harness's execution environment.
+func (r *TaskRuntime) Env() ExecutionEnv { return r.h.env }
+
+// Conversation returns a handle; calls through it forward the task's ctx.
+func (r *TaskRuntime) Conversation(ctx context.Context, id storage.ID) (*Conversation, error) {
+	if err := r.check(ctx); err != nil {
+		return nil, err
+	}
+	return r.h.Conversation(ctx, id)
+}
+
+// AbortTask marks another task for cancellation.
+func (r *TaskRuntime) AbortTask(ctx context.Context, id storage.ID) error {
+	if err := r.check(ctx); err != nil {
+		return err
+	}
+	return r.h.AbortTask(ctx, id)
+}
+
+// GetTask reads a task.
+func (r *TaskRuntime) GetTask(ctx context.Context, id storage.ID) (*storage.Task, bool, error) {
+	return r.h.GetTask(ctx, id)
+}
+
+// GetTasks reads tasks by id.
+func (r *TaskRuntime) GetTasks(ctx context.Context, ids []storage.ID) (map[storage.ID]*storage.Task, error) {
+	return r.h.GetTasks(ctx, ids)
+}
+
+// GetEntry reads an entry.
+func (r *TaskRuntime) GetEntry(ctx context.Context, id storage.ID) (*storage.Entry, bool, error) {
+	return r.h.GetEntry(ctx, id)
+}
+
+// RunHooks runs the handlers of kind's point for the task's conversation.
+func (r *TaskRuntime) RunHooks(ctx context.Context, kind storage.Kinder, point string, input any) ([]HookOutcome, error) {
+	if err := r.check(ctx); err != nil {
+		return nil, err
+	}
+	return r.h.RunHooks(ctx, kind, point, r.inv.conv, input)
+}
+
+// WaitForTask waits until task id is terminal (true), or until budget runs
+// out (false; 0 means no budget). It rejects a wait for the task itself or
+// for a task whose unresolved dependencies lead back to it. Cancelling ctx
+// removes the wait.
+func (r *TaskRuntime) WaitForTask(ctx context.Context, id storage.ID, budget time.Duration) (bool, error) {
+	if err := r.check(ctx); err != nil {
+		return false, err
+	}
+	h, self := r.h, r.inv.task
+	w := &waiter{target: id, by: self, ev: h.rt.NewEvent(fmt.Sprintf("task:%d", id))}
+	err := h.line.Do(ctx, func() (func(), error) {
+		d := h.d
+		if d.phase == phaseFaulted {
+			return nil, d.fault
+		}
+		if id == self {
+			return nil, &SelfWaitError{Task: self, Target: "itself"}
+		}
+		lt, live := d.live[id]
+		if !live {
+			d.resolve(w, Idle, nil)
+			return nil, nil
+		}
+		if d.dependsOn(lt.task.After, self) {
+			return nil, &SelfWaitError{Task: self, Target: fmt.Sprintf("task %d, which depends on it", id)}
+		}
+		d.tasksW[id] = append(d.tasksW[id], w)
+		return nil, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	waitCtx := ctx
+	if budget > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		timedOut := h.rt.NewEvent("budget")
+		h.rt.Go(ctx, fmt.Sprintf("task%d.budget", self), func(context.Context) {
+			if h.rt.Sleep(waitCtx, budget) == nil {
+				timedOut.Set()
+				cancel()
+			}
+		})
+		_, err := h.await(waitCtx, w)
+		if err != nil && timedOut.IsSet() && ctx.Err() == nil {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	_, err = h.await(waitCtx, w)
+	return err == nil, err
+}
