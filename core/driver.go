@@ -122,7 +122,7 @@ func newDriver(h *Harness) *driver {
 		byConv: map[storage.ID]map[storage.ID]struct{}{}, fg: map[storage.ID]int{},
 		dependents: map[storage.ID][]storage.ID{}, convOwner: map[storage.ID]storage.ID{},
 		taskConv: map[storage.ID]storage.ID{}, attached: map[storage.ID]bool{},
-		tasksW: map[storage.ID][]*waiter{},
+		tasksW:  map[storage.ID][]*waiter{},
 		drained: rt.NewEvent("drained"), closed: rt.NewEvent("closed"), stopIdle: rt.NewEvent("shutdown-idle"),
 	}
 }

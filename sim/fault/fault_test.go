@@ -25,9 +25,9 @@ var (
 	mode = storage.ConversationValue[string]("test.mode", storage.Rewind)
 	note = storage.ScratchValue[string]("test.note")
 
-	jobKind = core.Statuses{Name: "test_job", Initial: "planned", Roles: map[string]storage.TaskRole{
+	jobKind = core.KindFuncs{Statuses: core.Statuses{Name: "test_job", Initial: "planned", Roles: map[string]storage.TaskRole{
 		"planned": storage.RoleStart, "exited": storage.RoleTerminal,
-	}}
+	}}}
 )
 
 // process is one simulated process: a fault handle over a memory store that
