@@ -65,3 +65,52 @@ func TestReturningWithoutATransitionFaultsTheSession(t *testing.T) {
 		}
 	})
 }
+
+func TestAbortRunsAFreshInvocationAfterExecuteReturns(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		rt := s.Runtime()
+		started := rt.NewEvent("started")
+		var executeReturned, abortSawReturn bool
+		var sameIdentity bool
+		var executeRT *core.TaskRuntime
+		kind := stepKind("blocker", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+			executeRT = trt
+			started.Set()
+			rt.NewEvent("never").Wait(ctx) // cooperatively waits for its signal
+			// the mark revoked authority: a main or scratch write rejects
+			_, err := trt.Commit(ctx, func(tx *core.ConversationTx) error { tx.Settle(task.ID, "done", nil); return nil })
+			if !errors.Is(err, core.ErrTaskCancelled) {
+				t.Errorf("post-mark commit = %v; want ErrTaskCancelled", err)
+			}
+			executeReturned = true
+			return err
+		})
+		kind.AbortFunc = func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+			abortSawReturn = executeReturned
+			sameIdentity = trt == executeRT
+			_, err := trt.Commit(ctx, func(tx *core.ConversationTx) error { tx.Settle(task.ID, "aborted", nil); return nil })
+			return err
+		}
+		h := open(t, ctx, s, nil, kind)
+		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		done := rt.NewEvent("drive-done")
+		rt.Go(ctx, "driver", func(ctx context.Context) {
+			if r := must(h.Root().Drive(ctx)); r != core.Idle {
+				t.Errorf("drive = %s", r)
+			}
+			done.Set()
+		})
+		started.Wait(ctx)
+		if err := h.AbortTask(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		done.Wait(ctx)
+		if got := status(t, ctx, h, id); got != "aborted" || !abortSawReturn || sameIdentity {
+			t.Fatalf("status %s, abort after execute returned %v, same runtime %v; want aborted, true, false", got, abortSawReturn, sameIdentity)
+		}
+		if err := h.AbortTask(ctx, id); core.RuleOf(err) != core.RuleTaskTerminal {
+			t.Fatalf("abort of a terminal task = %v; want %s", err, core.RuleTaskTerminal)
+		}
+		h.Close(ctx)
+	})
+}

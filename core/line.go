@@ -57,8 +57,11 @@ func (l *Line) Store() storage.Storage { return l.store }
 func (l *Line) Kinds() *Kinds { return l.kinds }
 
 // Commit runs plan on the line and commits what it built as one main batch.
-// ctx bounds only the wait for the line: once a plan is admitted, its
-// persistence is never abandoned because ctx is cancelled.
+// Admission looks at the session's lifecycle and the caller's task identity,
+// never at ctx's cancellation (§6.5): a cancelled task's write is rejected
+// with ErrTaskCancelled by the mark, not by its signal, and persistence once
+// admitted is never abandoned. The line is held only for plans, which never
+// wait on the world, so waiting for it is bounded.
 func (l *Line) Commit(ctx context.Context, plan func(tx *Tx) error) (storage.Range, error) {
 	return l.run(ctx, 0, func(tx *Tx) error { return plan(tx) })
 }
@@ -95,7 +98,7 @@ func (l *Line) Do(ctx context.Context, fn func() (after func(), err error)) erro
 }
 
 func (l *Line) run(ctx context.Context, scratchTask storage.ID, plan func(tx *Tx) error) (storage.Range, error) {
-	if err := l.lock.Lock(ctx); err != nil {
+	if err := l.lock.Lock(context.WithoutCancel(ctx)); err != nil {
 		return storage.Range{}, err
 	}
 	r, after, err := l.locked(ctx, scratchTask, plan)

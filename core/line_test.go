@@ -302,8 +302,9 @@ func TestCancelledCallerNeverAbandonsAdmittedPersistence(t *testing.T) {
 	if err != nil || r.Last != 2 || f.store.LastSeq() != 2 {
 		t.Fatalf("commit = %+v, %v (lastSeq %d); want it persisted despite cancellation", r, err, f.store.LastSeq())
 	}
-	if _, err := f.line.Commit(ctx, func(*core.Tx) error { return nil }); !errors.Is(err, context.Canceled) {
-		t.Fatalf("admission with a cancelled ctx = %v; want context.Canceled", err)
+	// Admission is not a blanket signal check: a cancelled caller still commits.
+	if r, err := f.line.Commit(ctx, func(tx *core.Tx) error { core.AppendUser(tx, conv, ai.UserText("y", 0)); return nil }); err != nil || r.Last != 3 {
+		t.Fatalf("commit with a cancelled ctx = %+v, %v; want it admitted and persisted", r, err)
 	}
 }
 
