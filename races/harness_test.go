@@ -2,6 +2,7 @@ package races
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"regexp"
@@ -14,7 +15,8 @@ import (
 var seedFlag = flag.Uint64("seed", 0, "run each selected cell at this seed only, logging its trace (0: the whole sweep)")
 
 const (
-	// seedsSweep is how many seeds (1..seedsSweep) every cell runs at.
+	// seedsSweep is how many seeds (1..seedsSweep) every cell runs at,
+	// unless its row sets fewer.
 	seedsSweep = 50
 	// traceTailLines bounds the trace lines a failure prints.
 	traceTailLines = 40
@@ -33,7 +35,11 @@ type cell struct {
 // -seed), each twice: the run must pass, keep the forced order and replay to
 // a byte-identical trace.
 func explore(t *testing.T, r row, o order) {
-	seeds := make([]uint64, seedsSweep)
+	n := seedsSweep
+	if r.seeds != 0 {
+		n = r.seeds
+	}
+	seeds := make([]uint64, n)
 	for i := range seeds {
 		seeds[i] = uint64(i + 1)
 	}
@@ -44,6 +50,10 @@ func explore(t *testing.T, r row, o order) {
 		first, err := runCell(r.cell(o), seed)
 		if *seedFlag != 0 {
 			t.Logf("trace of seed %d:\n%s", seed, strings.Join(first.Lines(), "\n"))
+		}
+		var bug knownBug
+		if errors.As(err, &bug) {
+			t.Skipf("%v (seed %d; reproduce: %s)", bug, seed, reproduce(t, seed))
 		}
 		if err != nil {
 			fail(t, r, o, seed, first, err)
@@ -71,6 +81,15 @@ func runCell(c cell, seed uint64) (*sim.Trace, error) {
 	}
 	return trace, check()
 }
+
+// knownBug is what a cell's check returns when everything it checks holds
+// except one requirement that a reported bug in core breaks: the runner
+// skips the cell with the reason, which starts "BUG:", instead of failing
+// it. The check itself stays as strict as the reference; once the bug is
+// fixed the requirement holds and the cell passes.
+type knownBug struct{ reason string }
+
+func (b knownBug) Error() string { return "BUG: " + b.reason }
 
 // fail reports a failing cell with the tail of its trace and the command
 // that reruns exactly this cell at this seed.

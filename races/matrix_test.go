@@ -11,6 +11,9 @@ type row struct {
 	required string
 	// cell builds the row's program in one order.
 	cell func(o order) cell
+	// seeds, when non-zero, is how many seeds of the sweep the row runs
+	// (1..seeds) instead of seedsSweep; a row says why it needs fewer.
+	seeds int
 }
 
 // order is one of the two orders every row runs in. What forward and reverse
@@ -30,6 +33,62 @@ var matrix = []row{
 		name:     "Persistence paused after construction",
 		required: "Queries/watchers still see the old complete state",
 		cell:     persistencePaused,
+	},
+	{
+		name:     "Effect returns as abort starts",
+		required: "one invocation per task; fresh abort only after return",
+		cell:     effectReturnsAsAbortStarts,
+	},
+	{
+		name:     "Post-mark main/scratch write",
+		required: "reject before builder; sinks handle cancellation and drain callbacks",
+		cell:     postMarkWrite,
+	},
+	{
+		name:     "Status cycle returns to initial status",
+		required: "epoch counts intermediate committed changes; no false fault",
+		cell:     statusCycle,
+	},
+	{
+		name:     "Host patches an owned task",
+		required: "reject lifecycle/state mutation; abort marks remain allowed",
+		cell:     hostPatchesOwnedTask,
+	},
+	{
+		name:     "100,000 historical children, two live tasks",
+		required: "query only live seed/needed ancestry, no history traversal",
+		cell:     historicalChildrenTwoLive,
+		seeds:    historySeeds,
+	},
+	{
+		name:     "Repeated drive and cancelled waiter",
+		required: "one attachment; remove waiter/listener exactly once",
+		cell:     repeatedDrive,
+	},
+	{
+		name:     "Known dependency self-drive",
+		required: "reject before acceptance or cycle-creating admission",
+		cell:     knownDependencySelfDrive,
+	},
+	{
+		name:     "Close vs task commit",
+		required: "earlier commit completes; later mutation rejects; completion still admitted",
+		cell:     closeVsTaskCommit,
+	},
+	{
+		name:     "Broken abort handler",
+		required: "reject drives/shutdown, signal/join and close; replace kind before recovery",
+		cell:     brokenAbortHandler,
+	},
+	{
+		name:     "Two overlapping drives",
+		required: "one execution per task",
+		cell:     overlappingDrives,
+	},
+	{
+		name:     "A drive caller cancels its wait",
+		required: "other callers and tasks unaffected",
+		cell:     driveCallerCancels,
 	},
 }
 
