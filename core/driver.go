@@ -346,23 +346,27 @@ func (d *driver) admit(ctx context.Context, scratchTask storage.ID) error {
 // work may not close a known wait cycle.
 func (d *driver) authorize(ctx context.Context, batch storage.CommitBatch) error {
 	inv := invocationOf(ctx)
-	created := map[storage.ID]*storage.Task{}
+	b := batchView{d: d, owners: map[storage.ID]storage.ID{}, tasks: map[storage.ID]*storage.Task{}}
 	for _, w := range batch.Writes {
 		switch w.Type {
 		case storage.WriteTask:
 			if inv != nil && inv.method == MethodAbort {
 				return rejectf(RuleAbortCreates, w.Task.ID, "abort of task %d cannot create task %d", inv.task, w.Task.ID)
 			}
-			created[w.Task.ID] = w.Task
-			if err := d.checkNewWait(w.Task); err != nil {
+			b.tasks[w.Task.ID] = w.Task
+			if err := d.loadLinksFor(ctx, w.Task.ConversationID, b); err != nil {
+				return err
+			}
+			if err := d.checkNewWait(w.Task, b); err != nil {
 				return err
 			}
 		case storage.WriteCreateConversation:
 			if inv != nil && inv.method == MethodAbort {
 				return rejectf(RuleAbortCreates, w.Conversation.ID, "abort of task %d cannot create conversation %d", inv.task, w.Conversation.ID)
 			}
+			b.owners[w.Conversation.ID] = w.Conversation.Owner
 		case storage.WritePatch, storage.WriteSettle:
-			if _, fresh := created[w.ID]; fresh {
+			if _, fresh := b.tasks[w.ID]; fresh {
 				continue
 			}
 			onlyMark := w.Type == storage.WritePatch && w.Role == "" && w.State == nil && w.Owns == nil
@@ -381,9 +385,53 @@ func (d *driver) authorize(ctx context.Context, batch storage.CommitBatch) error
 	return nil
 }
 
+// loadLinksFor makes sure the ownership links above a conversation are
+// known, unless the batch itself creates it.
+func (d *driver) loadLinksFor(ctx context.Context, conv storage.ID, b batchView) error {
+	if _, created := b.owners[conv]; created {
+		return nil
+	}
+	if _, known := d.convOwner[conv]; known {
+		return nil
+	}
+	return d.loadLinks(ctx, []storage.ID{conv})
+}
+
+// batchView answers ownership questions for a batch being authorized: the
+// committed indexes plus the conversations and tasks the batch creates.
+type batchView struct {
+	d      *driver
+	owners map[storage.ID]storage.ID     // conversations created by the batch → owner task
+	tasks  map[storage.ID]*storage.Task // tasks created by the batch
+}
+
+// inForeground is driver.inForeground counting the batch's new work as live.
+func (b batchView) inForeground(c, scope storage.ID) bool {
+	for range ownershipLinksMax {
+		if c == scope {
+			return true
+		}
+		owner, created := b.owners[c]
+		if !created {
+			owner = b.d.convOwner[c]
+		}
+		t := b.tasks[owner]
+		if t == nil {
+			if lt, live := b.d.live[owner]; live {
+				t = lt.task
+			}
+		}
+		if owner == 0 || t == nil || t.Background {
+			return false
+		}
+		c = t.ConversationID
+	}
+	panic("core: ownership chain longer than ownershipLinksMax")
+}
+
 // checkNewWait rejects a new task that a waiting task's wait would include
 // while its dependencies lead back to that waiting task.
-func (d *driver) checkNewWait(t *storage.Task) error {
+func (d *driver) checkNewWait(t *storage.Task, b batchView) error {
 	if len(t.After) == 0 || t.Background {
 		return nil
 	}
@@ -391,19 +439,12 @@ func (d *driver) checkNewWait(t *storage.Task) error {
 		if w.by == 0 || w.done {
 			continue
 		}
-		inScope := w.session || d.inForegroundNew(t, w.conv)
+		inScope := w.session || b.inForeground(t.ConversationID, w.conv)
 		if inScope && d.dependsOn(t.After, w.by) {
 			return rejectf(RuleSelfWait, t.ID, "task %d waits for conversation %d, and new task %d would wait for it", w.by, w.conv, t.ID)
 		}
 	}
 	return nil
-}
-
-func (d *driver) inForegroundNew(t *storage.Task, scope storage.ID) bool {
-	if _, known := d.convOwner[t.ConversationID]; !known {
-		return t.ConversationID == scope
-	}
-	return d.inForeground(t.ConversationID, scope)
 }
 
 // dependsOn reports whether a live dependency path from deps reaches target.

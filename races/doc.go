@@ -5,9 +5,7 @@
 // with storage barriers and faults from package sim/fault. A cell forces its
 // order through named scheduling points, so it holds at every seed; the
 // test runs a fixed sweep of seeds and replays each one to check that the
-// run is a pure function of its seed. A cell whose only failing check is
-// broken by a reported bug in core is skipped with a reason that starts
-// "BUG:"; its check stays as strict as the reference.
+// run is a pure function of its seed.
 //
 // To run one cell at one seed, with its whole trace:
 //

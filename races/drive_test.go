@@ -392,8 +392,7 @@ func knownDependencySelfDrive(o order) cell {
 				return err
 			}
 			if core.RuleOf(sameBatchErr) != core.RuleSelfWait {
-				return knownBug{fmt.Sprintf("core/driver.go inForegroundNew ignores conversations created in the same batch: "+
-					"an owned conversation plus a task with after: [2] in one batch = %v; want rule %s", sameBatchErr, core.RuleSelfWait)}
+				return fmt.Errorf("an owned conversation plus a task with after: [2] created in one batch = %v; want rule %s", sameBatchErr, core.RuleSelfWait)
 			}
 			return nil
 		}

@@ -2,7 +2,6 @@ package races
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"regexp"
@@ -51,10 +50,6 @@ func explore(t *testing.T, r row, o order) {
 		if *seedFlag != 0 {
 			t.Logf("trace of seed %d:\n%s", seed, strings.Join(first.Lines(), "\n"))
 		}
-		var bug knownBug
-		if errors.As(err, &bug) {
-			t.Skipf("%v (seed %d; reproduce: %s)", bug, seed, reproduce(t, seed))
-		}
 		if err != nil {
 			fail(t, r, o, seed, first, err)
 		}
@@ -81,15 +76,6 @@ func runCell(c cell, seed uint64) (*sim.Trace, error) {
 	}
 	return trace, check()
 }
-
-// knownBug is what a cell's check returns when everything it checks holds
-// except one requirement that a reported bug in core breaks: the runner
-// skips the cell with the reason, which starts "BUG:", instead of failing
-// it. The check itself stays as strict as the reference; once the bug is
-// fixed the requirement holds and the cell passes.
-type knownBug struct{ reason string }
-
-func (b knownBug) Error() string { return "BUG: " + b.reason }
 
 // fail reports a failing cell with the tail of its trace and the command
 // that reruns exactly this cell at this seed.
