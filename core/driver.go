@@ -401,7 +401,7 @@ func (d *driver) loadLinksFor(ctx context.Context, conv storage.ID, b batchView)
 // committed indexes plus the conversations and tasks the batch creates.
 type batchView struct {
 	d      *driver
-	owners map[storage.ID]storage.ID     // conversations created by the batch → owner task
+	owners map[storage.ID]storage.ID    // conversations created by the batch → owner task
 	tasks  map[storage.ID]*storage.Task // tasks created by the batch
 }
 
