@@ -16,7 +16,7 @@ var seedFlag = flag.Uint64("seed", 0, "run each selected cell at this seed only,
 const (
 	// seedsSweep is how many seeds (1..seedsSweep) every cell runs at,
 	// unless its row sets fewer.
-	seedsSweep = 50
+	seedsSweep = 200
 	// traceTailLines bounds the trace lines a failure prints.
 	traceTailLines = 40
 )
