@@ -48,6 +48,8 @@ type invocation struct {
 	cancel context.CancelFunc
 	span   trace.Span
 	snap   *storage.Task
+
+	progress []*Progress // bridges the method opened; drained before completion
 }
 
 type invocationKey struct{}
@@ -601,6 +603,11 @@ func (d *driver) invoke(inv *invocation) {
 			return inv.kind.Abort(inv.ctx, inv.snap, rt)
 		}
 	}()
+	for _, p := range inv.progress {
+		if perr := p.Drain(); perr != nil && err == nil {
+			err = fmt.Errorf("progress: %w", perr)
+		}
+	}
 	d.complete(inv, err)
 }
 

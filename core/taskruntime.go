@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -153,4 +154,56 @@ func (r *TaskRuntime) WaitForTask(ctx context.Context, id storage.ID, budget tim
 	}
 	_, err = h.await(waitCtx, w)
 	return err == nil, err
+}
+
+// Progress is the harness-owned path from an effect's callbacks (process
+// output, stream events) into the task's scratch (§6.3). Each Write is one
+// synchronous scratch commit, so there is never an unowned pending write.
+// Once the invocation lost its authority (an abort mark, close, a stale
+// identity) writes are dropped quietly: output that arrives after the
+// cutoff is expected and cannot recreate retired scratch. Any other failure
+// is kept and reported by Drain, which the driver also calls before the
+// invocation's completion is admitted.
+type Progress struct {
+	rt      *TaskRuntime
+	ctx     context.Context
+	err     error
+	dropped int
+	drained bool
+}
+
+// Progress returns a progress bridge bound to this invocation.
+func (r *TaskRuntime) Progress(ctx context.Context) (*Progress, error) {
+	if err := r.check(ctx); err != nil {
+		return nil, err
+	}
+	p := &Progress{rt: r, ctx: ctx}
+	r.inv.progress = append(r.inv.progress, p)
+	return p, nil
+}
+
+// Write commits plan to the task's scratch, or drops it after the cutoff.
+func (p *Progress) Write(plan func(sc ScratchTx) error) {
+	if p.drained || p.err != nil {
+		p.dropped++
+		return
+	}
+	_, err := p.rt.Scratch(p.ctx, plan)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrTaskCancelled), errors.Is(err, ErrClosed), errors.Is(err, ErrStaleInvocation):
+		p.dropped++
+	default:
+		p.err = err
+	}
+}
+
+// Dropped is how many writes were dropped after the cutoff.
+func (p *Progress) Dropped() int { return p.dropped }
+
+// Drain ends the bridge: later writes are dropped, and the first real
+// failure, if any, is returned.
+func (p *Progress) Drain() error {
+	p.drained = true
+	return p.err
 }
