@@ -1,0 +1,156 @@
+package core_test
+
+// Telemetry (DESIGN §9): one span per execute/recover/abort invocation and
+// one per commit, each commit parented under the invocation that made it.
+
+import (
+	"context"
+	"testing"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// spanTree indexes recorded spans for parent/child checks by span id.
+type spanTree struct{ spans []sdktrace.ReadOnlySpan }
+
+func attr(s sdktrace.ReadOnlySpan, key attribute.Key) (attribute.Value, bool) {
+	for _, kv := range s.Attributes() {
+		if kv.Key == key {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+// invocations returns the spans named name that carry task id.
+func (st spanTree) invocations(name string, id storage.ID) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range st.spans {
+		if v, ok := attr(s, "pico.task.id"); ok && s.Name() == name && v.AsInt64() == int64(id) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// commits returns the pico.commit spans whose parent is parent.
+func (st spanTree) commits(parent sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range st.spans {
+		if s.Name() == "pico.commit" && s.Parent().SpanID() == parent.SpanContext().SpanID() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func openTraced(t testing.TB, ctx context.Context, s *sim.Sim, rec *tracetest.SpanRecorder, kinds ...core.TaskKind) *core.Harness {
+	t.Helper()
+	h, err := core.Open(ctx, memory.New(), core.Options{
+		Runtime:        s.Runtime(),
+		TaskKinds:      kinds,
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// A task that commits twice and is then aborted: its execute span has the
+// two commits as children, its abort span the settling commit.
+func TestSpanTreeOfAnAbortedTask(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		rt := s.Runtime()
+		rec := tracetest.NewSpanRecorder()
+		up := rt.NewEvent("up")
+		kind := stepKind("traced", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+			if err := patchTask(ctx, trt, task.ID, core.TaskPatch{State: map[string]int{"progress": 1}}); err != nil {
+				return err
+			}
+			up.Set()
+			return rt.NewEvent("never").Wait(ctx) // until the mark's signal
+		})
+		h := openTraced(t, ctx, s, rec, kind)
+		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		done := driveInActor(ctx, s, h, h.Root(), nil)
+		up.Wait(ctx)
+		must(0, h.AbortTask(ctx, id))
+		done.Wait(ctx)
+		must(0, h.Close(ctx)) // every invocation has returned and ended its span
+
+		tree := spanTree{rec.Ended()}
+		execs, aborts := tree.invocations("pico.task.execute", id), tree.invocations("pico.task.abort", id)
+		if len(execs) != 1 || len(aborts) != 1 || len(tree.invocations("pico.task.recover", id)) != 0 {
+			t.Fatalf("task %d has %d execute, %d abort spans; want one each and no recover", id, len(execs), len(aborts))
+		}
+		for _, span := range []sdktrace.ReadOnlySpan{execs[0], aborts[0]} {
+			if k, _ := attr(span, "pico.task.kind"); k.AsString() != "traced" {
+				t.Fatalf("%s has pico.task.kind %q; want traced", span.Name(), k.AsString())
+			}
+		}
+		if got := tree.commits(execs[0]); len(got) != 2 {
+			t.Fatalf("execute span has %d commit children; want 2 (running patch, progress patch)", len(got))
+		}
+		settling := tree.commits(aborts[0])
+		if len(settling) != 1 {
+			t.Fatalf("abort span has %d commit children; want 1 (its settlement)", len(settling))
+		}
+		if n, _ := attr(settling[0], "pico.writes"); n.AsInt64() != 1 {
+			t.Fatalf("the abort's commit has %d writes; want the one settle", n.AsInt64())
+		}
+		for _, span := range []sdktrace.ReadOnlySpan{execs[0], aborts[0]} {
+			if span.SpanContext().TraceID() != tree.commits(span)[0].SpanContext().TraceID() {
+				t.Fatalf("%s and its commits are in different traces", span.Name())
+			}
+		}
+		// The host's mark and creation are commits of nobody's invocation.
+		var orphans int
+		for _, sp := range rec.Ended() {
+			if sp.Name() == "pico.commit" && !sp.Parent().IsValid() {
+				orphans++
+			}
+		}
+		if orphans < 2 {
+			t.Fatalf("%d parentless commits; want at least the host's create and mark", orphans)
+		}
+	})
+}
+
+// Each invocation of one task has its own span, and each span only the
+// commits its invocation made.
+func TestEveryInvocationHasItsOwnSpan(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		rec := tracetest.NewSpanRecorder()
+		kind := stepKind("cycle", nil)
+		kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			if err := patchTask(ctx, rt, task.ID, core.TaskPatch{Status: "running"}); err != nil {
+				return err
+			}
+			if attemptOf(task) == 0 {
+				return patchTask(ctx, rt, task.ID, core.TaskPatch{Status: "planned", State: map[string]int{"attempt": 1}})
+			}
+			return settleTask(ctx, rt, task.ID, "done", nil)
+		}
+		h := openTraced(t, ctx, s, rec, kind)
+		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		must(h.Root().Drive(ctx))
+		must(0, h.Close(ctx))
+		tree := spanTree{rec.Ended()}
+		execs := tree.invocations("pico.task.execute", id)
+		if len(execs) != 2 || execs[0].SpanContext().SpanID() == execs[1].SpanContext().SpanID() {
+			t.Fatalf("%d execute spans; want two distinct ones", len(execs))
+		}
+		for i, span := range execs {
+			if got := tree.commits(span); len(got) != 2 {
+				t.Fatalf("execute %d has %d commit children; want 2", i, len(got))
+			}
+		}
+	})
+}
