@@ -101,9 +101,13 @@ type driver struct {
 	fgTotal    int
 	dependents map[storage.ID][]storage.ID // live dependency → live tasks after it
 
-	// Immutable ownership links, loaded on demand for live work only.
-	convOwner map[storage.ID]storage.ID // conversation → owner task (0: none)
-	taskConv  map[storage.ID]storage.ID // task → its conversation
+	// Immutable ownership links, loaded on demand for live work only and
+	// released when nothing pins them: a conversation is pinned by every live
+	// task in it or below it in the ownership tree, and by an attachment.
+	convOwner   map[storage.ID]storage.ID // conversation → owner task (0: none)
+	taskConv    map[storage.ID]storage.ID // task → its conversation
+	pins        map[storage.ID]int
+	ownedPinned map[storage.ID]int // owner task → its pinned conversations
 
 	session  bool
 	attached map[storage.ID]bool
@@ -123,7 +127,7 @@ func newDriver(h *Harness) *driver {
 		h: h, live: map[storage.ID]*liveTask{}, running: map[storage.ID]*invocation{},
 		byConv: map[storage.ID]map[storage.ID]struct{}{}, fg: map[storage.ID]int{},
 		dependents: map[storage.ID][]storage.ID{}, convOwner: map[storage.ID]storage.ID{},
-		taskConv: map[storage.ID]storage.ID{}, attached: map[storage.ID]bool{},
+		taskConv: map[storage.ID]storage.ID{}, pins: map[storage.ID]int{}, ownedPinned: map[storage.ID]int{}, attached: map[storage.ID]bool{},
 		tasksW:  map[storage.ID][]*waiter{},
 		drained: rt.NewEvent("drained"), closed: rt.NewEvent("closed"), stopIdle: rt.NewEvent("shutdown-idle"),
 	}
@@ -178,7 +182,13 @@ func (d *driver) seed(ctx context.Context) error {
 		convs = append(convs, c)
 	}
 	slices.Sort(convs)
-	return d.loadLinks(ctx, convs)
+	if err := d.loadLinks(ctx, convs); err != nil {
+		return err
+	}
+	for _, lt := range d.live {
+		d.pin(lt.task.ConversationID)
+	}
+	return nil
 }
 
 func (d *driver) addLive(t *storage.Task) {
@@ -198,7 +208,11 @@ func (d *driver) addLive(t *storage.Task) {
 
 func (d *driver) removeLive(id storage.ID) {
 	lt := d.live[id]
+	d.unpin(lt.task.ConversationID)
 	delete(d.live, id)
+	if d.ownedPinned[id] == 0 { // no pinned conversation below needs its link
+		delete(d.taskConv, id)
+	}
 	c := lt.task.ConversationID
 	delete(d.byConv[c], id)
 	if len(d.byConv[c]) == 0 {
@@ -256,6 +270,38 @@ func (d *driver) loadLinks(ctx context.Context, convs []storage.ID) error {
 		}
 	}
 	panic("core: ownership chain longer than ownershipLinksMax")
+}
+
+// pin and unpin count what needs the links from c up to its root; links
+// nothing needs are dropped, so a long session does not accumulate them.
+func (d *driver) pin(c storage.ID) {
+	for _, x := range d.ownerChain(c) {
+		if d.pins[x]++; d.pins[x] == 1 {
+			if owner := d.convOwner[x]; owner != 0 {
+				d.ownedPinned[owner]++
+			}
+		}
+	}
+}
+
+func (d *driver) unpin(c storage.ID) {
+	for _, x := range d.ownerChain(c) {
+		if d.pins[x]--; d.pins[x] > 0 {
+			continue
+		}
+		delete(d.pins, x)
+		owner := d.convOwner[x]
+		delete(d.convOwner, x)
+		if owner == 0 {
+			continue
+		}
+		if d.ownedPinned[owner]--; d.ownedPinned[owner] == 0 {
+			delete(d.ownedPinned, owner)
+			if _, live := d.live[owner]; !live {
+				delete(d.taskConv, owner)
+			}
+		}
+	}
 }
 
 // ownerChain returns the conversations from c up through owner tasks'
@@ -479,14 +525,16 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, _ s
 	if batch.Kind == storage.BatchScratch {
 		return nil
 	}
-	var affected []storage.ID
+	var affected, created []storage.ID
 	for i := range batch.Writes {
 		w := &batch.Writes[i]
 		switch w.Type {
 		case storage.WriteCreateConversation:
 			d.convOwner[w.Conversation.ID] = w.Conversation.Owner
+			created = append(created, w.Conversation.ID)
 		case storage.WriteTask:
 			d.addLive(w.Task)
+			d.pin(w.Task.ConversationID)
 			for _, dep := range w.Task.After {
 				if _, ok := d.live[dep]; ok {
 					d.dependents[dep] = append(d.dependents[dep], w.Task.ID)
@@ -526,6 +574,11 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, _ s
 				d.resolve(tw, Idle, nil)
 			}
 			delete(d.tasksW, w.ID)
+		}
+	}
+	for _, c := range created {
+		if d.pins[c] == 0 { // nothing live needs the new conversation's link yet
+			delete(d.convOwner, c)
 		}
 	}
 	for _, id := range affected {
@@ -715,7 +768,13 @@ func (d *driver) attach(ctx context.Context, conv storage.ID, session bool, acts
 			return
 		}
 		d.attached[conv] = true
+		d.pin(conv) // an attachment keeps its links for as long as it lasts
 	}
+	d.attachAll(ctx, acts)
+}
+
+// attachAll reconsiders every live task once, in id order.
+func (d *driver) attachAll(ctx context.Context, acts *actions) {
 	ids := make([]storage.ID, 0, len(d.live))
 	for id := range d.live {
 		ids = append(ids, id)

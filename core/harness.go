@@ -541,3 +541,23 @@ func (h *Harness) ownedSubtree(ctx context.Context, id storage.ID) ([]storage.ID
 	}
 	return out, nil
 }
+
+// DriverStats is a snapshot of the driver's process state, for monitoring
+// and for tests that hold the driver to its memory bounds.
+type DriverStats struct {
+	Live    int // non-terminal tasks
+	Running int // invocation slots held
+	Waiters int // temporary drive waiters
+	Links   int // cached ownership links (conversations and tasks)
+}
+
+// Stats reads the driver's state on the line.
+func (h *Harness) Stats(ctx context.Context) (DriverStats, error) {
+	var st DriverStats
+	err := h.line.Read(ctx, func(context.Context) error {
+		d := h.d
+		st = DriverStats{Live: len(d.live), Running: len(d.running), Waiters: len(d.waiters), Links: len(d.convOwner) + len(d.taskConv)}
+		return nil
+	})
+	return st, err
+}

@@ -165,3 +165,39 @@ func TestCloseInterruptsShutdown(t *testing.T) {
 		}
 	})
 }
+
+func TestOwnershipLinksAreReleasedWhenNothingNeedsThem(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		kind := stepKind("child-work", nil)
+		h := open(t, ctx, s, nil, kind)
+		root := h.Root()
+		rt := s.Runtime()
+		baseline := -1
+		for round := range 3 {
+			// A background owner spawns ten owned children, each with work.
+			must(root.Commit(ctx, func(tx *core.ConversationTx) error {
+				owner := tx.Task(kind, core.TaskSpec{Background: true})
+				for range 10 {
+					child := tx.CreateConversation(core.ConversationSpec{Owner: owner})
+					tx.Tx.Task(kind, core.TaskSpec{ConversationID: child})
+				}
+				return nil
+			}))
+			must(h.Drive(ctx))
+			rt.Sleep(ctx, 1) // let every invocation return
+			st := must(h.Stats(ctx))
+			if st.Live != 0 || st.Running != 0 {
+				t.Fatalf("round %d: %+v; want nothing live or running", round, st)
+			}
+			if baseline < 0 {
+				baseline = st.Links
+			} else if st.Links != baseline {
+				t.Fatalf("round %d: %d cached links; want %d, as after the first round (links leak)", round, st.Links, baseline)
+			}
+		}
+		if baseline > 2 {
+			t.Fatalf("%d links cached with nothing live; want only the session attachment's", baseline)
+		}
+		h.Close(ctx)
+	})
+}
