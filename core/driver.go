@@ -796,20 +796,32 @@ func (d *driver) faultLocked(ctx context.Context, fe *FaultError, acts *actions)
 	}
 	d.phase, d.fault = phaseFaulted, fe
 	d.h.report(fe)
+	d.release("", fe, fe, acts)
+	d.startCloser(ctx, acts)
+	d.checkDrained()
+}
+
+// release ends every wait when the session stops: drive waiters get result
+// (or driveErr), task waiters taskErr; a pending shutdown wakes; every
+// running invocation is signalled after the line.
+func (d *driver) release(result DriveResult, driveErr, taskErr error, acts *actions) {
 	for _, w := range d.waiters {
-		d.resolve(w, "", fe)
+		d.resolve(w, result, driveErr)
 	}
 	d.waiters = nil
-	for id, ws := range d.tasksW {
-		for _, w := range ws {
-			d.resolve(w, "", fe)
+	ids := make([]storage.ID, 0, len(d.tasksW))
+	for id := range d.tasksW {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		for _, w := range d.tasksW[id] {
+			d.resolve(w, "", taskErr)
 		}
 		delete(d.tasksW, id)
 	}
 	d.stopIdle.Set()
 	d.signalAll(acts)
-	d.startCloser(ctx, acts)
-	d.checkDrained()
 }
 
 func (d *driver) signalAll(acts *actions) {

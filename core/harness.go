@@ -401,18 +401,7 @@ func (h *Harness) Close(ctx context.Context) error {
 		var acts actions
 		if d.phase == phaseOpen || d.phase == phaseStopping {
 			d.phase = phaseClosing
-			for _, w := range d.waiters {
-				d.resolve(w, Closed, nil)
-			}
-			d.waiters = nil
-			for id, ws := range d.tasksW {
-				for _, w := range ws {
-					d.resolve(w, "", ErrClosed)
-				}
-				delete(d.tasksW, id)
-			}
-			d.stopIdle.Set()
-			d.signalAll(&acts)
+			d.release(Closed, nil, ErrClosed, &acts)
 		}
 		d.startCloser(ctx, &acts)
 		d.checkDrained()

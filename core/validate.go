@@ -79,7 +79,7 @@ func (tx *Tx) committedHead(conv storage.ID) (storage.ID, error) {
 		if c.Parent == nil {
 			return 0, nil
 		}
-		conv, at = c.Parent.ConversationID, minNonZero(at, c.Parent.At)
+		conv, at = c.Parent.ConversationID, storage.MinPos(at, c.Parent.At)
 	}
 	h, ok, err := tx.store.NewestHead(tx.ctx, conv, at)
 	if err != nil || !ok {
@@ -102,7 +102,7 @@ func (tx *Tx) visible(conv, id storage.ID) (bool, error) {
 		if c.Parent == nil {
 			return false, nil
 		}
-		conv, at = c.Parent.ConversationID, minNonZero(at, c.Parent.At)
+		conv, at = c.Parent.ConversationID, storage.MinPos(at, c.Parent.At)
 	}
 	if at != 0 && id > at {
 		return false, nil
@@ -113,13 +113,6 @@ func (tx *Tx) visible(conv, id storage.ID) (bool, error) {
 		return false, err
 	}
 	return len(p.Items) == 1, nil
-}
-
-func minNonZero(a, b storage.ID) storage.ID {
-	if a == 0 || (b != 0 && b < a) {
-		return b
-	}
-	return a
 }
 
 func (tx *Tx) conversationExists(id storage.ID) (bool, error) {

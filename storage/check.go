@@ -243,7 +243,7 @@ func (c *checker) listHas(a Address, key string, element ID) (bool, error) {
 		if conv.Parent == nil {
 			return false, nil
 		}
-		a.Scope.ID, at = conv.Parent.ConversationID, minPos(at, conv.Parent.At)
+		a.Scope.ID, at = conv.Parent.ConversationID, MinPos(at, conv.Parent.At)
 	}
 	return c.l.ListHas(c.ctx, a, at, element)
 }
@@ -455,8 +455,8 @@ func (c *checker) entryVisible(conv, id ID) (bool, error) {
 	return c.l.EntryVisible(c.ctx, conv, id)
 }
 
-// minPos is the smaller of two positions, where 0 means "no cap".
-func minPos(a, b ID) ID {
+// MinPos is the smaller of two positions, where 0 means "no cap".
+func MinPos(a, b ID) ID {
 	if a == 0 || (b != 0 && b < a) {
 		return b
 	}
