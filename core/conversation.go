@@ -111,15 +111,11 @@ func (c *Conversation) Abort(ctx context.Context) error {
 // markForeground adds abort marks for every unmarked live foreground task
 // in conv's foreground set. It runs inside a plan, on the line.
 func (d *driver) markForeground(tx *Tx, conv storage.ID) {
-	ids := make([]storage.ID, 0)
-	for id, lt := range d.live {
+	for _, id := range d.liveIDs() {
+		lt := d.live[id]
 		if !lt.task.Background && !lt.task.Abort && d.inForeground(lt.task.ConversationID, conv) {
-			ids = append(ids, id)
+			tx.Patch(id, TaskPatch{Abort: true})
 		}
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		tx.Patch(id, TaskPatch{Abort: true})
 	}
 }
 

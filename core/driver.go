@@ -115,6 +115,7 @@ type driver struct {
 	tasksW   map[storage.ID][]*waiter
 
 	closeStarted bool
+	closeErr     error // closing storage failed; read after closed is set
 	drained      Event // set when closing/faulted and no invocation runs
 	closed       Event
 	stopIdle     Event // shutdown: no live task and no invocation left
@@ -226,48 +227,66 @@ func (d *driver) removeLive(id storage.ID) {
 	}
 }
 
-// loadLinks reads, in batches, the conversations and owner tasks above the
-// given conversations until every chain reaches an unowned conversation or
-// a link already known.
+// loadLinks makes the ownership chains above the given conversations
+// complete: it walks each chain through the links it knows and reads, in
+// batches, the conversation and owner-task records it is missing, until
+// every chain reaches an unowned conversation. A chain is complete only when
+// every link on it is known; a link dropped since (its owner settled and
+// nothing pinned it) is read again.
 func (d *driver) loadLinks(ctx context.Context, convs []storage.ID) error {
 	store := d.h.line.Store()
+	frontier := slices.Clone(convs)
 	for range ownershipLinksMax {
-		var need []storage.ID
-		for _, c := range convs {
-			if _, ok := d.convOwner[c]; !ok {
-				need = append(need, c)
-			}
-		}
-		if len(need) == 0 {
-			return nil
-		}
-		got, err := store.GetConversations(ctx, need)
-		if err != nil {
-			return err
-		}
-		var owners []storage.ID
-		for _, c := range need {
-			rec, ok := got[c]
-			d.convOwner[c] = rec.Owner // a deleted conversation owns nothing we can serve
-			if ok && rec.Owner != 0 {
-				if _, known := d.taskConv[rec.Owner]; !known {
-					owners = append(owners, rec.Owner)
+		var needConvs, needTasks []storage.ID
+		var next []storage.ID
+		for _, c := range frontier {
+			owner, known := d.convOwner[c]
+			switch {
+			case !known:
+				needConvs = append(needConvs, c)
+			case owner == 0:
+			default:
+				if up, ok := d.taskConv[owner]; ok {
+					next = append(next, up)
+				} else {
+					needTasks = append(needTasks, owner)
 				}
 			}
 		}
-		convs = convs[:0]
-		if len(owners) > 0 {
-			tasks, err := store.GetTasks(ctx, owners)
+		if len(needConvs) > 0 {
+			got, err := store.GetConversations(ctx, needConvs)
 			if err != nil {
 				return err
 			}
-			for _, o := range owners {
-				if t, ok := tasks[o]; ok {
-					d.taskConv[o] = t.ConversationID
-					convs = append(convs, t.ConversationID)
+			for _, c := range needConvs {
+				rec := got[c] // a deleted conversation owns nothing we can serve
+				d.convOwner[c] = rec.Owner
+				if rec.Owner != 0 {
+					if up, ok := d.taskConv[rec.Owner]; ok {
+						next = append(next, up)
+					} else {
+						needTasks = append(needTasks, rec.Owner)
+					}
 				}
 			}
 		}
+		if len(needTasks) > 0 {
+			tasks, err := store.GetTasks(ctx, needTasks)
+			if err != nil {
+				return err
+			}
+			for _, o := range needTasks {
+				if t, ok := tasks[o]; ok {
+					d.taskConv[o] = t.ConversationID
+					next = append(next, t.ConversationID)
+				}
+			}
+		}
+		if len(next) == 0 {
+			return nil
+		}
+		slices.Sort(next)
+		frontier = slices.Compact(next)
 	}
 	panic("core: ownership chain longer than ownershipLinksMax")
 }
@@ -439,9 +458,6 @@ func (d *driver) loadLinksFor(ctx context.Context, conv storage.ID, b batchView)
 	if _, created := b.owners[conv]; created {
 		return nil
 	}
-	if _, known := d.convOwner[conv]; known {
-		return nil
-	}
 	return d.loadLinks(ctx, []storage.ID{conv})
 }
 
@@ -488,15 +504,16 @@ func (d *driver) checkNewWait(t *storage.Task, b batchView) error {
 			continue
 		}
 		inScope := w.session || b.inForeground(t.ConversationID, w.conv)
-		if inScope && d.dependsOn(t.After, w.by) {
+		if inScope && d.dependsOn(t.After, w.by, b.tasks) {
 			return rejectf(RuleSelfWait, t.ID, "task %d waits for conversation %d, and new task %d would wait for it", w.by, w.conv, t.ID)
 		}
 	}
 	return nil
 }
 
-// dependsOn reports whether a live dependency path from deps reaches target.
-func (d *driver) dependsOn(deps []storage.ID, target storage.ID) bool {
+// dependsOn reports whether a dependency path from deps through live tasks
+// (and tasks a batch being authorized creates) reaches target.
+func (d *driver) dependsOn(deps []storage.ID, target storage.ID, created map[storage.ID]*storage.Task) bool {
 	seen := map[storage.ID]bool{}
 	stack := slices.Clone(deps)
 	for len(stack) > 0 {
@@ -505,12 +522,15 @@ func (d *driver) dependsOn(deps []storage.ID, target storage.ID) bool {
 		if id == target {
 			return true
 		}
-		lt, live := d.live[id]
-		if seen[id] || !live {
+		if seen[id] {
 			continue
 		}
 		seen[id] = true
-		stack = append(stack, lt.task.After...)
+		if lt, live := d.live[id]; live {
+			stack = append(stack, lt.task.After...)
+		} else if t, ok := created[id]; ok {
+			stack = append(stack, t.After...)
+		}
 	}
 	return false
 }
@@ -621,7 +641,7 @@ func (d *driver) reconsider(ctx context.Context, id storage.ID, acts *actions) {
 // released only when the method actually returns.
 func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *actions) {
 	kind, _ := d.h.kinds.Task(lt.task.Kind)
-	inv := &invocation{task: lt.task.ID, conv: lt.task.ConversationID, kind: kind, method: m, epoch: lt.epoch, snap: lt.task}
+	inv := &invocation{task: lt.task.ID, conv: lt.task.ConversationID, kind: kind, method: m, epoch: lt.epoch, snap: cloneTask(lt.task)}
 	// The span's parent is the operation that made the task runnable (a
 	// drive, a commit, the previous invocation's completion), without its
 	// cancellation: a drive caller giving up never becomes the task's signal.
@@ -678,7 +698,7 @@ func (d *driver) complete(inv *invocation, err error) {
 			inv.span.SetStatus(codes.Error, fe.Error())
 			d.faultLocked(ctx, fe, &acts)
 		}
-		inv.span.End()
+		acts.add(func() { inv.span.End() })
 		inv.cancel()
 		d.reconsider(ctx, inv.task, &acts)
 		d.checkWaiters()
@@ -758,34 +778,45 @@ func (d *driver) removeWaiter(w *waiter) {
 // attach makes a scope served and reconsiders the live tasks it newly
 // serves: the one place a drive inspects the whole live map.
 func (d *driver) attach(ctx context.Context, conv storage.ID, session bool, acts *actions) {
-	if session {
-		if d.session {
-			return
-		}
-		d.session = true
-	} else {
-		if d.attached[conv] || d.session {
+	if !session {
+		if d.attached[conv] {
 			return
 		}
 		d.attached[conv] = true
 		d.pin(conv) // an attachment keeps its links for as long as it lasts
+		if d.session {
+			return // already served
+		}
+	} else {
+		if d.session {
+			return
+		}
+		d.session = true
 	}
 	d.attachAll(ctx, acts)
 }
 
 // attachAll reconsiders every live task once, in id order.
 func (d *driver) attachAll(ctx context.Context, acts *actions) {
-	ids := make([]storage.ID, 0, len(d.live))
-	for id := range d.live {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range d.liveIDs() {
 		d.reconsider(ctx, id, acts)
 	}
 }
 
 // --- faults and closing ---
+
+// persistenceFault faults the session, on the line, when a commit's
+// persistence failed or is uncertain (§3.3): the indexes no longer match
+// storage, so nothing more may be admitted.
+func (d *driver) persistenceFault(ctx context.Context, err error) func() {
+	fe := &FaultError{Err: err}
+	if inv := invocationOf(ctx); inv != nil {
+		fe.Task, fe.Kind, fe.Method = inv.task, inv.kind.Kind(), string(inv.method)
+	}
+	var acts actions
+	d.faultLocked(ctx, fe, &acts)
+	return acts.run
+}
 
 // faultLocked fail-stops the session on the line: waiters reject, admission
 // stops, every invocation is signalled; a closer joins them and closes
@@ -795,7 +826,7 @@ func (d *driver) faultLocked(ctx context.Context, fe *FaultError, acts *actions)
 		return
 	}
 	d.phase, d.fault = phaseFaulted, fe
-	d.h.report(fe)
+	acts.add(func() { d.h.report(fe) })
 	d.release("", fe, fe, acts)
 	d.startCloser(ctx, acts)
 	d.checkDrained()
@@ -825,14 +856,34 @@ func (d *driver) release(result DriveResult, driveErr, taskErr error, acts *acti
 }
 
 func (d *driver) signalAll(acts *actions) {
-	ids := make([]storage.ID, 0, len(d.running))
-	for id := range d.running {
+	for _, id := range d.runningIDs() {
+		acts.add(d.running[id].cancel)
+	}
+}
+
+// liveIDs and runningIDs list the indexes in id order: decisions and error
+// messages never depend on map iteration order.
+func (d *driver) liveIDs() []storage.ID { return sortedIDs(d.live) }
+
+func (d *driver) runningIDs() []storage.ID { return sortedIDs(d.running) }
+
+func sortedIDs[V any](m map[storage.ID]V) []storage.ID {
+	ids := make([]storage.ID, 0, len(m))
+	for id := range m {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
-		acts.add(d.running[id].cancel)
-	}
+	return ids
+}
+
+// cloneTask copies a task record so that callers cannot change the
+// driver's (or the backend's) shared one.
+func cloneTask(t *storage.Task) *storage.Task {
+	c := *t
+	c.State = slices.Clone(t.State)
+	c.After = slices.Clone(t.After)
+	c.Owns = slices.Clone(t.Owns)
+	return &c
 }
 
 func (d *driver) checkDrained() {
@@ -851,7 +902,9 @@ func (d *driver) startCloser(ctx context.Context, acts *actions) {
 	acts.add(func() {
 		d.h.rt.Go(context.WithoutCancel(ctx), "closer", func(actx context.Context) {
 			_ = d.drained.Wait(context.WithoutCancel(ctx))
-			_ = d.h.line.Store().Close(context.WithoutCancel(ctx))
+			if err := d.h.line.Store().Close(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, storage.ErrClosed) {
+				d.closeErr = err
+			}
 			_ = d.h.line.Do(context.WithoutCancel(ctx), func() (func(), error) {
 				if d.phase != phaseFaulted {
 					d.phase = phaseClosed

@@ -3,10 +3,12 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -129,4 +131,13 @@ func state(t testing.TB, task *storage.Task) map[string]any {
 		}
 	}
 	return m
+}
+
+// closeCrashed closes the harness of a process whose storage handle was
+// replaced by a reopen: its invocations unwind, and closing the dead handle
+// reports the crash, which is expected here.
+func closeCrashed(ctx context.Context, h *core.Harness) {
+	if err := h.Close(ctx); err != nil && !errors.Is(err, fault.ErrCrashed) {
+		panic(err)
+	}
 }

@@ -88,7 +88,8 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 	}
 	h.d = newDriver(h)
 	h.line = NewLine(h.rt, store, kinds, LineOptions{
-		Admit: h.d.admit, Authorize: h.d.authorize, AfterCommit: h.d.afterCommit, Tracer: h.tracer,
+		Admit: h.d.admit, Authorize: h.d.authorize, AfterCommit: h.d.afterCommit,
+		OnPersistenceError: h.d.persistenceFault, Tracer: h.tracer,
 	})
 	stored, err := store.EntryKinds(ctx)
 	if err != nil {
@@ -138,33 +139,14 @@ func (h *Harness) report(err error) {
 	}
 }
 
-// commit runs a plan on the line; uncertain persistence faults the session.
+// commit runs a plan on the line; uncertain persistence faults the session
+// on the line itself (driver.persistenceFault).
 func (h *Harness) commit(ctx context.Context, plan func(tx *Tx) error) (storage.Range, error) {
-	r, err := h.line.Commit(ctx, plan)
-	h.faultOnPersistence(ctx, err)
-	return r, err
+	return h.line.Commit(ctx, plan)
 }
 
 func (h *Harness) scratch(ctx context.Context, task storage.ID, plan func(ScratchTx) error) (storage.Range, error) {
-	r, err := h.line.Scratch(ctx, task, plan)
-	h.faultOnPersistence(ctx, err)
-	return r, err
-}
-
-func (h *Harness) faultOnPersistence(ctx context.Context, err error) {
-	var pe *PersistenceError
-	if !errors.As(err, &pe) {
-		return
-	}
-	fe := &FaultError{Err: err}
-	if inv := invocationOf(ctx); inv != nil {
-		fe.Task, fe.Kind, fe.Method = inv.task, inv.kind.Kind(), string(inv.method)
-	}
-	_ = h.line.Do(context.WithoutCancel(ctx), func() (func(), error) {
-		var acts actions
-		h.d.faultLocked(ctx, fe, &acts)
-		return acts.run, nil
-	})
+	return h.line.Scratch(ctx, task, plan)
 }
 
 // Commit runs plan as one commit on the line.
@@ -244,13 +226,8 @@ type Inspection struct {
 func (h *Harness) Inspect(ctx context.Context) (Inspection, error) {
 	var in Inspection
 	err := h.line.Read(ctx, func(context.Context) error {
-		ids := make([]storage.ID, 0, len(h.d.live))
-		for id := range h.d.live {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			t := h.d.live[id].task
+		for _, id := range h.d.liveIDs() {
+			t := cloneTask(h.d.live[id].task)
 			if t.Role == storage.RoleInflight {
 				in.Inflight = append(in.Inflight, t)
 			} else {
@@ -377,11 +354,12 @@ func (d *driver) checkDrive(inv *invocation, conv storage.ID) error {
 	if self != nil && !self.task.Background && d.inForeground(self.task.ConversationID, conv) {
 		return &SelfWaitError{Task: inv.task, Target: fmt.Sprintf("its own foreground scope, conversation %d", conv)}
 	}
-	for id, lt := range d.live {
+	for _, id := range d.liveIDs() {
+		lt := d.live[id]
 		if lt.task.Background || !d.inForeground(lt.task.ConversationID, conv) {
 			continue
 		}
-		if d.dependsOn(lt.task.After, inv.task) {
+		if d.dependsOn(lt.task.After, inv.task, nil) {
 			return &SelfWaitError{Task: inv.task, Target: fmt.Sprintf("conversation %d, whose task %d depends on it", conv, id)}
 		}
 	}
@@ -410,7 +388,10 @@ func (h *Harness) Close(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.d.closed.Wait(context.WithoutCancel(ctx))
+	if err := h.d.closed.Wait(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	return h.d.closeErr
 }
 
 // Shutdown marks every live task in one commit, serves their abort cleanup
@@ -478,7 +459,8 @@ func (h *Harness) Shutdown(ctx context.Context) error {
 		return nil
 	})
 	if result != nil {
-		_ = h.d.closed.Wait(admitted)
+		// A fault rejects shutdown at once (§6.1); the closer joins the
+		// invocations and closes storage on its own.
 		return result
 	}
 	return h.Close(admitted)
@@ -496,9 +478,9 @@ func (h *Harness) DeleteConversation(ctx context.Context, id storage.ID) error {
 			if len(h.d.byConv[c]) > 0 {
 				return fmt.Errorf("core: conversation %d has live tasks in its subtree (conversation %d)", id, c)
 			}
-			for _, inv := range h.d.running {
-				if inv.conv == c {
-					return fmt.Errorf("core: conversation %d has a running invocation in its subtree (task %d)", id, inv.task)
+			for _, task := range h.d.runningIDs() {
+				if h.d.running[task].conv == c {
+					return fmt.Errorf("core: conversation %d has a running invocation in its subtree (task %d)", id, task)
 				}
 			}
 		}

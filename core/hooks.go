@@ -116,6 +116,9 @@ func (h *Harness) RunHooks(ctx context.Context, kind storage.Kinder, point strin
 	regs := h.handlersFor(kind.Kind(), point, chain)
 	out := make([]HookOutcome, 0, len(regs))
 	for _, r := range regs {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
 		o := HookOutcome{}
 		func() {
 			defer func() {
@@ -125,7 +128,12 @@ func (h *Harness) RunHooks(ctx context.Context, kind storage.Kinder, point strin
 			}()
 			o.Output, o.Err = r.handler(ctx, input)
 		}()
-		if o.Err != nil && (errors.Is(o.Err, context.Canceled) || errors.Is(o.Err, ErrTaskCancelled)) && ctx.Err() != nil {
+		// Cancellation is control flow, never a fail-open/fail-closed
+		// decision: the mark may have revoked the invocation before its
+		// signal arrived, so ErrTaskCancelled and ErrClosed propagate even
+		// while ctx still looks alive.
+		if o.Err != nil && (errors.Is(o.Err, ErrTaskCancelled) || errors.Is(o.Err, ErrClosed) ||
+			(errors.Is(o.Err, context.Canceled) && ctx.Err() != nil)) {
 			return out, o.Err
 		}
 		out = append(out, o)

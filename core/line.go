@@ -37,6 +37,11 @@ type LineOptions struct {
 	// released. It returns what must happen after the release (nil for
 	// nothing). It must not block on anything outside the line.
 	AfterCommit func(ctx context.Context, batch storage.CommitBatch, r storage.Range) (after func())
+	// OnPersistenceError runs on the line when persistence failed or is
+	// uncertain, before anything else can be admitted; it returns what must
+	// happen after the release. A harness faults the session here: a later
+	// plan must never see storage that its indexes do not know.
+	OnPersistenceError func(ctx context.Context, err error) (after func())
 	// Tracer, when set, gets one span per commit.
 	Tracer trace.Tracer
 }
@@ -146,21 +151,36 @@ func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx 
 	r, err := l.store.Commit(spanCtx, batch)
 	if err != nil {
 		span.RecordError(err)
-		span.End()
+		endSpan := func() { span.End() }
 		var be *storage.BatchError
 		if errors.As(err, &be) {
-			return storage.Range{}, nil, &CommitError{Rule: RuleStorage, ID: be.Seq, Err: err}
+			return storage.Range{}, endSpan, &CommitError{Rule: RuleStorage, ID: be.Seq, Err: err}
 		}
-		return storage.Range{}, nil, &PersistenceError{Err: err}
+		pe := &PersistenceError{Err: err}
+		after := endSpan
+		if l.opts.OnPersistenceError != nil {
+			then := l.opts.OnPersistenceError(admitted, pe)
+			after = func() {
+				endSpan()
+				if then != nil {
+					then()
+				}
+			}
+		}
+		return storage.Range{}, after, pe
 	}
 	span.SetAttributes(attribute.Int64("pico.first", int64(r.First)), attribute.Int64("pico.last", int64(r.Last)))
-	span.End()
 	if r.First != tx.base+1 {
 		panic("core: storage numbered a batch from a sequence the line did not read")
 	}
-	var after func()
+	after := func() { span.End() } // telemetry callbacks run after the line is released
 	if l.opts.AfterCommit != nil {
-		after = l.opts.AfterCommit(admitted, batch, r)
+		if then := l.opts.AfterCommit(admitted, batch, r); then != nil {
+			after = func() {
+				span.End()
+				then()
+			}
+		}
 	}
 	return r, after, nil
 }

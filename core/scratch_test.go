@@ -377,7 +377,7 @@ func TestCrashBeforeSettleKeepsScratchForRecover(t *testing.T) {
 			t.Fatalf("after recover: scratch %v, status %s; want none, failed", got, status(t, ctx, h2, id))
 		}
 		must(0, h2.Close(ctx))
-		must(0, h1.Close(ctx))
+		closeCrashed(ctx, h1)
 		driving.Wait(ctx)
 	})
 }

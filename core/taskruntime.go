@@ -114,18 +114,28 @@ func (r *TaskRuntime) WaitForTask(ctx context.Context, id storage.ID, budget tim
 	w := &waiter{target: id, by: self, ev: h.rt.NewEvent(fmt.Sprintf("task:%d", id))}
 	err := h.line.Do(ctx, func() (func(), error) {
 		d := h.d
-		if d.phase == phaseFaulted {
+		switch d.phase {
+		case phaseFaulted:
 			return nil, d.fault
+		case phaseClosing, phaseClosed:
+			return nil, ErrClosed
 		}
 		if id == self {
 			return nil, &SelfWaitError{Task: self, Target: "itself"}
 		}
 		lt, live := d.live[id]
 		if !live {
+			got, err := h.Store().GetTasks(ctx, []storage.ID{id})
+			if err != nil {
+				return nil, err
+			}
+			if _, exists := got[id]; !exists {
+				return nil, fmt.Errorf("%w: task %d", ErrNotFound, id)
+			}
 			d.resolve(w, Idle, nil)
 			return nil, nil
 		}
-		if d.dependsOn(lt.task.After, self) {
+		if d.dependsOn(lt.task.After, self, nil) {
 			return nil, &SelfWaitError{Task: self, Target: fmt.Sprintf("task %d, which depends on it", id)}
 		}
 		d.tasksW[id] = append(d.tasksW[id], w)
@@ -163,7 +173,9 @@ func (r *TaskRuntime) WaitForTask(ctx context.Context, id storage.ID, budget tim
 // identity) writes are dropped quietly: output that arrives after the
 // cutoff is expected and cannot recreate retired scratch. Any other failure
 // is kept and reported by Drain, which the driver also calls before the
-// invocation's completion is admitted.
+// invocation's completion is admitted. Like every TaskRuntime call, a
+// Progress is used from the invocation's own actor (ExecutionEnv delivers
+// output on the calling actor), so it needs no locking.
 type Progress struct {
 	rt      *TaskRuntime
 	ctx     context.Context

@@ -441,8 +441,14 @@ func (tx *Tx) CreateConversation(spec ConversationSpec) storage.ID {
 func (tx *Tx) addOwned(owner, id storage.ID) {
 	t := tx.tasks[owner]
 	if i, ok := tx.taskAt[owner]; ok {
-		t.Owns = append(t.Owns, id)
-		tx.writes[i].Task = t
+		// Created in this batch: the creating write carries the owns. Only
+		// its owns change; a later patch in the batch keeps its own record.
+		created := *tx.writes[i].Task
+		created.Owns = append(slices.Clone(created.Owns), id)
+		tx.writes[i].Task = &created
+		current := *t
+		current.Owns = append(slices.Clone(t.Owns), id)
+		tx.remember(&current)
 		return
 	}
 	if t == nil {

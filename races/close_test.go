@@ -309,7 +309,10 @@ func brokenAbortHandler(o order) cell {
 				return err
 			}
 			if o == forward {
-				if err := j.inOrder("task 3 signalled", "storage closed", "shutdown returned"); err != nil {
+				// The fault rejects the pending shutdown (§6.1: at once; it
+				// does not wait for the join, though the scheduler may still
+				// run the join before the shutdown caller resumes).
+				if err := j.inOrder("task 2 abort return", "shutdown returned"); err != nil {
 					return err
 				}
 			} else if err := j.inOrder("task 2 abort return", "task 3 signalled"); err != nil {
