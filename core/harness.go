@@ -435,6 +435,9 @@ func (h *Harness) Shutdown(ctx context.Context) error {
 			}
 			return nil
 		})
+		if errors.Is(err, ErrClosed) {
+			return ErrShutdownInterrupted // close won the line before the marks
+		}
 		if err != nil {
 			return err
 		}
