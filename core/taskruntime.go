@@ -195,19 +195,23 @@ func (r *TaskRuntime) Progress(ctx context.Context) (*Progress, error) {
 }
 
 // Write commits plan to the task's scratch, or drops it after the cutoff.
-func (p *Progress) Write(plan func(sc ScratchTx) error) {
+// It reports whether the write is durable: a producer that sees false
+// should cancel its effect and join it before the method returns.
+func (p *Progress) Write(plan func(sc ScratchTx) error) bool {
 	if p.drained || p.err != nil {
 		p.dropped++
-		return
+		return false
 	}
 	_, err := p.rt.Scratch(p.ctx, plan)
 	switch {
 	case err == nil:
+		return true
 	case errors.Is(err, ErrTaskCancelled), errors.Is(err, ErrClosed), errors.Is(err, ErrStaleInvocation):
 		p.dropped++
 	default:
 		p.err = err
 	}
+	return false
 }
 
 // Dropped is how many writes were dropped after the cutoff.
