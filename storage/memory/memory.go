@@ -149,14 +149,31 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 	return r, nil
 }
 
-// Apply applies a batch that was already validated and numbered from first.
-// It is how a durable backend replays its log into memory; first must be
-// greater than LastSeq.
+// Validate checks a batch as Commit would, without applying it: a durable
+// backend validates, writes its bytes, then applies (publishes).
+func (s *Store) Validate(ctx context.Context, batch storage.CommitBatch) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return storage.ErrClosed
+	}
+	return storage.CheckBatch(ctx, lookup{s}, s.lastSeq, batch)
+}
+
+// Apply validates and applies a batch numbered from first. It is how a
+// durable backend publishes a written batch and replays its files into
+// memory. A main log's batches arrive in order; a live task's scratch file
+// is replayed after the main log, so its batches may start below LastSeq
+// (sequences are shared across files). LastSeq becomes the highest
+// endpoint applied.
 func (s *Store) Apply(ctx context.Context, batch storage.CommitBatch, first ID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if first <= s.lastSeq {
-		return &storage.BatchError{Index: -1, Rule: "batch starts at or below the last sequence"}
+	if s.closed {
+		return storage.ErrClosed
+	}
+	if first <= 0 {
+		return &storage.BatchError{Index: -1, Rule: "batch starts at a non-positive sequence"}
 	}
 	if err := storage.CheckBatch(ctx, lookup{s}, first-1, batch); err != nil {
 		return err
