@@ -287,4 +287,3 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	return nil
 }
-
