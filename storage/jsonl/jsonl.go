@@ -224,11 +224,7 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 	if err != nil {
 		return storage.Range{}, err
 	}
-	if err := s.Store.Apply(ctx, batch, first); err != nil {
-		// The bytes are on disk but memory refused them: the session's state
-		// is uncertain, which the caller must treat as such.
-		return storage.Range{}, fmt.Errorf("jsonl: batch %d written but not applied: %w", first, err)
-	}
+	s.Store.Publish(batch) // validated above; the bytes are written: publish
 	for _, w := range batch.Writes {
 		if w.Type == storage.WriteSettle {
 			if err := os.Remove(s.scratchFile(w.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {

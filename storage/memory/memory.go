@@ -160,6 +160,20 @@ func (s *Store) Validate(ctx context.Context, batch storage.CommitBatch) error {
 	return storage.CheckBatch(ctx, lookup{s}, s.lastSeq, batch)
 }
 
+// Publish applies a batch that Validate accepted and that is numbered from
+// LastSeq()+1, without validating it again: the durable backends call
+// Validate, write their bytes, then Publish. The caller serializes commits.
+func (s *Store) Publish(batch storage.CommitBatch) storage.Range {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := storage.Range{First: s.lastSeq + 1, Last: s.lastSeq + ID(len(batch.Writes))}
+	for i := range batch.Writes {
+		s.apply(&batch.Writes[i], s.lastSeq+1+ID(i))
+	}
+	s.lastSeq = r.Last
+	return r
+}
+
 // Apply validates and applies a batch numbered from first. It is how a
 // durable backend publishes a written batch and replays its files into
 // memory. A main log's batches arrive in order; a live task's scratch file
