@@ -1,7 +1,9 @@
 // Command picosim runs pico scenarios under the deterministic simulation
-// harness. Until the scenario runner lands it demonstrates the kernel: one
-// session in memory, a turn, a compaction and a fork, with the derived
-// contexts printed.
+// harness. Until the scenario runner lands it demonstrates what exists: the
+// kernel (a turn, a compaction and a fork, with derived contexts printed),
+// then a seeded sweep of a small task pipeline under the simulated runtime,
+// every seed run twice and compared by trace digest. It exits 1 on any
+// failure.
 package main
 
 import (
@@ -19,6 +21,10 @@ import (
 func main() {
 	if err := demo(context.Background(), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "picosim:", err)
+		os.Exit(1)
+	}
+	fmt.Println()
+	if sweep(os.Stdout, true) > 0 {
 		os.Exit(1)
 	}
 }

@@ -15,6 +15,9 @@ func TestDemoOutputIsGolden(t *testing.T) {
 	if err := demo(context.Background(), &out); err != nil {
 		t.Fatal(err)
 	}
+	if failures := sweep(&out, false); failures > 0 {
+		t.Fatalf("%d seeds failed:\n%s", failures, out.String())
+	}
 	const golden = "testdata/demo.golden"
 	if *update {
 		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
