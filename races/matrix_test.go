@@ -33,6 +33,7 @@ var matrix = []row{
 		name:     "Persistence paused after construction",
 		required: "Queries/watchers still see the old complete state",
 		cell:     persistencePaused,
+		seeds:    pausedSeeds,
 	},
 	{
 		name:     "Effect returns as abort starts",
@@ -89,6 +90,44 @@ var matrix = []row{
 		name:     "A drive caller cancels its wait",
 		required: "other callers and tasks unaffected",
 		cell:     driveCallerCancels,
+	},
+	// The storage rows below are about files rather than interleavings;
+	// their cells are in files_test.go and run fileSeeds seeds.
+	{
+		name:     "Main and scratch writes in one batch",
+		required: "reject, nothing written",
+		cell:     mixedBatch,
+		seeds:    fileSeeds,
+	},
+	{
+		name:     "Torn final JSONL line",
+		required: "only that line discarded",
+		cell:     tornLine,
+		seeds:    fileSeeds,
+	},
+	{
+		name:     "Malformed complete line",
+		required: "open fails; no silent truncation",
+		cell:     malformedLine,
+		seeds:    fileSeeds,
+	},
+	{
+		name:     "Retirement committed, unlink fails",
+		required: "old scratch invisible",
+		cell:     retirementUnlinkFails,
+		seeds:    fileSeeds,
+	},
+	{
+		name:     "Main 100, live scratch through 150, crash",
+		required: "reopen recovers lastSeq=150; next write=151",
+		cell:     crashWithLiveScratch,
+		seeds:    fileSeeds,
+	},
+	{
+		name:     "Retired scratch still on disk",
+		required: "ignore it even if malformed; later main settlement covers its sequences",
+		cell:     retiredScratchOnDisk,
+		seeds:    fileSeeds,
 	},
 }
 
