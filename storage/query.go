@@ -1,5 +1,10 @@
 package storage
 
+import (
+	"math"
+	"slices"
+)
+
 // Page is one page of a scan, in ascending id (or key) order. Next is the
 // cursor that continues the scan in the direction it was read (pass it as
 // After for a forward scan, as Before for a backward one); zero when there is
@@ -75,3 +80,47 @@ type ValueQuery struct {
 
 // Bool returns a pointer to v, for the optional query flags.
 func Bool(v bool) *bool { return &v }
+
+// Bounds turns the cursor plus an optional inclusive range (0 = open) into
+// the inclusive id interval [lo, hi] a scan must cover.
+func (c Cursor) Bounds(from, through ID) (lo, hi ID) {
+	lo, hi = 1, ID(math.MaxInt64)
+	if from > 0 {
+		lo = from
+	}
+	if through > 0 {
+		hi = through
+	}
+	if c.After > 0 {
+		lo = max(lo, c.After+1)
+	}
+	if c.Before > 0 {
+		hi = min(hi, c.Before-1)
+	}
+	return lo, hi
+}
+
+// NewPage builds a page from up to Limit+1 items collected in scan order
+// (descending for a backward cursor): one item past the limit means more
+// remain. Items end up ascending, never nil, and Next continues the scan in
+// its direction.
+func NewPage[T any](c Cursor, readAt ID, items []T, idOf func(T) ID) Page[T] {
+	more := len(items) > c.Limit
+	if more {
+		items = items[:c.Limit]
+	}
+	if items == nil {
+		items = []T{}
+	}
+	p := Page[T]{ReadAt: readAt}
+	if c.Backward() {
+		slices.Reverse(items)
+		if more && len(items) > 0 {
+			p.Next = idOf(items[0])
+		}
+	} else if more && len(items) > 0 {
+		p.Next = idOf(items[len(items)-1])
+	}
+	p.Items = items
+	return p
+}

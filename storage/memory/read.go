@@ -93,45 +93,12 @@ type segment[T any] struct {
 
 // page collects a page from a span walk: limit+1 items decide Next.
 func page[T any](c storage.Cursor, readAt ID, walk func(fn func(T) bool), idOf func(T) ID) storage.Page[T] {
-	items := make([]T, 0, min(c.Limit, 64))
-	more := false
+	items := make([]T, 0, min(c.Limit+1, 64))
 	walk(func(x T) bool {
-		if len(items) == c.Limit {
-			more = true
-			return false
-		}
 		items = append(items, x)
-		return true
+		return len(items) <= c.Limit
 	})
-	p := storage.Page[T]{ReadAt: readAt}
-	if c.Backward() {
-		slices.Reverse(items)
-		if more && len(items) > 0 {
-			p.Next = idOf(items[0])
-		}
-	} else if more && len(items) > 0 {
-		p.Next = idOf(items[len(items)-1])
-	}
-	p.Items = items
-	return p
-}
-
-// bounds turns a cursor plus an optional inclusive range into [lo, hi].
-func bounds(c storage.Cursor, from, through ID) (lo, hi ID) {
-	lo, hi = 1, maxID
-	if from > 0 {
-		lo = from
-	}
-	if through > 0 {
-		hi = through
-	}
-	if c.After > 0 {
-		lo = max(lo, c.After+1)
-	}
-	if c.Before > 0 {
-		hi = min(hi, c.Before-1)
-	}
-	return lo, hi
+	return storage.NewPage(c, readAt, items, idOf)
 }
 
 func entryID(e *storage.Entry) ID { return e.ID }
@@ -178,7 +145,7 @@ func (s *Store) ScanConversations(_ context.Context, q storage.ConversationQuery
 	case q.OwnedFrom != 0:
 		ids = s.convIDs(q.OwnedFrom, func(c *conv) []ID { return c.owned })
 	}
-	lo, hi := bounds(q.Cursor, 0, 0)
+	lo, hi := q.Cursor.Bounds(0, 0)
 	segs := []segment[ID]{{items: ids, lo: 1, cap: maxID}}
 	p := page(q.Cursor, s.lastSeq, func(fn func(ID) bool) {
 		span(segs, func(id ID) ID { return id }, lo, hi, q.Backward(), &s.work, func(id ID) bool {
@@ -258,7 +225,7 @@ func (s *Store) ScanEntries(_ context.Context, q storage.EntryQuery) (storage.Pa
 		}
 		segs[len(levels)-1-i] = segment[*storage.Entry]{items: items, lo: 1, cap: l.cap}
 	}
-	lo, hi := bounds(q.Cursor, q.From, q.Through)
+	lo, hi := q.Cursor.Bounds(q.From, q.Through)
 	return page(q.Cursor, s.lastSeq, func(fn func(*storage.Entry) bool) {
 		span(segs, entryID, lo, hi, q.Backward(), &s.work, fn)
 	}, entryID), nil
@@ -353,7 +320,7 @@ func (s *Store) ScanTasks(_ context.Context, q storage.TaskQuery) (storage.Page[
 		slices.Sort(ids)
 	}
 	ids = slices.Compact(ids)
-	lo, hi := bounds(q.Cursor, 0, 0)
+	lo, hi := q.Cursor.Bounds(0, 0)
 	segs := []segment[ID]{{items: ids, lo: 1, cap: maxID}}
 	p := page(q.Cursor, s.lastSeq, func(fn func(*storage.Task) bool) {
 		span(segs, func(id ID) ID { return id }, lo, hi, q.Backward(), &s.work, func(id ID) bool {
@@ -522,7 +489,7 @@ func (s *Store) ReadList(_ context.Context, a storage.Address, q storage.ListQue
 		return storage.Page[storage.Element]{}, err
 	}
 	defer s.mu.RUnlock()
-	lo, hi := bounds(q.Cursor, 0, 0)
+	lo, hi := q.Cursor.Bounds(0, 0)
 	p := page(q.Cursor, s.lastSeq, func(fn func(element) bool) {
 		s.eachListElement(a, q.At, lo, hi, fn, q.Backward())
 	}, func(e element) ID { return e.id })

@@ -232,45 +232,6 @@ func span[T any](segs []segment, lo, hi ID, backward bool, n int, fetch func(sg 
 	return out, nil
 }
 
-// page turns up to limit+1 items in walk order into a page.
-func page[T any](c storage.Cursor, readAt ID, items []T, idOf func(T) ID) storage.Page[T] {
-	more := len(items) > c.Limit
-	if more {
-		items = items[:c.Limit]
-	}
-	if items == nil {
-		items = []T{}
-	}
-	p := storage.Page[T]{ReadAt: readAt}
-	if c.Backward() {
-		slices.Reverse(items)
-		if more && len(items) > 0 {
-			p.Next = idOf(items[0])
-		}
-	} else if more && len(items) > 0 {
-		p.Next = idOf(items[len(items)-1])
-	}
-	p.Items = items
-	return p
-}
-
-func bounds(c storage.Cursor, from, through ID) (lo, hi ID) {
-	lo, hi = 1, maxID
-	if from > 0 {
-		lo = from
-	}
-	if through > 0 {
-		hi = through
-	}
-	if c.After > 0 {
-		lo = max(lo, c.After+1)
-	}
-	if c.Before > 0 {
-		hi = min(hi, c.Before-1)
-	}
-	return lo, hi
-}
-
 func order(backward bool) string {
 	if backward {
 		return " DESC"
@@ -348,7 +309,7 @@ func (s *Store) ScanConversations(ctx context.Context, q storage.ConversationQue
 		return storage.Page[storage.Conversation]{}, err
 	}
 	defer s.mu.RUnlock()
-	lo, hi := bounds(q.Cursor, 0, 0)
+	lo, hi := q.Cursor.Bounds(0, 0)
 	query := `SELECT id, parent_conv, parent_at, owner FROM conversations WHERE session=? AND deleted=0 AND id BETWEEN ? AND ?`
 	args := []any{s.session, int64(lo), int64(hi)}
 	if q.Parent != 0 {
@@ -365,7 +326,7 @@ func (s *Store) ScanConversations(ctx context.Context, q storage.ConversationQue
 	if err != nil {
 		return storage.Page[storage.Conversation]{}, err
 	}
-	return page(q.Cursor, s.lastSeq, items, func(c storage.Conversation) ID { return c.ID }), nil
+	return storage.NewPage(q.Cursor, s.lastSeq, items, func(c storage.Conversation) ID { return c.ID }), nil
 }
 
 // GetEntries returns full entries by id.
@@ -409,7 +370,7 @@ func (s *Store) ScanEntries(ctx context.Context, q storage.EntryQuery) (storage.
 	for i, l := range levels {
 		segs[len(levels)-1-i] = segment{conv: l.conv, lo: 1, cap: l.cap}
 	}
-	lo, hi := bounds(q.Cursor, q.From, q.Through)
+	lo, hi := q.Cursor.Bounds(q.From, q.Through)
 	items, err := span(segs, lo, hi, q.Backward(), q.Limit+1, func(sg segment, lo, hi ID, backward bool, n int) ([]*storage.Entry, error) {
 		query := `SELECT ` + entryCols + ` FROM entries WHERE session=? AND conv=?`
 		args := []any{s.session, int64(sg.conv)}
@@ -428,7 +389,7 @@ func (s *Store) ScanEntries(ctx context.Context, q storage.EntryQuery) (storage.
 	if err != nil {
 		return storage.Page[*storage.Entry]{}, err
 	}
-	return page(q.Cursor, s.lastSeq, items, func(e *storage.Entry) ID { return e.ID }), nil
+	return storage.NewPage(q.Cursor, s.lastSeq, items, func(e *storage.Entry) ID { return e.ID }), nil
 }
 
 // NewestHead returns the newest visible head at or before at.
@@ -515,7 +476,7 @@ func (s *Store) ScanTasks(ctx context.Context, q storage.TaskQuery) (storage.Pag
 		return storage.Page[*storage.Task]{}, err
 	}
 	defer s.mu.RUnlock()
-	lo, hi := bounds(q.Cursor, 0, 0)
+	lo, hi := q.Cursor.Bounds(0, 0)
 	query := `SELECT ` + taskCols + ` FROM tasks WHERE session=? AND id BETWEEN ? AND ?`
 	args := []any{s.session, int64(lo), int64(hi)}
 	if len(q.ConversationIDs) > 0 {
@@ -547,7 +508,7 @@ func (s *Store) ScanTasks(ctx context.Context, q storage.TaskQuery) (storage.Pag
 	if err != nil {
 		return storage.Page[*storage.Task]{}, err
 	}
-	return page(q.Cursor, s.lastSeq, items, func(t *storage.Task) ID { return t.ID }), nil
+	return storage.NewPage(q.Cursor, s.lastSeq, items, func(t *storage.Task) ID { return t.ID }), nil
 }
 
 func checkRead(a storage.Address, at ID) error {
@@ -751,12 +712,12 @@ func (s *Store) ReadList(ctx context.Context, a storage.Address, q storage.ListQ
 		return storage.Page[storage.Element]{}, err
 	}
 	defer s.mu.RUnlock()
-	lo, hi := bounds(q.Cursor, 0, 0)
+	lo, hi := q.Cursor.Bounds(0, 0)
 	items, _, err := s.rd().listElements(ctx, a, q.At, lo, hi, q.Backward(), q.Limit+1)
 	if err != nil {
 		return storage.Page[storage.Element]{}, err
 	}
-	return page(q.Cursor, s.lastSeq, items, func(e storage.Element) ID { return e.ID }), nil
+	return storage.NewPage(q.Cursor, s.lastSeq, items, func(e storage.Element) ID { return e.ID }), nil
 }
 
 func scanElement(sc interface{ Scan(...any) error }) (storage.Element, error) {
