@@ -98,25 +98,40 @@ func (c *Conversation) Drive(ctx context.Context) (DriveResult, error) {
 
 // Abort marks, in one commit, the conversation's foreground set: its live
 // foreground tasks and, through live foreground owners, those of the
-// conversations they own (§6.3). Queued-input cancellation joins this
-// commit once the inbox exists.
+// conversations they own (§6.3). The same commit cancels the queued steer
+// and followUp input of every conversation it touches; write and nextRun
+// input stays queued.
 func (c *Conversation) Abort(ctx context.Context) error {
 	_, err := c.h.commit(ctx, func(tx *Tx) error {
-		c.h.d.markForeground(tx, c.ID)
+		convs := c.h.d.markForeground(tx, c.ID)
+		for _, conv := range convs {
+			if err := cancelQueuedTurns(tx, conv); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	return err
 }
 
 // markForeground adds abort marks for every unmarked live foreground task
-// in conv's foreground set. It runs inside a plan, on the line.
-func (d *driver) markForeground(tx *Tx, conv storage.ID) {
+// in conv's foreground set, and returns the conversations of that set (conv
+// first). It runs inside a plan, on the line.
+func (d *driver) markForeground(tx *Tx, conv storage.ID) []storage.ID {
+	convs := []storage.ID{conv}
 	for _, id := range d.liveIDs() {
 		lt := d.live[id]
-		if !lt.task.Background && !lt.task.Abort && d.inForeground(lt.task.ConversationID, conv) {
+		if lt.task.Background || !d.inForeground(lt.task.ConversationID, conv) {
+			continue
+		}
+		if !lt.task.Abort {
 			tx.Patch(id, TaskPatch{Abort: true})
 		}
+		if !slices.Contains(convs, lt.task.ConversationID) {
+			convs = append(convs, lt.task.ConversationID)
+		}
 	}
+	return convs
 }
 
 // ForkOptions configures Fork.

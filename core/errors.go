@@ -35,6 +35,7 @@ const (
 	RuleNotOwner          Rule = "task-owned-by-another-invocation" // §6.1
 	RuleAbortCreates      Rule = "abort-creates-new-work"           // §6.3
 	RuleSelfWait          Rule = "new-work-creates-a-self-wait"     // §6.2
+	RuleInputResult       Rule = "input-result-transition"          // §7.3, §8.1
 )
 
 // CommitError reports a commit the line rejected before persistence. Nothing

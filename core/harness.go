@@ -29,6 +29,12 @@ type Options struct {
 	// TracerProvider supplies the tracer for invocation and commit spans;
 	// nil means no telemetry. No span is ever stored in session data.
 	TracerProvider trace.TracerProvider
+	// Models serves the models generations call; Tools is the catalogue
+	// of tools they may offer. Retry bounds retries of retryable provider
+	// errors.
+	Models *Models
+	Tools  []Tool
+	Retry  RetryPolicy
 	// Report receives task and hook errors that are reported rather than
 	// fatal, and the fault that stops a session. It must not block.
 	Report func(error)
@@ -42,6 +48,8 @@ type Harness struct {
 	d      *driver
 	tracer trace.Tracer
 	env    ExecutionEnv
+	models *Models
+	tools  *toolRegistry
 	hooks  atomic.Pointer[hookTable]
 	root   storage.ID
 	opts   Options
@@ -61,6 +69,15 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 		opts.Runtime = RealRuntime()
 	}
 	kinds := NewKinds()
+	for _, k := range []TaskKind{GenerationKind, ToolKind, PostToolsKind} {
+		if err := kinds.AddTask(k); err != nil {
+			return nil, err
+		}
+	}
+	tools, err := newToolRegistry(opts.Tools)
+	if err != nil {
+		return nil, err
+	}
 	for _, k := range opts.EntryKinds {
 		kinds.AddEntry(k)
 	}
@@ -80,7 +97,7 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 			return nil, err
 		}
 	}
-	h := &Harness{rt: opts.Runtime, kinds: kinds, env: opts.Env, opts: opts}
+	h := &Harness{rt: opts.Runtime, kinds: kinds, env: opts.Env, models: opts.Models, tools: tools, opts: opts}
 	h.hooks.Store(&hookTable{})
 	h.tracer = noop.NewTracerProvider().Tracer("pico")
 	if opts.TracerProvider != nil {

@@ -131,18 +131,13 @@ func TestReplaceSwapsAKindByNameAndAddingTwiceRejects(t *testing.T) {
 
 func TestConfigRoundTripsDeclaredValues(t *testing.T) {
 	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		gen := stepKind("generation", nil)
-		gen.ConfigValues = map[string]storage.Address{
-			"model":  storage.ConversationValue[string]("pi.model", storage.Rewind).Address,
-			"budget": storage.ConversationValue[int]("pi.tool.budget", storage.Sticky).Address,
-		}
-		h := open(t, ctx, s, nil, gen)
+		h := open(t, ctx, s, nil)
 		settings := must(h.Root().Settings())
-		if err := settings.Set(ctx, map[string]any{"model": "faux-1", "budget": 120000}); err != nil {
+		if err := settings.Set(ctx, map[string]any{"model": core.ModelRef{ModelID: "faux-1"}, "budgetMs": 120000}); err != nil {
 			t.Fatal(err)
 		}
 		got := must(settings.Get(ctx))
-		if string(got["model"]) != `"faux-1"` || string(got["budget"]) != "120000" {
+		if string(got["model"]) != `{"modelId":"faux-1"}` || string(got["budgetMs"]) != "120000" {
 			t.Fatalf("settings = %v", got)
 		}
 		if err := settings.Set(ctx, map[string]any{"colour": "red"}); err == nil {

@@ -103,6 +103,12 @@ func (h *Harness) handlersFor(kind, point string, chain []storage.ID) []hookReg 
 // handler's panic becomes its error. Cancellation is not a hook failure:
 // when ctx is done the run stops and returns ctx's error.
 func (h *Harness) RunHooks(ctx context.Context, kind storage.Kinder, point string, conv storage.ID, input any) ([]HookOutcome, error) {
+	return h.runHooks(ctx, kind, point, conv, input, nil)
+}
+
+// runHooks is RunHooks where next, if set, turns each outcome into the next
+// handler's input, so that a handler sees the output merged so far.
+func (h *Harness) runHooks(ctx context.Context, kind storage.Kinder, point string, conv storage.ID, input any, next func(HookOutcome) any) ([]HookOutcome, error) {
 	var chain []storage.ID
 	if err := h.line.Read(ctx, func(ctx context.Context) error {
 		if err := h.d.loadLinks(ctx, []storage.ID{conv}); err != nil {
@@ -137,6 +143,57 @@ func (h *Harness) RunHooks(ctx context.Context, kind storage.Kinder, point strin
 			return out, o.Err
 		}
 		out = append(out, o)
+		if next != nil {
+			input = next(o)
+		}
 	}
 	return out, nil
+}
+
+// Hook adapts a typed function to a HookHandler: the kind passes an I and
+// reads back an O. An input of another type is an error, reported like any
+// handler failure.
+func Hook[I, O any](fn func(ctx context.Context, in I) (O, error)) HookHandler {
+	return func(ctx context.Context, input any) (any, error) {
+		in, ok := input.(I)
+		if !ok {
+			return nil, fmt.Errorf("core: hook handler expects %T, got %T", in, input)
+		}
+		return fn(ctx, in)
+	}
+}
+
+// HookError is a hook handler's failure, reported rather than fatal.
+type HookError struct {
+	Kind  string
+	Point string
+	Task  storage.ID
+	Err   error
+}
+
+func (e *HookError) Error() string {
+	return fmt.Sprintf("core: hook %s.%s (task %d): %v", e.Kind, e.Point, e.Task, e.Err)
+}
+
+func (e *HookError) Unwrap() error { return e.Err }
+
+// hookOutput reads a handler's output as an O: an O, a *O, or nil for
+// "nothing to say". Anything else is an error.
+func hookOutput[O any](o HookOutcome) (O, bool, error) {
+	var zero O
+	if o.Err != nil {
+		return zero, false, o.Err
+	}
+	switch v := o.Output.(type) {
+	case nil:
+		return zero, false, nil
+	case O:
+		return v, true, nil
+	case *O:
+		if v == nil {
+			return zero, false, nil
+		}
+		return *v, true, nil
+	}
+	return zero, false, fmt.Errorf("core: hook returned %T; want %T", o.Output, zero)
 }

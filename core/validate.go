@@ -10,7 +10,8 @@ const ownershipDepthMax = 10_000
 
 // validate checks the structural rules of §7.3 that need the transcript:
 // heads and edits must name visible entries and heads never move backwards;
-// dependencies must be earlier tasks of the same ownership tree. The storage
+// dependencies must be earlier tasks of the same ownership tree; input
+// results follow their state machine. The storage
 // backend separately checks ids, references and scopes.
 func (tx *Tx) validate() error {
 	heads := map[storage.ID]storage.ID{} // conversation → newest boundary written by this batch
@@ -26,7 +27,7 @@ func (tx *Tx) validate() error {
 			}
 		}
 	}
-	return nil
+	return tx.checkInputResults()
 }
 
 func (tx *Tx) checkEntry(e *storage.Entry, heads map[storage.ID]storage.ID) error {

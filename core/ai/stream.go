@@ -92,3 +92,13 @@ type Stream interface {
 	// event with reason aborted.
 	Next(ctx context.Context) (ev StreamEvent, ok bool)
 }
+
+// DeferredProvider is a Provider that can finish deferred responses: a
+// response that ended with stopReason deferred carries a handle, and
+// fetching it streams the response's current state (done, deferred again,
+// or an error).
+type DeferredProvider interface {
+	Provider
+	FetchDeferred(ctx context.Context, handle Deferred) Stream
+	CancelDeferred(handle Deferred)
+}

@@ -1,0 +1,62 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim"
+)
+
+func TestPromptAnswersWithOneTurn(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(answer("hello there"))
+		c := a.h.Root()
+		got := must(c.Prompt(ctx, userText("hi"), core.AcceptOptions{}))
+		if got == nil || got.Model[0].Content.TextOf() != "hello there" {
+			t.Fatalf("answer = %+v", got)
+		}
+		want := []string{"user:hi", "system:system", "assistant:hello there"}
+		if diff := cmp.Diff(want, a.transcript(ctx, c.ID)); diff != "" {
+			t.Fatalf("transcript (-want +got):\n%s", diff)
+		}
+		if len(a.reports) != 0 {
+			t.Fatalf("reports: %v", a.reports)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
+
+func TestToolTurnRunsToolsThenAnswers(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(calls("a", "b"), answer("after tools"))
+		c := a.h.Root()
+		got := must(c.Prompt(ctx, userText("tool:a,b"), core.AcceptOptions{}))
+		if got == nil || got.Model[0].Content.TextOf() != "after tools" {
+			t.Fatalf("answer = %+v", got)
+		}
+		tr := a.transcript(ctx, c.ID)
+		if len(tr) != 6 || tr[2] != "assistant:call a,call b" || tr[5] != "assistant:after tools" {
+			t.Fatalf("transcript = %v", tr)
+		}
+		reqs := a.faux.Requests()
+		if len(reqs) != 2 {
+			t.Fatalf("%d requests; want 2", len(reqs))
+		}
+		var roles []ai.Role
+		for _, m := range reqs[1].Messages {
+			roles = append(roles, m.Role)
+		}
+		if diff := cmp.Diff([]ai.Role{ai.RoleSystem, ai.RoleUser, ai.RoleAssistant, ai.RoleToolResult, ai.RoleToolResult}, roles); diff != "" {
+			t.Fatalf("second request roles (-want +got):\n%s", diff)
+		}
+		if r := reqs[1].Messages[3]; r.ToolCallID != "call-a-0" || r.Content.TextOf() != "a(a)" {
+			t.Fatalf("first tool result = %+v", r)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}

@@ -1,0 +1,516 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// GenerationState is a generation's state: its input group, the config it
+// captured at creation, and where it is in its attempts.
+type GenerationState struct {
+	Inputs      []storage.ID     `json:"inputs"`
+	Config      GenerationConfig `json:"config"`
+	Attempt     int              `json:"attempt"` // attempts started
+	MaxAttempts int              `json:"maxAttempts"`
+	// NotBefore (ms) is when a retry or a deferred poll may go out.
+	NotBefore int64        `json:"notBefore,omitempty"`
+	Deferred  *ai.Deferred `json:"deferred,omitempty"`
+	// Set at settlement.
+	Assistant storage.ID `json:"assistant,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+}
+
+// framesList is where a generation streams its compact frames (§4.6).
+var framesList = storage.ScratchList[ai.Frame]("pi.frames")
+
+// deferredPollDefault is how long a deferred response waits between polls
+// when the provider does not say.
+const deferredPollDefault = time.Second
+
+// GenerationKind is the built-in generation kind (§8.2): one stable task
+// per turn, through retries and deferral.
+var GenerationKind TaskKind = generationKind{Statuses{Name: GenerationKindName, Initial: "pending", Roles: map[string]storage.TaskRole{
+	"pending": storage.RoleStart, "retry_wait": storage.RoleStart, "deferred": storage.RoleStart,
+	"streaming": storage.RoleInflight,
+	"done":      storage.RoleTerminal, "failed": storage.RoleTerminal, "aborted": storage.RoleTerminal,
+}}}
+
+type generationKind struct{ Statuses }
+
+// Config declares the values the generation reads (§5.2).
+func (generationKind) Config() map[string]storage.Address {
+	return map[string]storage.Address{
+		"model": ModelValue.Address, "thinking": ThinkingValue.Address, "selectedTools": SelectedToolsValue.Address,
+		"profile": ProfileValue.Address, "budgetMs": ToolBudgetValue.Address,
+	}
+}
+
+// createGeneration creates the generation that answers an input group,
+// capturing the conversation's config now; adjust changes what this commit
+// changes before the write lands.
+func (h *Harness) createGeneration(tx *Tx, conv storage.ID, inputs []storage.ID, adjust func(*GenerationConfig)) (storage.ID, error) {
+	cfg, err := readConfig(tx, conv)
+	if err != nil {
+		return 0, err
+	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	st := GenerationState{Inputs: inputs, Config: cfg, MaxAttempts: h.opts.Retry.attempts()}
+	return tx.Task(entryKindName(GenerationKindName), TaskSpec{ConversationID: conv, State: st}), nil
+}
+
+// BeforeRequestInput is what a before_request handler sees: the request as
+// the handlers before it left it.
+type BeforeRequestInput struct {
+	ConversationID storage.ID
+	Request        ai.Request
+}
+
+// BeforeRequestOutput replaces the request when Request is set.
+type BeforeRequestOutput struct {
+	Request *ai.Request
+}
+
+// AfterResponseInput is what an after_response handler sees.
+type AfterResponseInput struct {
+	ConversationID storage.ID
+	Response       ai.Message
+	Usage          *ai.Usage
+}
+
+// OnYieldInput is what an on_yield handler sees: the final answer about to
+// settle the turn.
+type OnYieldInput struct {
+	ConversationID storage.ID
+	Answer         ai.Message
+}
+
+// OnYieldOutput asks for an explicit continuation that keeps the input
+// group; Continue is the text the model gets.
+type OnYieldOutput struct {
+	Continue string
+}
+
+func (k generationKind) Execute(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+	st, err := decodeState[GenerationState](task)
+	if err != nil {
+		return err
+	}
+	if st.NotBefore > 0 {
+		if err := rt.Sleep(ctx, time.UnixMilli(st.NotBefore)); err != nil {
+			return err
+		}
+	}
+	return k.attempt(ctx, task, rt, st)
+}
+
+// attempt runs one attempt: bring the model's instructions up to date,
+// record the intent, stream, and commit the outcome.
+func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *TaskRuntime, st GenerationState) error {
+	h, conv := rt.h, task.ConversationID
+	model, provider, err := h.models.Resolve(st.Config.Model)
+	if err != nil {
+		return k.fail(ctx, rt, task, st, nil, err.Error(), nil)
+	}
+	var deferred ai.DeferredProvider
+	if st.Deferred != nil {
+		var ok bool
+		if deferred, ok = provider.(ai.DeferredProvider); !ok {
+			return k.fail(ctx, rt, task, st, nil, fmt.Sprintf("provider of model %q cannot fetch deferred responses", model.ID), nil)
+		}
+	}
+	want, err := h.systemInstructions(ctx, task.ID, conv, st.Config)
+	if err != nil {
+		return err
+	}
+	if task.Status != "pending" {
+		// What is on disk is always the current attempt's (§4.6).
+		if _, err := rt.Scratch(ctx, func(sc ScratchTx) error { sc.Clear(framesList.Address); return nil }); err != nil {
+			return err
+		}
+	}
+	var c *Context
+	if _, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+		var err error
+		if c, err = DeriveContext(tx.ctx, tx.store, conv, 0); err != nil {
+			return err
+		}
+		fold, err := c.System()
+		if err != nil {
+			return err
+		}
+		if change, ok := systemChange(fold, want); ok {
+			id := AppendSystem(tx.Tx, conv, change, systemMessage(change, nowMs(h.rt)))
+			if e := tx.entries[id]; e != nil {
+				c.Entries = append(c.Entries, ContextEntry{Entry: e, Messages: e.Model})
+			}
+		}
+		tx.Patch(task.ID, TaskPatch{Status: "streaming", State: map[string]any{"attempt": st.Attempt + 1, "notBefore": 0}})
+		return nil
+	}); err != nil {
+		return err
+	}
+	st.Attempt++
+	fold, err := c.System()
+	if err != nil {
+		return err
+	}
+	msgs, err := c.Request()
+	if err != nil {
+		return err
+	}
+	req := ai.Request{Model: model, Messages: msgs, Tools: fold.Tools, ThinkingLevel: st.Config.Thinking,
+		SessionID: "conversation-" + strconv.FormatInt(int64(conv), 10)}
+	if req, err = k.beforeRequest(ctx, rt, task, req); err != nil {
+		return err
+	}
+	var stream ai.Stream
+	if deferred != nil {
+		stream = deferred.FetchDeferred(ctx, *st.Deferred)
+	} else {
+		stream = provider.Stream(ctx, req)
+	}
+	final, err := streamFrames(ctx, rt, stream)
+	if err != nil {
+		return err
+	}
+	k.afterResponse(ctx, rt, task, final)
+	return k.settle(ctx, rt, task, st, req, model, final)
+}
+
+// beforeRequest runs the before_request handlers, each seeing the request
+// as the ones before it left it; failures are reported and skipped.
+func (k generationKind) beforeRequest(ctx context.Context, rt *TaskRuntime, task *storage.Task, req ai.Request) (ai.Request, error) {
+	in := BeforeRequestInput{ConversationID: task.ConversationID, Request: req}
+	_, err := rt.h.runHooks(ctx, generationHooks, HookBeforeRequest, task.ConversationID, in, func(o HookOutcome) any {
+		out, ok, err := hookOutput[BeforeRequestOutput](o)
+		if err != nil {
+			rt.h.report(&HookError{Kind: GenerationKindName, Point: HookBeforeRequest, Task: task.ID, Err: err})
+		} else if ok && out.Request != nil {
+			in.Request = *out.Request
+		}
+		return in
+	})
+	return in.Request, err
+}
+
+func (k generationKind) afterResponse(ctx context.Context, rt *TaskRuntime, task *storage.Task, m *ai.Message) {
+	in := AfterResponseInput{ConversationID: task.ConversationID, Response: *m, Usage: m.Usage}
+	outs, _ := rt.h.runHooks(ctx, generationHooks, HookAfterResponse, task.ConversationID, in, nil)
+	for _, o := range outs {
+		if o.Err != nil {
+			rt.h.report(&HookError{Kind: GenerationKindName, Point: HookAfterResponse, Task: task.ID, Err: o.Err})
+		}
+	}
+}
+
+// streamFrames reads a stream to its end, writing each event's compact
+// frame to scratch, and returns the final message. A stream that breaks
+// the event protocol ends as an error message: a provider failure, not a
+// session fault.
+func streamFrames(ctx context.Context, rt *TaskRuntime, stream ai.Stream) (*ai.Message, error) {
+	progress, err := rt.Progress(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var enc ai.FrameEncoder
+	var final *ai.Message
+	for final == nil {
+		ev, ok := stream.Next(ctx)
+		if !ok {
+			final = &ai.Message{Role: ai.RoleAssistant, StopReason: ai.StopError, ErrorMessage: "the stream ended without a final event"}
+			break
+		}
+		if ev.Terminal() {
+			final = ev.Message
+			if final == nil {
+				final = &ai.Message{Role: ai.RoleAssistant, StopReason: ai.StopError, ErrorMessage: "the final event carries no message"}
+			}
+			break
+		}
+		frame, emit, err := enc.Encode(ev)
+		if err != nil {
+			final = &ai.Message{Role: ai.RoleAssistant, StopReason: ai.StopError, ErrorMessage: err.Error()}
+			break
+		}
+		if emit {
+			progress.Write(func(sc ScratchTx) error { sc.Append(framesList.Address, frame); return nil })
+		}
+	}
+	if err := progress.Drain(); err != nil {
+		return nil, err
+	}
+	m := *final
+	return &m, nil
+}
+
+// settle commits an attempt's outcome (§8.2).
+func (k generationKind) settle(ctx context.Context, rt *TaskRuntime, task *storage.Task, st GenerationState, req ai.Request, model ai.Model, m *ai.Message) error {
+	row := UsageRow{ConversationID: task.ConversationID, TaskID: task.ID, Kind: GenerationKindName, Model: model.ID, Attempt: st.Attempt, Usage: m.Usage}
+	switch m.StopReason {
+	case ai.StopDeferred:
+		if m.Deferred == nil {
+			return k.fail(ctx, rt, task, st, m, "a deferred response without a handle", &row)
+		}
+		wait := time.Duration(m.Deferred.PollAfterMs) * time.Millisecond
+		if wait <= 0 {
+			wait = deferredPollDefault
+		}
+		row.Outcome = "deferred"
+		return k.wait(ctx, rt, task, "deferred", rt.Now().Add(wait), m.Deferred, row)
+	case ai.StopError, ai.StopAborted:
+		if m.RawStopReason == ai.RawRateLimited && st.Attempt < st.MaxAttempts {
+			row.Outcome = "retry"
+			return k.wait(ctx, rt, task, "retry_wait", rt.Now().Add(rt.h.opts.Retry.delay(st.Attempt)), nil, row)
+		}
+		reason := m.ErrorMessage
+		switch {
+		case m.RawStopReason == ai.RawRateLimited:
+			reason = fmt.Sprintf("retry budget of %d attempts exhausted: %s", st.MaxAttempts, m.ErrorMessage)
+		case m.RawStopReason == ai.RawContextOverflow:
+			reason = "context overflow: " + m.ErrorMessage
+		case reason == "":
+			reason = string(m.StopReason)
+		}
+		return k.fail(ctx, rt, task, st, m, reason, &row)
+	}
+	row.Outcome = "done"
+	if calls := m.ToolCalls(); len(calls) > 0 {
+		return k.settleCalls(ctx, rt, task, st, req, m, calls, row)
+	}
+	return k.settleFinal(ctx, rt, task, st, m, row)
+}
+
+// wait records a retry or a deferred response: the status that makes the
+// driver execute the task again, and when.
+func (k generationKind) wait(ctx context.Context, rt *TaskRuntime, task *storage.Task, status string, notBefore time.Time, handle *ai.Deferred, row UsageRow) error {
+	_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+		if err := recordUsage(tx.Tx, row); err != nil {
+			return err
+		}
+		tx.Patch(task.ID, TaskPatch{Status: status, State: map[string]any{"notBefore": notBefore.UnixMilli(), "deferred": handle}})
+		return nil
+	})
+	return err
+}
+
+// settleCalls publishes an exchange: the assistant, one tool task per call
+// and exactly one post_tools carrying the input group (§5.5).
+func (k generationKind) settleCalls(ctx context.Context, rt *TaskRuntime, task *storage.Task, st GenerationState, req ai.Request, m *ai.Message, calls []ai.Block, row UsageRow) error {
+	offered := map[string]bool{}
+	for _, t := range req.Tools {
+		offered[t.Name] = true
+	}
+	_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+		if err := recordUsage(tx.Tx, row); err != nil {
+			return err
+		}
+		assistant := AppendAssistant(tx.Tx, task.ConversationID, *m)
+		tools := make([]storage.ID, len(calls))
+		for i, call := range calls {
+			tools[i] = tx.Task(entryKindName(ToolKindName), TaskSpec{State: ToolState{
+				Call: call, Assistant: assistant, Offered: offered[call.Name], BudgetMs: st.Config.BudgetMs}})
+		}
+		tx.Task(entryKindName(PostToolsKindName), TaskSpec{After: tools, State: PostToolsState{
+			Assistant: assistant, Tools: tools, Inputs: st.Inputs}})
+		tx.Settle(task.ID, "done", map[string]any{"assistant": assistant})
+		return nil
+	})
+	return err
+}
+
+// settleFinal settles a final answer. Without a continuation it resolves
+// every input of the group to the answer, places queued writes, then
+// starts the next group from queued steer and followUp input. An on_yield
+// continuation keeps the group instead.
+func (k generationKind) settleFinal(ctx context.Context, rt *TaskRuntime, task *storage.Task, st GenerationState, m *ai.Message, row UsageRow) error {
+	h, conv := rt.h, task.ConversationID
+	cont, err := k.onYield(ctx, rt, task, m)
+	if err != nil {
+		return err
+	}
+	_, err = rt.Commit(ctx, func(tx *ConversationTx) error {
+		if err := recordUsage(tx.Tx, row); err != nil {
+			return err
+		}
+		answer := AppendAssistant(tx.Tx, conv, *m)
+		if cont != "" {
+			AppendUser(tx.Tx, conv, ai.UserText(cont, nowMs(h.rt)))
+			joined, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer})
+			if err != nil {
+				return err
+			}
+			if _, err := h.createGeneration(tx.Tx, conv, append(st.Inputs, joined...), nil); err != nil {
+				return err
+			}
+		} else {
+			if err := resolveInputs(tx.Tx, conv, st.Inputs, func(r InputResult) InputResult {
+				r.Status, r.ResultEntryID = InputDone, answer
+				return r
+			}); err != nil {
+				return err
+			}
+			next, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer, ModeFollowUp})
+			if err != nil {
+				return err
+			}
+			if len(next) > 0 {
+				if _, err := h.createGeneration(tx.Tx, conv, next, nil); err != nil {
+					return err
+				}
+			}
+		}
+		tx.Settle(task.ID, "done", map[string]any{"assistant": answer})
+		return nil
+	})
+	return err
+}
+
+// onYield asks the on_yield handlers whether the turn should continue; the
+// first continuation wins, failures are reported and skipped.
+func (k generationKind) onYield(ctx context.Context, rt *TaskRuntime, task *storage.Task, m *ai.Message) (string, error) {
+	outs, err := rt.h.runHooks(ctx, generationHooks, HookOnYield, task.ConversationID, OnYieldInput{ConversationID: task.ConversationID, Answer: *m}, nil)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range outs {
+		out, ok, err := hookOutput[OnYieldOutput](o)
+		if err != nil {
+			rt.h.report(&HookError{Kind: GenerationKindName, Point: HookOnYield, Task: task.ID, Err: err})
+			continue
+		}
+		if ok && out.Continue != "" {
+			return out.Continue, nil
+		}
+	}
+	return "", nil
+}
+
+// fail settles a failed generation: the failed response is kept for
+// display (requests exclude it), every input of the group fails, queued
+// writes are placed, and nothing else starts.
+func (k generationKind) fail(ctx context.Context, rt *TaskRuntime, task *storage.Task, st GenerationState, m *ai.Message, reason string, row *UsageRow) error {
+	conv := task.ConversationID
+	_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+		if row != nil {
+			row.Outcome = "failed"
+			if err := recordUsage(tx.Tx, *row); err != nil {
+				return err
+			}
+		}
+		state := map[string]any{"reason": reason}
+		if m != nil {
+			state["assistant"] = AppendAssistant(tx.Tx, conv, *m)
+		}
+		if err := resolveInputs(tx.Tx, conv, st.Inputs, func(r InputResult) InputResult {
+			r.Status, r.Reason = InputFailed, reason
+			return r
+		}); err != nil {
+			return err
+		}
+		if _, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}); err != nil {
+			return err
+		}
+		tx.Settle(task.ID, "failed", state)
+		return nil
+	})
+	return err
+}
+
+// Recover handles a generation found streaming: frames in scratch are
+// published as the partial answer and the turn settles failed, without
+// tools or results; with no frames the attempt is retried within budget.
+func (k generationKind) Recover(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+	st, err := decodeState[GenerationState](task)
+	if err != nil {
+		return err
+	}
+	partial, err := durablePartial(ctx, rt)
+	if err != nil {
+		return err
+	}
+	const interrupted = "interrupted: the process stopped while the response streamed"
+	if partial == nil {
+		if st.Attempt < st.MaxAttempts {
+			_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+				tx.Patch(task.ID, TaskPatch{Status: "retry_wait", State: map[string]any{"notBefore": rt.Now().UnixMilli()}})
+				return nil
+			})
+			return err
+		}
+		return k.fail(ctx, rt, task, st, nil, interrupted+"; retry budget exhausted", k.attemptRow(task, st, nil))
+	}
+	partial.StopReason, partial.ErrorMessage = ai.StopError, interrupted
+	return k.fail(ctx, rt, task, st, partial, interrupted, k.attemptRow(task, st, partial))
+}
+
+// attemptRow is the usage row of an attempt cut short: its usage is what
+// the frames reported, if anything, and otherwise unknown.
+func (k generationKind) attemptRow(task *storage.Task, st GenerationState, partial *ai.Message) *UsageRow {
+	row := &UsageRow{ConversationID: task.ConversationID, TaskID: task.ID, Kind: GenerationKindName,
+		Model: st.Config.Model.ModelID, Attempt: st.Attempt}
+	if partial != nil && partial.Usage != nil && partial.Usage.TotalTokens > 0 {
+		u := *partial.Usage
+		row.Usage = &u
+	}
+	return row
+}
+
+// Abort settles a marked generation in one commit: the partial answer (if
+// any) for display, cancelled input results, the attempt's known usage.
+func (k generationKind) Abort(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+	st, err := decodeState[GenerationState](task)
+	if err != nil {
+		return err
+	}
+	var partial *ai.Message
+	if task.Status == "streaming" {
+		if partial, err = durablePartial(ctx, rt); err != nil {
+			return err
+		}
+	}
+	conv := task.ConversationID
+	_, err = rt.Commit(ctx, func(tx *ConversationTx) error {
+		if task.Status == "streaming" {
+			row := k.attemptRow(task, st, partial)
+			row.Outcome = "aborted"
+			if err := recordUsage(tx.Tx, *row); err != nil {
+				return err
+			}
+		}
+		state := map[string]any{"reason": "aborted"}
+		if partial != nil && len(partial.Content.Blocks) > 0 {
+			partial.StopReason, partial.ErrorMessage = ai.StopAborted, "aborted"
+			state["assistant"] = AppendAssistant(tx.Tx, conv, *partial)
+		}
+		if err := resolveInputs(tx.Tx, conv, st.Inputs, func(r InputResult) InputResult {
+			r.Status, r.Reason = InputCancelled, "aborted"
+			return r
+		}); err != nil {
+			return err
+		}
+		tx.Settle(task.ID, "aborted", state)
+		return nil
+	})
+	return err
+}
+
+// durablePartial rebuilds the partial answer from the frames in scratch;
+// nil when the stream had not started.
+func durablePartial(ctx context.Context, rt *TaskRuntime) (*ai.Message, error) {
+	frames, err := readScratchList[ai.Frame](ctx, rt, framesList.Address)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ai.ReduceFrames(frames)
+	if err != nil {
+		return nil, fmt.Errorf("core: task %d frames: %w", rt.TaskID(), err)
+	}
+	return m, nil
+}

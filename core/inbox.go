@@ -1,0 +1,504 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// InputMode says where queued input lands and which input group it joins
+// (§8.1's mode table).
+type InputMode string
+
+const (
+	// ModeWrite lands at the next post_tools or final boundary and joins no
+	// group; its terminal result is placed.
+	ModeWrite InputMode = "write"
+	// ModeSteer lands at the next post_tools boundary, joining the active
+	// group, or after a final answer, starting the next one.
+	ModeSteer InputMode = "steer"
+	// ModeFollowUp lands after a final answer and starts the next group.
+	ModeFollowUp InputMode = "followUp"
+	// ModeNextRun waits for the next explicit idle acceptance and joins the
+	// group it starts.
+	ModeNextRun InputMode = "nextRun"
+)
+
+func (m InputMode) valid() bool {
+	switch m {
+	case ModeWrite, ModeSteer, ModeFollowUp, ModeNextRun:
+		return true
+	}
+	return false
+}
+
+// AcceptedEntryDraft is the complete entry an inbox item lands as, so a UI
+// renders queued text or images without another read.
+type AcceptedEntryDraft struct {
+	Kind string `json:"kind"`
+	Key  string `json:"key,omitempty"`
+	// Data is the entry's data facet, as JSON.
+	Data  json.RawMessage       `json:"data,omitempty"`
+	Model []ai.Message          `json:"model,omitempty"`
+	Head  storage.ID            `json:"-"` // HeadSelf, an entry id, or 0
+	Edits []storage.ContextEdit `json:"edits,omitempty"`
+}
+
+// MarshalJSON writes Head as the reference does: "self" or an id.
+func (d AcceptedEntryDraft) MarshalJSON() ([]byte, error) {
+	type plain AcceptedEntryDraft
+	out := struct {
+		plain
+		Head any `json:"head,omitempty"`
+	}{plain: plain(d)}
+	switch {
+	case d.Head == HeadSelf:
+		out.Head = "self"
+	case d.Head > 0:
+		out.Head = d.Head
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads Head as "self" or an id.
+func (d *AcceptedEntryDraft) UnmarshalJSON(data []byte) error {
+	type plain AcceptedEntryDraft
+	var in struct {
+		plain
+		Head json.RawMessage `json:"head,omitempty"`
+	}
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	*d = AcceptedEntryDraft(in.plain)
+	switch h := string(in.Head); {
+	case h == "" || h == "null":
+	case h == `"self"`:
+		d.Head = HeadSelf
+	default:
+		if err := json.Unmarshal(in.Head, &d.Head); err != nil || d.Head <= 0 {
+			return fmt.Errorf("core: entry draft head %s is neither \"self\" nor an entry id", h)
+		}
+	}
+	return nil
+}
+
+func (d AcceptedEntryDraft) draft() EntryDraft {
+	e := EntryDraft{Key: d.Key, Model: d.Model, Head: d.Head, Edits: d.Edits}
+	if len(d.Data) > 0 {
+		e.Data = d.Data
+	}
+	return e
+}
+
+// InboxItem is one queued input: the pi.inbox element whose id is the
+// input id.
+type InboxItem struct {
+	Mode      InputMode          `json:"mode"`
+	Entry     AcceptedEntryDraft `json:"entry"`
+	RequestID string             `json:"requestId,omitempty"`
+}
+
+// InputStatus is where an input is on its way: queued, then running (it
+// belongs to an active group) or placed (a write), then done, failed,
+// cancelled or stopped. Terminal results never change.
+type InputStatus string
+
+const (
+	InputQueued    InputStatus = "queued"
+	InputRunning   InputStatus = "running"
+	InputPlaced    InputStatus = "placed"
+	InputDone      InputStatus = "done"
+	InputFailed    InputStatus = "failed"
+	InputCancelled InputStatus = "cancelled"
+	InputStopped   InputStatus = "stopped"
+)
+
+// Terminal reports whether the status is final.
+func (s InputStatus) Terminal() bool {
+	switch s {
+	case InputPlaced, InputDone, InputFailed, InputCancelled, InputStopped:
+		return true
+	}
+	return false
+}
+
+// InputResult is an input's explicit outcome, stored at
+// pi.inputResult[inputId] (§8.1).
+type InputResult struct {
+	Status           InputStatus `json:"status"`
+	RequestID        string      `json:"requestId,omitempty"`
+	PlacementEntryID storage.ID  `json:"placementEntryId,omitempty"`
+	ResultEntryID    storage.ID  `json:"resultEntryId,omitempty"`
+	Reason           string      `json:"reason,omitempty"`
+}
+
+// The inbox addresses: a sticky conversation list and a sticky value per
+// input.
+var (
+	InboxList        = storage.ConversationList[InboxItem]("pi.inbox", storage.Sticky)
+	InputResultValue = storage.ConversationValue[InputResult]("pi.inputResult", storage.Sticky)
+)
+
+// inputResultAddr is pi.inputResult[input] in conversation conv.
+func inputResultAddr(conv, input storage.ID) storage.Value[InputResult] {
+	return InputResultValue.In(conv).WithKey(strconv.FormatInt(int64(input), 10))
+}
+
+// RequestAlreadyAcceptedError rejects a second acceptance with a request id
+// that was already used; First is the original receipt.
+type RequestAlreadyAcceptedError struct {
+	First Receipt
+}
+
+func (e *RequestAlreadyAcceptedError) Error() string {
+	return fmt.Sprintf("core: request %q was already accepted as input %d of conversation %d",
+		e.First.RequestID, e.First.InputID, e.First.ConversationID)
+}
+
+// AcceptOptions configures an acceptance.
+type AcceptOptions struct {
+	// RequestID, if set, makes the acceptance findable with
+	// Harness.Acceptance and rejects a second acceptance under the same id.
+	RequestID string
+}
+
+// Accept accepts user input (§8.1). When the conversation is idle, one
+// commit appends the inbox item, places it, removes it and creates the
+// generation (together with queued input that was waiting for an idle
+// acceptance); when it is busy, the input queues as a followUp. The input
+// id is the inbox element's id either way.
+func (c *Conversation) Accept(ctx context.Context, input ai.Content, opts AcceptOptions) (storage.ID, error) {
+	return c.enqueue(ctx, ModeFollowUp, true, c.userDraft(input), opts.RequestID)
+}
+
+// Steer queues input that joins the running group at the next post_tools
+// boundary, or starts the next group after a final answer.
+func (c *Conversation) Steer(ctx context.Context, input ai.Content) (storage.ID, error) {
+	return c.enqueue(ctx, ModeSteer, true, c.userDraft(input), "")
+}
+
+// FollowUp queues input that starts the next group after a final answer.
+func (c *Conversation) FollowUp(ctx context.Context, input ai.Content) (storage.ID, error) {
+	return c.enqueue(ctx, ModeFollowUp, true, c.userDraft(input), "")
+}
+
+// NextRun queues input that waits for the next explicit idle acceptance.
+func (c *Conversation) NextRun(ctx context.Context, input ai.Content) (storage.ID, error) {
+	return c.enqueue(ctx, ModeNextRun, false, c.userDraft(input), "")
+}
+
+// Write queues an entry that lands at the next safe boundary without
+// starting or joining a turn; in an idle conversation it lands at once.
+func (c *Conversation) Write(ctx context.Context, kind storage.Kinder, d EntryDraft) (storage.ID, error) {
+	draft := AcceptedEntryDraft{Kind: kind.Kind(), Key: d.Key, Model: d.Model, Head: d.Head, Edits: d.Edits}
+	if d.Data != nil {
+		raw, err := marshal(d.Data)
+		if err != nil {
+			return 0, &CommitError{Rule: RuleBadPayload, Detail: "entry data", Err: err}
+		}
+		draft.Data = raw
+	}
+	return c.enqueue(ctx, ModeWrite, true, draft, "")
+}
+
+func (c *Conversation) userDraft(input ai.Content) AcceptedEntryDraft {
+	msg := ai.Message{Role: ai.RoleUser, Content: input, Timestamp: nowMs(c.h.rt)}
+	return AcceptedEntryDraft{Kind: UserKind.Kind(), Model: []ai.Message{msg}}
+}
+
+// enqueue is every acceptance: append the item and its queued result, then,
+// if the conversation is idle and the mode lands when idle, place it.
+func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bool, draft AcceptedEntryDraft, requestID string) (storage.ID, error) {
+	if _, ok := c.h.kinds.Entry(draft.Kind); !ok {
+		return 0, rejectf(RuleUnknownEntryKind, 0, "entry kind %q is not registered", draft.Kind)
+	}
+	if mode != ModeWrite && !c.h.hasTask(GenerationKindName) {
+		return 0, fmt.Errorf("core: no %q task kind is registered to answer input", GenerationKindName)
+	}
+	if inv := invocationOf(ctx); inv != nil && inv.method == MethodAbort {
+		return 0, rejectf(RuleAbortCreates, inv.task, "an abort handler cannot queue future work")
+	}
+	var id storage.ID
+	_, err := c.Commit(ctx, func(tx *ConversationTx) error {
+		if requestID != "" {
+			first, ok, err := TxValue(tx.Tx, RequestValue.WithKey(requestID)).Get(0)
+			if err != nil {
+				return err
+			}
+			if ok {
+				return &RequestAlreadyAcceptedError{First: first}
+			}
+		}
+		item := InboxItem{Mode: mode, Entry: draft, RequestID: requestID}
+		id = TxList(tx.Tx, InboxList.In(c.ID)).Append(item)
+		if requestID != "" {
+			TxValue(tx.Tx, RequestValue.WithKey(requestID)).Set(Receipt{RequestID: requestID, ConversationID: c.ID, InputID: id})
+		}
+		if !landsIdle || c.h.d.fg[c.ID] > 0 {
+			TxValue(tx.Tx, inputResultAddr(c.ID, id)).Set(InputResult{Status: InputQueued, RequestID: requestID})
+			return nil
+		}
+		if mode == ModeWrite {
+			placeItem(tx.Tx, c.ID, id, item)
+			return tx.Err()
+		}
+		// An idle acceptance is a boundary: input that was waiting for one
+		// lands first, and joins the new group.
+		group, err := placeAtBoundary(tx.Tx, c.ID, []InputMode{ModeWrite}, []InputMode{ModeSteer, ModeFollowUp, ModeNextRun})
+		if err != nil {
+			return err
+		}
+		placeItem(tx.Tx, c.ID, id, item)
+		group = append(group, id)
+		_, err = c.h.createGeneration(tx.Tx, c.ID, group, nil)
+		return err
+	})
+	return id, err
+}
+
+func (h *Harness) hasTask(name string) bool {
+	_, ok := h.kinds.Task(name)
+	return ok
+}
+
+// readInbox reads a conversation's queued items in admission order.
+func readInbox(tx *Tx, conv storage.ID) ([]Elem[InboxItem], error) {
+	var out []Elem[InboxItem]
+	q := storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}
+	for {
+		page, next, err := TxList(tx, InboxList.In(conv)).Read(q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == 0 {
+			return out, nil
+		}
+		q.After = next
+	}
+}
+
+// placeItem lands one inbox item: its entry, the element's removal and its
+// result, in the current commit. A write is placed; anything else is
+// running and joins a group, which placeItem reports.
+func placeItem(tx *Tx, conv, input storage.ID, item InboxItem) (joins bool) {
+	entry := tx.Entry(entryKindName(item.Entry.Kind), conv, item.Entry.draft())
+	TxList(tx, InboxList.In(conv)).Remove(input)
+	status := InputRunning
+	if item.Mode == ModeWrite {
+		status = InputPlaced
+	}
+	TxValue(tx, inputResultAddr(conv, input)).Set(InputResult{Status: status, RequestID: item.RequestID, PlacementEntryID: entry})
+	return item.Mode != ModeWrite
+}
+
+// entryKindName is a kind known only by its name, for drafts that carry it.
+type entryKindName string
+
+func (k entryKindName) Kind() string { return string(k) }
+
+// placeAtBoundary lands queued items at a boundary: one pass per mode set,
+// each in admission order (writes first, then the input that joins a
+// group). It returns the ids that join a group.
+func placeAtBoundary(tx *Tx, conv storage.ID, passes ...[]InputMode) ([]storage.ID, error) {
+	queued, err := readInbox(tx, conv)
+	if err != nil || len(queued) == 0 {
+		return nil, err
+	}
+	var group []storage.ID
+	for _, modes := range passes {
+		for _, q := range queued {
+			if slices.Contains(modes, q.Value.Mode) && placeItem(tx, conv, q.ID, q.Value) {
+				group = append(group, q.ID)
+			}
+		}
+	}
+	return group, nil
+}
+
+// resolveInputs moves every input of a group from running to its outcome.
+// An input that is not running is a broken invariant: the group's owner is
+// the only writer of its results.
+func resolveInputs(tx *Tx, conv storage.ID, inputs []storage.ID, outcome func(InputResult) InputResult) error {
+	for _, id := range inputs {
+		v := TxValue(tx, inputResultAddr(conv, id))
+		cur, ok, err := v.Get(0)
+		if err != nil {
+			return err
+		}
+		if !ok || cur.Status != InputRunning {
+			return fmt.Errorf("core: input %d of conversation %d is %q, not running; its group owner cannot resolve it", id, conv, cur.Status)
+		}
+		v.Set(outcome(cur))
+	}
+	return nil
+}
+
+// Result reads an input's result: one point read, never a transcript scan.
+func (c *Conversation) Result(ctx context.Context, input storage.ID) (InputResult, bool, error) {
+	v, ok, err := c.h.Store().GetValue(ctx, inputResultAddr(c.ID, input).Address, 0)
+	if err != nil || !ok {
+		return InputResult{}, false, err
+	}
+	var r InputResult
+	if err := json.Unmarshal(v.Value, &r); err != nil {
+		return InputResult{}, false, fmt.Errorf("core: input result %d: %w", input, err)
+	}
+	return r, true, nil
+}
+
+// Prompt accepts input, drives the conversation until it is idle and
+// returns the answer entry when the input's result is done; a failed,
+// cancelled, stopped or merely placed input returns nil.
+func (c *Conversation) Prompt(ctx context.Context, input ai.Content, opts AcceptOptions) (*storage.Entry, error) {
+	if inv := invocationOf(ctx); inv != nil {
+		// A task prompting its own foreground scope would wait for itself;
+		// reject before anything is accepted (§6.2).
+		if err := c.h.line.Read(ctx, func(context.Context) error { return c.h.d.checkDrive(inv, c.ID) }); err != nil {
+			return nil, err
+		}
+	}
+	id, err := c.Accept(ctx, input, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Drive(ctx); err != nil {
+		return nil, err
+	}
+	r, ok, err := c.Result(ctx, id)
+	if err != nil || !ok || r.Status != InputDone {
+		return nil, err
+	}
+	e, _, err := c.h.GetEntry(ctx, r.ResultEntryID)
+	return e, err
+}
+
+// CancelResult is what CancelQueued did.
+type CancelResult string
+
+const (
+	Cancelled CancelResult = "cancelled"
+	NotFound  CancelResult = "not_found"
+)
+
+// CancelQueued withdraws a queued input: the element is removed and its
+// result is cancelled in one commit. Input that already landed, or never
+// existed, is not_found.
+func (c *Conversation) CancelQueued(ctx context.Context, input storage.ID) (CancelResult, error) {
+	res := NotFound
+	_, err := c.Commit(ctx, func(tx *ConversationTx) error {
+		queued, err := readInbox(tx.Tx, c.ID)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(queued, func(e Elem[InboxItem]) bool { return e.ID == input })
+		if i < 0 {
+			return nil
+		}
+		cancelItem(tx.Tx, c.ID, queued[i], "cancelled by request")
+		res = Cancelled
+		return nil
+	})
+	return res, err
+}
+
+func cancelItem(tx *Tx, conv storage.ID, e Elem[InboxItem], reason string) {
+	TxList(tx, InboxList.In(conv)).Remove(e.ID)
+	TxValue(tx, inputResultAddr(conv, e.ID)).Set(InputResult{Status: InputCancelled, RequestID: e.Value.RequestID, Reason: reason})
+}
+
+// cancelQueuedTurns cancels the queued steer and followUp items of conv,
+// keeping write and nextRun: the explicit conversation-abort policy.
+func cancelQueuedTurns(tx *Tx, conv storage.ID) error {
+	queued, err := readInbox(tx, conv)
+	if err != nil {
+		return err
+	}
+	for _, q := range queued {
+		if q.Value.Mode == ModeSteer || q.Value.Mode == ModeFollowUp {
+			cancelItem(tx, conv, q, "conversation aborted")
+		}
+	}
+	return nil
+}
+
+// checkInputResults enforces §7.3's inbox rules on a batch: input results
+// move forward only (terminal ones never change), and removing an inbox
+// element writes its result in the same batch.
+func (tx *Tx) checkInputResults() error {
+	type input struct{ conv, id storage.ID }
+	results := map[input]InputResult{} // as this batch leaves them
+	var removed []input
+	for _, w := range tx.writes {
+		if w.Addr == nil || w.Addr.Scope.Kind != storage.ScopeConversation {
+			continue
+		}
+		a := *w.Addr
+		switch {
+		case a.Namespace == InputResultValue.Namespace:
+			if w.Type != storage.WriteValueSet {
+				return rejectf(RuleInputResult, 0, "%s: input results are never deleted", a)
+			}
+			id, err := strconv.ParseInt(a.Key, 10, 64)
+			if err != nil || id <= 0 {
+				return rejectf(RuleInputResult, 0, "%s: the key is not an input id", a)
+			}
+			var next InputResult
+			if err := json.Unmarshal(w.Value, &next); err != nil {
+				return &CommitError{Rule: RuleInputResult, Detail: a.String(), Err: err}
+			}
+			in := input{a.Scope.ID, storage.ID(id)}
+			prev, had := results[in]
+			if !had {
+				v, ok, err := tx.store.GetValue(tx.ctx, a, 0)
+				if err != nil {
+					return err
+				}
+				if ok {
+					if err := json.Unmarshal(v.Value, &prev); err != nil {
+						return &CommitError{Rule: RuleInputResult, Detail: a.String(), Err: err}
+					}
+					had = true
+				}
+			}
+			if !inputTransition(prev.Status, had, next.Status) {
+				from := "nothing"
+				if had {
+					from = string(prev.Status)
+				}
+				return rejectf(RuleInputResult, in.id, "%s: an input result cannot go from %s to %s", a, from, next.Status)
+			}
+			results[in] = next
+		case a.Namespace == InboxList.Namespace && w.Type == storage.WriteListRemove:
+			removed = append(removed, input{a.Scope.ID, w.Element})
+		case a.Namespace == InboxList.Namespace && w.Type == storage.WriteListClear:
+			return rejectf(RuleInputResult, 0, "%s: clearing the inbox would drop inputs without results; cancel them one by one", a)
+		}
+	}
+	for _, in := range removed {
+		if r, ok := results[in]; !ok || r.Status == InputQueued {
+			return rejectf(RuleInputResult, in.id, "inbox element %d of conversation %d is removed without writing its result", in.id, in.conv)
+		}
+	}
+	return nil
+}
+
+// inputTransition is the input-result state machine.
+func inputTransition(from InputStatus, had bool, to InputStatus) bool {
+	if !had {
+		return to == InputQueued || to == InputRunning || to == InputPlaced
+	}
+	switch from {
+	case InputQueued:
+		return to == InputRunning || to == InputPlaced || to == InputCancelled || to == InputFailed
+	case InputRunning:
+		return to == InputDone || to == InputFailed || to == InputCancelled || to == InputStopped
+	}
+	return false
+}

@@ -1,0 +1,154 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// PostToolsState is a post_tools task's state: the exchange it closes and
+// the input group it carries.
+type PostToolsState struct {
+	Assistant storage.ID   `json:"assistant"`
+	Tools     []storage.ID `json:"tools"`
+	Inputs    []storage.ID `json:"inputs"`
+	// Set at settlement.
+	Stopped bool   `json:"stopped,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// PostToolsKind is the built-in post_tools kind (§5.5): it starts once
+// every tool of an exchange is terminal and decides what happens next, in
+// one commit.
+var PostToolsKind TaskKind = postToolsKind{Statuses{Name: PostToolsKindName, Initial: "pending", Roles: map[string]storage.TaskRole{
+	"pending": storage.RoleStart, "done": storage.RoleTerminal, "failed": storage.RoleTerminal, "aborted": storage.RoleTerminal,
+}}}
+
+type postToolsKind struct{ Statuses }
+
+func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+	st, err := decodeState[PostToolsState](task)
+	if err != nil {
+		return err
+	}
+	h, conv := rt.h, task.ConversationID
+	_, err = rt.Commit(ctx, func(tx *ConversationTx) error {
+		tasks, err := tx.GetTasks(st.Tools)
+		if err != nil {
+			return err
+		}
+		var outs []ToolOutputState
+		for _, id := range st.Tools {
+			t, ok := tasks[id]
+			if !ok || t.Live() {
+				return fmt.Errorf("core: post_tools %d: tool task %d is missing or not terminal", task.ID, id)
+			}
+			ts, err := decodeState[ToolState](t)
+			if err != nil {
+				return err
+			}
+			if ts.Output != nil {
+				outs = append(outs, *ts.Output)
+			}
+		}
+		stop := func(status InputStatus, reason string) error {
+			if err := resolveInputs(tx.Tx, conv, st.Inputs, func(r InputResult) InputResult {
+				r.Status, r.Reason = status, reason
+				return r
+			}); err != nil {
+				return err
+			}
+			if _, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}); err != nil {
+				return err
+			}
+			settled := "done"
+			if status == InputFailed {
+				settled = "failed"
+			}
+			tx.Settle(task.ID, settled, map[string]any{"stopped": true, "reason": reason})
+			return nil
+		}
+		if slices.ContainsFunc(outs, func(o ToolOutputState) bool { return o.Terminate }) {
+			return stop(InputStopped, "a tool terminated the turn")
+		}
+		var handoff string
+		for _, o := range outs {
+			if o.Handoff == "" || o.Handoff == handoff {
+				continue
+			}
+			if handoff != "" {
+				// Two resets in one exchange have no order to pick.
+				return stop(InputFailed, "conflicting handoffs in one exchange")
+			}
+			handoff = o.Handoff
+		}
+		var added []string
+		for _, o := range outs {
+			added = append(added, o.AddedTools...)
+		}
+		var selected []string
+		if len(added) > 0 {
+			cfg, err := readConfig(tx.Tx, conv)
+			if err != nil {
+				return err
+			}
+			selected = cfg.SelectedTools
+			if selected == nil {
+				selected = h.tools.order
+			}
+			selected = slices.Clone(selected)
+			for _, n := range added {
+				if !slices.Contains(selected, n) {
+					selected = append(selected, n)
+				}
+			}
+			// Rewindable state precedes every entry of the commit (§3.2).
+			tx.SetValue(SelectedToolsValue.Address, selected)
+		}
+		if handoff != "" {
+			AppendHandoff(tx.Tx, conv, handoff, ai.UserText(handoff, nowMs(h.rt)))
+		}
+		joined, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer})
+		if err != nil {
+			return err
+		}
+		if _, err := h.createGeneration(tx.Tx, conv, append(slices.Clone(st.Inputs), joined...), func(c *GenerationConfig) {
+			if selected != nil {
+				c.SelectedTools = selected
+			}
+		}); err != nil {
+			return err
+		}
+		tx.Settle(task.ID, "done", nil)
+		return nil
+	})
+	return err
+}
+
+// Recover never runs: post_tools has no inflight status.
+func (k postToolsKind) Recover(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+	return fmt.Errorf("core: post_tools %d has no inflight status to recover from", task.ID)
+}
+
+// Abort resolves the carried group as cancelled and settles with no
+// successor.
+func (k postToolsKind) Abort(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+	st, err := decodeState[PostToolsState](task)
+	if err != nil {
+		return err
+	}
+	_, err = rt.Commit(ctx, func(tx *ConversationTx) error {
+		if err := resolveInputs(tx.Tx, task.ConversationID, st.Inputs, func(r InputResult) InputResult {
+			r.Status, r.Reason = InputCancelled, "aborted"
+			return r
+		}); err != nil {
+			return err
+		}
+		tx.Settle(task.ID, "aborted", map[string]any{"reason": "aborted"})
+		return nil
+	})
+	return err
+}

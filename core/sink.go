@@ -1,0 +1,317 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// OutputLimits bound the text a tool's output retains (§9.3). The sink
+// enforces them, counts what it dropped and says so in a diagnostic.
+type OutputLimits struct {
+	MaxBytes int `json:"maxBytes,omitempty"`
+	MaxLines int `json:"maxLines,omitempty"`
+	// Retain is "head" (keep the beginning) or "tail" (keep the end).
+	Retain string `json:"retain,omitempty"`
+}
+
+// Default output limits, for tools that declare none.
+const (
+	outputBytesMaxDefault = 50_000
+	outputLinesMaxDefault = 2_000
+)
+
+func (l OutputLimits) withDefaults() OutputLimits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = outputBytesMaxDefault
+	}
+	if l.MaxLines <= 0 {
+		l.MaxLines = outputLinesMaxDefault
+	}
+	if l.Retain != "tail" {
+		l.Retain = "head"
+	}
+	return l
+}
+
+// Truncation is what the output retained of everything written.
+type Truncation struct {
+	Truncated  bool   `json:"truncated"`
+	TotalLines int    `json:"totalLines"`
+	TotalBytes int    `json:"totalBytes"`
+	ShownLines int    `json:"shownLines"`
+	ShownBytes int    `json:"shownBytes"`
+	SpillPath  string `json:"spillPath,omitempty"`
+}
+
+// Diag is commentary about a call, kept out of its data.
+type Diag struct {
+	Severity string `json:"severity"` // info, warn or error
+	Message  string `json:"message"`
+	Code     string `json:"code,omitempty"`
+}
+
+// ToolOutputState is what a tool's sink folds to: stored on the tool task,
+// used to build its result entry, and the tool's preview.
+type ToolOutputState struct {
+	Content    []ai.Block      `json:"content"`
+	Details    json.RawMessage `json:"details,omitempty"`
+	Usage      *ai.Usage       `json:"usage,omitempty"`
+	AddedTools []string        `json:"addedTools,omitempty"`
+	Terminate  bool            `json:"terminate"`
+	Handoff    string          `json:"handoff,omitempty"`
+	Delegated  storage.ID      `json:"delegated,omitempty"`
+	Diags      []Diag          `json:"diags"`
+	Truncation Truncation      `json:"truncation"`
+	IsError    bool            `json:"isError"`
+}
+
+// ToolResultData is a tool result entry's data: the output state without
+// the content, which the entry's model message carries.
+type ToolResultData struct {
+	Details    json.RawMessage `json:"details,omitempty"`
+	Usage      *ai.Usage       `json:"usage,omitempty"`
+	AddedTools []string        `json:"addedTools,omitempty"`
+	Terminate  bool            `json:"terminate"`
+	Handoff    string          `json:"handoff,omitempty"`
+	Delegated  storage.ID      `json:"delegated,omitempty"`
+	Diags      []Diag          `json:"diags"`
+	Truncation Truncation      `json:"truncation"`
+	IsError    bool            `json:"isError"`
+}
+
+// SinkOp is one sink call as it is stored in the tool's scratch, so that a
+// replayed or interrupted tool recovers its output from durable state.
+type SinkOp struct {
+	Op         string      `json:"op"` // write, replace, image, capture, usage, addTools, terminate, handoff, delegate, diag
+	Text       string      `json:"text,omitempty"`
+	Image      *ai.Block   `json:"image,omitempty"`
+	Truncation *Truncation `json:"truncation,omitempty"`
+	Usage      *ai.Usage   `json:"usage,omitempty"`
+	Names      []string    `json:"names,omitempty"`
+	Value      bool        `json:"value,omitempty"`
+	Job        storage.ID  `json:"job,omitempty"`
+	Diag       *Diag       `json:"diag,omitempty"`
+}
+
+// sinkOpsList is where a tool's sink writes its operations.
+var sinkOpsList = storage.ScratchList[SinkOp]("pi.tool.output")
+
+// outputFold folds sink operations into an output state. It keeps the
+// retained text window and totals over everything written.
+type outputFold struct {
+	limits  OutputLimits
+	text    strings.Builder
+	lines   int // newlines in text
+	trunc   Truncation
+	images  []ai.Block
+	state   ToolOutputState
+	capture *Truncation
+}
+
+func newOutputFold(l OutputLimits) *outputFold {
+	return &outputFold{limits: l.withDefaults()}
+}
+
+func (f *outputFold) apply(op SinkOp) {
+	switch op.Op {
+	case "write":
+		f.write(op.Text)
+	case "replace":
+		f.text.Reset()
+		f.lines, f.trunc = 0, Truncation{}
+		f.write(op.Text)
+	case "image":
+		if op.Image != nil {
+			f.images = append(f.images, *op.Image)
+		}
+	case "capture":
+		f.capture = op.Truncation
+	case "usage":
+		if op.Usage != nil {
+			u := *op.Usage
+			if f.state.Usage != nil {
+				u = f.state.Usage.Add(u)
+			}
+			f.state.Usage = &u
+		}
+	case "addTools":
+		f.state.AddedTools = append([]string(nil), op.Names...)
+	case "terminate":
+		f.state.Terminate = op.Value
+	case "handoff":
+		f.state.Handoff = op.Text
+	case "delegate":
+		f.state.Delegated = op.Job
+	case "diag":
+		if op.Diag != nil {
+			f.state.Diags = append(f.state.Diags, *op.Diag)
+		}
+	}
+}
+
+// write adds text to the window: a head window stops taking text at its
+// limits, a tail window drops its oldest lines to make room.
+func (f *outputFold) write(s string) {
+	f.trunc.TotalBytes += len(s)
+	f.trunc.TotalLines += strings.Count(s, "\n")
+	if f.limits.Retain == "head" {
+		room := f.limits.MaxBytes - f.text.Len()
+		for room > 0 && s != "" && f.lines < f.limits.MaxLines {
+			line, rest, nl := strings.Cut(s, "\n")
+			if nl {
+				line += "\n"
+			}
+			if len(line) > room {
+				line = line[:room]
+			}
+			f.text.WriteString(line)
+			room -= len(line)
+			if strings.HasSuffix(line, "\n") {
+				f.lines++
+			}
+			s = rest
+			if !nl {
+				break
+			}
+		}
+		return
+	}
+	cur := f.text.String() + s
+	for strings.Count(cur, "\n") > f.limits.MaxLines {
+		_, cur, _ = strings.Cut(cur, "\n")
+	}
+	if len(cur) > f.limits.MaxBytes {
+		cur = cur[len(cur)-f.limits.MaxBytes:]
+	}
+	f.text.Reset()
+	f.text.WriteString(cur)
+	f.lines = strings.Count(cur, "\n")
+}
+
+// result finishes the state: the text and images as content, truncation
+// totals, and the sink's own truncation diagnostic.
+func (f *outputFold) result(details any, failure error) ToolOutputState {
+	st := f.state
+	st.Diags = append([]Diag(nil), st.Diags...)
+	text := f.text.String()
+	t := f.trunc
+	t.ShownBytes, t.ShownLines = len(text), f.lines
+	t.Truncated = t.ShownBytes < t.TotalBytes
+	if t.Truncated {
+		st.Diags = append([]Diag{{Severity: "warn", Code: "truncated", Message: fmt.Sprintf(
+			"output truncated: %d of %d lines (%d of %d bytes) shown, %s kept", t.ShownLines, t.TotalLines, t.ShownBytes, t.TotalBytes, f.limits.Retain)}}, st.Diags...)
+	}
+	if f.capture != nil {
+		t = *f.capture
+	}
+	st.Truncation = t
+	if failure != nil {
+		st.IsError = true
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		text += failure.Error()
+	}
+	if text != "" || len(f.images) == 0 {
+		st.Content = append(st.Content, ai.Text(text))
+	}
+	st.Content = append(st.Content, f.images...)
+	if details != nil {
+		if raw, err := json.Marshal(details); err == nil && string(raw) != "null" && string(raw) != "{}" {
+			st.Details = raw
+		}
+	}
+	if st.Diags == nil {
+		st.Diags = []Diag{}
+	}
+	return st
+}
+
+// toolResultMessage renders the result the model reads: the data first,
+// then the diagnostics in a <harness> block.
+func toolResultMessage(call ai.Block, st ToolOutputState, ts int64) ai.Message {
+	content := make([]ai.Block, len(st.Content))
+	copy(content, st.Content)
+	if len(st.Diags) > 0 {
+		var b strings.Builder
+		b.WriteString("<harness>\n")
+		for _, d := range st.Diags {
+			fmt.Fprintf(&b, "[%s] %s\n", d.Severity, d.Message)
+		}
+		b.WriteString("</harness>")
+		if len(content) > 0 && content[0].Type == ai.BlockText {
+			text := content[0].Text
+			if text != "" && !strings.HasSuffix(text, "\n") {
+				text += "\n"
+			}
+			content[0] = ai.Text(text + b.String())
+		} else {
+			content = append([]ai.Block{ai.Text(b.String())}, content...)
+		}
+	}
+	return ai.Message{Role: ai.RoleToolResult, ToolCallID: call.ID, ToolName: call.Name,
+		Content: ai.Blocks(content...), IsError: ai.Bool(st.IsError), Timestamp: ts}
+}
+
+func resultData(st ToolOutputState) ToolResultData {
+	return ToolResultData{Details: st.Details, Usage: st.Usage, AddedTools: st.AddedTools, Terminate: st.Terminate,
+		Handoff: st.Handoff, Delegated: st.Delegated, Diags: st.Diags, Truncation: st.Truncation, IsError: st.IsError}
+}
+
+// ToolOutput is the sink everything a tool produces goes through (§9.3).
+// Each call is one durable scratch write through the invocation's progress
+// bridge; after the invocation loses its authority calls are dropped.
+// Details is the tool's own object for UIs: set or mutate it; it is
+// recorded when the call settles.
+type ToolOutput struct {
+	fold     *outputFold
+	progress *Progress
+	Details  map[string]any
+}
+
+func (o *ToolOutput) emit(op SinkOp) {
+	o.fold.apply(op)
+	if o.progress != nil {
+		o.progress.Write(func(sc ScratchTx) error {
+			sc.Append(sinkOpsList.Address, op)
+			return nil
+		})
+	}
+}
+
+// Write appends text to the output the model reads.
+func (o *ToolOutput) Write(text string) { o.emit(SinkOp{Op: "write", Text: text}) }
+
+// Replace replaces the retained text wholesale.
+func (o *ToolOutput) Replace(text string) { o.emit(SinkOp{Op: "replace", Text: text}) }
+
+// Image adds an image; images are never windowed.
+func (o *ToolOutput) Image(img ai.Block) { o.emit(SinkOp{Op: "image", Image: &img}) }
+
+// Capture records truncation totals or a spill path measured elsewhere.
+func (o *ToolOutput) Capture(t Truncation) { o.emit(SinkOp{Op: "capture", Truncation: &t}) }
+
+// Usage accumulates model usage the tool caused.
+func (o *ToolOutput) Usage(u ai.Usage) { o.emit(SinkOp{Op: "usage", Usage: &u}) }
+
+// AddTools asks for these tools from the next turn on (replacing earlier
+// calls); post_tools adds them to the selected tools.
+func (o *ToolOutput) AddTools(names []string) { o.emit(SinkOp{Op: "addTools", Names: names}) }
+
+// Terminate stops the turn after this exchange, however the call ends.
+func (o *ToolOutput) Terminate(v bool) { o.emit(SinkOp{Op: "terminate", Value: v}) }
+
+// Handoff asks for a context reset with message after the exchange.
+func (o *ToolOutput) Handoff(message string) { o.emit(SinkOp{Op: "handoff", Text: message}) }
+
+// Delegate says this call's work continues as job.
+func (o *ToolOutput) Delegate(job storage.ID) { o.emit(SinkOp{Op: "delegate", Job: job}) }
+
+// Diag adds commentary about the call.
+func (o *ToolOutput) Diag(severity, message, code string) {
+	o.emit(SinkOp{Op: "diag", Diag: &Diag{Severity: severity, Message: message, Code: code}})
+}

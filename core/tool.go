@@ -1,0 +1,367 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// ReplayPolicy says whether a tool may run again after a crash interrupted
+// it: safe runs it again, never reports the interruption.
+type ReplayPolicy string
+
+const (
+	ReplaySafe  ReplayPolicy = "safe"
+	ReplayNever ReplayPolicy = "never"
+)
+
+// Tool is a function the model may call (§9.3). Execute reports failure by
+// returning an error, which becomes an error result; everything else it
+// produces goes through out.
+type Tool struct {
+	Definition ai.Tool
+	Output     OutputLimits
+	// Replay is ReplayNever when empty.
+	Replay  ReplayPolicy
+	Execute func(ctx context.Context, callID string, args json.RawMessage, out *ToolOutput, rt *ToolRuntime) error
+}
+
+// ToolRuntime is what a tool gets: its task's runtime and its blocking
+// budget.
+type ToolRuntime struct {
+	*TaskRuntime
+	Budget time.Duration
+}
+
+// toolRegistry is the catalogue of tools, in registration order.
+type toolRegistry struct {
+	byName map[string]Tool
+	order  []string
+}
+
+func newToolRegistry(tools []Tool) (*toolRegistry, error) {
+	r := &toolRegistry{byName: map[string]Tool{}}
+	for _, t := range tools {
+		name := t.Definition.Name
+		switch {
+		case name == "":
+			return nil, errors.New("core: a tool without a name")
+		case t.Execute == nil:
+			return nil, fmt.Errorf("core: tool %q has no Execute", name)
+		case t.Replay != "" && t.Replay != ReplaySafe && t.Replay != ReplayNever:
+			return nil, fmt.Errorf("core: tool %q: unknown replay policy %q", name, t.Replay)
+		}
+		if _, dup := r.byName[name]; dup {
+			return nil, fmt.Errorf("core: tool %q is registered twice", name)
+		}
+		if len(t.Definition.Parameters) == 0 {
+			t.Definition.Parameters = json.RawMessage(`{"type":"object"}`)
+		}
+		if _, err := parseSchema(t.Definition.Parameters); err != nil {
+			return nil, fmt.Errorf("core: tool %q: %w", name, err)
+		}
+		r.byName[name] = t
+		r.order = append(r.order, name)
+	}
+	return r, nil
+}
+
+// definitions returns the definitions of the selected tools in selection
+// order (unknown names are skipped); nil selects every tool.
+func (r *toolRegistry) definitions(selected []string) []ai.Tool {
+	names := selected
+	if names == nil {
+		names = r.order
+	}
+	out := []ai.Tool{}
+	for _, n := range names {
+		if t, ok := r.byName[n]; ok && !slices.ContainsFunc(out, func(d ai.Tool) bool { return d.Name == n }) {
+			out = append(out, t.Definition)
+		}
+	}
+	return out
+}
+
+// Tools returns the definitions of the named registered tools; nil names
+// every tool.
+func (h *Harness) Tools(names []string) []ai.Tool { return h.tools.definitions(names) }
+
+// Tool hook points (§8.7).
+const (
+	HookBeforeTool = "before_tool"
+	HookAfterTool  = "after_tool"
+)
+
+// BeforeToolInput is what a before_tool handler sees; Args are the
+// arguments as the handlers before it left them.
+type BeforeToolInput struct {
+	ConversationID storage.ID
+	ToolCallID     string
+	ToolName       string
+	Args           json.RawMessage
+}
+
+// BeforeToolOutput rewrites the arguments or blocks the call.
+type BeforeToolOutput struct {
+	Args  json.RawMessage
+	Block *ToolBlock
+}
+
+// ToolBlock stops a call before it runs; Terminate also stops the turn.
+type ToolBlock struct {
+	Reason    string
+	Terminate bool
+}
+
+// AfterToolInput is what an after_tool handler sees.
+type AfterToolInput struct {
+	ConversationID storage.ID
+	ToolCallID     string
+	Output         ToolOutputState
+}
+
+// ToolState is a tool task's state.
+type ToolState struct {
+	Call      ai.Block   `json:"call"`
+	Assistant storage.ID `json:"assistant"`
+	// Offered is whether the call's tool was among those sent with the
+	// request that produced it.
+	Offered  bool            `json:"offered"`
+	BudgetMs int64           `json:"budgetMs"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Replay   ReplayPolicy    `json:"replay,omitempty"`
+	// Output and Result are set when the call settles.
+	Output *ToolOutputState `json:"output,omitempty"`
+	Result storage.ID       `json:"result,omitempty"`
+}
+
+// ToolKind is the built-in tool kind: planned → running → done, or aborted.
+var ToolKind TaskKind = toolKind{Statuses{Name: ToolKindName, Initial: "planned", Roles: map[string]storage.TaskRole{
+	"planned": storage.RoleStart, "running": storage.RoleInflight,
+	"done": storage.RoleTerminal, "aborted": storage.RoleTerminal,
+}}}
+
+type toolKind struct{ Statuses }
+
+func decodeState[S any](t *storage.Task) (S, error) {
+	var s S
+	if len(t.State) > 0 {
+		if err := json.Unmarshal(t.State, &s); err != nil {
+			return s, fmt.Errorf("core: task %d (%s) state: %w", t.ID, t.Kind, err)
+		}
+	}
+	return s, nil
+}
+
+func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+	st, err := decodeState[ToolState](task)
+	if err != nil {
+		return err
+	}
+	call := st.Call
+	tool, known := rt.h.tools.byName[call.Name]
+	switch {
+	case !known:
+		return settleToolError(ctx, rt, task, st, fmt.Errorf("tool %q is not available", call.Name), nil)
+	case !st.Offered:
+		return settleToolError(ctx, rt, task, st, fmt.Errorf("tool %q was not offered to the model", call.Name), nil)
+	}
+	if err := validateArgs(tool.Definition.Parameters, call.Arguments); err != nil {
+		return settleToolError(ctx, rt, task, st, fmt.Errorf("invalid arguments for %s: %w", call.Name, err), nil)
+	}
+	args, block, err := beforeTool(ctx, rt, task, call)
+	if err != nil {
+		return err
+	}
+	if block != nil {
+		return settleToolError(ctx, rt, task, st, fmt.Errorf("blocked: %s", block.Reason), &ToolOutputState{Terminate: block.Terminate})
+	}
+	replay := tool.Replay
+	if replay == "" {
+		replay = ReplayNever
+	}
+	if _, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+		tx.Patch(task.ID, TaskPatch{Status: "running", State: map[string]any{"args": args, "replay": replay}})
+		return nil
+	}); err != nil {
+		return err
+	}
+	st.Args, st.Replay = args, replay
+	return runTool(ctx, rt, task, st, tool)
+}
+
+// beforeTool runs the before_tool handlers, each seeing the arguments as
+// the ones before it left them. It fails closed: a handler error blocks.
+func beforeTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, call ai.Block) (json.RawMessage, *ToolBlock, error) {
+	in := BeforeToolInput{ConversationID: task.ConversationID, ToolCallID: call.ID, ToolName: call.Name, Args: call.Arguments}
+	var block *ToolBlock
+	_, err := rt.h.runHooks(ctx, toolHooks, HookBeforeTool, task.ConversationID, in, func(o HookOutcome) any {
+		if block != nil {
+			return in
+		}
+		out, ok, err := hookOutput[BeforeToolOutput](o)
+		switch {
+		case err != nil:
+			rt.h.report(&HookError{Kind: ToolKindName, Point: HookBeforeTool, Task: task.ID, Err: err})
+			block = &ToolBlock{Reason: fmt.Sprintf("before_tool failed: %v", err)}
+		case ok && out.Block != nil:
+			block = out.Block
+		case ok && out.Args != nil:
+			in.Args = out.Args
+		}
+		return in
+	})
+	return in.Args, block, err
+}
+
+var toolHooks = entryKindName(ToolKindName)
+
+// runTool invokes the tool with a fresh sink and settles with its result.
+func runTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, st ToolState, tool Tool) error {
+	progress, err := rt.Progress(ctx)
+	if err != nil {
+		return err
+	}
+	// A replay starts from a clean output: what the interrupted run wrote
+	// is not the current run's.
+	if rt.Method() == MethodRecover {
+		if !progress.Write(func(sc ScratchTx) error { sc.Clear(sinkOpsList.Address); return nil }) {
+			if err := progress.Drain(); err != nil {
+				return err
+			}
+			return ctx.Err()
+		}
+	}
+	out := &ToolOutput{fold: newOutputFold(tool.Output), progress: progress, Details: map[string]any{}}
+	budget := time.Duration(st.BudgetMs) * time.Millisecond
+	runErr := invokeTool(ctx, tool, st.Call.ID, st.Args, out, &ToolRuntime{TaskRuntime: rt, Budget: budget})
+	if err := progress.Drain(); err != nil {
+		return err
+	}
+	if runErr != nil && (errors.Is(runErr, ErrTaskCancelled) || errors.Is(runErr, ErrClosed)) {
+		return runErr
+	}
+	result := out.fold.result(out.Details, runErr)
+	afterTool(ctx, rt, task, st.Call, result)
+	return settleTool(ctx, rt, task, st, result, "done")
+}
+
+func invokeTool(ctx context.Context, tool Tool, callID string, args json.RawMessage, out *ToolOutput, rt *ToolRuntime) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("tool %s panicked: %v", tool.Definition.Name, p)
+		}
+	}()
+	return tool.Execute(ctx, callID, args, out, rt)
+}
+
+// afterTool runs the after_tool handlers; failures are reported and skipped.
+func afterTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, call ai.Block, result ToolOutputState) {
+	in := AfterToolInput{ConversationID: task.ConversationID, ToolCallID: call.ID, Output: result}
+	outs, _ := rt.h.runHooks(ctx, toolHooks, HookAfterTool, task.ConversationID, in, nil)
+	for _, o := range outs {
+		if o.Err != nil {
+			rt.h.report(&HookError{Kind: ToolKindName, Point: HookAfterTool, Task: task.ID, Err: o.Err})
+		}
+	}
+}
+
+// settleToolError settles a call that never ran with its own error result.
+func settleToolError(ctx context.Context, rt *TaskRuntime, task *storage.Task, st ToolState, cause error, base *ToolOutputState) error {
+	f := newOutputFold(OutputLimits{})
+	if base != nil {
+		f.state = *base
+	}
+	return settleTool(ctx, rt, task, st, f.result(nil, cause), "done")
+}
+
+// settleTool writes the result entry, the call's usage and the terminal
+// status in one commit.
+func settleTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, st ToolState, out ToolOutputState, status string) error {
+	_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+		if out.Usage != nil {
+			if err := recordUsage(tx.Tx, UsageRow{ConversationID: task.ConversationID, TaskID: task.ID, Kind: ToolKindName, Outcome: status, Usage: out.Usage}); err != nil {
+				return err
+			}
+		}
+		msg := toolResultMessage(st.Call, out, nowMs(rt.h.rt))
+		result := tx.Entry(ToolResultKind, EntryDraft{Key: st.Call.ID, Data: resultData(out), Model: []ai.Message{msg}})
+		tx.Settle(task.ID, status, map[string]any{"output": out, "result": result})
+		return nil
+	})
+	return err
+}
+
+// Recover runs a call found running again when its tool declared replay
+// safe; otherwise it settles with an interrupted error result built from
+// what the sink made durable.
+func (k toolKind) Recover(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+	st, err := decodeState[ToolState](task)
+	if err != nil {
+		return err
+	}
+	tool, known := rt.h.tools.byName[st.Call.Name]
+	if known && st.Replay == ReplaySafe {
+		return runTool(ctx, rt, task, st, tool)
+	}
+	out, err := durableOutput(ctx, rt, tool.Output)
+	if err != nil {
+		return err
+	}
+	return settleTool(ctx, rt, task, st, out.result(nil, errors.New("interrupted: the process stopped while the tool ran, and it is not safe to run again")), "done")
+}
+
+// Abort settles with an aborted error result built from the durable output.
+func (k toolKind) Abort(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+	st, err := decodeState[ToolState](task)
+	if err != nil {
+		return err
+	}
+	out, err := durableOutput(ctx, rt, rt.h.tools.byName[st.Call.Name].Output)
+	if err != nil {
+		return err
+	}
+	return settleTool(ctx, rt, task, st, out.result(nil, errors.New("aborted")), "aborted")
+}
+
+// durableOutput folds the sink operations the task's scratch holds.
+func durableOutput(ctx context.Context, rt *TaskRuntime, limits OutputLimits) (*outputFold, error) {
+	f := newOutputFold(limits)
+	ops, err := readScratchList[SinkOp](ctx, rt, sinkOpsList.Address)
+	for _, op := range ops {
+		f.apply(op)
+	}
+	return f, err
+}
+
+// readScratchList reads a whole list from the task's scratch.
+func readScratchList[T any](ctx context.Context, rt *TaskRuntime, addr storage.Address) ([]T, error) {
+	var out []T
+	_, err := rt.Scratch(ctx, func(sc ScratchTx) error {
+		q := storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}
+		for {
+			page, err := sc.ReadList(addr, q)
+			if err != nil {
+				return err
+			}
+			for _, e := range page.Items {
+				var v T
+				if err := json.Unmarshal(e.Value, &v); err != nil {
+					return fmt.Errorf("core: scratch %s element %d: %w", addr, e.ID, err)
+				}
+				out = append(out, v)
+			}
+			if page.Next == 0 {
+				return nil
+			}
+			q.After = page.Next
+		}
+	})
+	return out, err
+}
