@@ -36,6 +36,11 @@ var matrix = []row{
 		seeds:    pausedSeeds,
 	},
 	{
+		name:     "Accept commit durable, reply lost",
+		required: "`acceptance(requestId)` returns the original conversation/input id",
+		cell:     acceptReplyLost,
+	},
+	{
 		name:     "Effect returns as abort starts",
 		required: "one invocation per task; fresh abort only after return",
 		cell:     effectReturnsAsAbortStarts,
@@ -77,9 +82,29 @@ var matrix = []row{
 		cell:     closeVsTaskCommit,
 	},
 	{
+		name:     "Shutdown vs accept / idle nextRun inbox",
+		required: "accept before mark batch or reject; queued items/results preserved",
+		cell:     shutdownVsAccept,
+	},
+	{
+		name:     "Shutdown crash before child cleanup",
+		required: "reopened abort marks tasks only; child queues remain unchanged",
+		cell:     shutdownCrash,
+	},
+	{
 		name:     "Broken abort handler",
 		required: "reject drives/shutdown, signal/join and close; replace kind before recovery",
 		cell:     brokenAbortHandler,
+	},
+	{
+		name:     "Parallel tools settle in either order",
+		required: "post_tools starts once",
+		cell:     parallelTools,
+	},
+	{
+		name:     "Abort vs post_tools settlement",
+		required: "no unmarked successor",
+		cell:     abortVsPostTools,
 	},
 	{
 		name:     "Two overlapping drives",
@@ -90,6 +115,21 @@ var matrix = []row{
 		name:     "A drive caller cancels its wait",
 		required: "other callers and tasks unaffected",
 		cell:     driveCallerCancels,
+	},
+	{
+		name:     "Cancel vs land of the same inbox item",
+		required: "one wins on the line; one terminal input result",
+		cell:     cancelVsLand,
+	},
+	{
+		name:     "Abort vs generation/post_tools group transfer",
+		required: "every active input resolves once; no unmarked owner escapes",
+		cell:     abortVsGroupTransfer,
+	},
+	{
+		name:     "Several inputs share one generation",
+		required: "every result points to the same final answer entry",
+		cell:     sharedGeneration,
 	},
 	// The storage rows below are about files rather than interleavings;
 	// their cells are in files_test.go and run fileSeeds seeds.
