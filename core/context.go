@@ -215,60 +215,68 @@ func (c *Context) Request() ([]ai.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	var msgs []ai.Message
-	var baseline []ai.Message
+	// One pass finds each call's first result; a second emits the messages
+	// with results placed. Nothing is copied twice: a request is rebuilt
+	// every turn, so its cost is the context's size and no more.
+	results := map[string]*ai.Message{}
+	size := 0
+	for _, ce := range c.Entries {
+		size += len(ce.Messages)
+		for i := range ce.Messages {
+			m := &ce.Messages[i]
+			if _, dup := results[m.ToolCallID]; m.Role == ai.RoleToolResult && !dup {
+				results[m.ToolCallID] = m
+			}
+		}
+	}
+	out := make([]ai.Message, 0, size)
+	for _, ce := range c.Entries {
+		if fold.Baseline != nil && ce.Entry == fold.Baseline {
+			out = append(out, ce.Messages...) // the baseline slot, as edited
+		}
+	}
 	subsumed := fold.Baseline != nil
 	for _, ce := range c.Entries {
 		switch {
 		case fold.Baseline != nil && ce.Entry == fold.Baseline:
-			baseline = ce.Messages
 			subsumed = false
 			continue
 		case subsumed && SystemKind.Is(ce.Entry):
 			continue
 		}
 		for _, m := range ce.Messages {
-			if m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError || m.StopReason == ai.StopAborted) {
+			switch {
+			case m.Role == ai.RoleToolResult:
+				continue // placed with its call, or dropped as an orphan
+			case m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError || m.StopReason == ai.StopAborted):
 				continue
 			}
-			msgs = append(msgs, m)
+			out = append(out, m)
+			if m.Role == ai.RoleAssistant {
+				out = placeToolResults(out, m, results)
+			}
 		}
 	}
-	return append(baseline, placeToolResults(msgs)...), nil
+	return out, nil
 }
 
-// placeToolResults moves each tool result right after the assistant message
-// that called it, in call order, supplying missing ones.
-func placeToolResults(msgs []ai.Message) []ai.Message {
-	results := map[string]int{} // toolCallId → index of its first result
-	for i, m := range msgs {
-		if m.Role == ai.RoleToolResult {
-			if _, dup := results[m.ToolCallID]; !dup {
-				results[m.ToolCallID] = i
-			}
-		}
-	}
-	used := make([]bool, len(msgs))
-	out := make([]ai.Message, 0, len(msgs))
-	for _, m := range msgs {
-		if m.Role == ai.RoleToolResult {
-			continue // placed with its call, or dropped as an orphan
-		}
-		out = append(out, m)
-		if m.Role != ai.RoleAssistant {
+// placeToolResults appends the results of an assistant message's calls in
+// call order, each result once, supplying an error result for a call
+// without one.
+func placeToolResults(out []ai.Message, m ai.Message, results map[string]*ai.Message) []ai.Message {
+	for _, b := range m.Content.Blocks {
+		if b.Type != ai.BlockToolCall {
 			continue
 		}
-		for _, call := range m.ToolCalls() {
-			if i, ok := results[call.ID]; ok && !used[i] {
-				used[i] = true
-				out = append(out, msgs[i])
-				continue
-			}
-			out = append(out, ai.Message{
-				Role: ai.RoleToolResult, ToolCallID: call.ID, ToolName: call.Name,
-				Content: ai.Blocks(ai.Text(missingResultText)), IsError: ai.Bool(true), Timestamp: m.Timestamp,
-			})
+		if r, ok := results[b.ID]; ok && r != nil {
+			out = append(out, *r)
+			results[b.ID] = nil // used
+			continue
 		}
+		out = append(out, ai.Message{
+			Role: ai.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name,
+			Content: ai.Blocks(ai.Text(missingResultText)), IsError: ai.Bool(true), Timestamp: m.Timestamp,
+		})
 	}
 	return out
 }

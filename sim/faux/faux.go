@@ -74,6 +74,11 @@ type Options struct {
 	Deferred DeferredOptions
 	// Recorder, if set, records every call.
 	Recorder Recorder
+	// DiscardRequests keeps no copy of the requests (Requests returns none)
+	// and hands step functions the request itself rather than a copy, which
+	// they must not modify. Long benchmark runs use it: otherwise every call
+	// copies a context that grows with the run.
+	DiscardRequests bool
 }
 
 // Provider is the faux provider. Its methods may be called from any actor;
@@ -86,6 +91,7 @@ type Provider struct {
 	tokMax   int
 	deferOpt DeferredOptions
 	rec      Recorder
+	discard  bool
 
 	// mu guards what follows. It is held only for bookkeeping that never
 	// blocks, so under the simulator (one goroutine at a time) it is never
@@ -119,6 +125,7 @@ func New(rt core.Runtime, rng *rand.Rand, opts Options) *Provider {
 		tps:      opts.TokensPerSecond,
 		deferOpt: opts.Deferred,
 		rec:      opts.Recorder,
+		discard:  opts.DiscardRequests,
 		prompts:  map[string]string{},
 		deferred: map[string]*deferredEntry{},
 	}
@@ -252,7 +259,9 @@ func (p *Provider) Stream(ctx context.Context, req ai.Request) ai.Stream {
 	defer p.mu.Unlock()
 	p.calls++
 	call := p.calls
-	p.requests = append(p.requests, cloneRequest(req))
+	if !p.discard {
+		p.requests = append(p.requests, cloneRequest(req))
+	}
 	step, ok := Step{}, len(p.queue) > 0
 	if ok {
 		step, p.queue = p.queue[0], p.queue[1:]

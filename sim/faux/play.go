@@ -26,7 +26,7 @@ func (p *Provider) play(ctx context.Context, call int, req ai.Request, step Step
 		s.setupFailure = msg
 		return s
 	}
-	step, text, err := resolveStep(call, step, req)
+	step, text, err := resolveStep(call, step, req, !p.discard)
 	s.delay = step.Delay
 	if err != nil {
 		s.setupFailure = failedMessage(model, text, now)
@@ -58,7 +58,7 @@ func (p *Provider) answerWith(s *stream, msg *ai.Message) {
 // or, on failure, the error text the call's error event carries: a Func's
 // own error verbatim, a broken rule prefixed with "faux: call N" (call 0
 // is a deferred fetch).
-func resolveStep(call int, step Step, req ai.Request) (Step, string, error) {
+func resolveStep(call int, step Step, req ai.Request, copyReq bool) (Step, string, error) {
 	where := fmt.Sprintf("call %d", call)
 	if call == 0 {
 		where = "deferred fetch"
@@ -78,7 +78,11 @@ func resolveStep(call int, step Step, req ai.Request) (Step, string, error) {
 			err := fmt.Errorf("faux: %s: step functions nested deeper than %d", where, stepFuncDepthMax)
 			return Step{Delay: delay}, err.Error(), err
 		}
-		next, err := step.Func(cloneRequest(req))
+		arg := req
+		if copyReq {
+			arg = cloneRequest(req)
+		}
+		next, err := step.Func(arg)
 		if err != nil {
 			return Step{Delay: delay}, err.Error(), err
 		}
