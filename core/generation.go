@@ -439,6 +439,13 @@ func (k generationKind) Recover(ctx context.Context, task *storage.Task, rt *Tas
 	if partial == nil {
 		if st.Attempt < st.MaxAttempts {
 			_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+				// The interrupted attempt may have cost something nobody
+				// reported: unknown, never zero.
+				row := k.attemptRow(task, st, nil)
+				row.Outcome = "interrupted"
+				if err := recordUsage(tx.Tx, *row); err != nil {
+					return err
+				}
 				tx.Patch(task.ID, TaskPatch{Status: "retry_wait", State: map[string]any{"notBefore": rt.Now().UnixMilli()}})
 				return nil
 			})

@@ -875,6 +875,11 @@ func TestCrashBeforeAnyFrameRetriesTheAttempt(t *testing.T) {
 		if diff := cmp.Diff(want, a2.transcript(ctx, c.ID)); diff != "" {
 			t.Fatalf("transcript (-want +got):\n%s", diff)
 		}
+		// The interrupted attempt is on record, its cost unknown (nil), not zero.
+		rows := genUsage(ctx, a2.h)
+		if diff := cmp.Diff([]string{"interrupted", "done"}, genOutcomes(rows)); diff != "" || rows[0].Usage != nil {
+			t.Fatalf("usage outcomes (-want +got):\n%s\nfirst usage %v; want nil", diff, rows[0].Usage)
+		}
 		must(0, a2.h.Close(ctx))
 		closeCrashed(ctx, a1.h)
 		must(0, driving.Wait(ctx))

@@ -178,7 +178,9 @@ func (c *Conversation) Accept(ctx context.Context, input ai.Content, opts Accept
 }
 
 // Steer queues input that joins the running group at the next post_tools
-// boundary, or starts the next group after a final answer.
+// boundary, or starts the next group after a final answer. In an idle
+// conversation it starts a turn at once, like Accept (and, like Accept,
+// takes queued nextRun input into its group).
 func (c *Conversation) Steer(ctx context.Context, input ai.Content) (storage.ID, error) {
 	return c.enqueue(ctx, ModeSteer, true, c.userDraft(input), "")
 }
@@ -245,6 +247,11 @@ func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bo
 			return nil
 		}
 		if mode == ModeWrite {
+			// Older writes still queued (a turn that ended without a
+			// boundary) land first, in admission order.
+			if _, err := placeAtBoundary(tx.Tx, c.ID, []InputMode{ModeWrite}); err != nil {
+				return err
+			}
 			placeItem(tx.Tx, c.ID, id, item)
 			return tx.Err()
 		}
@@ -496,7 +503,7 @@ func inputTransition(from InputStatus, had bool, to InputStatus) bool {
 	}
 	switch from {
 	case InputQueued:
-		return to == InputRunning || to == InputPlaced || to == InputCancelled || to == InputFailed
+		return to == InputRunning || to == InputPlaced || to == InputCancelled
 	case InputRunning:
 		return to == InputDone || to == InputFailed || to == InputCancelled || to == InputStopped
 	}

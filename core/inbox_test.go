@@ -666,6 +666,32 @@ func TestWritesArePlacedWithoutJoining(t *testing.T) {
 			must(0, a.h.Close(ctx))
 		})
 	})
+	t.Run("an older write left queued lands first", func(t *testing.T) {
+		simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+			a := openAgent(t, ctx, s, agentOptions{})
+			a.faux.SetResponses(answer("never").WithDelay(time.Hour))
+			c := a.h.Root()
+			must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+			done := inboxDriveAsync(t, ctx, s, c)
+			w1 := must(note(ctx, c, "w1"))
+			must(0, c.Abort(ctx)) // an abort places nothing; w1 stays queued
+			done.Wait(ctx)
+			if r := a.result(ctx, c, w1); r.Status != core.InputQueued {
+				t.Fatalf("w1 after the abort = %+v; want queued", r)
+			}
+			w2 := must(note(ctx, c, "w2"))
+			tr := a.transcript(ctx, c.ID)
+			if got := tr[len(tr)-2:]; !cmp.Equal(got, []string{"notice:note w1", "notice:note w2"}) {
+				t.Fatalf("transcript ends %v; want w1 then w2", got)
+			}
+			for _, id := range []storage.ID{w1, w2} {
+				if r := a.result(ctx, c, id); r.Status != core.InputPlaced {
+					t.Fatalf("write %d = %+v; want placed", id, r)
+				}
+			}
+			must(0, a.h.Close(ctx))
+		})
+	})
 	t.Run("final boundary", func(t *testing.T) {
 		sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 			a := openAgent(t, ctx, s, agentOptions{})
