@@ -37,16 +37,35 @@ func DeriveContext(ctx context.Context, store storage.Storage, conversationID, t
 		through = store.LastSeq()
 	}
 	c := &Context{ConversationID: conversationID, Through: through}
-	head, ok, err := store.NewestHead(ctx, conversationID, through)
+	head, rng, err := deriveRange(ctx, store, conversationID, through)
 	if err != nil {
 		return nil, err
 	}
+	c.Head = head
+	c.Entries = fold(head, rng)
+	return c, nil
+}
+
+// deriveRange reads the newest visible head at through and the fork-aware
+// candidate range from its boundary.
+func deriveRange(ctx context.Context, store storage.Storage, conversationID, through storage.ID) (*storage.Entry, []*storage.Entry, error) {
+	head, ok, err := store.NewestHead(ctx, conversationID, through)
+	if err != nil {
+		return nil, nil, err
+	}
 	from := storage.ID(0)
 	if ok {
-		c.Head, from = head, head.Head
+		from = head.Head
+	} else {
+		head = nil
 	}
+	rng, err := scanRange(ctx, store, storage.EntryQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, ConversationID: conversationID, From: from, Through: through})
+	return head, rng, err
+}
+
+// scanRange reads every page of an entry query.
+func scanRange(ctx context.Context, store storage.Storage, q storage.EntryQuery) ([]*storage.Entry, error) {
 	var rng []*storage.Entry
-	q := storage.EntryQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, ConversationID: conversationID, From: from, Through: through}
 	for {
 		p, err := store.ScanEntries(ctx, q)
 		if err != nil {
@@ -54,12 +73,10 @@ func DeriveContext(ctx context.Context, store storage.Storage, conversationID, t
 		}
 		rng = append(rng, p.Items...)
 		if p.Next == 0 {
-			break
+			return rng, nil
 		}
 		q.After = p.Next
 	}
-	c.Entries = fold(c.Head, rng)
-	return c, nil
 }
 
 // fold applies the derivation rule to a head and its range.

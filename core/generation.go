@@ -138,7 +138,7 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *Tas
 	var c *Context
 	if _, err := rt.Commit(ctx, func(tx *ConversationTx) error {
 		var err error
-		if c, err = DeriveContext(tx.ctx, tx.store, conv, 0); err != nil {
+		if c, err = h.currentContext(tx.ctx, tx.store, conv); err != nil {
 			return err
 		}
 		fold, err := c.System()

@@ -52,6 +52,10 @@ type Harness struct {
 	tools  *toolRegistry
 	hooks  atomic.Pointer[hookTable]
 	root   storage.ID
+
+	// contexts caches derived contexts by conversation; used on the line only.
+	contexts   map[storage.ID]*contextCache
+	contextUse uint64
 	opts   Options
 
 	unregistered []string
@@ -505,6 +509,9 @@ func (h *Harness) DeleteConversation(ctx context.Context, id storage.ID) error {
 			}
 		}
 		tx.DeleteConversation(id)
+		for _, c := range subtree {
+			delete(h.contexts, c)
+		}
 		return nil
 	})
 	return err

@@ -32,14 +32,18 @@ func fauxScript(p *faux.Provider, turns int) {
 	n := 0
 	step := faux.Respond(func(req ai.Request) (faux.Step, error) {
 		n++
+		// Usage as the peer's provider reports it: 50 input tokens per
+		// message, so the provider's own cost stays flat.
+		in := int64(len(req.Messages) * 50)
+		usage := ai.Usage{Input: in, Output: 2, TotalTokens: in + 2}
 		last := req.Messages[len(req.Messages)-1]
 		if last.Role == ai.RoleToolResult {
-			return faux.Reply(faux.Text("after tools")), nil
+			return faux.Reply(faux.Text("after tools")).WithUsage(usage), nil
 		}
 		return faux.Reply(
 			faux.ToolCall(fmt.Sprintf("call_%d_0", n), "a", `{"v":"a"}`),
 			faux.ToolCall(fmt.Sprintf("call_%d_1", n), "b", `{"v":"b"}`),
-		).WithStop(ai.StopToolUse), nil
+		).WithStop(ai.StopToolUse).WithUsage(usage), nil
 	})
 	steps := make([]faux.Step, 2*turns)
 	for i := range steps {

@@ -74,10 +74,12 @@ type Options struct {
 	Deferred DeferredOptions
 	// Recorder, if set, records every call.
 	Recorder Recorder
-	// DiscardRequests keeps no copy of the requests (Requests returns none)
-	// and hands step functions the request itself rather than a copy, which
-	// they must not modify. Long benchmark runs use it: otherwise every call
-	// copies a context that grows with the run.
+	// DiscardRequests keeps no copy of the requests (Requests returns none),
+	// hands step functions the request itself rather than a copy, which
+	// they must not modify, and skips the usage estimate (which serializes
+	// the whole request) when a step scripts its usage. Long benchmark runs
+	// use it: otherwise every call costs the size of a context that grows
+	// with the run.
 	DiscardRequests bool
 }
 

@@ -112,7 +112,10 @@ func (p *Provider) finalMessage(step Step, req ai.Request, model ai.Model, now i
 			msg.Content.Blocks[i].Arguments = []byte(argumentsJSON(b.Arguments))
 		}
 	}
-	est := estimateUsage(req, msg.Content.Blocks, p.prompts)
+	var est ai.Usage
+	if msg.Usage == nil || !p.discard || step.Overflow {
+		est = estimateUsage(req, msg.Content.Blocks, p.prompts)
+	}
 	switch {
 	case step.Retryable:
 		msg.StopReason, msg.RawStopReason = ai.StopError, RawRateLimited
