@@ -56,7 +56,7 @@ type Harness struct {
 	// contexts caches derived contexts by conversation; used on the line only.
 	contexts   map[storage.ID]*contextCache
 	contextUse uint64
-	opts   Options
+	opts       Options
 
 	unregistered []string
 }
