@@ -30,11 +30,12 @@ type agentOptions struct {
 	kinds []core.TaskKind
 	retry core.RetryPolicy
 	env   core.ExecutionEnv
+	faux  faux.Options
 }
 
 func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *agent {
 	t.Helper()
-	a := &agent{t: t, faux: faux.New(s.Runtime(), s.Rand(), faux.Options{})}
+	a := &agent{t: t, faux: faux.New(s.Runtime(), s.Rand(), o.faux)}
 	if o.store == nil {
 		o.store = memory.New()
 	}

@@ -2,12 +2,16 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/storage"
 )
 
 func TestPromptAnswersWithOneTurn(t *testing.T) {
@@ -56,6 +60,42 @@ func TestToolTurnRunsToolsThenAnswers(t *testing.T) {
 		}
 		if r := reqs[1].Messages[3]; r.ToolCallID != "call-a-0" || r.Content.TextOf() != "a(a)" {
 			t.Fatalf("first tool result = %+v", r)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
+
+func TestDeferredResponseIsPolledWithSleepsUntilItAnswers(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{faux: faux.Options{Deferred: faux.DeferredOptions{PendingFetches: 1, PollAfterMs: 500}}})
+		a.faux.SetResponses(faux.Reply().WithStop(ai.StopDeferred), answer("later"))
+		c := a.h.Root()
+		start := s.Runtime().Now()
+		got := must(c.Prompt(ctx, userText("go"), core.AcceptOptions{}))
+		if got == nil || got.Model[0].Content.TextOf() != "later" {
+			t.Fatalf("answer = %+v; want the deferred answer", got)
+		}
+		if n := a.faux.DeferredFetches(); n != 2 {
+			t.Fatalf("%d fetches; want 2 (one still pending, one answering)", n)
+		}
+		if waited := s.Runtime().Now().Sub(start); waited < time.Second {
+			t.Fatalf("polled after %v of virtual time; want two waits of pollAfterMs", waited)
+		}
+		if calls := a.faux.Calls(); calls != 1 {
+			t.Fatalf("%d provider calls; a poll is a fetch, not a new request", calls)
+		}
+		p := must(a.h.Store().ReadList(ctx, core.UsageList.Address, storage.ListQuery{Cursor: storage.Cursor{Limit: 10}}))
+		var outcomes []string
+		for _, e := range p.Items {
+			var row core.UsageRow
+			must(0, json.Unmarshal(e.Value, &row))
+			outcomes = append(outcomes, row.Outcome)
+		}
+		if diff := cmp.Diff([]string{"deferred", "deferred", "done"}, outcomes); diff != "" {
+			t.Fatalf("usage outcomes (-want +got):\n%s", diff)
+		}
+		if len(a.entriesOf(ctx, c.ID, "assistant")) != 1 {
+			t.Fatal("a deferred poll left an assistant entry; only the answer belongs in the transcript")
 		}
 		must(0, a.h.Close(ctx))
 	})
