@@ -45,9 +45,10 @@ const toolBudgetDefaultMs = 180_000
 type GenerationConfig struct {
 	Model    ModelRef `json:"model"`
 	Thinking string   `json:"thinking,omitempty"`
-	// SelectedTools is nil when the conversation selects nothing, which
-	// offers every registered tool.
-	SelectedTools []string `json:"selectedTools,omitempty"`
+	// SelectedTools is nil (null) when the conversation never selected
+	// tools, which offers every registered tool; an empty selection offers
+	// none, so the two must not collapse into one form.
+	SelectedTools []string `json:"selectedTools"`
 	Profile       string   `json:"profile,omitempty"`
 	BudgetMs      int64    `json:"budgetMs"`
 }

@@ -443,3 +443,22 @@ func TestBuiltinFileToolsActOnTheExecutionEnvironment(t *testing.T) {
 		must(0, a.h.Close(ctx))
 	})
 }
+
+func TestAnEmptyToolSelectionOffersNoToolsWhileNoSelectionOffersAll(t *testing.T) {
+	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(answer("one"), answer("two"))
+		c := a.h.Root()
+		must(c.Prompt(ctx, userText("all"), core.AcceptOptions{}))
+		must(0, must(c.Settings()).Set(ctx, map[string]any{"selectedTools": []string{}}))
+		must(c.Prompt(ctx, userText("none"), core.AcceptOptions{}))
+		reqs := a.faux.Requests()
+		if got := toolNamesOf(reqs[0].Tools); !cmp.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("unset selection offers %v; want every registered tool", got)
+		}
+		if got := toolNamesOf(reqs[1].Tools); len(got) != 0 {
+			t.Fatalf("empty selection offers %v; want none", got)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
