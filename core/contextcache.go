@@ -2,7 +2,9 @@ package core
 
 import (
 	"context"
+	"slices"
 
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -22,6 +24,7 @@ type contextCache struct {
 	last    storage.ID // the newest range entry folded in
 	at      storage.ID // the sequence the cache is current through
 	used    uint64
+	proj    *projection // reset whenever entries are derived again
 }
 
 // currentContext returns a conversation's derived context at the store's
@@ -55,7 +58,7 @@ func (cc *contextCache) rebuild(ctx context.Context, store storage.Storage, conv
 	if err != nil {
 		return err
 	}
-	cc.head, cc.entries, cc.at = head, fold(head, rng), through
+	cc.head, cc.entries, cc.at, cc.proj = head, fold(head, rng), through, nil
 	cc.last = 0
 	if len(rng) > 0 {
 		cc.last = rng[len(rng)-1].ID
@@ -98,4 +101,151 @@ func (h *Harness) rememberContext(conv storage.ID, cc *contextCache) {
 		delete(h.contexts, oldest)
 	}
 	h.contexts[conv] = cc
+}
+
+// projection is the part of a conversation's request projection that can no
+// longer change as entries are appended: every assistant in it has a known
+// first result for each of its calls (a later result for the same call is
+// never the first), and the newest baseline is known. Requests copy it and
+// project only the tail after it, so a turn's projection work is the copy,
+// not a re-derivation. A new baseline, a head or an edit starts it over.
+type projection struct {
+	scanned  int                    // entries indexed into results and baseline
+	results  map[string]*ai.Message // first tool result per call id
+	baseline *ContextEntry          // newest baseline among scanned entries
+	done     int                    // entries folded into body
+	body     []ai.Message           // the baseline slot, then the stable body
+	passed   bool                   // body has passed the baseline entry
+	used     map[string]bool        // calls placed in body
+}
+
+// request projects the cached context plus pending (entries about to be
+// committed with the request's own commit) exactly as Context.Request does.
+func (cc *contextCache) request(pending []ContextEntry) ([]ai.Message, error) {
+	p := cc.proj
+	if p == nil {
+		p = &projection{results: map[string]*ai.Message{}, used: map[string]bool{}}
+		cc.proj = p
+	}
+	for ; p.scanned < len(cc.entries); p.scanned++ {
+		ce := &cc.entries[p.scanned]
+		if SystemKind.Is(ce.Entry) {
+			d, err := SystemKind.Data(ce.Entry)
+			if err != nil {
+				return nil, err
+			}
+			if d.Baseline {
+				b := *ce
+				p.baseline = &b
+				p.done, p.body, p.passed, p.used = 0, nil, false, map[string]bool{}
+			}
+		}
+		for i := range ce.Messages {
+			m := &ce.Messages[i]
+			if _, seen := p.results[m.ToolCallID]; m.Role == ai.RoleToolResult && !seen {
+				p.results[m.ToolCallID] = m
+			}
+		}
+	}
+	for _, ce := range pending {
+		d, err := SystemKind.Data(ce.Entry)
+		newBaseline := SystemKind.Is(ce.Entry) && err == nil && d.Baseline
+		if newBaseline || slices.ContainsFunc(ce.Messages, func(m ai.Message) bool { return m.Role == ai.RoleToolResult }) {
+			// A new epoch, or results the index has not seen: project the
+			// whole context this once.
+			full := &Context{Entries: append(cc.entries[:len(cc.entries):len(cc.entries)], pending...)}
+			return full.Request()
+		}
+	}
+	if p.body == nil && p.baseline != nil {
+		p.body = append(p.body, p.baseline.Messages...)
+	}
+	for ; p.done < len(cc.entries); p.done++ {
+		ce := cc.entries[p.done]
+		if !p.resolved(ce) {
+			break
+		}
+		p.body = p.project(p.body, ce, &p.passed, p.used, nil)
+	}
+	out := make([]ai.Message, len(p.body), len(p.body)+2*(len(cc.entries)-p.done+len(pending)))
+	copy(out, p.body)
+	passed, tailUsed := p.passed, map[string]bool{}
+	for _, ce := range cc.entries[p.done:] {
+		out = p.project(out, ce, &passed, p.used, tailUsed)
+	}
+	for _, ce := range pending {
+		out = p.project(out, ce, &passed, p.used, tailUsed)
+	}
+	return out, nil
+}
+
+// resolved reports whether every call of the entry's assistant messages has
+// a known first result, which makes its projection final.
+func (p *projection) resolved(ce ContextEntry) bool {
+	for _, m := range ce.Messages {
+		if m.Role != ai.RoleAssistant {
+			continue
+		}
+		for _, b := range m.Content.Blocks {
+			if _, ok := p.results[b.ID]; b.Type == ai.BlockToolCall && !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// project appends one context entry's request messages, as Request's loop
+// does: the baseline and subsumed system entries are skipped, results are
+// placed with their calls (each once: used holds the stable placements,
+// tail the ones of this request only).
+func (p *projection) project(out []ai.Message, ce ContextEntry, passed *bool, used, tail map[string]bool) []ai.Message {
+	switch {
+	case p.baseline != nil && ce.Entry == p.baseline.Entry:
+		*passed = true
+		return out
+	case p.baseline != nil && !*passed && SystemKind.Is(ce.Entry):
+		return out
+	}
+	for _, m := range ce.Messages {
+		switch {
+		case m.Role == ai.RoleToolResult:
+			continue
+		case m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError || m.StopReason == ai.StopAborted):
+			continue
+		}
+		out = append(out, m)
+		if m.Role != ai.RoleAssistant {
+			continue
+		}
+		for _, b := range m.Content.Blocks {
+			if b.Type != ai.BlockToolCall {
+				continue
+			}
+			r, ok := p.results[b.ID]
+			if ok && !used[b.ID] && (tail == nil || !tail[b.ID]) {
+				out = append(out, *r)
+			} else {
+				out = append(out, ai.Message{
+					Role: ai.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name,
+					Content: ai.Blocks(ai.Text(missingResultText)), IsError: ai.Bool(true), Timestamp: m.Timestamp,
+				})
+			}
+			if tail != nil {
+				tail[b.ID] = true
+			} else {
+				used[b.ID] = true
+			}
+		}
+	}
+	return out
+}
+
+// currentRequest projects a conversation's request from its cached context
+// plus pending entries of the calling commit. It runs on the line.
+func (h *Harness) currentRequest(ctx context.Context, store storage.Storage, conv storage.ID, pending []ContextEntry) ([]ai.Message, error) {
+	if _, err := h.currentContext(ctx, store, conv); err != nil {
+		return nil, err
+	}
+	return h.contexts[conv].request(pending)
 }

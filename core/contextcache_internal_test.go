@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // and earlier boundaries), omit and replace edits, and forks continued
 // independently.
 func TestCachedContextEqualsAFreshDerivation(t *testing.T) {
-	const seeds, steps = 100, 40
+	const seeds, steps = 30, 40
 	for seed := uint64(1); seed <= seeds; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		ctx := context.Background()
@@ -36,7 +37,25 @@ func TestCachedContextEqualsAFreshDerivation(t *testing.T) {
 				}
 				ids := cur.IDs()
 				msg := []ai.Message{ai.UserText(fmt.Sprintf("m%d", step), 0)}
-				switch r := rng.IntN(10); {
+				call := func() string { return fmt.Sprintf("c%d", rng.IntN(6)) }
+				switch r := rng.IntN(16); {
+				case r == 10:
+					calls := []ai.Block{ai.ToolCall(call(), "t", nil)}
+					if rng.IntN(2) == 0 {
+						calls = append(calls, ai.ToolCall(call(), "t", nil))
+					}
+					m := ai.Message{Role: ai.RoleAssistant, Content: ai.Blocks(calls...), StopReason: ai.StopToolUse}
+					if rng.IntN(5) == 0 {
+						m.StopReason = ai.StopError
+					}
+					tx.Entry(AssistantKind, conv, EntryDraft{Model: []ai.Message{m}})
+				case r == 11 || r == 12:
+					id := call()
+					tx.Entry(ToolResultKind, conv, EntryDraft{Key: id, Model: []ai.Message{{Role: ai.RoleToolResult, ToolCallID: id, ToolName: "t", Content: ai.Blocks(ai.Text(fmt.Sprintf("r%d", step)))}}})
+				case r == 13 || r == 14:
+					text := fmt.Sprintf("s%d", step)
+					d := SystemData{Baseline: r == 13, Sections: []SystemSection{{Key: "k", Text: &text}}}
+					tx.Entry(SystemKind, conv, EntryDraft{Data: d, Model: []ai.Message{systemMessage(d, 0)}})
 				case r < 5:
 					tx.Entry(UserKind, conv, EntryDraft{Model: msg})
 				case r == 5:
@@ -79,6 +98,26 @@ func TestCachedContextEqualsAFreshDerivation(t *testing.T) {
 					if diff := cmp.Diff(want, got); diff != "" {
 						return fmt.Errorf("conversation %d (-fresh +cached):\n%s", c, diff)
 					}
+					// The request projected from the cache, alone and with a
+					// pending delta or baseline, equals the full projection.
+					text := "pending"
+					for _, pending := range [][]ContextEntry{nil,
+						{pendingSystem(store, c, SystemData{Sections: []SystemSection{{Key: "p", Text: &text}}})},
+						{pendingSystem(store, c, SystemData{Baseline: true, Sections: []SystemSection{{Key: "p", Text: &text}}})},
+					} {
+						full := &Context{Entries: append(append([]ContextEntry(nil), want.Entries...), pending...)}
+						wantReq, err := full.Request()
+						if err != nil {
+							return err
+						}
+						gotReq, err := h.currentRequest(ctx, store, c, pending)
+						if err != nil {
+							return err
+						}
+						if diff := cmp.Diff(wantReq, gotReq); diff != "" {
+							return fmt.Errorf("conversation %d, %d pending: request (-full +cached):\n%s", c, len(pending), diff)
+						}
+					}
 				}
 				return nil
 			}); err != nil {
@@ -89,4 +128,11 @@ func TestCachedContextEqualsAFreshDerivation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func pendingSystem(store storage.Storage, conv storage.ID, d SystemData) ContextEntry {
+	e := &storage.Entry{ID: store.LastSeq() + 1, ConversationID: conv, Kind: SystemKind.Kind(), Model: []ai.Message{systemMessage(d, 0)}}
+	raw, _ := json.Marshal(d)
+	e.Data = raw
+	return ContextEntry{Entry: e, Messages: e.Model}
 }

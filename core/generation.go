@@ -135,21 +135,28 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *Tas
 			return err
 		}
 	}
-	var c *Context
+	var msgs []ai.Message
+	var tools []ai.Tool
 	if _, err := rt.Commit(ctx, func(tx *ConversationTx) error {
-		var err error
-		if c, err = h.currentContext(tx.ctx, tx.store, conv); err != nil {
+		c, err := h.currentContext(tx.ctx, tx.store, conv)
+		if err != nil {
 			return err
 		}
 		fold, err := c.System()
 		if err != nil {
 			return err
 		}
+		var pending []ContextEntry
+		tools = fold.Tools
 		if change, ok := systemChange(fold, want); ok {
 			id := AppendSystem(tx.Tx, conv, change, systemMessage(change, nowMs(h.rt)))
 			if e := tx.entries[id]; e != nil {
-				c.Entries = append(c.Entries, ContextEntry{Entry: e, Messages: e.Model})
+				pending = append(pending, ContextEntry{Entry: e, Messages: e.Model})
 			}
+			tools = foldedTools(fold, change)
+		}
+		if msgs, err = h.currentRequest(tx.ctx, tx.store, conv, pending); err != nil {
+			return err
 		}
 		tx.Patch(task.ID, TaskPatch{Status: "streaming", State: map[string]any{"attempt": st.Attempt + 1, "notBefore": 0}})
 		return nil
@@ -157,15 +164,7 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *Tas
 		return err
 	}
 	st.Attempt++
-	fold, err := c.System()
-	if err != nil {
-		return err
-	}
-	msgs, err := c.Request()
-	if err != nil {
-		return err
-	}
-	req := ai.Request{Model: model, Messages: msgs, Tools: fold.Tools, ThinkingLevel: st.Config.Thinking,
+	req := ai.Request{Model: model, Messages: msgs, Tools: tools, ThinkingLevel: st.Config.Thinking,
 		SessionID: "conversation-" + strconv.FormatInt(int64(conv), 10)}
 	if req, err = k.beforeRequest(ctx, rt, task, req); err != nil {
 		return err

@@ -132,6 +132,15 @@ func sectionChanges(cur, want []SystemSection) []SystemSection {
 	return append(out, want[split:]...)
 }
 
+// foldedTools is the tool set after change lands on top of sent: what the
+// request offers in the turn that appends change.
+func foldedTools(sent SystemFold, change SystemData) []ai.Tool {
+	if change.Baseline {
+		return slices.Clone(change.ToolsAdded)
+	}
+	return foldTools(slices.Clone(sent.Tools), change.ToolsRemoved, change.ToolsAdded)
+}
+
 func sameTool(a, b ai.Tool) bool {
 	return a.Name == b.Name && a.Description == b.Description &&
 		sameJSON(a.Parameters, b.Parameters) && sameJSON(a.ConstrainedSampling, b.ConstrainedSampling)
