@@ -100,3 +100,30 @@ func TestDeferredResponseIsPolledWithSleepsUntilItAnswers(t *testing.T) {
 		must(0, a.h.Close(ctx))
 	})
 }
+
+// A provider's in-band stopReason "aborted" is not a durable mark: without
+// one, the kind commits its own failure outcome and the run ends.
+func TestInBandProviderAbortWithoutAMarkFailsTheTurn(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(faux.Reply(faux.Text("half an ans")).WithStop(ai.StopAborted))
+		c := a.h.Root()
+		input := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		if got := must(c.Drive(ctx)); got != core.Idle {
+			t.Fatalf("drive = %s; want idle", got)
+		}
+		r := a.result(ctx, c, input)
+		if r.Status != core.InputFailed {
+			t.Fatalf("input = %+v; want failed", r)
+		}
+		gens := a.tasksOf(ctx, core.GenerationKindName)
+		if len(gens) != 1 || gens[0].Status != "failed" || gens[0].Abort {
+			t.Fatalf("generations = %+v; want one failed and unmarked", gens)
+		}
+		// The aborted output is kept for display and excluded from requests.
+		if tr := a.transcript(ctx, c.ID); tr[len(tr)-1] != "assistant:half an ans,aborted" {
+			t.Fatalf("transcript = %v", tr)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
