@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
 )
 
 func TestPromptAnswersWithOneTurn(t *testing.T) {
@@ -125,5 +127,28 @@ func TestInBandProviderAbortWithoutAMarkFailsTheTurn(t *testing.T) {
 			t.Fatalf("transcript = %v", tr)
 		}
 		must(0, a.h.Close(ctx))
+	})
+}
+
+// An invariant the agent loop relies on (every input of a group is running
+// until its owner resolves it) is not a domain outcome: breaking it faults
+// the session, naming the task, and writes nothing.
+func TestABrokenInputGroupFaultsTheSession(t *testing.T) {
+	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+		store := reopenable{memory.New()}
+		a := openAgent(t, ctx, s, agentOptions{store: store})
+		a.faux.SetResponses(answer("orphan answer"))
+		c := a.h.Root()
+		gen := createTask(t, ctx, c, core.GenerationKind, core.TaskSpec{State: core.GenerationState{Inputs: []storage.ID{999}, MaxAttempts: 1}})
+		_, err := c.Drive(ctx)
+		var fe *core.FaultError
+		if !errors.As(err, &fe) || fe.Task != gen || fe.Kind != core.GenerationKindName || fe.Method != "execute" {
+			t.Fatalf("drive error = %v; want a fault of generation %d's execute", err, gen)
+		}
+		p := must(store.ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: 10}, ConversationID: c.ID, Kind: "assistant"}))
+		if len(p.Items) != 0 {
+			t.Fatalf("%d assistant entries; the rejected settlement must write nothing", len(p.Items))
+		}
+		_ = a.h.Close(ctx)
 	})
 }
