@@ -22,14 +22,15 @@ type admission struct {
 // Commit passes the batch to the inner store unless a fault of the plan
 // selects it: holds pause it first, then a fail, uncertain or crash fault
 // decides its outcome, and an unlinkFail fault is recorded once it
-// succeeded.
+// succeeded (on a handle of WrapDisk with files, after putting back the
+// scratch files the commit unlinked).
 //
 // A hold waits without ctx's cancellation. Reaching Commit means the batch
 // was constructed and admitted; the commit line already calls Commit with a
 // context that cannot be cancelled, so that an admitted commit is never
 // abandoned halfway, and a hold that gave up on cancellation would invent an
-// outcome no backend has. Only Release, or the death of the handle (Reopen),
-// ends a hold; a hold nobody releases is reported by the simulator as a
+// outcome no backend has. Only Release, or the death of the handle (Reopen,
+// Restart), ends a hold; a hold nobody releases is reported by the simulator as a
 // deadlock naming the event "fault:<name>".
 func (s *Storage) Commit(ctx context.Context, batch storage.CommitBatch) (storage.Range, error) {
 	a, err := s.admit(batch)
@@ -44,7 +45,12 @@ func (s *Storage) Commit(ctx context.Context, batch storage.CommitBatch) (storag
 	if a.end != nil {
 		return s.finish(ctx, a, batch)
 	}
-	r, err := s.inner.Commit(ctx, batch)
+	var r storage.Range
+	if a.unlink != nil && s.disk != nil && len(s.disk.Files) > 0 {
+		r, err = s.commitKeepingUnlinked(ctx, *a.unlink, batch)
+	} else {
+		r, err = s.inner.Commit(ctx, batch)
+	}
 	if err == nil && a.unlink != nil {
 		s.fire(a, *a.unlink, true, a.settled)
 	}
@@ -151,13 +157,24 @@ func (s *Storage) finish(ctx context.Context, a *admission, batch storage.Commit
 		s.fire(a, f, true, nil)
 	case Crash:
 		persisted := false
-		if f.Persist {
+		var torn *TornLine
+		switch {
+		case f.Tear != 0:
+			var err error
+			if torn, err = s.tear(ctx, f, batch); err != nil {
+				s.shapeFailed(err)
+			}
+		case f.Persist:
 			// A rejected batch was not written; the process dies all the same.
 			_, err := s.inner.Commit(ctx, batch)
 			persisted = err == nil
 		}
 		e.Err = ErrCrashed
-		s.fire(a, f, persisted, nil)
+		s.mu.Lock()
+		fired := a.firing(f, persisted, nil)
+		fired.Torn = torn
+		s.log(fired)
+		s.mu.Unlock()
 		s.die(e, a.firstSeq-1)
 	default:
 		panic(fmt.Sprintf("fault: %s chosen to end a commit; only fail, uncertain and crash do", f))

@@ -25,7 +25,9 @@ const (
 	// Uncertain persists the commit, then returns ErrUncertain.
 	Uncertain Kind = "uncertain"
 	// Crash kills the process at the commit, after persisting the batch when
-	// Persist is set; the handle then answers ErrCrashed until Reopen.
+	// Persist is set, or after writing a torn prefix of its line when Tear
+	// is set; the handle then answers ErrCrashed until Reopen (Restart for
+	// a handle of WrapDisk).
 	Crash Kind = "crash"
 	// UnlinkFail makes the unlink that retires settled tasks' scratch fail
 	// after the settle committed.
@@ -82,6 +84,15 @@ type Fault struct {
 	// Persist is for Crash only: whether the batch reached durable storage
 	// before the process died.
 	Persist bool `json:"persist,omitempty"`
+	// Tear is for Crash only, on a handle of WrapDisk whose Disk names its
+	// files: nonzero, the process dies in the middle of writing the batch.
+	// Its bytes reach the file, then the line they end with is cut after
+	// an offset drawn from Tear (the seed of the cut, so the plan alone
+	// fixes it): at least one byte of the line and never its newline stay
+	// on disk. A torn batch is not persisted (the backend's recovery
+	// discards an unterminated line), so Tear excludes Persist. The firing
+	// records where the line was cut.
+	Tear uint32 `json:"tear,omitempty"`
 }
 
 // String describes the fault for messages: `crash "c1" at main commit 3 (persisted)`.
@@ -96,9 +107,12 @@ func (f Fault) String() string {
 	}
 	fmt.Fprintf(&b, "commit %d", f.Commit)
 	if f.Kind == Crash {
-		if f.Persist {
+		switch {
+		case f.Tear != 0:
+			fmt.Fprintf(&b, " (torn, seed %d)", f.Tear)
+		case f.Persist:
 			b.WriteString(" (persisted)")
-		} else {
+		default:
 			b.WriteString(" (not persisted)")
 		}
 	}
@@ -171,8 +185,25 @@ func (p Plan) Validate() error {
 		if f.Persist && f.Kind != Crash {
 			return bad("persist", "only a crash persists or not; %s is %s", f.Kind, persistenceOf(f.Kind))
 		}
+		switch {
+		case f.Tear != 0 && f.Kind != Crash:
+			return bad("tear", "only a crash tears a line; %s is %s", f.Kind, persistenceOf(f.Kind))
+		case f.Tear != 0 && f.Persist:
+			return bad("tear", "a torn batch is not persisted (recovery discards the unterminated line): set persist or tear, not both")
+		}
 	}
 	return nil
+}
+
+// tears reports whether the plan tears a line, which only a handle over
+// files can do.
+func (p Plan) tears() (Fault, bool) {
+	for _, f := range p.Faults {
+		if f.Tear != 0 {
+			return f, true
+		}
+	}
+	return Fault{}, false
 }
 
 func badNameRune(r rune) bool {

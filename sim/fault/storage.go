@@ -6,9 +6,14 @@
 // when the plan is random, and written to a Recorder (a *sim.Sim puts it in
 // the run's trace) at the moment it fires.
 //
-// The wrapper stands for one process's handle on durable storage; the inner
-// store stands for the durable bytes. A crash kills the handle and keeps the
-// inner store; Reopen is the restarted process's new handle on it.
+// The wrapper stands for one process's handle on durable storage. Over a
+// memory store (Wrap) the inner store stands for the durable bytes: a crash
+// kills the handle and keeps the inner store, and Reopen is the restarted
+// process's new handle on it. Over a file-backed store (WrapDisk) the files
+// are the durable bytes: a crash keeps only what was written, optionally
+// tearing the crashing batch's line at a seeded offset, and Restart closes
+// the dead process's store and opens the files again, so recovery is
+// exactly the backend's own replay of the bytes on disk.
 package fault
 
 import (
@@ -52,6 +57,10 @@ type Firing struct {
 	Persisted bool `json:"persisted"`
 	// Tasks are, for unlinkFail, the settled tasks whose scratch unlink failed.
 	Tasks []storage.ID `json:"tasks,omitempty"`
+	// Torn is, for a crash with Tear, where the batch's line was cut; nil
+	// when nothing was written (the store rejected the batch, or it had no
+	// writes).
+	Torn *TornLine `json:"torn,omitempty"`
 }
 
 // Storage is a storage.Storage that injects the faults of a plan into the
@@ -64,6 +73,9 @@ type Storage struct {
 	plan  Plan
 	rec   Recorder
 	holds map[string]*hold
+	// disk is set on a handle of WrapDisk: the inner store is this
+	// process's open of the files, which Close closes and Restart replaces.
+	disk *Disk
 
 	mu       sync.Mutex
 	commits  int
@@ -79,6 +91,12 @@ type Storage struct {
 	dead     error
 	lastSeq  storage.ID
 	reopened bool
+	// innerClosed says the inner store of a disk handle was closed.
+	innerClosed bool
+	// diskErr is why a fault could not shape the files as its plan says (a
+	// torn crash that could not cut its line, an unlinkFail that could not
+	// keep the retired scratch); Restart refuses to open them.
+	diskErr error
 }
 
 // hold is the state of one hold fault. held is set when the hold fires,
@@ -95,15 +113,25 @@ var _ storage.Storage = (*Storage)(nil)
 // Wrap returns a handle over inner that injects plan's faults and records
 // them to rec (nil records nothing). An invalid plan is a programmer error
 // and panics; plans read from outside go through ParsePlan first.
+// A plan that tears a line (Fault.Tear) panics too: a memory store has no
+// bytes to tear; WrapDisk wraps stores that do.
 func Wrap(rt core.Runtime, inner storage.Storage, plan Plan, rec Recorder) *Storage {
 	if err := plan.Validate(); err != nil {
 		panic("fault: Wrap with an invalid plan: " + err.Error())
 	}
+	if f, ok := plan.tears(); ok {
+		panic(fmt.Sprintf("fault: Wrap with a plan that tears a line (%s): a store without files has nothing to tear; use WrapDisk", f))
+	}
+	return wrap(rt, inner, plan, rec, nil)
+}
+
+// wrap builds a handle over a validated plan.
+func wrap(rt core.Runtime, inner storage.Storage, plan Plan, rec Recorder, disk *Disk) *Storage {
 	if rec == nil {
 		rec = nopRecorder{}
 	}
 	plan.Faults = slices.Clone(plan.Faults) // the handle owns its plan
-	s := &Storage{rt: rt, inner: inner, plan: plan, rec: rec, holds: map[string]*hold{}, byBatch: map[storage.BatchKind]int{}}
+	s := &Storage{rt: rt, inner: inner, plan: plan, rec: rec, disk: disk, holds: map[string]*hold{}, byBatch: map[storage.BatchKind]int{}}
 	for _, f := range plan.Faults {
 		if f.Kind == Hold {
 			s.holds[f.Name] = &hold{fault: f, held: rt.NewEvent("fault:" + f.Name + ":held"), release: rt.NewEvent("fault:" + f.Name)}
@@ -129,8 +157,9 @@ func (s *Storage) Fired() []Firing {
 // UnlinkFailures returns the firings of unlinkFail faults: the settles whose
 // scratch retirement committed but whose unlink failed. The memory backend
 // retires scratch inside the commit and has no unlink that could fail, so
-// for it this is only a record; a durable backend that unlinks separately
-// reads it to leave the retired contents behind (which must stay invisible).
+// for it this is only a record. On a handle of WrapDisk whose Disk names its
+// files the failure is real: every file the settling commit removed is put
+// back, so the retired scratch stays on disk for the next open to ignore.
 func (s *Storage) UnlinkFailures() []Firing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -170,21 +199,27 @@ func (s *Storage) usable() error {
 	return nil
 }
 
-// Close closes the handle: later calls fail with storage.ErrClosed. The inner
-// store stays open, because it stands for the durable bytes that outlive the
-// process; whoever created it closes it (and Reopen may still open a new
-// handle over it).
-func (s *Storage) Close(context.Context) error {
+// Close closes the handle: later calls fail with storage.ErrClosed. Over a
+// memory store the inner store stays open, because it stands for the
+// durable bytes that outlive the process; whoever created it closes it (and
+// Reopen may still open a new handle over it). A handle of WrapDisk opened
+// its inner store itself and closes it, as the process closing its files.
+func (s *Storage) Close(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch {
 	case s.dead != nil:
+		s.mu.Unlock()
 		return s.dead
 	case s.closed:
+		s.mu.Unlock()
 		return storage.ErrClosed
 	}
 	s.closed = true
-	return nil
+	s.mu.Unlock()
+	if s.disk == nil {
+		return nil
+	}
+	return s.closeInner(ctx)
 }
 
 // Release ends the named hold: its commit proceeds to persistence. Releasing
@@ -239,18 +274,27 @@ func (s *Storage) hold(name, call string) *hold {
 // commit ordinals starting at 1, reads and writes the same inner store. For
 // the memory backend the inner store is exactly the committed state; a
 // durable backend that must reread its files (and discard a torn last line)
-// is reopened by its own code, which then wraps the new store with Wrap.
-// Reopening one handle twice is a programmer error and panics.
+// is wrapped with WrapDisk and restarted with Restart, which rereads them.
+// Reopening one handle twice, or reopening a handle of WrapDisk, is a
+// programmer error and panics.
 func (s *Storage) Reopen(plan Plan) *Storage {
+	if s.disk != nil {
+		panic("fault: Reopen of a handle made by WrapDisk: use Restart, which opens the files again and can fail")
+	}
+	s.replace("Reopen")
+	return Wrap(s.rt, s.inner, plan, s.rec)
+}
+
+// replace kills the handle because a restarted process replaces it.
+func (s *Storage) replace(call string) {
 	s.mu.Lock()
 	if s.reopened {
 		s.mu.Unlock()
-		panic("fault: Reopen called twice on one handle: two processes would share its storage")
+		panic("fault: " + call + " called twice on one handle: two processes would share its storage")
 	}
 	s.reopened = true
 	s.mu.Unlock()
-	s.die(fmt.Errorf("%w: the handle was replaced by Reopen", ErrCrashed), s.inner.LastSeq())
-	return Wrap(s.rt, s.inner, plan, s.rec)
+	s.die(fmt.Errorf("%w: the handle was replaced by %s", ErrCrashed, call), s.inner.LastSeq())
 }
 
 // die kills the handle: it records and wakes every hold that keeps a commit
