@@ -53,20 +53,23 @@ func scanTask(sc interface{ Scan(...any) error }) (*storage.Task, error) {
 		bg, abort          int
 	)
 	if err := sc.Scan(&id, &conv, &t.Kind, &t.Status, &role, &state, &after, &bg, &owns, &abort); err != nil {
-		return nil, err
+		return nil, scanError("tasks", err)
 	}
 	t.ID, t.ConversationID, t.Role, t.Background, t.Abort = ID(id), ID(conv), storage.TaskRole(role), bg != 0, abort != 0
 	if state.Valid {
+		if err := checkJSON("tasks", t.ID, "state", state.String, true); err != nil {
+			return nil, err
+		}
 		t.State = json.RawMessage(state.String)
 	}
 	if after.Valid {
 		if err := json.Unmarshal([]byte(after.String), &t.After); err != nil {
-			return nil, err
+			return nil, &RowError{Table: "tasks", Row: t.ID, Column: "after", Err: err}
 		}
 	}
 	if owns.Valid {
 		if err := json.Unmarshal([]byte(owns.String), &t.Owns); err != nil {
-			return nil, err
+			return nil, &RowError{Table: "tasks", Row: t.ID, Column: "owns", Err: err}
 		}
 	}
 	return &t, nil
@@ -90,23 +93,33 @@ func scanEntry(sc interface{ Scan(...any) error }) (*storage.Entry, error) {
 		e                  storage.Entry
 		id, conv, by       int64
 		data, model, edits sql.NullString
-		head               sql.NullInt64
+		head               any // an integer or NULL; scanned loose to name a bad row
 	)
 	if err := sc.Scan(&id, &conv, &e.Kind, &e.Key, &by, &data, &model, &head, &edits); err != nil {
-		return nil, err
+		return nil, scanError("entries", err)
 	}
-	e.ID, e.ConversationID, e.ByTaskID, e.Head = ID(id), ID(conv), ID(by), ID(head.Int64)
+	e.ID, e.ConversationID, e.ByTaskID = ID(id), ID(conv), ID(by)
+	switch h := head.(type) {
+	case nil:
+	case int64:
+		e.Head = ID(h)
+	default:
+		return nil, &RowError{Table: "entries", Row: e.ID, Column: "head", Err: fmt.Errorf("stored as %T, not an integer", h)}
+	}
 	if data.Valid {
+		if err := checkJSON("entries", e.ID, "data", data.String, true); err != nil {
+			return nil, err
+		}
 		e.Data = json.RawMessage(data.String)
 	}
 	if model.Valid {
 		if err := json.Unmarshal([]byte(model.String), &e.Model); err != nil {
-			return nil, err
+			return nil, &RowError{Table: "entries", Row: e.ID, Column: "model", Err: err}
 		}
 	}
 	if edits.Valid {
 		if err := json.Unmarshal([]byte(edits.String), &e.Edits); err != nil {
-			return nil, err
+			return nil, &RowError{Table: "entries", Row: e.ID, Column: "edits", Err: err}
 		}
 	}
 	return &e, nil
@@ -562,6 +575,9 @@ func (r *reader) latest(ctx context.Context, key string, cap ID) (version, bool,
 	}
 	v.seq, v.deleted = ID(seq), del != 0
 	if val.Valid {
+		if err := checkJSON("value_versions", v.seq, "value", val.String, false); err != nil {
+			return v, false, err
+		}
 		v.value = []byte(val.String)
 	}
 	return v, true, nil
@@ -725,8 +741,22 @@ func scanElement(sc interface{ Scan(...any) error }) (storage.Element, error) {
 		id  int64
 		val string
 	)
-	err := sc.Scan(&id, &val)
-	return storage.Element{ID: ID(id), Value: json.RawMessage(val)}, err
+	if err := sc.Scan(&id, &val); err != nil {
+		return storage.Element{}, scanError("list_elements", err)
+	}
+	if err := checkJSON("list_elements", ID(id), "value", val, false); err != nil {
+		return storage.Element{}, err
+	}
+	return storage.Element{ID: ID(id), Value: json.RawMessage(val)}, nil
+}
+
+// scanError wraps a failed row scan (a column of the wrong type) as a
+// RowError; no-rows stays itself, since callers test for it.
+func scanError(table string, err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	return &RowError{Table: table, Column: "(scan)", Err: err}
 }
 
 // listElements returns up to n visible elements of a list within [lo, hi]

@@ -39,6 +39,36 @@ func (e *VersionError) Error() string {
 	return fmt.Sprintf("sqlite: storage version %q found, want %q", e.Found, e.Wanted)
 }
 
+// RowError reports a stored row that does not decode: the database was
+// edited by hand or by another program. Row is the row's id (a sequence
+// number), or 0 when the row could not be read far enough to know it.
+type RowError struct {
+	Table  string
+	Row    ID
+	Column string
+	Err    error
+}
+
+func (e *RowError) Error() string {
+	return fmt.Sprintf("sqlite: table %s, row %d, column %s: %v", e.Table, e.Row, e.Column, e.Err)
+}
+
+func (e *RowError) Unwrap() error { return e.Err }
+
+// errNotJSON is the cause of a RowError for a JSON column holding something
+// else.
+var errNotJSON = errors.New("not valid JSON")
+
+// checkJSON checks a raw JSON column. optional says the empty string is
+// how an absent payload is stored (entry data, task state); a value or a
+// list element always has one.
+func checkJSON(table string, row ID, column, raw string, optional bool) error {
+	if (optional && raw == "") || json.Valid([]byte(raw)) {
+		return nil
+	}
+	return &RowError{Table: table, Row: row, Column: column, Err: errNotJSON}
+}
+
 // Store is the SQLite backend for one session.
 type Store struct {
 	mu      sync.RWMutex
@@ -328,13 +358,15 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 			return err
 		}
 		if w.Type == storage.WriteSettle {
-			sub := `(SELECT state_key FROM values_index WHERE session=? AND scratch_task=?)`
+			// "scratch_task != 0" lets SQLite use the partial scratch index
+			// instead of walking every state key of the session.
+			sub := `(SELECT state_key FROM values_index WHERE session=? AND scratch_task=? AND scratch_task != 0)`
 			for _, tbl := range []string{"value_versions", "list_elements", "list_clears", "list_removes"} {
 				if _, err := q.ExecContext(ctx, `DELETE FROM `+tbl+` WHERE session=? AND state_key IN `+sub, sess, sess, int64(w.ID)); err != nil {
 					return err
 				}
 			}
-			_, err := q.ExecContext(ctx, `DELETE FROM values_index WHERE session=? AND scratch_task=?`, sess, int64(w.ID))
+			_, err := q.ExecContext(ctx, `DELETE FROM values_index WHERE session=? AND scratch_task=? AND scratch_task != 0`, sess, int64(w.ID))
 			return err
 		}
 		return nil
