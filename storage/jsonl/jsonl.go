@@ -51,10 +51,19 @@ type Store struct {
 	scratchDir string
 	opts       Options
 	main       *os.File
+	// scratch holds the open scratch files of live tasks, so a streaming
+	// task's frames cost a write each, not an open and a close; at most
+	// scratchFilesOpenMax stay open.
+	scratch map[storage.ID]*os.File
+	// scratchDirReady is set once the scratch directory exists.
+	scratchDirReady bool
 	// unlinkFailures lists settled tasks whose retired scratch file could
 	// not be removed; the main file's settlement makes them irrelevant.
 	unlinkFailures []storage.ID
 }
+
+// scratchFilesOpenMax bounds the scratch files a store keeps open.
+const scratchFilesOpenMax = 64
 
 var _ storage.Storage = (*Store)(nil)
 
@@ -94,12 +103,37 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := s.replayScratch(ctx); err != nil {
 		return nil, err
 	}
+	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, fileMode)
 	if err != nil {
 		return nil, &FileError{Path: path, Err: err}
 	}
 	s.main = f
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A new file survives a power loss only once its directory entry
+		// is on disk too.
+		if err := s.syncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// syncDir makes directory entries durable, when the fsync policy asks for it.
+func (s *Store) syncDir(dir string) error {
+	if !s.opts.Fsync {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return &FileError{Path: dir, Err: err}
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return &FileError{Path: dir, Err: err}
+	}
+	return nil
 }
 
 // replayFile applies every complete line of a file. A torn final line is
@@ -227,6 +261,10 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 	s.Store.Publish(batch) // validated above; the bytes are written: publish
 	for _, w := range batch.Writes {
 		if w.Type == storage.WriteSettle {
+			if f := s.scratch[w.ID]; f != nil {
+				_ = f.Close() // retired: its bytes no longer matter
+				delete(s.scratch, w.ID)
+			}
 			if err := os.Remove(s.scratchFile(w.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				s.unlinkFailures = append(s.unlinkFailures, w.ID)
 			}
@@ -251,18 +289,63 @@ func (s *Store) write(f *os.File, raw []byte) error {
 }
 
 func (s *Store) appendScratch(task storage.ID, raw []byte) error {
-	if err := os.MkdirAll(s.scratchDir, dirMode); err != nil {
-		return &FileError{Path: s.scratchDir, Err: err}
+	f := s.scratch[task]
+	if f == nil {
+		var err error
+		if f, err = s.openScratch(task); err != nil {
+			return err
+		}
 	}
-	f, err := os.OpenFile(s.scratchFile(task), os.O_CREATE|os.O_WRONLY|os.O_APPEND, fileMode)
+	return s.write(f, raw)
+}
+
+// openScratch opens (creating if need be) a task's scratch file for
+// appending and keeps it open.
+func (s *Store) openScratch(task storage.ID) (*os.File, error) {
+	if !s.scratchDirReady {
+		_, statErr := os.Stat(s.scratchDir)
+		if err := os.MkdirAll(s.scratchDir, dirMode); err != nil {
+			return nil, &FileError{Path: s.scratchDir, Err: err}
+		}
+		if errors.Is(statErr, fs.ErrNotExist) {
+			if err := s.syncDir(filepath.Dir(s.scratchDir)); err != nil {
+				return nil, err
+			}
+		}
+		s.scratchDirReady = true
+	}
+	path := s.scratchFile(task)
+	_, statErr := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, fileMode)
 	if err != nil {
-		return &FileError{Path: s.scratchFile(task), Err: err}
+		return nil, &FileError{Path: path, Err: err}
 	}
-	werr := s.write(f, raw)
-	if cerr := f.Close(); werr == nil && cerr != nil {
-		werr = &FileError{Path: f.Name(), Err: cerr}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		if err := s.syncDir(s.scratchDir); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
-	return werr
+	if s.scratch == nil {
+		s.scratch = map[storage.ID]*os.File{}
+	}
+	if len(s.scratch) >= scratchFilesOpenMax {
+		s.closeScratch()
+	}
+	s.scratch[task] = f
+	return f, nil
+}
+
+// closeScratch closes every open scratch file; their bytes are written.
+func (s *Store) closeScratch() error {
+	var first error
+	for id, f := range s.scratch {
+		if err := f.Close(); err != nil && first == nil {
+			first = &FileError{Path: f.Name(), Err: err}
+		}
+		delete(s.scratch, id)
+	}
+	return first
 }
 
 // UnlinkFailures lists settled tasks whose scratch file could not be removed.
@@ -273,13 +356,14 @@ func (s *Store) Close(ctx context.Context) error {
 	if err := s.Store.Close(ctx); err != nil {
 		return err
 	}
+	serr := s.closeScratch()
 	if s.main == nil {
-		return nil
+		return serr
 	}
 	err := s.main.Close()
 	s.main = nil
 	if err != nil {
 		return &FileError{Path: s.path, Err: err}
 	}
-	return nil
+	return serr
 }
