@@ -543,7 +543,8 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, _ s
 		d.phase = phaseStopping
 	}
 	if batch.Kind == storage.BatchScratch {
-		return nil
+		d.h.flushPreview(batch.Task, &acts)
+		return acts.run
 	}
 	var affected, created []storage.ID
 	for i := range batch.Writes {
@@ -588,6 +589,7 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, _ s
 			lt := d.live[w.ID]
 			lt.epoch++
 			d.removeLive(w.ID)
+			delete(d.h.previews, w.ID)
 			affected = append(affected, d.dependents[w.ID]...)
 			delete(d.dependents, w.ID)
 			for _, tw := range d.tasksW[w.ID] {

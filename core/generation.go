@@ -218,6 +218,11 @@ func streamFrames(ctx context.Context, rt *TaskRuntime, stream ai.Stream) (*ai.M
 	if err != nil {
 		return nil, err
 	}
+	tr, err := rt.Preview(ctx)
+	if err != nil {
+		return nil, err
+	}
+	preview := &streamPreview{tr: tr}
 	var enc ai.FrameEncoder
 	var final *ai.Message
 	for final == nil {
@@ -239,6 +244,9 @@ func streamFrames(ctx context.Context, rt *TaskRuntime, stream ai.Stream) (*ai.M
 			break
 		}
 		if emit {
+			if err := preview.apply(frame); err != nil {
+				return nil, err
+			}
 			progress.Write(func(sc ScratchTx) error { sc.Append(framesList.Address, frame); return nil })
 		}
 	}
@@ -505,6 +513,20 @@ func (k generationKind) Abort(ctx context.Context, task *storage.Task, rt *TaskR
 		return nil
 	})
 	return err
+}
+
+// InitPreview builds a generation's preview, its partial answer, from the
+// frames in scratch (null before the stream starts).
+func (generationKind) InitPreview(ctx context.Context, task *storage.Task, sc ScratchReader) (any, error) {
+	frames, err := readScratchFrom[ai.Frame](sc, framesList.Address)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ai.ReduceFrames(frames)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	return previewValue(m)
 }
 
 // durablePartial rebuilds the partial answer from the frames in scratch;

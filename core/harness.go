@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/storage"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -35,6 +36,10 @@ type Options struct {
 	Models *Models
 	Tools  []Tool
 	Retry  RetryPolicy
+	// OnTaskOutput receives each flush of a task's preview (the ops after
+	// one of its scratch commits), outside the line, in commit order. It
+	// must not block.
+	OnTaskOutput func(TaskOutput)
 	// Report receives task and hook errors that are reported rather than
 	// fatal, and the fault that stops a session. It must not block.
 	Report func(error)
@@ -52,6 +57,10 @@ type Harness struct {
 	tools  *toolRegistry
 	hooks  atomic.Pointer[hookTable]
 	root   storage.ID
+
+	// previews holds the preview trackers of live tasks; used on the line
+	// (and by the invocation that owns the task while the line waits on it).
+	previews map[storage.ID]*delta.Tracker
 
 	// contexts caches derived contexts by conversation; used on the line only.
 	contexts   map[storage.ID]*contextCache

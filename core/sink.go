@@ -3,9 +3,11 @@ package core
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -270,16 +272,45 @@ func resultData(st ToolOutputState) ToolResultData {
 type ToolOutput struct {
 	fold     *outputFold
 	progress *Progress
+	preview  *delta.Tracker
 	Details  map[string]any
 }
 
 func (o *ToolOutput) emit(op SinkOp) {
 	o.fold.apply(op)
+	o.trackPreview()
 	if o.progress != nil {
 		o.progress.Write(func(sc ScratchTx) error {
 			sc.Append(sinkOpsList.Address, op)
 			return nil
 		})
+	}
+}
+
+// trackPreview brings the preview, the output state so far, up to date.
+// Each top-level field is set in key order; the tracker's flush turns an
+// appended text into one a op and a sliding tail into t and a.
+func (o *ToolOutput) trackPreview() {
+	if o.preview == nil {
+		return
+	}
+	v, err := previewValue(o.fold.result(nil, nil))
+	if err != nil {
+		return
+	}
+	m, _ := v.(map[string]any)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := o.preview.Set(delta.Path{k}, m[k]); err != nil {
+			// The base was not an object (a preview built before the tool
+			// ran): start it over from this state.
+			_ = o.preview.Replace(v)
+			return
+		}
 	}
 }
 

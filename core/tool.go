@@ -136,6 +136,9 @@ type ToolState struct {
 	BudgetMs int64           `json:"budgetMs"`
 	Args     json.RawMessage `json:"args,omitempty"`
 	Replay   ReplayPolicy    `json:"replay,omitempty"`
+	// Limits are the output limits the running call was given, so that
+	// its output folds the same way after a restart.
+	Limits OutputLimits `json:"limits,omitempty"`
 	// Output and Result are set when the call settles.
 	Output *ToolOutputState `json:"output,omitempty"`
 	Result storage.ID       `json:"result,omitempty"`
@@ -187,12 +190,12 @@ func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *TaskRunti
 		replay = ReplayNever
 	}
 	if _, err := rt.Commit(ctx, func(tx *ConversationTx) error {
-		tx.Patch(task.ID, TaskPatch{Status: "running", State: map[string]any{"args": args, "replay": replay}})
+		tx.Patch(task.ID, TaskPatch{Status: "running", State: map[string]any{"args": args, "replay": replay, "limits": tool.Output}})
 		return nil
 	}); err != nil {
 		return err
 	}
-	st.Args, st.Replay = args, replay
+	st.Args, st.Replay, st.Limits = args, replay, tool.Output
 	return runTool(ctx, rt, task, st, tool)
 }
 
@@ -238,7 +241,11 @@ func runTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, st ToolSt
 			return ctx.Err()
 		}
 	}
-	out := &ToolOutput{fold: newOutputFold(tool.Output), progress: progress, Details: map[string]any{}}
+	tr, err := rt.Preview(ctx)
+	if err != nil {
+		return err
+	}
+	out := &ToolOutput{fold: newOutputFold(st.Limits), progress: progress, preview: tr, Details: map[string]any{}}
 	budget := time.Duration(st.BudgetMs) * time.Millisecond
 	runErr := invokeTool(ctx, tool, st.Call.ID, st.Args, out, &ToolRuntime{TaskRuntime: rt, Budget: budget})
 	if err := progress.Drain(); err != nil {
@@ -310,7 +317,7 @@ func (k toolKind) Recover(ctx context.Context, task *storage.Task, rt *TaskRunti
 	if known && st.Replay == ReplaySafe {
 		return runTool(ctx, rt, task, st, tool)
 	}
-	out, err := durableOutput(ctx, rt, tool.Output)
+	out, err := durableOutput(ctx, rt, st.Limits)
 	if err != nil {
 		return err
 	}
@@ -323,7 +330,7 @@ func (k toolKind) Abort(ctx context.Context, task *storage.Task, rt *TaskRuntime
 	if err != nil {
 		return err
 	}
-	out, err := durableOutput(ctx, rt, rt.h.tools.byName[st.Call.Name].Output)
+	out, err := durableOutput(ctx, rt, st.Limits)
 	if err != nil {
 		return err
 	}
@@ -344,24 +351,56 @@ func durableOutput(ctx context.Context, rt *TaskRuntime, limits OutputLimits) (*
 func readScratchList[T any](ctx context.Context, rt *TaskRuntime, addr storage.Address) ([]T, error) {
 	var out []T
 	_, err := rt.Scratch(ctx, func(sc ScratchTx) error {
-		q := storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}
-		for {
-			page, err := sc.ReadList(addr, q)
-			if err != nil {
-				return err
-			}
-			for _, e := range page.Items {
-				var v T
-				if err := json.Unmarshal(e.Value, &v); err != nil {
-					return fmt.Errorf("core: scratch %s element %d: %w", addr, e.ID, err)
-				}
-				out = append(out, v)
-			}
-			if page.Next == 0 {
-				return nil
-			}
-			q.After = page.Next
-		}
+		var err error
+		out, err = readScratchFrom[T](sc, addr)
+		return err
 	})
 	return out, err
+}
+
+// readScratchFrom reads a whole scratch list through a reader.
+func readScratchFrom[T any](sc ScratchReader, addr storage.Address) ([]T, error) {
+	var out []T
+	q := storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}
+	for {
+		page, err := sc.ReadList(addr, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Items {
+			var v T
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				return nil, fmt.Errorf("core: scratch %s element %d: %w", addr, e.ID, err)
+			}
+			out = append(out, v)
+		}
+		if page.Next == 0 {
+			return out, nil
+		}
+		q.After = page.Next
+	}
+}
+
+// InitPreview builds a tool's preview, its output state so far, from the
+// sink operations in scratch.
+func (toolKind) InitPreview(ctx context.Context, task *storage.Task, sc ScratchReader) (any, error) {
+	st, err := decodeState[ToolState](task)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := readScratchFrom[SinkOp](sc, sinkOpsList.Address)
+	if err != nil {
+		return nil, err
+	}
+	return toolPreview(st.Limits, ops)
+}
+
+// toolPreview is the preview of a tool's output after ops: its output
+// state so far, without the details the call records when it settles.
+func toolPreview(limits OutputLimits, ops []SinkOp) (any, error) {
+	f := newOutputFold(limits)
+	for _, op := range ops {
+		f.apply(op)
+	}
+	return previewValue(f.result(nil, nil))
 }
