@@ -537,15 +537,16 @@ func (d *driver) dependsOn(deps []storage.ID, target storage.ID, created map[sto
 
 // afterCommit applies a whole persisted batch to the indexes, then
 // reconsiders the changed tasks and waiters. It runs on the line.
-func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, _ storage.Range) func() {
+func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r storage.Range) func() {
 	var acts actions
 	if ctx.Value(shutdownKey{}) != nil {
 		d.phase = phaseStopping
 	}
 	if batch.Kind == storage.BatchScratch {
-		d.h.flushPreview(batch.Task, &acts)
+		d.h.flushPreview(batch.Task, r, &acts)
 		return acts.run
 	}
+	d.h.watchEvents(ctx, batch, r)
 	var affected, created []storage.ID
 	for i := range batch.Writes {
 		w := &batch.Writes[i]
@@ -829,6 +830,7 @@ func (d *driver) faultLocked(ctx context.Context, fe *FaultError, acts *actions)
 	}
 	d.phase, d.fault = phaseFaulted, fe
 	acts.add(func() { d.h.report(fe) })
+	d.h.endWatchers(ConversationEvent{Type: EventFault, Error: fe.Error()})
 	d.release("", fe, fe, acts)
 	d.startCloser(ctx, acts)
 	d.checkDrained()

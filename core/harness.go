@@ -61,6 +61,8 @@ type Harness struct {
 	// previews holds the preview trackers of live tasks; used on the line
 	// (and by the invocation that owns the task while the line waits on it).
 	previews map[storage.ID]*delta.Tracker
+	// watchers are the conversation watches by conversation; used on the line.
+	watchers map[storage.ID][]*WatchHandle
 
 	// contexts caches derived contexts by conversation; used on the line only.
 	contexts   map[storage.ID]*contextCache
@@ -410,6 +412,7 @@ func (h *Harness) Close(ctx context.Context) error {
 		if d.phase == phaseOpen || d.phase == phaseStopping {
 			d.phase = phaseClosing
 			d.release(Closed, nil, ErrClosed, &acts)
+			h.endWatchers(ConversationEvent{Type: EventClosed, ReadAt: h.Store().LastSeq()})
 		}
 		d.startCloser(ctx, &acts)
 		d.checkDrained()

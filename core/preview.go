@@ -48,8 +48,9 @@ func (h *Harness) previewOf(ctx context.Context, t *storage.Task) (*delta.Tracke
 	if err != nil {
 		return nil, fmt.Errorf("core: preview of task %d: %w", t.ID, err)
 	}
+	// The first flush is the base (an r op), so that a watcher whose view
+	// predates the preview gets it whole.
 	tr := delta.NewTracker(v)
-	tr.Flush() // the base: the first flush after init is the base, already known
 	if h.previews == nil {
 		h.previews = map[storage.ID]*delta.Tracker{}
 	}
@@ -106,17 +107,20 @@ func (h *Harness) Preview(ctx context.Context, task storage.ID) (v any, ok bool,
 // flushPreview turns a task's preview changes since the last flush into a
 // task output, after a scratch commit of the task. It runs on the line,
 // where the invocation that mutates the tracker is waiting for its commit.
-func (h *Harness) flushPreview(task storage.ID, acts *actions) {
+func (h *Harness) flushPreview(task storage.ID, r storage.Range, acts *actions) {
 	tr := h.previews[task]
 	if tr == nil {
 		return
 	}
 	ops := tr.Flush()
-	if len(ops) == 0 || h.opts.OnTaskOutput == nil {
+	if len(ops) == 0 {
 		return
 	}
-	out := TaskOutput{Task: task, Ops: ops}
-	acts.add(func() { h.opts.OnTaskOutput(out) })
+	h.watchOutput(task, ops, r.Last)
+	if h.opts.OnTaskOutput != nil {
+		out := TaskOutput{Task: task, Ops: ops}
+		acts.add(func() { h.opts.OnTaskOutput(out) })
+	}
 }
 
 // previewValue turns a Go value into the preview's JSON representation.

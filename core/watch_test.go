@@ -1,0 +1,249 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
+)
+
+// watched is a started watch that records what it delivered.
+type watched struct {
+	w      *core.WatchHandle
+	base   []byte // the initial view, as a thin client receives it
+	events []core.ConversationEvent
+}
+
+func startWatch(t testing.TB, ctx context.Context, h *core.Harness, conv storage.ID, onEvent func(*watched, core.ConversationEvent)) *watched {
+	t.Helper()
+	w := must(h.Watch(ctx, conv, core.WatchOptions{Tail: 1000}))
+	r := &watched{w: w, base: must(json.Marshal(w.View()))}
+	w.Start(ctx, func(e core.ConversationEvent) {
+		r.events = append(r.events, e)
+		if onEvent != nil {
+			onEvent(r, e)
+		}
+	})
+	return r
+}
+
+// caughtUp yields until the watch has delivered every commit so far.
+func caughtUp(ctx context.Context, s *sim.Sim, h *core.Harness, r *watched, last storage.ID) {
+	for i := 0; i < 10_000 && r.w.View().ReadAt < last; i++ {
+		must(0, s.Runtime().Sleep(ctx, 0))
+	}
+}
+
+// viewsEqual compares two views as a client sees them: their JSON.
+func viewsEqual(t testing.TB, what string, want, got *core.ConversationView) {
+	t.Helper()
+	norm := func(v *core.ConversationView) map[string]any {
+		var m map[string]any
+		must(0, json.Unmarshal(must(json.Marshal(v)), &m))
+		delete(m, "readAt") // commits that change nothing here raise only the capture's
+		return m
+	}
+	if diff := cmp.Diff(norm(want), norm(got), cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("%s (-capture +folded):\n%s", what, diff)
+	}
+}
+
+// The fold is correct: after a session of turns with tools, steering, a
+// queued write, a reset, an abort and a cancel, the view folded from the
+// events equals a fresh capture, and so does a thin client's fold of the
+// JSON event stream with no kinds registered.
+func TestFoldedViewEqualsAFreshCaptureAndAThinClientFold(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(calls("a", "b"), answer("first").WithDelay(time.Second), answer("second"), answer("never").WithDelay(time.Hour))
+		c := a.h.Root()
+		r := startWatch(t, ctx, a.h, c.ID, nil)
+		done := s.Runtime().NewEvent("turn")
+		must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		s.Runtime().Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
+		must(c.Steer(ctx, userText("steer")))
+		must(c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"note": "n"}}))
+		q := must(c.FollowUp(ctx, userText("later")))
+		if s.Rand().IntN(2) == 0 {
+			must(c.CancelQueued(ctx, q))
+		}
+		must(0, done.Wait(ctx))
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, c.ID); return nil }))
+		must(c.Accept(ctx, userText("stuck"), core.AcceptOptions{}))
+		done2 := s.Runtime().NewEvent("turn2")
+		s.Runtime().Go(ctx, "driver2", func(ctx context.Context) { must(c.Drive(ctx)); done2.Set() })
+		must(0, s.Runtime().Sleep(ctx, time.Duration(s.Rand().IntN(3000))*time.Millisecond))
+		must(0, c.Abort(ctx))
+		must(0, done2.Wait(ctx))
+
+		caughtUp(ctx, s, a.h, r, a.h.Store().LastSeq())
+		fresh := must(a.h.Watch(ctx, c.ID, core.WatchOptions{Tail: 1000}))
+		viewsEqual(t, "folded view", fresh.View(), r.w.View())
+		fresh.Unsubscribe()
+
+		// A thin client: the base and the events as JSON, folded with no
+		// harness at all.
+		var thin core.ConversationView
+		must(0, json.Unmarshal(r.base, &thin))
+		for _, e := range r.events {
+			var decoded core.ConversationEvent
+			must(0, json.Unmarshal(must(json.Marshal(e)), &decoded))
+			must(0, core.ApplyEvent(&thin, decoded))
+		}
+		viewsEqual(t, "thin client's view", fresh.View(), &thin)
+		for i := 1; i < len(r.events); i++ {
+			if r.events[i].ReadAt < r.events[i-1].ReadAt {
+				t.Fatalf("event %d (commit %d) delivered after commit %d: events must arrive in commit order", i, r.events[i].ReadAt, r.events[i-1].ReadAt)
+			}
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
+
+func TestIdleAcceptEmitsNoInboxEventWhileQueuedInputDoes(t *testing.T) {
+	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(answer("one").WithDelay(time.Second), answer("two"))
+		c := a.h.Root()
+		r := startWatch(t, ctx, a.h, c.ID, nil)
+		must(c.Accept(ctx, userText("idle"), core.AcceptOptions{}))
+		done := s.Runtime().NewEvent("turn")
+		s.Runtime().Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
+		busy := must(c.Accept(ctx, userText("busy"), core.AcceptOptions{}))
+		must(0, done.Wait(ctx))
+		caughtUp(ctx, s, a.h, r, a.h.Store().LastSeq())
+		var ops []core.InboxOp
+		for _, e := range r.events {
+			if e.Type == core.EventInbox {
+				ops = append(ops, e.Inbox...)
+			}
+		}
+		if len(ops) != 2 || ops[0].Type != "append" || ops[0].Item.ID != busy || ops[1].Type != "remove" || ops[1].ID != busy {
+			t.Fatalf("inbox ops = %+v; want only the busy input's append and, when it landed, its remove", ops)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
+
+// A listener that falls behind gets a fault, resnapshots from inside the
+// listener without deadlock, and the watch goes on from the new view.
+func TestLaggingWatchFaultsThenResnapshotsFromInsideTheListener(t *testing.T) {
+	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := open(t, ctx, s, nil)
+		c := h.Root()
+		faults, resnapped := 0, 0
+		slow := true
+		r := startWatch(t, ctx, h, c.ID, func(r *watched, e core.ConversationEvent) {
+			if e.Type == core.EventFault {
+				faults++
+				must(r.w.Resnapshot(ctx))
+				resnapped++
+				slow = false
+				return
+			}
+			if slow {
+				must(0, s.Runtime().Sleep(ctx, time.Hour)) // a listener stuck behind
+			}
+		})
+		for i := range 1100 {
+			must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+				tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]int{"i": i}})
+				return nil
+			}))
+		}
+		must(0, s.Runtime().Sleep(ctx, 2*time.Hour))
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]string{"after": "resnapshot"}})
+			return nil
+		}))
+		caughtUp(ctx, s, h, r, h.Store().LastSeq())
+		if faults != 1 || resnapped != 1 {
+			t.Fatalf("faults %d, resnapshots %d; want one of each", faults, resnapped)
+		}
+		fresh := must(h.Watch(ctx, c.ID, core.WatchOptions{Tail: 1000}))
+		viewsEqual(t, "view after resnapshot and more events", fresh.View(), r.w.View())
+		must(0, h.Close(ctx))
+	})
+}
+
+func TestAPanickingListenerIsReportedAndUnsubscribedWithoutHarmingOthers(t *testing.T) {
+	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+		var reports []error
+		h := must(core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), Report: func(err error) { reports = append(reports, err) }}))
+		c := h.Root()
+		bad := startWatch(t, ctx, h, c.ID, func(*watched, core.ConversationEvent) { panic("renderer bug") })
+		good := startWatch(t, ctx, h, c.ID, nil)
+		for i := range 3 {
+			must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+				tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]int{"i": i}})
+				return nil
+			}))
+		}
+		caughtUp(ctx, s, h, good, h.Store().LastSeq())
+		if n := countType(good.events, core.EventEntry); n != 3 {
+			t.Fatalf("the healthy watch got %d entry events; want 3", n)
+		}
+		if len(bad.events) != 1 || len(reports) != 1 {
+			t.Fatalf("panicking watch got %d events, %d reports; want one event, then unsubscribed and reported", len(bad.events), len(reports))
+		}
+		must(0, h.Close(ctx))
+	})
+}
+
+func countType(es []core.ConversationEvent, typ string) int {
+	n := 0
+	for _, e := range es {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// Regression (an earlier prototype dropped late deltas): events committed
+// between the capture and Start, and task outputs flushed after a task's
+// start event, all reach the view.
+func TestEventsBetweenCaptureAndStartAreDelivered(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(answer("streamed answer with several words in it"))
+		c := a.h.Root()
+		w := must(a.h.Watch(ctx, c.ID, core.WatchOptions{Tail: 100}))
+		must(c.Prompt(ctx, userText("go"), core.AcceptOptions{}))
+		r := &watched{w: w}
+		w.Start(ctx, func(e core.ConversationEvent) { r.events = append(r.events, e) })
+		caughtUp(ctx, s, a.h, r, a.h.Store().LastSeq())
+		if countType(r.events, core.EventTaskOutput) == 0 {
+			t.Fatal("no task_output delivered: the stream's deltas were dropped")
+		}
+		fresh := must(a.h.Watch(ctx, c.ID, core.WatchOptions{Tail: 100}))
+		viewsEqual(t, "view folded after a late start", fresh.View(), w.View())
+		must(0, a.h.Close(ctx))
+	})
+}
+
+// Closing the harness ends every watch with a closed event.
+func TestCloseEndsWatchesWithClosed(t *testing.T) {
+	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := open(t, ctx, s, nil)
+		r := startWatch(t, ctx, h, h.Root().ID, nil)
+		must(0, h.Close(ctx))
+		for i := 0; i < 100 && len(r.events) == 0; i++ {
+			must(0, s.Runtime().Sleep(ctx, 0))
+		}
+		if len(r.events) != 1 || r.events[0].Type != core.EventClosed {
+			t.Fatalf("events = %+v; want one closed", r.events)
+		}
+		if _, err := h.Watch(ctx, h.Root().ID, core.WatchOptions{}); !errors.Is(err, core.ErrClosed) {
+			t.Fatalf("watch after close = %v; want ErrClosed", err)
+		}
+	})
+}
