@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -167,4 +168,88 @@ func cmpID(a, b storage.ID) int {
 		return 1
 	}
 	return 0
+}
+
+// MarshalJSON writes the reference's shape for each event type: a
+// task_output's "task" is the task id and its "ops" the delta ops; an
+// inbox event's "ops" are inbox ops; a value event omits "value" when the
+// value was deleted.
+func (e ConversationEvent) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"type": e.Type}
+	if e.ReadAt != 0 {
+		m["readAt"] = e.ReadAt
+	}
+	switch e.Type {
+	case EventEntry:
+		m["entry"] = e.Entry
+	case EventTaskStart, EventTaskEnd:
+		m["task"] = e.Task
+	case EventTaskUpdate:
+		m["task"], m["previous"] = e.Task, e.Previous
+	case EventTaskOutput:
+		m["task"], m["ops"] = e.TaskID, e.Ops
+	case EventValue:
+		m["addr"] = e.Addr
+		if !e.Deleted {
+			m["value"] = e.Value
+		}
+	case EventInbox:
+		m["ops"] = e.Inbox
+	case EventContext:
+		m["ids"] = e.IDs
+	case EventFault:
+		m["error"] = e.Error
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *ConversationEvent) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	var out ConversationEvent
+	field := func(name string, into any) error {
+		if r, ok := raw[name]; ok {
+			if err := json.Unmarshal(r, into); err != nil {
+				return fmt.Errorf("core: %s event: %s: %w", out.Type, name, err)
+			}
+		}
+		return nil
+	}
+	if err := field("type", &out.Type); err != nil {
+		return err
+	}
+	var errs []error
+	errs = append(errs, field("readAt", &out.ReadAt))
+	switch out.Type {
+	case EventEntry:
+		errs = append(errs, field("entry", &out.Entry))
+	case EventTaskStart, EventTaskEnd, EventTaskUpdate:
+		errs = append(errs, field("task", &out.Task), field("previous", &out.Previous))
+	case EventTaskOutput:
+		errs = append(errs, field("task", &out.TaskID), field("ops", &out.Ops))
+	case EventValue:
+		errs = append(errs, field("addr", &out.Addr))
+		if v, ok := raw["value"]; ok {
+			out.Value = slices.Clone(v)
+		} else {
+			out.Deleted = true
+		}
+	case EventInbox:
+		errs = append(errs, field("ops", &out.Inbox))
+	case EventContext:
+		errs = append(errs, field("ids", &out.IDs))
+	case EventFault:
+		errs = append(errs, field("error", &out.Error))
+	case EventClosed:
+	default:
+		return fmt.Errorf("core: unknown conversation event %q", out.Type)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	*e = out
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
@@ -246,4 +247,37 @@ func TestCloseEndsWatchesWithClosed(t *testing.T) {
 			t.Fatalf("watch after close = %v; want ErrClosed", err)
 		}
 	})
+}
+
+func TestConversationEventsHaveTheReferenceJSONShapes(t *testing.T) {
+	cases := []struct {
+		event core.ConversationEvent
+		want  string
+	}{
+		{core.ConversationEvent{Type: core.EventTaskOutput, TaskID: 7, Ops: []delta.Op{delta.Append(delta.Path{"content", 0, "text"}, "hi")}},
+			`{"ops":[["a",["content",0,"text"],"hi"]],"task":7,"type":"task_output"}`},
+		{core.ConversationEvent{Type: core.EventInbox, Inbox: []core.InboxOp{{Type: "remove", ID: 9}}},
+			`{"ops":[{"type":"remove","id":9}],"type":"inbox"}`},
+		{core.ConversationEvent{Type: core.EventValue, Addr: "a", Value: json.RawMessage(`null`)}, `{"addr":"a","type":"value","value":null}`},
+		{core.ConversationEvent{Type: core.EventValue, Addr: "a", Deleted: true}, `{"addr":"a","type":"value"}`},
+		{core.ConversationEvent{Type: core.EventContext, IDs: []storage.ID{3, 5}, ReadAt: 6}, `{"ids":[3,5],"readAt":6,"type":"context"}`},
+		{core.ConversationEvent{Type: core.EventFault, Error: "boom"}, `{"error":"boom","type":"fault"}`},
+		{core.ConversationEvent{Type: core.EventClosed}, `{"type":"closed"}`},
+	}
+	for _, tc := range cases {
+		got := string(must(json.Marshal(tc.event)))
+		if got != tc.want {
+			t.Errorf("%s: got %s; want %s", tc.event.Type, got, tc.want)
+			continue
+		}
+		var back core.ConversationEvent
+		must(0, json.Unmarshal([]byte(got), &back))
+		if diff := cmp.Diff(tc.event, back, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s round trip (-want +got):\n%s", tc.event.Type, diff)
+		}
+	}
+	var e core.ConversationEvent
+	if err := json.Unmarshal([]byte(`{"type":"nope"}`), &e); err == nil {
+		t.Error("an unknown event type decoded")
+	}
 }
