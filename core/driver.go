@@ -547,6 +547,7 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 		return acts.run
 	}
 	d.h.watchEvents(ctx, batch, r)
+	d.h.sessionEvents(ctx, batch, r)
 	var affected, created []storage.ID
 	for i := range batch.Writes {
 		w := &batch.Writes[i]
@@ -830,7 +831,7 @@ func (d *driver) faultLocked(ctx context.Context, fe *FaultError, acts *actions)
 	}
 	d.phase, d.fault = phaseFaulted, fe
 	acts.add(func() { d.h.report(fe) })
-	d.h.endWatchers(ConversationEvent{Type: EventFault, Error: fe.Error()})
+	d.h.endWatchers(ConversationEvent{Type: EventFault, Error: fe.Error()}, SessionEvent{Type: SessionEventFault, Task: fe.Task, Kind: fe.Kind, Method: fe.Method, Error: fe.Error()})
 	d.release("", fe, fe, acts)
 	d.startCloser(ctx, acts)
 	d.checkDrained()

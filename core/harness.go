@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/pico-go/pico/core/delta"
@@ -61,8 +62,13 @@ type Harness struct {
 	// previews holds the preview trackers of live tasks; used on the line
 	// (and by the invocation that owns the task while the line waits on it).
 	previews map[storage.ID]*delta.Tracker
-	// watchers are the conversation watches by conversation; used on the line.
-	watchers map[storage.ID][]*WatchHandle
+	// watchers are the conversation watches by conversation, and
+	// sessionWatchers the session watches; used on the line. Reports
+	// reach session watchers off the line through the copy watchMu guards.
+	watchers            map[storage.ID][]*WatchHandle
+	sessionWatchers     []*SessionWatchHandle
+	watchMu             sync.Mutex
+	sessionWatchersCopy []*SessionWatchHandle
 
 	// contexts caches derived contexts by conversation; used on the line only.
 	contexts   map[storage.ID]*contextCache
@@ -166,6 +172,7 @@ func (h *Harness) Runtime() Runtime { return h.rt }
 func (h *Harness) Store() storage.Storage { return h.line.Store() }
 
 func (h *Harness) report(err error) {
+	h.reportToWatchers(err)
 	if h.opts.Report != nil {
 		h.opts.Report(err)
 	}
@@ -412,7 +419,7 @@ func (h *Harness) Close(ctx context.Context) error {
 		if d.phase == phaseOpen || d.phase == phaseStopping {
 			d.phase = phaseClosing
 			d.release(Closed, nil, ErrClosed, &acts)
-			h.endWatchers(ConversationEvent{Type: EventClosed, ReadAt: h.Store().LastSeq()})
+			h.endWatchers(ConversationEvent{Type: EventClosed, ReadAt: h.Store().LastSeq()}, SessionEvent{Type: SessionEventClosed})
 		}
 		d.startCloser(ctx, &acts)
 		d.checkDrained()

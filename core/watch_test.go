@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -280,4 +283,69 @@ func TestConversationEventsHaveTheReferenceJSONShapes(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"type":"nope"}`), &e); err == nil {
 		t.Error("an unknown event type decoded")
 	}
+}
+
+// The session watch's usage totals are the fold of the usage rows it
+// delivered — retried, failed and aborted attempts included — and its view
+// equals a fresh capture, forks and reported hook errors among the events.
+func TestSessionWatchUsageTotalsEqualTheFoldOfUsageRows(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(faux.RateLimited(), answer("after a retry"), faux.Reply().WithError("boom"),
+			answer(strings.Repeat("long ", 200)).WithDelay(time.Hour))
+		sw := must(a.h.WatchSession(ctx))
+		var events []core.SessionEvent
+		sw.Start(ctx, func(e core.SessionEvent) { events = append(events, e) })
+		a.h.Hooks().On(core.GenerationKind, core.HookAfterResponse, core.Hook(func(context.Context, core.AfterResponseInput) (any, error) {
+			return nil, errors.New("metrics down")
+		}), core.HookOptions{})
+		c := a.h.Root()
+		first := must(c.Prompt(ctx, userText("one"), core.AcceptOptions{}))
+		must(c.Prompt(ctx, userText("two"), core.AcceptOptions{}))
+		must(c.Fork(ctx, first.ID, core.ForkOptions{}))
+		must(c.Accept(ctx, userText("three"), core.AcceptOptions{}))
+		done := s.Runtime().NewEvent("turn")
+		s.Runtime().Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
+		must(0, s.Runtime().Sleep(ctx, time.Duration(1000+s.Rand().IntN(500))*time.Millisecond))
+		must(0, c.Abort(ctx))
+		must(0, done.Wait(ctx))
+		for i := 0; i < 10_000 && sw.View().ReadAt < a.h.Store().LastSeq(); i++ {
+			must(0, s.Runtime().Sleep(ctx, 0))
+		}
+		var sum ai.Usage
+		var outcomes []string
+		reports, forks := 0, 0
+		for _, e := range events {
+			switch e.Type {
+			case core.SessionEventUsage:
+				outcomes = append(outcomes, e.Row.Outcome)
+				if e.Row.Usage != nil {
+					sum = sum.Add(*e.Row.Usage)
+				}
+				if *e.Totals != sum {
+					t.Fatalf("totals after %s row = %+v; want the fold %+v", e.Row.Outcome, *e.Totals, sum)
+				}
+			case core.SessionEventReport:
+				reports++
+			case core.SessionEventConversation:
+				forks++
+			}
+		}
+		if diff := cmp.Diff([]string{"retry", "done", "failed", "aborted"}, outcomes); diff != "" {
+			t.Fatalf("usage rows (-want +got):\n%s", diff)
+		}
+		if reports == 0 || forks != 1 {
+			t.Fatalf("%d reports, %d conversation events; want the after_response failures and the fork", reports, forks)
+		}
+		fresh := must(a.h.WatchSession(ctx))
+		if diff := cmp.Diff(fresh.View(), sw.View(), cmpopts.IgnoreFields(core.SessionView{}, "ReadAt")); diff != "" {
+			t.Fatalf("session view (-capture +folded):\n%s", diff)
+		}
+		var totals ai.Usage
+		must(0, json.Unmarshal(sw.View().Values[core.UsageTotals.String()], &totals))
+		if totals != sum {
+			t.Fatalf("view totals %+v; want %+v", totals, sum)
+		}
+		must(0, a.h.Close(ctx))
+	})
 }

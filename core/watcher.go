@@ -28,34 +28,48 @@ type WatchOptions struct {
 	Values []storage.Address
 }
 
-// WatchHandle is one conversation watch (§9.4): a view captured on the line
-// together with the subscription, and the events that keep it current,
-// delivered per commit, in commit order, by one actor of its own.
-type WatchHandle struct {
-	h      *Harness
-	conv   storage.ID
-	tail   int
-	values map[string]storage.Address // by canonical string
+// Watch is one subscription (§9.4): a view captured on the line together
+// with the subscription, and the events that keep it current, delivered
+// per commit, in commit order, by one actor of its own. WatchHandle
+// watches a conversation, SessionWatchHandle the session.
+type Watch[V any, E any] struct {
+	h       *Harness
+	name    string
+	conv    storage.ID                 // the watched conversation; 0 for the session
+	tail    int                        // conversation watches: entries kept
+	values  map[string]storage.Address // watched values by canonical string
+	apply   func(*V, E) error
+	capture func(ctx context.Context) (*V, error)
 
 	// mu guards what follows; it is never held across a wait or a call
 	// out, so it never blocks an actor.
 	mu       sync.Mutex
-	view     *ConversationView
-	queue    [][]ConversationEvent
+	view     *V
+	queue    [][]E
 	wake     Event
 	gen      int
 	lagged   bool
 	closed   bool
 	started  bool
-	listener func(ConversationEvent)
+	listener func(E)
 	done     Event
+	lagEvent E
+}
+
+// WatchHandle is a conversation watch.
+type WatchHandle = Watch[ConversationView, ConversationEvent]
+
+func newWatch[V, E any](h *Harness, name string, conv storage.ID, apply func(*V, E) error, lag E) *Watch[V, E] {
+	return &Watch[V, E]{h: h, name: name, conv: conv, values: map[string]storage.Address{}, apply: apply, lagEvent: lag,
+		wake: h.rt.NewEvent(name), done: h.rt.NewEvent(name + ":done")}
 }
 
 // Watch captures a conversation's view and subscribes to its events in one
 // step on the line, so no commit falls between them.
 func (h *Harness) Watch(ctx context.Context, conv storage.ID, opts WatchOptions) (*WatchHandle, error) {
-	w := &WatchHandle{h: h, conv: conv, tail: max(opts.Tail, 0), values: map[string]storage.Address{},
-		wake: h.rt.NewEvent(fmt.Sprintf("watch:%d", conv)), done: h.rt.NewEvent(fmt.Sprintf("watch:%d:done", conv))}
+	w := newWatch(h, fmt.Sprintf("watch:%d", conv), conv, ApplyEvent, ConversationEvent{Type: EventFault, Error: ErrWatchLagging.Error()})
+	w.tail = max(opts.Tail, 0)
+	w.capture = func(ctx context.Context) (*ConversationView, error) { return h.captureView(ctx, w) }
 	for _, name := range h.kinds.TaskNames() {
 		k, _ := h.kinds.Task(name)
 		if d, ok := k.(ConfigDeclarer); ok {
@@ -74,7 +88,7 @@ func (h *Harness) Watch(ctx context.Context, conv storage.ID, opts WatchOptions)
 		case phaseClosing, phaseClosed:
 			return nil, ErrClosed
 		}
-		v, err := h.captureView(ctx, w)
+		v, err := w.capture(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +105,7 @@ func (h *Harness) Watch(ctx context.Context, conv storage.ID, opts WatchOptions)
 	return w, nil
 }
 
-func (w *WatchHandle) watch(a storage.Address) {
+func (w *Watch[V, E]) watch(a storage.Address) {
 	if a.Scope.Kind == storage.ScopeConversation && a.Scope.ID == 0 {
 		a.Scope.ID = w.conv
 	}
@@ -100,7 +114,7 @@ func (w *WatchHandle) watch(a storage.Address) {
 
 // View returns the current view. Inside the listener it is already folded
 // with the event being delivered. The caller must not modify it.
-func (w *WatchHandle) View() *ConversationView {
+func (w *Watch[V, E]) View() *V {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.view
@@ -109,7 +123,7 @@ func (w *WatchHandle) View() *ConversationView {
 // Start delivers everything since the capture, then live events, to
 // listener, on an actor of its own started from ctx's actor; cancelling
 // ctx does not stop the watch (Unsubscribe does). It runs once.
-func (w *WatchHandle) Start(ctx context.Context, listener func(ConversationEvent)) {
+func (w *Watch[V, E]) Start(ctx context.Context, listener func(E)) {
 	w.mu.Lock()
 	if w.started {
 		w.mu.Unlock()
@@ -117,12 +131,12 @@ func (w *WatchHandle) Start(ctx context.Context, listener func(ConversationEvent
 	}
 	w.started, w.listener = true, listener
 	w.mu.Unlock()
-	w.h.rt.Go(context.WithoutCancel(ctx), fmt.Sprintf("watch:%d", w.conv), w.deliver)
+	w.h.rt.Go(context.WithoutCancel(ctx), w.name, w.deliver)
 }
 
 // deliver is the watch's actor: one commit's events at a time, each folded
 // into the view before the listener sees it.
-func (w *WatchHandle) deliver(ctx context.Context) {
+func (w *Watch[V, E]) deliver(ctx context.Context) {
 	defer w.done.Set()
 	for {
 		w.mu.Lock()
@@ -145,11 +159,11 @@ func (w *WatchHandle) deliver(ctx context.Context) {
 				w.mu.Unlock()
 				break // a resnapshot already holds the rest of this commit
 			}
-			err := ApplyEvent(w.view, e)
+			err := w.apply(w.view, e)
 			listener := w.listener
 			w.mu.Unlock()
 			if err != nil {
-				w.h.report(fmt.Errorf("core: watch of conversation %d: %w", w.conv, err))
+				w.h.report(fmt.Errorf("core: %s: %w", w.name, err))
 			}
 			if !w.call(listener, e) {
 				return
@@ -160,10 +174,10 @@ func (w *WatchHandle) deliver(ctx context.Context) {
 
 // call runs the listener; a panic is reported and unsubscribes the watch
 // without harming other listeners or the line.
-func (w *WatchHandle) call(listener func(ConversationEvent), e ConversationEvent) (ok bool) {
+func (w *Watch[V, E]) call(listener func(E), e E) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			w.h.report(fmt.Errorf("core: watch listener of conversation %d panicked: %v", w.conv, p))
+			w.h.report(fmt.Errorf("core: %s: the listener panicked: %v", w.name, p))
 			w.Unsubscribe()
 			ok = false
 		}
@@ -175,11 +189,11 @@ func (w *WatchHandle) call(listener func(ConversationEvent), e ConversationEvent
 // Resnapshot captures a fresh view for the same subscription; events
 // already queued are dropped, since the capture holds them. It may be
 // called from inside the listener.
-func (w *WatchHandle) Resnapshot(ctx context.Context) (*ConversationView, error) {
-	var v *ConversationView
+func (w *Watch[V, E]) Resnapshot(ctx context.Context) (*V, error) {
+	var v *V
 	err := w.h.line.Do(ctx, func() (func(), error) {
 		var err error
-		if v, err = w.h.captureView(ctx, w); err != nil {
+		if v, err = w.capture(ctx); err != nil {
 			return nil, err
 		}
 		w.mu.Lock()
@@ -192,7 +206,7 @@ func (w *WatchHandle) Resnapshot(ctx context.Context) (*ConversationView, error)
 }
 
 // Unsubscribe ends the watch: nothing more is delivered.
-func (w *WatchHandle) Unsubscribe() {
+func (w *Watch[V, E]) Unsubscribe() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.closed {
@@ -203,7 +217,7 @@ func (w *WatchHandle) Unsubscribe() {
 }
 
 // enqueue queues one commit's events. It runs on the line.
-func (w *WatchHandle) enqueue(events []ConversationEvent) {
+func (w *Watch[V, E]) enqueue(events []E) {
 	if len(events) == 0 {
 		return
 	}
@@ -213,20 +227,20 @@ func (w *WatchHandle) enqueue(events []ConversationEvent) {
 	case w.closed || w.lagged:
 		return
 	case len(w.queue) >= watchCommitsMax:
-		w.queue, w.lagged = [][]ConversationEvent{{{Type: EventFault, Error: ErrWatchLagging.Error()}}}, true
+		w.queue, w.lagged = [][]E{{w.lagEvent}}, true
 	default:
 		w.queue = append(w.queue, events)
 	}
 	w.wake.Set()
-	w.wake = w.h.rt.NewEvent(fmt.Sprintf("watch:%d", w.conv))
+	w.wake = w.h.rt.NewEvent(w.name)
 }
 
 // end queues a last event (fault or closed) and ends the subscription once
 // it is delivered. It runs on the line.
-func (w *WatchHandle) end(e ConversationEvent) {
+func (w *Watch[V, E]) end(e E) {
 	w.mu.Lock()
 	if !w.closed {
-		w.queue = append(w.queue, []ConversationEvent{e})
+		w.queue = append(w.queue, []E{e})
 		w.closed = true
 		w.wake.Set()
 	}
@@ -453,13 +467,17 @@ func (h *Harness) watchOutput(task storage.ID, ops []delta.Op, readAt storage.ID
 }
 
 // endWatchers ends every watch with a last event. It runs on the line.
-func (h *Harness) endWatchers(e ConversationEvent) {
+func (h *Harness) endWatchers(e ConversationEvent, se SessionEvent) {
 	for conv, ws := range h.watchers {
 		for _, w := range ws {
 			w.end(e)
 		}
 		delete(h.watchers, conv)
 	}
+	for _, w := range h.sessionWatchers {
+		w.end(se)
+	}
+	h.setSessionWatchers(nil)
 }
 
 // pruneWatchers forgets unsubscribed watches.

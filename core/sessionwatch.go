@@ -1,0 +1,241 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// SessionView is what is not one conversation's (§9.4): the conversations,
+// session values (the usage totals among them), faulted and readAt.
+type SessionView struct {
+	Conversations []storage.Conversation     `json:"conversations"`
+	Values        map[string]json.RawMessage `json:"values"`
+	Faulted       bool                       `json:"faulted"`
+	ReadAt        storage.ID                 `json:"readAt"`
+}
+
+// Session event types.
+const (
+	SessionEventConversation = "conversation"
+	SessionEventValue        = "value"
+	SessionEventUsage        = "usage"
+	SessionEventReport       = "report"
+	SessionEventFault        = "fault"
+	SessionEventClosed       = "closed"
+)
+
+// SessionEvent is one change to a session view; Type selects the fields.
+type SessionEvent struct {
+	Type string `json:"type"`
+	// conversation: the record and "created" or "deleted".
+	Conversation *storage.Conversation `json:"conversation,omitempty"`
+	Change       string                `json:"change,omitempty"`
+	// value: the canonical address, the value, or Deleted.
+	Addr    string          `json:"addr,omitempty"`
+	Value   json.RawMessage `json:"value,omitempty"`
+	Deleted bool            `json:"deleted,omitempty"`
+	// usage: the attempt's row and the totals after it.
+	Row    *UsageRow `json:"row,omitempty"`
+	Totals *ai.Usage `json:"totals,omitempty"`
+	// report and fault: what failed, and where when known.
+	Task   storage.ID `json:"task,omitempty"`
+	Kind   string     `json:"kind,omitempty"`
+	Method string     `json:"method,omitempty"`
+	Error  string     `json:"error,omitempty"`
+	ReadAt storage.ID `json:"readAt,omitempty"`
+}
+
+// ApplySessionEvent folds one event into a session view; it needs no kinds.
+func ApplySessionEvent(v *SessionView, e SessionEvent) error {
+	switch e.Type {
+	case SessionEventConversation:
+		if e.Conversation == nil {
+			return fmt.Errorf("core: conversation event without a conversation")
+		}
+		i, found := slices.BinarySearchFunc(v.Conversations, e.Conversation.ID, func(c storage.Conversation, id storage.ID) int { return cmpID(c.ID, id) })
+		switch {
+		case e.Change == "deleted" && found:
+			v.Conversations = slices.Delete(v.Conversations, i, i+1)
+		case e.Change == "created" && !found:
+			v.Conversations = slices.Insert(v.Conversations, i, *e.Conversation)
+		}
+	case SessionEventValue, SessionEventUsage:
+		if v.Values == nil {
+			v.Values = map[string]json.RawMessage{}
+		}
+		switch {
+		case e.Type == SessionEventUsage && e.Totals != nil:
+			raw, err := json.Marshal(e.Totals)
+			if err != nil {
+				return err
+			}
+			v.Values[UsageTotals.String()] = raw
+		case e.Type == SessionEventValue && e.Deleted:
+			delete(v.Values, e.Addr)
+		case e.Type == SessionEventValue:
+			v.Values[e.Addr] = e.Value
+		}
+	case SessionEventFault:
+		v.Faulted = true
+	case SessionEventReport, SessionEventClosed:
+	default:
+		return fmt.Errorf("core: unknown session event %q", e.Type)
+	}
+	if e.ReadAt > v.ReadAt {
+		v.ReadAt = e.ReadAt
+	}
+	return nil
+}
+
+// SessionWatchHandle is a session watch.
+type SessionWatchHandle = Watch[SessionView, SessionEvent]
+
+// WatchSession captures the session view and subscribes to its events in
+// one step on the line. values are session addresses to watch besides the
+// usage totals.
+func (h *Harness) WatchSession(ctx context.Context, values ...storage.Address) (*SessionWatchHandle, error) {
+	w := newWatch(h, "watch:session", 0, ApplySessionEvent, SessionEvent{Type: SessionEventFault, Error: ErrWatchLagging.Error()})
+	w.watch(UsageTotals.Address)
+	for _, a := range values {
+		w.watch(a)
+	}
+	w.capture = func(ctx context.Context) (*SessionView, error) { return h.captureSession(ctx, w) }
+	err := h.line.Do(ctx, func() (func(), error) {
+		switch h.d.phase {
+		case phaseClosing, phaseClosed:
+			return nil, ErrClosed
+		}
+		v, err := w.capture(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w.view = v
+		h.setSessionWatchers(append(h.sessionWatchers, w))
+		return nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (h *Harness) captureSession(ctx context.Context, w *SessionWatchHandle) (*SessionView, error) {
+	store := h.Store()
+	v := &SessionView{Conversations: []storage.Conversation{}, Values: map[string]json.RawMessage{},
+		Faulted: h.d.phase == phaseFaulted, ReadAt: store.LastSeq()}
+	q := storage.ConversationQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}
+	for {
+		p, err := store.ScanConversations(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		v.Conversations = append(v.Conversations, p.Items...)
+		if p.Next == 0 {
+			break
+		}
+		q.After = p.Next
+	}
+	for key, a := range w.values {
+		ver, ok, err := store.GetValue(ctx, a, 0)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			v.Values[key] = ver.Value
+		}
+	}
+	return v, nil
+}
+
+// sessionEvents derives the session watchers' events from a main batch. It
+// runs on the line after the batch is persisted.
+func (h *Harness) sessionEvents(ctx context.Context, batch storage.CommitBatch, r storage.Range) {
+	h.setSessionWatchers(slices.DeleteFunc(h.sessionWatchers, func(w *SessionWatchHandle) bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.closed
+	}))
+	if len(h.sessionWatchers) == 0 {
+		return
+	}
+	var common []SessionEvent
+	var values []storage.Write
+	var totals *ai.Usage
+	for i := range batch.Writes {
+		w := &batch.Writes[i]
+		switch {
+		case w.Type == storage.WriteCreateConversation:
+			c := *w.Conversation
+			common = append(common, SessionEvent{Type: SessionEventConversation, Conversation: &c, Change: "created"})
+		case w.Type == storage.WriteDeleteConversation:
+			common = append(common, SessionEvent{Type: SessionEventConversation, Conversation: &storage.Conversation{ID: w.ID}, Change: "deleted"})
+		case w.Addr == nil || w.Addr.Scope.Kind != storage.ScopeSession:
+		case w.Addr.Namespace == UsageList.Namespace && w.Type == storage.WriteListAppend:
+			var row UsageRow
+			if json.Unmarshal(w.Value, &row) == nil {
+				if totals == nil {
+					t, _, err := TxValue(newTx(ctx, h.Store(), h.kinds), UsageTotals).Get(0)
+					if err != nil {
+						continue
+					}
+					totals = &t
+				}
+				common = append(common, SessionEvent{Type: SessionEventUsage, Row: &row, Totals: totals})
+			}
+		case w.Type == storage.WriteValueSet || w.Type == storage.WriteValueDelete:
+			values = append(values, *w)
+		}
+	}
+	for _, w := range h.sessionWatchers {
+		events := slices.Clone(common)
+		for _, vw := range values {
+			for key, a := range w.values {
+				if a.StateKey() == vw.Addr.StateKey() && a.StateKey() != UsageTotals.StateKey() {
+					e := SessionEvent{Type: SessionEventValue, Addr: key, Value: vw.Value, Deleted: vw.Type == storage.WriteValueDelete}
+					if e.Deleted {
+						e.Value = nil
+					}
+					events = append(events, e)
+				}
+			}
+		}
+		for i := range events {
+			events[i].ReadAt = r.Last
+		}
+		w.enqueue(events)
+	}
+}
+
+// reportToWatchers tells session watchers about a reported error.
+func (h *Harness) reportToWatchers(err error) {
+	e := SessionEvent{Type: SessionEventReport, Error: err.Error()}
+	var fe *FaultError
+	var he *HookError
+	switch {
+	case errors.As(err, &fe):
+		e.Task, e.Kind, e.Method = fe.Task, fe.Kind, fe.Method
+	case errors.As(err, &he):
+		e.Task, e.Kind, e.Method = he.Task, he.Kind, he.Point
+	}
+	h.watchMu.Lock()
+	ws := h.sessionWatchersCopy
+	h.watchMu.Unlock()
+	for _, w := range ws {
+		w.enqueue([]SessionEvent{e})
+	}
+}
+
+// setSessionWatchers replaces the session watchers, on the line, and the
+// copy that reports (which happen off the line) read.
+func (h *Harness) setSessionWatchers(ws []*SessionWatchHandle) {
+	h.sessionWatchers = ws
+	h.watchMu.Lock()
+	h.sessionWatchersCopy = slices.Clone(ws)
+	h.watchMu.Unlock()
+}
