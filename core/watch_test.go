@@ -349,3 +349,64 @@ func TestSessionWatchUsageTotalsEqualTheFoldOfUsageRows(t *testing.T) {
 		must(0, a.h.Close(ctx))
 	})
 }
+
+// After every commit of a random history — entries, a head, edits, config
+// and requested values, queued input landing and cancelled, tasks created
+// and marked — the folded view equals a fresh capture.
+func TestFoldedViewEqualsAFreshCaptureAfterEveryCommit(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		plan := storage.ConversationValue[bool]("plan.mode", storage.Rewind)
+		h := open(t, ctx, s, nil, jobKind)
+		c := h.Root()
+		w := must(h.Watch(ctx, c.ID, core.WatchOptions{Tail: 5, Values: []storage.Address{plan.Address}}))
+		r := &watched{w: w}
+		w.Start(ctx, func(e core.ConversationEvent) { r.events = append(r.events, e) })
+		rng := s.Rand()
+		var ids []storage.ID
+		for step := range 30 {
+			switch rng.IntN(8) {
+			case 0, 1:
+				must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+					ids = append(ids, core.AppendUser(tx.Tx, c.ID, ai.UserText("m", 0)))
+					return nil
+				}))
+			case 2:
+				must(c.Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, c.ID); return nil }))
+			case 3:
+				if len(ids) > 0 {
+					target := ids[rng.IntN(len(ids))]
+					_, _ = c.Commit(ctx, func(tx *core.ConversationTx) error { // a target outside the context may be refused
+						tx.Entry(core.NoticeKind, core.EntryDraft{Edits: []storage.ContextEdit{{Target: target, Action: storage.EditOmit}}})
+						return nil
+					})
+				}
+			case 4:
+				must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+					if rng.IntN(2) == 0 {
+						tx.SetValue(plan.Address, step%2 == 0)
+					} else {
+						tx.SetValue(core.ThinkingValue.Address, "high")
+					}
+					return nil
+				}))
+			case 5:
+				id := must(c.NextRun(ctx, userText("later")))
+				if rng.IntN(2) == 0 {
+					must(c.CancelQueued(ctx, id))
+				}
+			case 6:
+				task := createTask(t, ctx, c, jobKind, core.TaskSpec{State: map[string]int{"step": step}})
+				if rng.IntN(2) == 0 {
+					must(0, h.AbortTask(ctx, task))
+				}
+			case 7:
+				must(c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]int{"step": step}}))
+			}
+			caughtUp(ctx, s, h, r, h.Store().LastSeq())
+			fresh := must(h.Watch(ctx, c.ID, core.WatchOptions{Tail: 5, Values: []storage.Address{plan.Address}}))
+			viewsEqual(t, "view after a commit", fresh.View(), w.View())
+			fresh.Unsubscribe()
+		}
+		must(0, h.Close(ctx))
+	})
+}
