@@ -131,6 +131,11 @@ var matrix = []row{
 		required: "every result points to the same final answer entry",
 		cell:     sharedGeneration,
 	},
+	{
+		name:     "Watch registration races a commit",
+		required: "base includes it or the stream delivers it",
+		cell:     watchRegistrationRacesCommit,
+	},
 	// The storage rows below are about files rather than interleavings;
 	// their cells are in files_test.go and run fileSeeds seeds.
 	{
