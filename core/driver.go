@@ -592,6 +592,7 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 			lt.epoch++
 			d.removeLive(w.ID)
 			delete(d.h.previews, w.ID)
+			delete(d.h.published, w.ID)
 			affected = append(affected, d.dependents[w.ID]...)
 			delete(d.dependents, w.ID)
 			for _, tw := range d.tasksW[w.ID] {

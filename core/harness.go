@@ -62,6 +62,10 @@ type Harness struct {
 	// previews holds the preview trackers of live tasks; used on the line
 	// (and by the invocation that owns the task while the line waits on it).
 	previews map[storage.ID]*delta.Tracker
+	// published marks previews that have flushed at least once; only those
+	// are in a captured view, since a watcher learns a preview from its
+	// first flush (a base).
+	published map[storage.ID]bool
 	// watchers are the conversation watches by conversation, and
 	// sessionWatchers the session watches; used on the line. Reports
 	// reach session watchers off the line through the copy watchMu guards.

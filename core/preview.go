@@ -85,9 +85,9 @@ func (r *TaskRuntime) Preview(ctx context.Context) (*delta.Tracker, error) {
 	return tr, err
 }
 
-// Preview returns a live task's current preview, built from its durable
-// scratch if this process has none yet. ok is false for a task that is not
-// live or whose kind has no preview.
+// Preview returns a live task's preview as of its last flush (its last
+// scratch commit), built from durable scratch if this process has none yet.
+// ok is false for a task that is not live or whose kind has no preview.
 func (h *Harness) Preview(ctx context.Context, task storage.ID) (v any, ok bool, err error) {
 	err = h.line.Read(ctx, func(ctx context.Context) error {
 		lt := h.d.live[task]
@@ -98,7 +98,7 @@ func (h *Harness) Preview(ctx context.Context, task storage.ID) (v any, ok bool,
 		if err != nil || tr == nil {
 			return err
 		}
-		v, ok = tr.State(), true
+		v, ok = tr.Published(), true
 		return nil
 	})
 	return v, ok, err
@@ -116,6 +116,10 @@ func (h *Harness) flushPreview(task storage.ID, r storage.Range, acts *actions) 
 	if len(ops) == 0 {
 		return
 	}
+	if h.published == nil {
+		h.published = map[storage.ID]bool{}
+	}
+	h.published[task] = true
 	h.watchOutput(task, ops, r.Last)
 	if h.opts.OnTaskOutput != nil {
 		out := TaskOutput{Task: task, Ops: ops}

@@ -356,15 +356,32 @@ func TestSessionWatchUsageTotalsEqualTheFoldOfUsageRows(t *testing.T) {
 func TestFoldedViewEqualsAFreshCaptureAfterEveryCommit(t *testing.T) {
 	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		plan := storage.ConversationValue[bool]("plan.mode", storage.Rewind)
-		h := open(t, ctx, s, nil, jobKind)
-		c := h.Root()
-		w := must(h.Watch(ctx, c.ID, core.WatchOptions{Tail: 5, Values: []storage.Address{plan.Address}}))
-		r := &watched{w: w}
-		w.Start(ctx, func(e core.ConversationEvent) { r.events = append(r.events, e) })
+		store := reopenable{memory.New()}
+		var h *core.Harness
+		var c *core.Conversation
+		var w *core.WatchHandle
+		var r *watched
+		openWatched := func() {
+			h = open(t, ctx, s, store, jobKind)
+			c = h.Root()
+			w = must(h.Watch(ctx, c.ID, core.WatchOptions{Tail: 5, Values: []storage.Address{plan.Address}}))
+			r = &watched{w: w}
+			w.Start(ctx, func(e core.ConversationEvent) { r.events = append(r.events, e) })
+		}
+		openWatched()
 		rng := s.Rand()
 		var ids []storage.ID
 		for step := range 30 {
-			switch rng.IntN(8) {
+			switch rng.IntN(10) {
+			case 8:
+				// An idle accept creates a generation nobody drives; later
+				// input queues behind it.
+				must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+			case 9:
+				// A crash and a reopen: the new process's watch starts from
+				// its own capture and folds on from there.
+				closeCrashed(ctx, h)
+				openWatched()
 			case 0, 1:
 				must(c.Commit(ctx, func(tx *core.ConversationTx) error {
 					ids = append(ids, core.AppendUser(tx.Tx, c.ID, ai.UserText("m", 0)))
@@ -408,5 +425,46 @@ func TestFoldedViewEqualsAFreshCaptureAfterEveryCommit(t *testing.T) {
 			fresh.Unsubscribe()
 		}
 		must(0, h.Close(ctx))
+	})
+}
+
+// A capture taken while a task is between a preview change and the scratch
+// commit that flushes it holds what was flushed, not the change: the flush
+// then brings the change exactly once.
+func TestResnapshotMidStreamDoesNotDuplicatePreviewText(t *testing.T) {
+	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(answer(strings.Repeat("word ", 60)))
+		c := a.h.Root()
+		r := startWatch(t, ctx, a.h, c.ID, nil)
+		done := s.Runtime().NewEvent("turn")
+		must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		s.Runtime().Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
+		for !done.IsSet() {
+			must(r.w.Resnapshot(ctx))
+			for range s.Rand().IntN(4) {
+				must(0, s.Runtime().Sleep(ctx, 0))
+			}
+			// Caught up, the replica's previews are exactly the flushed ones
+			// (checked only if nothing committed while the flushed preview
+			// was read: reading it takes the line, which lets others run).
+			seq := a.h.Store().LastSeq()
+			if v := r.w.View(); v.ReadAt == seq {
+				for id, p := range v.Previews {
+					live, ok := must2(a.h.Preview(ctx, id))
+					if !ok || a.h.Store().LastSeq() != seq {
+						continue
+					}
+					if diff := cmp.Diff(live, p); diff != "" {
+						t.Fatalf("preview of task %d (-flushed +replica):\n%s", id, diff)
+					}
+				}
+			}
+		}
+		caughtUp(ctx, s, a.h, r, a.h.Store().LastSeq())
+		fresh := must(a.h.Watch(ctx, c.ID, core.WatchOptions{Tail: 1000}))
+		viewsEqual(t, "view after resnapshots mid-stream", fresh.View(), r.w.View())
+		fresh.Unsubscribe()
+		must(0, a.h.Close(ctx))
 	})
 }

@@ -277,12 +277,15 @@ func (h *Harness) captureView(ctx context.Context, w *WatchHandle) (*Conversatio
 	for _, id := range sortedIDs(h.d.byConv[w.conv]) {
 		t := h.d.live[id].task
 		v.Tasks = append(v.Tasks, cloneTask(t))
+		if !h.published[id] {
+			continue // its first flush, a base, brings it
+		}
 		tr, err := h.previewOf(ctx, t)
 		if err != nil {
 			return nil, err
 		}
 		if tr != nil {
-			v.Previews[id] = tr.State()
+			v.Previews[id] = tr.Published() // what the flushes delivered; the producer may be mid-window
 		}
 	}
 	q := storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}

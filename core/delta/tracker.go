@@ -46,6 +46,13 @@ func (t *Tracker) State() any {
 	return t.state
 }
 
+// Published returns the value as of the last flush (the base before the
+// first): what a replica that applied every flush holds. Like State, it is
+// a snapshot neither side writes. Unlike State it does not touch the
+// tracker, so a reader that only synchronizes with flushes (not with the
+// producer's mutations) may call it.
+func (t *Tracker) Published() any { return t.base }
+
 // Dirty reports whether the next Flush may return ops: it is an r, or
 // something was mutated since the last flush (which may still turn out to
 // have changed nothing).
