@@ -141,14 +141,8 @@ func (h *Harness) captureSession(ctx context.Context, w *SessionWatchHandle) (*S
 		}
 		q.After = p.Next
 	}
-	for key, a := range w.values {
-		ver, ok, err := store.GetValue(ctx, a, 0)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			v.Values[key] = ver.Value
-		}
+	if err := w.readValues(ctx, store, v.Values); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -156,11 +150,7 @@ func (h *Harness) captureSession(ctx context.Context, w *SessionWatchHandle) (*S
 // sessionEvents derives the session watchers' events from a main batch. It
 // runs on the line after the batch is persisted.
 func (h *Harness) sessionEvents(ctx context.Context, batch storage.CommitBatch, r storage.Range) {
-	h.setSessionWatchers(slices.DeleteFunc(h.sessionWatchers, func(w *SessionWatchHandle) bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.closed
-	}))
+	h.setSessionWatchers(slices.DeleteFunc(h.sessionWatchers, (*SessionWatchHandle).isClosed))
 	if len(h.sessionWatchers) == 0 {
 		return
 	}
@@ -194,15 +184,9 @@ func (h *Harness) sessionEvents(ctx context.Context, batch storage.CommitBatch, 
 	}
 	for _, w := range h.sessionWatchers {
 		events := slices.Clone(common)
-		for _, vw := range values {
-			for key, a := range w.values {
-				if a.StateKey() == vw.Addr.StateKey() && a.StateKey() != UsageTotals.StateKey() {
-					e := SessionEvent{Type: SessionEventValue, Addr: key, Value: vw.Value, Deleted: vw.Type == storage.WriteValueDelete}
-					if e.Deleted {
-						e.Value = nil
-					}
-					events = append(events, e)
-				}
+		for _, c := range w.valueChanges(values) {
+			if c.key != UsageTotals.String() { // usage events carry the totals
+				events = append(events, SessionEvent{Type: SessionEventValue, Addr: c.key, Value: c.value, Deleted: c.deleted})
 			}
 		}
 		for i := range events {

@@ -57,18 +57,11 @@ type Diag struct {
 }
 
 // ToolOutputState is what a tool's sink folds to: stored on the tool task,
-// used to build its result entry, and the tool's preview.
+// used to build its result entry, and the tool's preview. Its JSON is the
+// content followed by the ToolResultData fields.
 type ToolOutputState struct {
-	Content    []ai.Block      `json:"content"`
-	Details    json.RawMessage `json:"details,omitempty"`
-	Usage      *ai.Usage       `json:"usage,omitempty"`
-	AddedTools []string        `json:"addedTools,omitempty"`
-	Terminate  bool            `json:"terminate"`
-	Handoff    string          `json:"handoff,omitempty"`
-	Delegated  storage.ID      `json:"delegated,omitempty"`
-	Diags      []Diag          `json:"diags"`
-	Truncation Truncation      `json:"truncation"`
-	IsError    bool            `json:"isError"`
+	Content []ai.Block `json:"content"`
+	ToolResultData
 }
 
 // ToolResultData is a tool result entry's data: the output state without
@@ -257,11 +250,6 @@ func toolResultMessage(call ai.Block, st ToolOutputState, ts int64) ai.Message {
 	}
 	return ai.Message{Role: ai.RoleToolResult, ToolCallID: call.ID, ToolName: call.Name,
 		Content: ai.Blocks(content...), IsError: ai.Bool(st.IsError), Timestamp: ts}
-}
-
-func resultData(st ToolOutputState) ToolResultData {
-	return ToolResultData{Details: st.Details, Usage: st.Usage, AddedTools: st.AddedTools, Terminate: st.Terminate,
-		Handoff: st.Handoff, Delegated: st.Delegated, Diags: st.Diags, Truncation: st.Truncation, IsError: st.IsError}
 }
 
 // ToolOutput is the sink everything a tool produces goes through (§9.3).

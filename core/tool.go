@@ -183,7 +183,7 @@ func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *TaskRunti
 		return err
 	}
 	if block != nil {
-		return settleToolError(ctx, rt, task, st, fmt.Errorf("blocked: %s", block.Reason), &ToolOutputState{Terminate: block.Terminate})
+		return settleToolError(ctx, rt, task, st, fmt.Errorf("blocked: %s", block.Reason), &ToolOutputState{ToolResultData: ToolResultData{Terminate: block.Terminate}})
 	}
 	replay := tool.Replay
 	if replay == "" {
@@ -298,7 +298,7 @@ func settleTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, st Too
 			}
 		}
 		msg := toolResultMessage(st.Call, out, nowMs(rt.h.rt))
-		result := tx.Entry(ToolResultKind, EntryDraft{Key: st.Call.ID, Data: resultData(out), Model: []ai.Message{msg}})
+		result := tx.Entry(ToolResultKind, EntryDraft{Key: st.Call.ID, Data: out.ToolResultData, Model: []ai.Message{msg}})
 		tx.Settle(task.ID, status, map[string]any{"output": out, "result": result})
 		return nil
 	})

@@ -300,16 +300,56 @@ func (h *Harness) captureView(ctx context.Context, w *WatchHandle) (*Conversatio
 		}
 		q.After = p.Next
 	}
+	if err := w.readValues(ctx, store, v.Values); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// readValues reads the watched values that exist into out, by key.
+func (w *Watch[V, E]) readValues(ctx context.Context, store storage.Storage, out map[string]json.RawMessage) error {
 	for key, a := range w.values {
 		ver, ok, err := store.GetValue(ctx, a, 0)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if ok {
-			v.Values[key] = ver.Value
+			out[key] = ver.Value
 		}
 	}
-	return v, nil
+	return nil
+}
+
+// valueChange is a watched value a batch set or deleted.
+type valueChange struct {
+	key     string
+	value   json.RawMessage // nil when deleted
+	deleted bool
+}
+
+// valueChanges lists the batch's writes to the watched values, in order.
+func (w *Watch[V, E]) valueChanges(writes []storage.Write) []valueChange {
+	var out []valueChange
+	for _, vw := range writes {
+		for key, a := range w.values {
+			if a.StateKey() != vw.Addr.StateKey() {
+				continue
+			}
+			c := valueChange{key: key, deleted: vw.Type == storage.WriteValueDelete}
+			if !c.deleted {
+				c.value = vw.Value
+			}
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// isClosed reports whether the watch was unsubscribed or ended.
+func (w *Watch[V, E]) isClosed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closed
 }
 
 // watchEvents derives each watched conversation's events from a main batch
@@ -437,17 +477,8 @@ func (h *Harness) watchEvents(ctx context.Context, batch storage.CommitBatch, r 
 		}
 		for _, w := range h.watchers[conv] {
 			events := slices.Clone(common)
-			for _, vw := range ce.values {
-				for key, a := range w.values {
-					if a.StateKey() != vw.Addr.StateKey() {
-						continue
-					}
-					e := ConversationEvent{Type: EventValue, Addr: key, Value: vw.Value, Deleted: vw.Type == storage.WriteValueDelete}
-					if e.Deleted {
-						e.Value = nil
-					}
-					events = append(events, e)
-				}
+			for _, c := range w.valueChanges(ce.values) {
+				events = append(events, ConversationEvent{Type: EventValue, Addr: c.key, Value: c.value, Deleted: c.deleted})
 			}
 			for i := range events {
 				events[i].ReadAt = r.Last
@@ -486,11 +517,7 @@ func (h *Harness) endWatchers(e ConversationEvent, se SessionEvent) {
 // pruneWatchers forgets unsubscribed watches.
 func (h *Harness) pruneWatchers() {
 	for conv, ws := range h.watchers {
-		ws = slices.DeleteFunc(ws, func(w *WatchHandle) bool {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return w.closed
-		})
+		ws = slices.DeleteFunc(ws, (*WatchHandle).isClosed)
 		if len(ws) == 0 {
 			delete(h.watchers, conv)
 		} else {
