@@ -1,5 +1,6 @@
 // Command picosim runs pico scenarios under the deterministic simulation
-// harness. Until the scenario runner lands it demonstrates what exists: the
+// harness. `picosim bench` runs the peer's faux-turn workload. Without
+// arguments, until the scenario runner lands, it demonstrates the
 // kernel (a turn, a compaction and a fork, with derived contexts printed),
 // then a seeded sweep of a small task pipeline under the simulated runtime,
 // every seed run twice and compared by trace digest. It exits 1 on any
@@ -19,6 +20,15 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "bench":
+			os.Exit(benchMain(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+		default:
+			fmt.Fprintf(os.Stderr, "picosim: unknown command %q (commands: bench; no arguments runs the demonstration)\n", os.Args[1])
+			os.Exit(2)
+		}
+	}
 	if err := demo(context.Background(), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "picosim:", err)
 		os.Exit(1)
@@ -29,7 +39,8 @@ func main() {
 	}
 }
 
-var modelValue = storage.ConversationValue[string]("pi.model", storage.Rewind)
+// modelValue is the generation's model config, the value a fork rewinds.
+var modelValue = core.ModelValue
 
 func demo(ctx context.Context, w io.Writer) error {
 	store := memory.New()
@@ -43,7 +54,7 @@ func demo(ctx context.Context, w io.Writer) error {
 	steps := []func(tx *core.Tx){
 		func(tx *core.Tx) { conv = tx.CreateConversation(core.ConversationSpec{}) },
 		func(tx *core.Tx) {
-			core.TxValue(tx, modelValue.In(conv)).Set("faux-1")
+			core.TxValue(tx, modelValue.In(conv)).Set(core.ModelRef{ModelID: "faux-1"})
 			core.AppendUser(tx, conv, ai.UserText("Inspect the parser", 0))
 		},
 		func(tx *core.Tx) {
@@ -56,7 +67,7 @@ func demo(ctx context.Context, w io.Writer) error {
 				ai.UserText("Summary: the parser was inspected and is fine.", 0), answer+1)
 		},
 		func(tx *core.Tx) { fork = tx.Fork(conv, answer) },
-		func(tx *core.Tx) { core.TxValue(tx, modelValue.In(conv)).Set("faux-2") },
+		func(tx *core.Tx) { core.TxValue(tx, modelValue.In(conv)).Set(core.ModelRef{ModelID: "faux-2"}) },
 	}
 	for _, step := range steps {
 		if _, err := line.Commit(ctx, func(tx *core.Tx) error { step(tx); return nil }); err != nil {

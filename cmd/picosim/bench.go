@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/jsonl"
+	"github.com/pico-go/pico/storage/memory"
+	"github.com/pico-go/pico/storage/sqlite"
+)
+
+// benchToolsMax is how many tools a turn may call (the peer's a, b, c, d).
+const benchToolsMax = 4
+
+// benchConfig is what `picosim bench` runs: the peer's faux-turn workload
+// (shared/peer/bench.mjs).
+type benchConfig struct {
+	Turns      int
+	Tools      int
+	ResetEvery int
+	Backend    string
+	Fsync      bool
+	JSON       bool
+}
+
+// usageError is a mistake in how picosim was called: one line, exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
+	c := benchConfig{}
+	fl := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	fl.IntVar(&c.Turns, "turns", 200, "turns to run")
+	fl.IntVar(&c.Tools, "tools", 2, "tool calls per turn (0-4)")
+	fl.IntVar(&c.ResetEvery, "reset-every", 0, "append a reset head every N turns (0: never)")
+	fl.StringVar(&c.Backend, "backend", "memory", "memory, jsonl or sqlite")
+	fl.BoolVar(&c.Fsync, "fsync", false, "sync every JSONL write")
+	fl.BoolVar(&c.JSON, "json", false, "print one JSON line with the peer benchmark's field names")
+	if err := fl.Parse(args); err != nil {
+		return c, &usageError{err.Error()}
+	}
+	switch {
+	case fl.NArg() > 0:
+		return c, &usageError{fmt.Sprintf("bench: unexpected argument %q", fl.Arg(0))}
+	case c.Turns < 1:
+		return c, &usageError{fmt.Sprintf("bench: --turns %d: want at least 1", c.Turns)}
+	case c.Tools < 0 || c.Tools > benchToolsMax:
+		return c, &usageError{fmt.Sprintf("bench: --tools %d: want 0 to %d", c.Tools, benchToolsMax)}
+	case c.ResetEvery < 0:
+		return c, &usageError{fmt.Sprintf("bench: --reset-every %d: want 0 or more", c.ResetEvery)}
+	case !slices.Contains([]string{"memory", "jsonl", "sqlite"}, c.Backend):
+		return c, &usageError{fmt.Sprintf("bench: --backend %q: want memory, jsonl or sqlite", c.Backend)}
+	case c.Fsync && c.Backend != "jsonl":
+		return c, &usageError{"bench: --fsync applies to the jsonl backend only"}
+	}
+	return c, nil
+}
+
+// benchResult has the peer benchmark's field names, so the two compare line
+// by line.
+type benchResult struct {
+	Impl           string  `json:"impl"`
+	Backend        string  `json:"backend"`
+	Fsync          bool    `json:"fsync"`
+	Turns          int     `json:"turns"`
+	ToolsPerTurn   int     `json:"toolsPerTurn"`
+	ResetEvery     int     `json:"resetEvery"`
+	Done           int     `json:"done"`
+	ProviderCalls  int     `json:"providerCalls"`
+	ToolCalls      int     `json:"toolCalls"`
+	WallMs         float64 `json:"wallMs"`
+	CPUUserMs      float64 `json:"cpuUserMs"`
+	CPUSysMs       float64 `json:"cpuSysMs"`
+	TurnMs         turnMs  `json:"turnMs"`
+	RssMB          float64 `json:"rssMB"`
+	HeapUsedMB     float64 `json:"heapUsedMB"`
+	ContextEntries int     `json:"contextEntries"`
+	DiskBytes      int64   `json:"diskBytes"`
+	DiskFiles      int     `json:"diskFiles"`
+	ReopenMs       float64 `json:"reopenMs"`
+}
+
+type turnMs struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// benchStore opens the configured backend in dir.
+func benchStore(ctx context.Context, c benchConfig, dir string) (storage.Storage, error) {
+	switch c.Backend {
+	case "jsonl":
+		return jsonl.Open(ctx, filepath.Join(dir, "session.jsonl"), jsonl.Options{Fsync: c.Fsync})
+	case "sqlite":
+		return sqlite.Open(ctx, filepath.Join(dir, "sessions.db"), sqlite.Options{Session: "bench"})
+	}
+	return memory.New(), nil
+}
+
+// runBench runs the workload under the real runtime: each turn one input
+// ("tool:a,b" style), one call per tool, the tools, and a final answer.
+func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
+	res := benchResult{Impl: "pico-go", Backend: c.Backend, Fsync: c.Fsync, Turns: c.Turns, ToolsPerTurn: c.Tools, ResetEvery: c.ResetEvery}
+	dir, err := os.MkdirTemp("", "picosim-bench-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	rt := core.RealRuntime()
+	p := faux.New(rt, rand.New(rand.NewPCG(1, 2)), faux.Options{DiscardRequests: true})
+	names := []string{"a", "b", "c", "d"}[:c.Tools]
+	calls := 0
+	step := faux.Respond(func(req ai.Request) (faux.Step, error) {
+		calls++
+		in := int64(len(req.Messages) * 50) // usage as the peer's provider reports it
+		usage := ai.Usage{Input: in, Output: 2, TotalTokens: in + 2}
+		if last := req.Messages[len(req.Messages)-1]; last.Role == ai.RoleToolResult || len(names) == 0 {
+			return faux.Reply(faux.Text("after tools")).WithUsage(usage), nil
+		}
+		blocks := make([]ai.Block, len(names))
+		for i, n := range names {
+			blocks[i] = faux.ToolCall(fmt.Sprintf("call_%d_%d", calls, i), n, fmt.Sprintf(`{"v":%q}`, n))
+		}
+		return faux.Reply(blocks...).WithStop(ai.StopToolUse).WithUsage(usage), nil
+	})
+	steps := make([]faux.Step, 2*c.Turns)
+	for i := range steps {
+		steps[i] = step
+	}
+	p.SetResponses(steps...)
+	var toolCalls atomic.Int64 // a turn's tools run concurrently
+	var tools []core.Tool
+	for _, n := range names {
+		tools = append(tools, core.Tool{
+			Definition: ai.Tool{Name: n, Description: n, Parameters: json.RawMessage(`{"type":"object","properties":{"v":{"type":"string"}},"required":["v"]}`)},
+			Replay:     core.ReplaySafe,
+			Execute: func(_ context.Context, _ string, args json.RawMessage, out *core.ToolOutput, _ *core.ToolRuntime) error {
+				toolCalls.Add(1)
+				out.Write(n + string(args))
+				return nil
+			},
+		})
+	}
+	opts := core.Options{Runtime: rt, Tools: tools, Models: core.NewModels(core.ModelSource{Provider: p, Models: p.Models()})}
+	store, err := benchStore(ctx, c, dir)
+	if err != nil {
+		return res, err
+	}
+	var ru0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	start := time.Now()
+	h, err := core.Open(ctx, store, opts)
+	if err != nil {
+		return res, err
+	}
+	root := h.Root()
+	lat := make([]float64, 0, c.Turns)
+	input := "hello"
+	if len(names) > 0 {
+		input = "tool:" + strings.Join(names, ",")
+	}
+	for i := range c.Turns {
+		if c.ResetEvery > 0 && i > 0 && i%c.ResetEvery == 0 {
+			if _, err := root.Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, root.ID); return nil }); err != nil {
+				return res, err
+			}
+		}
+		t0 := time.Now()
+		answer, err := root.Prompt(ctx, ai.PlainText(input), core.AcceptOptions{})
+		if err != nil {
+			return res, fmt.Errorf("turn %d: %w", i, err)
+		}
+		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+		if answer != nil {
+			res.Done++
+		}
+	}
+	res.WallMs = float64(time.Since(start).Microseconds()) / 1000
+	var ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	res.CPUUserMs = float64(time.Duration(ru1.Utime.Nano()-ru0.Utime.Nano()).Microseconds()) / 1000
+	res.CPUSysMs = float64(time.Duration(ru1.Stime.Nano()-ru0.Stime.Nano()).Microseconds()) / 1000
+	res.ProviderCalls, res.ToolCalls = p.Calls(), int(toolCalls.Load())
+	slices.Sort(lat)
+	pct := func(q float64) float64 { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+	res.TurnMs = turnMs{P50: pct(0.5), P90: pct(0.9), P99: pct(0.99), Max: lat[len(lat)-1]}
+	cx, err := core.DeriveContext(ctx, h.Store(), root.ID, 0)
+	if err != nil {
+		return res, err
+	}
+	res.ContextEntries = len(cx.Entries)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.HeapUsedMB = float64(ms.HeapAlloc) / (1 << 20)
+	res.RssMB = float64(ru1.Maxrss) / 1024 // Linux reports kilobytes
+	if err := h.Close(ctx); err != nil {
+		return res, err
+	}
+	if c.Backend != "memory" {
+		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if info, err := d.Info(); err == nil {
+					res.DiskBytes += info.Size()
+					res.DiskFiles++
+				}
+			}
+			return nil
+		})
+		t0 := time.Now()
+		again, err := benchStore(ctx, c, dir)
+		if err != nil {
+			return res, fmt.Errorf("reopen: %w", err)
+		}
+		h2, err := core.Open(ctx, again, opts)
+		if err != nil {
+			return res, fmt.Errorf("reopen: %w", err)
+		}
+		res.ReopenMs = float64(time.Since(t0).Microseconds()) / 1000
+		if err := h2.Close(ctx); err != nil {
+			return res, err
+		}
+	}
+	if res.Done != c.Turns {
+		return res, fmt.Errorf("%d of %d turns ended with an answer", res.Done, c.Turns)
+	}
+	return res, nil
+}
+
+func printBench(w io.Writer, c benchConfig, r benchResult) error {
+	if c.JSON {
+		return json.NewEncoder(w).Encode(r)
+	}
+	_, err := fmt.Fprintf(w, "%d turns on %s%s: %.1f turns/s (wall %.0f ms, cpu %.0f+%.0f ms)\n"+
+		"turn latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n"+
+		"provider calls %d, tool calls %d, context entries %d\n"+
+		"memory: rss %.1f MB, heap %.1f MB; disk: %d bytes in %d files; cold reopen %.1f ms\n",
+		r.Turns, r.Backend, map[bool]string{true: " (fsync)", false: ""}[r.Fsync], float64(r.Turns)/(r.WallMs/1000), r.WallMs, r.CPUUserMs, r.CPUSysMs,
+		r.TurnMs.P50, r.TurnMs.P90, r.TurnMs.P99, r.TurnMs.Max, r.ProviderCalls, r.ToolCalls, r.ContextEntries,
+		r.RssMB, r.HeapUsedMB, r.DiskBytes, r.DiskFiles, r.ReopenMs)
+	return err
+}
+
+// benchMain is `picosim bench ARGS`; it returns the exit code.
+func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parseBench(args, io.Discard)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		if errors.Is(err, flag.ErrHelp) || ue.msg == flag.ErrHelp.Error() {
+			fmt.Fprint(stdout, benchHelp)
+			return 0
+		}
+		fmt.Fprintln(stderr, "picosim:", err)
+		return 2
+	}
+	r, err := runBench(ctx, c)
+	if err != nil {
+		fmt.Fprintln(stderr, "picosim: bench:", err)
+		return 1
+	}
+	if err := printBench(stdout, c, r); err != nil {
+		return 1
+	}
+	return 0
+}
+
+const benchHelp = `usage: picosim bench [--turns N] [--tools K] [--reset-every R] [--backend memory|jsonl|sqlite] [--fsync] [--json]
+
+Runs the faux-turn workload of shared/peer (each turn: one input, K tool calls, a final answer)
+under the real runtime and prints turns per second, turn latency percentiles, process memory,
+bytes on disk and the cold reopen time. --json prints one line with the peer benchmark's fields.
+`

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestBenchRunsThePeerWorkloadAndPrintsThePeerFields(t *testing.T) {
+	for _, backend := range []string{"memory", "jsonl", "sqlite"} {
+		t.Run(backend, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := benchMain(context.Background(), []string{"--turns", "20", "--reset-every", "7", "--backend", backend, "--json"}, &out, &errOut); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			var got map[string]any
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatalf("output %q: %v", out.String(), err)
+			}
+			for _, field := range []string{"impl", "backend", "fsync", "turns", "toolsPerTurn", "resetEvery", "done", "providerCalls", "toolCalls",
+				"wallMs", "cpuUserMs", "cpuSysMs", "turnMs", "rssMB", "heapUsedMB", "contextEntries", "diskBytes", "diskFiles", "reopenMs"} {
+				if _, ok := got[field]; !ok {
+					t.Errorf("field %q missing from %s", field, out.String())
+				}
+			}
+			// Two resets (after turns 7 and 14) leave the last six turns of five
+			// entries each, the reset and a new baseline in context.
+			if got["done"] != 20.0 || got["providerCalls"] != 40.0 || got["toolCalls"] != 40.0 || got["contextEntries"] != 32.0 {
+				t.Fatalf("counts in %s; want 20 done, 40 provider calls, 40 tool calls, 32 context entries", out.String())
+			}
+			if backend != "memory" && (got["diskBytes"].(float64) <= 0 || got["reopenMs"].(float64) <= 0) {
+				t.Fatalf("a disk backend reported no bytes or no reopen: %s", out.String())
+			}
+		})
+	}
+}
+
+func TestBenchMistakesAreOneLineAndExitTwo(t *testing.T) {
+	for _, args := range [][]string{{"--tools", "9"}, {"--backend", "postgres"}, {"--turns", "0"}, {"--fsync"}, {"--bogus"}, {"extra"}} {
+		var out, errOut bytes.Buffer
+		code := benchMain(context.Background(), args, &out, &errOut)
+		if code != 2 || strings.Count(errOut.String(), "\n") != 1 || !strings.HasPrefix(errOut.String(), "picosim: bench:") && !strings.HasPrefix(errOut.String(), "picosim: flag") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, errOut.String())
+		}
+	}
+	var out bytes.Buffer
+	if code := benchMain(context.Background(), []string{"--help"}, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "usage: picosim bench") {
+		t.Fatalf("--help: exit %d, %q", code, out.String())
+	}
+}
