@@ -24,8 +24,12 @@ func main() {
 		switch os.Args[1] {
 		case "bench":
 			os.Exit(benchMain(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+		case "run":
+			os.Exit(runMain(os.Args[2:], os.Stdout, os.Stderr))
+		case "list":
+			os.Exit(listMain(os.Stdout))
 		default:
-			fmt.Fprintf(os.Stderr, "picosim: unknown command %q (commands: bench; no arguments runs the demonstration)\n", os.Args[1])
+			fmt.Fprintf(os.Stderr, "picosim: unknown command %q (commands: list, run, bench; no arguments runs the demonstration)\n", os.Args[1])
 			os.Exit(2)
 		}
 	}
