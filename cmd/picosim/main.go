@@ -28,8 +28,10 @@ func main() {
 			os.Exit(runMain(os.Args[2:], os.Stdout, os.Stderr))
 		case "list":
 			os.Exit(listMain(os.Stdout))
+		case "replay":
+			os.Exit(replayMain(os.Args[2:], os.Stdout, os.Stderr))
 		default:
-			fmt.Fprintf(os.Stderr, "picosim: unknown command %q (commands: list, run, bench; no arguments runs the demonstration)\n", os.Args[1])
+			fmt.Fprintf(os.Stderr, "picosim: unknown command %q (commands: list, run, replay, bench; no arguments runs the demonstration)\n", os.Args[1])
 			os.Exit(2)
 		}
 	}

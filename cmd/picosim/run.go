@@ -14,6 +14,18 @@ import (
 	"github.com/pico-go/pico/sim/faux"
 )
 
+// traceFormat is the version of the trace format (README "Traces").
+const traceFormat = 1
+
+// traceHeader is a trace's first record: what the run was.
+type traceHeader struct {
+	Format   int    `json:"format"`
+	Scenario string `json:"scenario"`
+	Seed     uint64 `json:"seed"`
+	Backend  string `json:"backend"`
+	Strategy string `json:"strategy"`
+}
+
 // runResult is what `picosim run --json` prints.
 type runResult struct {
 	Scenario  string `json:"scenario"`
@@ -45,6 +57,7 @@ func runScenario(sc scenario, seed uint64, backend, strategy string, trace io.Wr
 	s := sim.New(sim.Options{Seed: seed, Strategy: strat, Trace: tr})
 	var scenarioErr error
 	runErr := s.Run(context.Background(), func(ctx context.Context) {
+		s.Record("header", traceHeader{Format: traceFormat, Scenario: sc.name, Seed: seed, Backend: backend, Strategy: strategy})
 		e := &env{s: s, backend: backend, dir: dir, faux: faux.New(s.Runtime(), s.Rand(), faux.Options{Recorder: s})}
 		if scenarioErr = e.open(ctx); scenarioErr != nil {
 			return
@@ -52,10 +65,18 @@ func runScenario(sc scenario, seed uint64, backend, strategy string, trace io.Wr
 		scenarioErr = sc.run(ctx, e)
 		if e.h != nil {
 			res.Commits = int64(e.h.Store().LastSeq())
+			if e.watch != nil {
+				s.Record("view", e.watch.View())
+			}
 			if err := e.h.Close(ctx); err != nil && scenarioErr == nil {
 				scenarioErr = err
 			}
 		}
+		check := map[string]any{"ok": scenarioErr == nil}
+		if scenarioErr != nil {
+			check["error"] = scenarioErr.Error()
+		}
+		s.Record("check", check)
 	})
 	res.Decisions, res.Digest = tr.Len(), tr.Digest()
 	switch {

@@ -57,6 +57,7 @@ type env struct {
 	store   storage.Storage
 	faux    *faux.Provider
 	h       *core.Harness
+	watch   *core.WatchHandle
 	inputs  map[storage.ID][]storage.ID // conversation → inputs accepted
 }
 
@@ -73,10 +74,10 @@ func (e *env) openStore(ctx context.Context) (storage.Storage, error) {
 	case "sqlite":
 		return sqlite.Open(ctx, filepath.Join(e.dir, "sessions.db"), sqlite.Options{Session: "picosim"})
 	}
-	if e.store == nil {
-		return keepOpen{memory.New()}, nil
+	if rec, ok := e.store.(recorded); ok {
+		return rec.keepData(), nil
 	}
-	return e.store, nil
+	return keepOpen{memory.New()}, nil
 }
 
 // open opens (or reopens) the session: a new harness over the durable state.
@@ -85,12 +86,45 @@ func (e *env) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	store = recorded{Storage: store, s: e.s}
 	e.store = store
 	tools := []core.Tool{echo("a"), echo("b")}
 	e.h, err = core.Open(ctx, store, core.Options{Runtime: e.s.Runtime(), Tools: tools,
 		Models: core.NewModels(core.ModelSource{Provider: e.faux, Models: e.faux.Models()})})
-	return err
+	if err != nil {
+		return err
+	}
+	// The root's events go into the trace, so a replay compares them too.
+	w, err := e.h.Watch(ctx, root, core.WatchOptions{Tail: 1})
+	if err != nil {
+		return err
+	}
+	e.watch = w
+	w.Start(ctx, func(ev core.ConversationEvent) { e.s.Record("event", ev) })
+	return nil
 }
+
+// recorded writes every committed batch into the run's trace.
+type recorded struct {
+	storage.Storage
+	s *sim.Sim
+}
+
+func (r recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.Range, error) {
+	rng, err := r.Storage.Commit(ctx, b)
+	if err == nil {
+		r.s.Record("commit", struct {
+			First  storage.ID      `json:"first"`
+			Last   storage.ID      `json:"last"`
+			Task   storage.ID      `json:"task,omitempty"`
+			Writes []storage.Write `json:"writes"`
+		}{rng.First, rng.Last, b.Task, b.Writes})
+	}
+	return rng, err
+}
+
+// keepData unwraps the memory store a reopen continues from.
+func (r recorded) keepData() storage.Storage { return r.Storage }
 
 func echo(name string) core.Tool {
 	return core.Tool{
