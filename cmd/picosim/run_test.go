@@ -132,3 +132,30 @@ func TestReplaySaysIdenticalOrNamesTheFirstDifferingLine(t *testing.T) {
 		t.Fatalf("replay of a corrupt file: exit %d, %q; want exit 2 and one line", code, errOut.String())
 	}
 }
+
+// The golden traces in fixtures/traces (one per scenario, seed 1, memory)
+// are what ports replay: each must be exactly what a run writes today.
+// go test ./cmd/picosim -update regenerates them.
+func TestGoldenTracesReplay(t *testing.T) {
+	dir := filepath.Join("..", "..", "fixtures", "traces")
+	for _, sc := range scenarios {
+		path := filepath.Join(dir, sc.name+".jsonl")
+		var trace bytes.Buffer
+		res, err := runScenario(sc, 1, "memory", "random", &trace)
+		if err != nil || !res.OK {
+			t.Fatalf("%s: %v %s", sc.name, err, res.Error)
+		}
+		if *update {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, trace.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out, errOut bytes.Buffer
+		if code := replayMain([]string{path}, &out, &errOut); code != 0 {
+			t.Errorf("%s: replaying %s: %s%s(if the change is intended: go test ./cmd/picosim -update)", sc.name, path, out.String(), errOut.String())
+		}
+	}
+}
