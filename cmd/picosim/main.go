@@ -1,6 +1,7 @@
 // Command picosim runs pico scenarios under the deterministic simulation
-// harness. `picosim bench` runs the peer's faux-turn workload. Without
-// arguments, until the scenario runner lands, it demonstrates the
+// harness. Without arguments it runs the built-in scenario suite over a
+// default set of seeds on JSONL; `list`, `run`, `replay` and `bench` are
+// its other commands, and `demo` walks through the
 // kernel (a turn, a compaction and a fork, with derived contexts printed),
 // then a seeded sweep of a small task pipeline under the simulated runtime,
 // every seed run twice and compared by trace digest. It exits 1 on any
@@ -30,17 +31,22 @@ func main() {
 			os.Exit(listMain(os.Stdout))
 		case "replay":
 			os.Exit(replayMain(os.Args[2:], os.Stdout, os.Stderr))
+		case "demo":
+			if err := demo(context.Background(), os.Stdout); err != nil {
+				fmt.Fprintln(os.Stderr, "picosim:", err)
+				os.Exit(1)
+			}
+			fmt.Println()
+			if sweep(os.Stdout, true) > 0 {
+				os.Exit(1)
+			}
+			os.Exit(0)
 		default:
-			fmt.Fprintf(os.Stderr, "picosim: unknown command %q (commands: list, run, replay, bench; no arguments runs the demonstration)\n", os.Args[1])
+			fmt.Fprintf(os.Stderr, "picosim: unknown command %q (commands: list, run, replay, bench, demo; no arguments runs the scenario suite)\n", os.Args[1])
 			os.Exit(2)
 		}
 	}
-	if err := demo(context.Background(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "picosim:", err)
-		os.Exit(1)
-	}
-	fmt.Println()
-	if sweep(os.Stdout, true) > 0 {
+	if runSuite(os.Stdout, suiteSeeds, suiteBackend, isTerminal(os.Stdout)) > 0 {
 		os.Exit(1)
 	}
 }

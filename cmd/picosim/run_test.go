@@ -159,3 +159,19 @@ func TestGoldenTracesReplay(t *testing.T) {
 		}
 	}
 }
+
+func TestSuiteRunsEveryScenarioAndEndsWithDone(t *testing.T) {
+	var out bytes.Buffer
+	if failures := runSuite(&out, 3, "jsonl", false); failures != 0 {
+		t.Fatalf("%d failures:\n%s", failures, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != len(scenarios)+1 || !strings.HasPrefix(lines[len(lines)-1], "DONE 8 scenarios, 24 runs (each replayed), 0 failures in ") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	for i, sc := range scenarios {
+		if !strings.HasPrefix(lines[i], "✓ "+sc.name+" ") || !strings.Contains(lines[i], " 3 seeds, ") {
+			t.Errorf("line %d = %q; want scenario %s passing 3 seeds", i, lines[i], sc.name)
+		}
+	}
+}
