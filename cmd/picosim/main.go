@@ -29,6 +29,8 @@ func main() {
 			os.Exit(runMain(os.Args[2:], os.Stdout, os.Stderr))
 		case "list":
 			os.Exit(listMain(os.Stdout))
+		case "help", "--help", "-h":
+			os.Exit(helpMain(os.Stdout))
 		case "replay":
 			os.Exit(replayMain(os.Args[2:], os.Stdout, os.Stderr))
 		case "demo":
@@ -42,7 +44,7 @@ func main() {
 			}
 			os.Exit(0)
 		default:
-			fmt.Fprintf(os.Stderr, "picosim: unknown command %q (commands: list, run, replay, bench, demo; no arguments runs the scenario suite)\n", os.Args[1])
+			fmt.Fprintf(os.Stderr, "picosim: unknown command %q (picosim help lists the commands)\n", os.Args[1])
 			os.Exit(2)
 		}
 	}

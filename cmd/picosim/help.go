@@ -1,0 +1,25 @@
+package main
+
+import (
+	"fmt"
+	"io"
+)
+
+const mainHelp = `usage: picosim [COMMAND] [ARGS]
+
+With no command, runs the scenario suite: every built-in scenario over seeds 1-50 on JSONL,
+each seed twice, and exits 1 if any run fails, printing the command that reproduces it.
+
+commands:
+  list      the built-in scenarios, one line each
+  run       one deterministic run of a scenario (picosim run --help)
+  replay    re-run a trace and report the first line that differs (picosim replay --help)
+  bench     the peer's faux-turn workload (picosim bench --help)
+  demo      the kernel walk-through and a seeded pipeline sweep
+  help      this text
+`
+
+func helpMain(w io.Writer) int {
+	fmt.Fprint(w, mainHelp)
+	return 0
+}
