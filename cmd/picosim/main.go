@@ -33,6 +33,8 @@ func main() {
 			os.Exit(helpMain(os.Stdout))
 		case "replay":
 			os.Exit(replayMain(os.Args[2:], os.Stdout, os.Stderr))
+		case "check":
+			os.Exit(checkMain(os.Args[2:], os.Stdout, os.Stderr))
 		case "demo":
 			if err := demo(context.Background(), os.Stdout); err != nil {
 				fmt.Fprintln(os.Stderr, "picosim:", err)

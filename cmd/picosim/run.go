@@ -43,16 +43,21 @@ type runResult struct {
 // strategy fix every interleaving, so the trace (written to trace if not
 // nil) is a pure function of the arguments.
 func runScenario(sc scenario, seed uint64, backend, strategy string, trace io.Writer) (runResult, error) {
+	dir, err := os.MkdirTemp("", "picosim-run-")
+	if err != nil {
+		return runResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	return runScenarioIn(dir, sc, seed, backend, strategy, trace)
+}
+
+// runScenarioIn is runScenario with the session's files kept in dir.
+func runScenarioIn(dir string, sc scenario, seed uint64, backend, strategy string, trace io.Writer) (runResult, error) {
 	res := runResult{Scenario: sc.name, Seed: seed, Backend: backend, Strategy: strategy}
 	strat, err := sim.ParseStrategy(strategy)
 	if err != nil {
 		return res, &usageError{fmt.Sprintf("run: --strategy: %v", err)}
 	}
-	dir, err := os.MkdirTemp("", "picosim-run-")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(dir)
 	tr := sim.NewTrace(trace, false)
 	s := sim.New(sim.Options{Seed: seed, Strategy: strat, Trace: tr})
 	var scenarioErr error

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sessionOnDisk leaves a finished scenario's session files in a directory.
+func sessionOnDisk(t *testing.T, name, backend string) string {
+	t.Helper()
+	dir := t.TempDir()
+	sc, _ := findScenario(name)
+	res, err := runScenarioIn(dir, sc, 1, backend, "random", nil)
+	if err != nil || !res.OK {
+		t.Fatalf("%s on %s: %v %s", name, backend, err, res.Error)
+	}
+	if backend == "jsonl" {
+		return filepath.Join(dir, "session.jsonl")
+	}
+	return filepath.Join(dir, "sessions.db")
+}
+
+func TestCheckPassesValidSessionsAndNeverWrites(t *testing.T) {
+	for _, backend := range []string{"jsonl", "sqlite"} {
+		for _, name := range []string{"input-while-busy", "shutdown-queued", "crash-reopen"} {
+			path := sessionOnDisk(t, name, backend)
+			before, _ := os.ReadFile(path)
+			var out, errOut bytes.Buffer
+			if code := checkMain([]string{path}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "✓ ") {
+				t.Fatalf("%s on %s: exit %d\n%s%s", name, backend, code, out.String(), errOut.String())
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+				t.Fatalf("%s on %s: check changed the session file", name, backend)
+			}
+		}
+	}
+}
+
+func TestCheckNamesTheOffendingLineOfACorruptedSession(t *testing.T) {
+	path := sessionOnDisk(t, "parallel-tools", "jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	// Hand-edit line 4: its batch now claims ids that overlap the previous one.
+	lines[3] = bytes.Replace(lines[3], []byte(`{"first":`), []byte(`{"first":1,"x":`), 1)
+	if err := os.WriteFile(path, bytes.Join(lines, []byte("\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	var out, errOut bytes.Buffer
+	code := checkMain([]string{path}, &out, &errOut)
+	if code != 1 || !strings.Contains(out.String(), "line 4") || !strings.Contains(out.String(), path) {
+		t.Fatalf("exit %d, %q; want exit 1 naming %s line 4", code, out.String(), path)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("check changed the corrupted file")
+	}
+	if code := checkMain([]string{filepath.Join(t.TempDir(), "missing.jsonl")}, &out, &errOut); code != 2 {
+		t.Fatalf("a missing session: exit %d; want 2", code)
+	}
+}
