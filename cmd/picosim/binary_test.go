@@ -72,6 +72,8 @@ func TestTheBinary(t *testing.T) {
 		{"run-help", []string{"run", "--help"}},
 		{"replay-help", []string{"replay", "--help"}},
 		{"bench-help", []string{"bench", "--help"}},
+		{"fuzz-help", []string{"fuzz", "--help"}},
+		{"check-help", []string{"check", "--help"}},
 	} {
 		out, errOut, code := runBinary(t, bin, c.args...)
 		if code != 0 {

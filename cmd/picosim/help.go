@@ -14,6 +14,7 @@ commands:
   list      the built-in scenarios, one line each
   run       one deterministic run of a scenario (picosim run --help)
   replay    re-run a trace and report the first line that differs (picosim replay --help)
+  fuzz      explore schedules in parallel, shrink and report failures (picosim fuzz --help)
   check     validate a JSONL session or a SQLite database without writing (picosim check --help)
   bench     the peer's faux-turn workload (picosim bench --help)
   demo      the kernel walk-through and a seeded pipeline sweep

@@ -35,6 +35,8 @@ func main() {
 			os.Exit(replayMain(os.Args[2:], os.Stdout, os.Stderr))
 		case "check":
 			os.Exit(checkMain(os.Args[2:], os.Stdout, os.Stderr))
+		case "fuzz":
+			os.Exit(fuzzMain(os.Args[2:], os.Stdout, os.Stderr))
 		case "demo":
 			if err := demo(context.Background(), os.Stdout); err != nil {
 				fmt.Fprintln(os.Stderr, "picosim:", err)

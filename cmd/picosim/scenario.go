@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,6 +60,8 @@ type env struct {
 	h       *core.Harness
 	watch   *core.WatchHandle
 	inputs  map[storage.ID][]storage.ID // conversation → inputs accepted
+	// toolOrder is the order tools ran in (the simulator runs one at a time).
+	toolOrder []string
 }
 
 // keepOpen is a memory store whose Close keeps the data, so a "new
@@ -88,7 +91,7 @@ func (e *env) open(ctx context.Context) error {
 	}
 	store = recorded{Storage: store, s: e.s}
 	e.store = store
-	tools := []core.Tool{echo("a"), echo("b")}
+	tools := []core.Tool{e.echo("a"), e.echo("b")}
 	e.h, err = core.Open(ctx, store, core.Options{Runtime: e.s.Runtime(), Tools: tools,
 		Models: core.NewModels(core.ModelSource{Provider: e.faux, Models: e.faux.Models()})})
 	if err != nil {
@@ -126,16 +129,25 @@ func (r recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.Ra
 // keepData unwraps the memory store a reopen continues from.
 func (r recorded) keepData() storage.Storage { return r.Storage }
 
-func echo(name string) core.Tool {
+// echo is a tool that writes its name and arguments and records the order
+// tools ran in.
+func (e *env) echo(name string) core.Tool {
 	return core.Tool{
 		Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: json.RawMessage(`{"type":"object"}`)},
 		Replay:     core.ReplaySafe,
 		Execute: func(_ context.Context, _ string, args json.RawMessage, out *core.ToolOutput, _ *core.ToolRuntime) error {
+			e.toolOrder = append(e.toolOrder, name)
 			out.Write(name + string(args))
 			return nil
 		},
 	}
 }
+
+// plantedEnv, set to "tool-order", plants a bug for picosim's own tests:
+// parallel-tools fails whenever tool b runs before tool a, which only some
+// schedules do. It exists so a test can show fuzz finding, shrinking and
+// reproducing a failure.
+const plantedEnv = "PICOSIM_PLANT"
 
 // accept accepts input in conv and remembers it for the final check.
 func (e *env) accept(ctx context.Context, conv storage.ID, mode core.InputMode, text string) (storage.ID, error) {
@@ -264,6 +276,9 @@ func parallelTools(ctx context.Context, e *env) error {
 	}
 	if len(p.Items) != 1 {
 		return fmt.Errorf("%d post_tools tasks; want exactly one", len(p.Items))
+	}
+	if os.Getenv(plantedEnv) == "tool-order" && strings.Join(e.toolOrder, ",") == "b,a" {
+		return fmt.Errorf("planted bug: tool b ran before tool a")
 	}
 	if err := e.expect(ctx, root, id, core.InputDone); err != nil {
 		return err
