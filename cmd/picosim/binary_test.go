@@ -58,6 +58,10 @@ func TestTheBinary(t *testing.T) {
 	if out, _, code := runBinary(t, bin, "replay", filepath.Join(dir, "t0")); code != 0 || out != "identical\n" {
 		t.Fatalf("replay: exit %d, %q", code, out)
 	}
+	// The README's main command: the whole suite, ending with DONE.
+	if out, errOut, code := runBinary(t, bin); code != 0 || !strings.Contains(out, "\nDONE 8 scenarios, 400 runs (each replayed), 0 failures in ") {
+		t.Fatalf("picosim with no arguments: exit %d\n%s%s", code, out, errOut)
+	}
 	for _, args := range [][]string{{"nope"}, {"run", "nope"}, {"run", "basic-turn", "--backend", "x"}, {"replay", filepath.Join(dir, "missing")}, {"bench", "--tools", "7"}} {
 		out, errOut, code := runBinary(t, bin, args...)
 		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || strings.Contains(errOut, "goroutine") {
