@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
+	"pgregory.net/rapid"
 )
 
 // watched is a started watch that records what it delivered.
@@ -46,18 +50,23 @@ func caughtUp(ctx context.Context, s *sim.Sim, h *core.Harness, r *watched, last
 	}
 }
 
-// viewsEqual compares two views as a client sees them: their JSON.
+// viewsEqual fails t unless two views are equal as a client sees them.
 func viewsEqual(t testing.TB, what string, want, got *core.ConversationView) {
 	t.Helper()
+	if diff := viewDiff(want, got); diff != "" {
+		t.Fatalf("%s (-capture +folded):\n%s", what, diff)
+	}
+}
+
+// viewDiff compares two views as a client sees them: their JSON.
+func viewDiff(want, got *core.ConversationView) string {
 	norm := func(v *core.ConversationView) map[string]any {
 		var m map[string]any
 		must(0, json.Unmarshal(must(json.Marshal(v)), &m))
 		delete(m, "readAt") // commits that change nothing here raise only the capture's
 		return m
 	}
-	if diff := cmp.Diff(norm(want), norm(got), cmpopts.EquateEmpty()); diff != "" {
-		t.Fatalf("%s (-capture +folded):\n%s", what, diff)
-	}
+	return cmp.Diff(norm(want), norm(got), cmpopts.EquateEmpty())
 }
 
 // The fold is correct: after a session of turns with tools, steering, a
@@ -350,12 +359,53 @@ func TestSessionWatchUsageTotalsEqualTheFoldOfUsageRows(t *testing.T) {
 	})
 }
 
-// After every commit of a random history — entries, a head, edits, config
-// and requested values, queued input landing and cancelled, tasks created
-// and marked — the folded view equals a fresh capture.
+// foldStep is one drawn action of the fold property: what to do and the
+// choices it makes.
+type foldStep struct {
+	Op     int // 0-9, see TestFoldedViewEqualsAFreshCaptureAfterEveryCommit
+	Pick   int // which earlier entry an edit targets
+	Choice bool
+}
+
+// foldStepsPerRun is how many actions one drawn history takes.
+const foldStepsPerRun = 30
+
+// foldChecksMin is how many histories the property draws unless
+// -rapid.checks asks for more.
+const foldChecksMin = 200
+
+// The fold is correct, as a rapid property under the simulated runtime:
+// after every commit of a drawn history — entries, heads, edits, config and
+// requested values, idle accepts creating work, queued input landing and
+// cancelled, tasks created and marked, crashes with a reopen — the folded
+// view equals a fresh capture. rapid draws the history and the simulator's
+// seed, and shrinks a failing history.
 func TestFoldedViewEqualsAFreshCaptureAfterEveryCommit(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		plan := storage.ConversationValue[bool]("plan.mode", storage.Rewind)
+	checks := foldChecksMin
+	if f := flag.Lookup("rapid.checks"); f != nil {
+		if n, err := strconv.Atoi(f.Value.String()); err == nil && n > checks {
+			checks = n
+		}
+	}
+	for round := 0; round*100 < checks; round++ {
+		rapid.Check(t, func(rt *rapid.T) {
+			seed := rapid.Uint64Range(1, 1<<40).Draw(rt, "seed")
+			plan := rapid.SliceOfN(rapid.Custom(func(rt *rapid.T) foldStep {
+				return foldStep{Op: rapid.IntRange(0, 9).Draw(rt, "op"), Pick: rapid.IntRange(0, 1<<20).Draw(rt, "pick"), Choice: rapid.Bool().Draw(rt, "choice")}
+			}), foldStepsPerRun, foldStepsPerRun).Draw(rt, "plan")
+			if failure := foldHistory(t, seed, plan); failure != "" {
+				rt.Fatalf("seed %d: %s", seed, failure)
+			}
+		})
+	}
+}
+
+// foldHistory runs one drawn history and returns the first difference
+// between the folded view and a fresh capture, or "".
+func foldHistory(t *testing.T, seed uint64, plan []foldStep) (failure string) {
+	s := sim.New(sim.Options{Seed: seed})
+	err := s.Run(context.Background(), func(ctx context.Context) {
+		planMode := storage.ConversationValue[bool]("plan.mode", storage.Rewind)
 		store := reopenable{memory.New()}
 		var h *core.Harness
 		var c *core.Conversation
@@ -364,15 +414,14 @@ func TestFoldedViewEqualsAFreshCaptureAfterEveryCommit(t *testing.T) {
 		openWatched := func() {
 			h = open(t, ctx, s, store, jobKind)
 			c = h.Root()
-			w = must(h.Watch(ctx, c.ID, core.WatchOptions{Tail: 5, Values: []storage.Address{plan.Address}}))
+			w = must(h.Watch(ctx, c.ID, core.WatchOptions{Tail: 5, Values: []storage.Address{planMode.Address}}))
 			r = &watched{w: w}
 			w.Start(ctx, func(e core.ConversationEvent) { r.events = append(r.events, e) })
 		}
 		openWatched()
-		rng := s.Rand()
 		var ids []storage.ID
-		for step := range 30 {
-			switch rng.IntN(10) {
+		for step, p := range plan {
+			switch p.Op {
 			case 8:
 				// An idle accept creates a generation nobody drives; later
 				// input queues behind it.
@@ -391,7 +440,7 @@ func TestFoldedViewEqualsAFreshCaptureAfterEveryCommit(t *testing.T) {
 				must(c.Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, c.ID); return nil }))
 			case 3:
 				if len(ids) > 0 {
-					target := ids[rng.IntN(len(ids))]
+					target := ids[p.Pick%len(ids)]
 					_, _ = c.Commit(ctx, func(tx *core.ConversationTx) error { // a target outside the context may be refused
 						tx.Entry(core.NoticeKind, core.EntryDraft{Edits: []storage.ContextEdit{{Target: target, Action: storage.EditOmit}}})
 						return nil
@@ -399,8 +448,8 @@ func TestFoldedViewEqualsAFreshCaptureAfterEveryCommit(t *testing.T) {
 				}
 			case 4:
 				must(c.Commit(ctx, func(tx *core.ConversationTx) error {
-					if rng.IntN(2) == 0 {
-						tx.SetValue(plan.Address, step%2 == 0)
+					if p.Choice {
+						tx.SetValue(planMode.Address, step%2 == 0)
 					} else {
 						tx.SetValue(core.ThinkingValue.Address, "high")
 					}
@@ -408,24 +457,32 @@ func TestFoldedViewEqualsAFreshCaptureAfterEveryCommit(t *testing.T) {
 				}))
 			case 5:
 				id := must(c.NextRun(ctx, userText("later")))
-				if rng.IntN(2) == 0 {
+				if p.Choice {
 					must(c.CancelQueued(ctx, id))
 				}
 			case 6:
 				task := createTask(t, ctx, c, jobKind, core.TaskSpec{State: map[string]int{"step": step}})
-				if rng.IntN(2) == 0 {
+				if p.Choice {
 					must(0, h.AbortTask(ctx, task))
 				}
 			case 7:
 				must(c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]int{"step": step}}))
 			}
 			caughtUp(ctx, s, h, r, h.Store().LastSeq())
-			fresh := must(h.Watch(ctx, c.ID, core.WatchOptions{Tail: 5, Values: []storage.Address{plan.Address}}))
-			viewsEqual(t, "view after a commit", fresh.View(), w.View())
+			fresh := must(h.Watch(ctx, c.ID, core.WatchOptions{Tail: 5, Values: []storage.Address{planMode.Address}}))
+			if diff := viewDiff(fresh.View(), w.View()); diff != "" {
+				failure = fmt.Sprintf("view after step %d (op %d) (-capture +folded):\n%s", step, p.Op, diff)
+				fresh.Unsubscribe()
+				break
+			}
 			fresh.Unsubscribe()
 		}
 		must(0, h.Close(ctx))
 	})
+	if err != nil {
+		return err.Error()
+	}
+	return failure
 }
 
 // A capture taken while a task is between a preview change and the scratch
