@@ -64,3 +64,14 @@ func CheckCursor(c Cursor) error {
 	}
 	return nil
 }
+
+// CheckTaskQuery is CheckCursor for a task scan, plus its role filter.
+func CheckTaskQuery(q TaskQuery) error {
+	if err := CheckCursor(q.Cursor); err != nil {
+		return err
+	}
+	if q.Role != "" && !q.Role.Valid() {
+		return badQuery("unknown role %q", q.Role)
+	}
+	return nil
+}

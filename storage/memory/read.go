@@ -287,11 +287,8 @@ func (s *Store) GetTasks(_ context.Context, ids []ID) (map[ID]*storage.Task, err
 // ScanTasks pages through tasks. A live (or non-terminal role) query walks
 // only the live index; it never visits a terminal row.
 func (s *Store) ScanTasks(_ context.Context, q storage.TaskQuery) (storage.Page[*storage.Task], error) {
-	if err := storage.CheckCursor(q.Cursor); err != nil {
+	if err := storage.CheckTaskQuery(q); err != nil {
 		return storage.Page[*storage.Task]{}, err
-	}
-	if q.Role != "" && !q.Role.Valid() {
-		return storage.Page[*storage.Task]{}, fmt.Errorf("%w: unknown role %q", storage.ErrBadQuery, q.Role)
 	}
 	if err := s.rlock(); err != nil {
 		return storage.Page[*storage.Task]{}, err

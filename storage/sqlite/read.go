@@ -479,11 +479,8 @@ func (s *Store) GetTasks(ctx context.Context, ids []ID) (map[ID]*storage.Task, e
 
 // ScanTasks pages through tasks.
 func (s *Store) ScanTasks(ctx context.Context, q storage.TaskQuery) (storage.Page[*storage.Task], error) {
-	if err := storage.CheckCursor(q.Cursor); err != nil {
+	if err := storage.CheckTaskQuery(q); err != nil {
 		return storage.Page[*storage.Task]{}, err
-	}
-	if q.Role != "" && !q.Role.Valid() {
-		return storage.Page[*storage.Task]{}, fmt.Errorf("%w: unknown role %q", storage.ErrBadQuery, q.Role)
 	}
 	if err := s.rlock(); err != nil {
 		return storage.Page[*storage.Task]{}, err
