@@ -194,6 +194,24 @@ func onGeneration[I any](h *core.Harness, point string, fn func(ctx context.Cont
 }
 
 // tasksOfKind reads every task of a kind, in id order.
+// driveWhileHost drives c on actor "driver" while actor "host" waits for
+// ready and then runs act between its points before and after, the points
+// a cell's forced order names.
+func driveWhileHost(ctx context.Context, rt core.Runtime, c *core.Conversation, ready core.Event, before, after string, act func(ctx context.Context)) (core.DriveResult, error) {
+	var drive core.DriveResult
+	var driveErr error
+	g := newGroup(rt)
+	g.Go(ctx, "driver", func(ctx context.Context) { drive, driveErr = c.Drive(ctx) })
+	g.Go(ctx, "host", func(ctx context.Context) {
+		check(ready.Wait(ctx))
+		sim.Yield(ctx, before)
+		act(ctx)
+		sim.Yield(ctx, after)
+	})
+	g.Wait(ctx)
+	return drive, driveErr
+}
+
 func tasksOfKind(ctx context.Context, store storage.Storage, kind string) []*storage.Task {
 	return must(store.ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, Kind: kind})).Items
 }
@@ -534,15 +552,9 @@ func abortVsPostTools(o order) cell {
 			c := a.h.Root()
 			input = must(c.Accept(ctx, ai.PlainText("go"), core.AcceptOptions{}))
 			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), core.GenerationKindName))[0], gen)
-			g := newGroup(rt)
-			g.Go(ctx, "driver", func(ctx context.Context) { drive, driveErr = c.Drive(ctx) })
-			g.Go(ctx, "host", func(ctx context.Context) {
-				check(started.Wait(ctx))
-				sim.Yield(ctx, "abort")
+			drive, driveErr = driveWhileHost(ctx, rt, c, started, "abort", "aborted", func(ctx context.Context) {
 				abortErr = c.Abort(ctx)
-				sim.Yield(ctx, "aborted")
 			})
-			g.Wait(ctx)
 			store := a.h.Store()
 			gens = tasksOfKind(ctx, store, core.GenerationKindName)
 			posts = tasksOfKind(ctx, store, core.PostToolsKindName)
@@ -661,15 +673,9 @@ func cancelVsLand(o order) cell {
 			input = must(c.Accept(ctx, ai.PlainText("first"), core.AcceptOptions{}))
 			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), core.GenerationKindName))[0], gen)
 			expectID("followUp", must(c.FollowUp(ctx, ai.PlainText("second"))), followUp)
-			g := newGroup(rt)
-			g.Go(ctx, "driver", func(ctx context.Context) { drive, driveErr = c.Drive(ctx) })
-			g.Go(ctx, "host", func(ctx context.Context) {
-				check(atYield.Wait(ctx))
-				sim.Yield(ctx, "cancel")
+			drive, driveErr = driveWhileHost(ctx, rt, c, atYield, "cancel", "cancelled", func(ctx context.Context) {
 				cancelled, cancelErr = c.CancelQueued(ctx, followUp)
-				sim.Yield(ctx, "cancelled")
 			})
-			g.Wait(ctx)
 			store := a.h.Store()
 			gens = tasksOfKind(ctx, store, core.GenerationKindName)
 			for _, t := range gens {
@@ -781,15 +787,9 @@ func abortVsGroupTransfer(o order) cell {
 			expectID("input", must(c.Accept(ctx, ai.PlainText("go"), core.AcceptOptions{})), input)
 			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), core.GenerationKindName))[0], gen)
 			expectID("steer", must(c.Steer(ctx, ai.PlainText("also"))), steer)
-			g := newGroup(rt)
-			g.Go(ctx, "driver", func(ctx context.Context) { drive, driveErr = c.Drive(ctx) })
-			g.Go(ctx, "host", func(ctx context.Context) {
-				check(atResponse.Wait(ctx))
-				sim.Yield(ctx, "abort")
+			drive, driveErr = driveWhileHost(ctx, rt, c, atResponse, "abort", "aborted", func(ctx context.Context) {
 				abortErr = c.Abort(ctx)
-				sim.Yield(ctx, "aborted")
 			})
-			g.Wait(ctx)
 			store := a.h.Store()
 			gens = tasksOfKind(ctx, store, core.GenerationKindName)
 			posts = tasksOfKind(ctx, store, core.PostToolsKindName)
@@ -914,15 +914,9 @@ func sharedGeneration(o order) cell {
 			expectID("nextRun", must(c.NextRun(ctx, ai.PlainText("before"))), nextRun)
 			expectID("input", must(c.Accept(ctx, ai.PlainText("go"), core.AcceptOptions{})), input)
 			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), core.GenerationKindName))[0], gen)
-			g := newGroup(rt)
-			g.Go(ctx, "driver", func(ctx context.Context) { drive, driveErr = c.Drive(ctx) })
-			g.Go(ctx, "host", func(ctx context.Context) {
-				check(atResponse.Wait(ctx))
-				sim.Yield(ctx, "steer")
+			drive, driveErr = driveWhileHost(ctx, rt, c, atResponse, "steer", "steered", func(ctx context.Context) {
 				steer, steerErr = c.Steer(ctx, ai.PlainText("also"))
-				sim.Yield(ctx, "steered")
 			})
-			g.Wait(ctx)
 			store := a.h.Store()
 			gens = tasksOfKind(ctx, store, core.GenerationKindName)
 			tools = tasksOfKind(ctx, store, core.ToolKindName)
