@@ -59,24 +59,18 @@ func deriveRange(ctx context.Context, store storage.Storage, conversationID, thr
 	} else {
 		head = nil
 	}
-	rng, err := scanRange(ctx, store, storage.EntryQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, ConversationID: conversationID, From: from, Through: through})
+	rng, err := scanRange(ctx, store, storage.EntryQuery{ConversationID: conversationID, From: from, Through: through})
 	return head, rng, err
 }
 
-// scanRange reads every page of an entry query.
+// scanRange reads every page of an entry query (its cursor is the walk's).
 func scanRange(ctx context.Context, store storage.Storage, q storage.EntryQuery) ([]*storage.Entry, error) {
-	var rng []*storage.Entry
-	for {
-		p, err := store.ScanEntries(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		rng = append(rng, p.Items...)
-		if p.Next == 0 {
-			return rng, nil
-		}
-		q.After = p.Next
-	}
+	after := q.After
+	return allPages(func(c storage.Cursor) (storage.Page[*storage.Entry], error) {
+		q.Cursor = c
+		q.After = max(c.After, after)
+		return store.ScanEntries(ctx, q)
+	})
 }
 
 // fold applies the derivation rule to a head and its range.

@@ -151,22 +151,17 @@ func (a *actions) add(f func()) { *a = append(*a, f) }
 // ownership links those tasks need; nothing historical is read.
 func (d *driver) seed(ctx context.Context) error {
 	store := d.h.line.Store()
-	q := storage.TaskQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, Live: storage.Bool(true)}
-	for {
-		p, err := store.ScanTasks(ctx, q)
-		if err != nil {
-			return err
+	live, err := allPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
+		return store.ScanTasks(ctx, storage.TaskQuery{Cursor: c, Live: storage.Bool(true)})
+	})
+	if err != nil {
+		return err
+	}
+	for _, t := range live {
+		if _, ok := d.h.kinds.Task(t.Kind); !ok {
+			return &UnknownKindError{Task: t.ID, Kind: t.Kind}
 		}
-		for _, t := range p.Items {
-			if _, ok := d.h.kinds.Task(t.Kind); !ok {
-				return &UnknownKindError{Task: t.ID, Kind: t.Kind}
-			}
-			d.addLive(t)
-		}
-		if p.Next == 0 {
-			break
-		}
-		q.After = p.Next
+		d.addLive(t)
 	}
 	for id, lt := range d.live {
 		for _, dep := range lt.task.After {
@@ -566,26 +561,15 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 			affected = append(affected, w.Task.ID)
 		case storage.WritePatch:
 			lt := d.live[w.ID]
-			next := *lt.task
-			if w.Role != "" && w.Status != next.Status {
+			if w.Role != "" && w.Status != lt.task.Status {
 				lt.epoch++
 			}
-			if w.Role != "" {
-				next.Status, next.Role = w.Status, w.Role
-			}
-			if w.State != nil {
-				next.State = w.State
-			}
-			if w.Owns != nil {
-				next.Owns = w.Owns
-			}
-			if w.Abort && !next.Abort {
-				next.Abort = true
+			if w.Abort && !lt.task.Abort {
 				if inv := d.running[w.ID]; inv != nil && inv.method != MethodAbort {
 					acts.add(inv.cancel) // the mark revoked it; signal after the line
 				}
 			}
-			lt.task = &next
+			lt.task = applyTaskWrite(lt.task, w)
 			affected = append(affected, w.ID)
 		case storage.WriteSettle:
 			lt := d.live[w.ID]
@@ -884,6 +868,23 @@ func sortedIDs[V any](m map[storage.ID]V) []storage.ID {
 
 // cloneTask copies a task record so that callers cannot change the
 // driver's (or the backend's) shared one.
+// applyTaskWrite returns a task as a patch or settle write leaves it. The
+// result shares slices with prev; neither is ever written in place.
+func applyTaskWrite(prev *storage.Task, w *storage.Write) *storage.Task {
+	next := *prev
+	if w.Role != "" {
+		next.Status, next.Role = w.Status, w.Role
+	}
+	if w.State != nil {
+		next.State = w.State
+	}
+	if w.Owns != nil {
+		next.Owns = w.Owns
+	}
+	next.Abort = next.Abort || w.Abort
+	return &next
+}
+
 func cloneTask(t *storage.Task) *storage.Task {
 	c := *t
 	c.State = slices.Clone(t.State)

@@ -545,19 +545,14 @@ func (h *Harness) DeleteConversation(ctx context.Context, id storage.ID) error {
 func (h *Harness) ownedSubtree(ctx context.Context, id storage.ID) ([]storage.ID, error) {
 	out := []storage.ID{id}
 	for i := 0; i < len(out); i++ {
-		q := storage.ConversationQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, OwnedFrom: out[i]}
-		for {
-			p, err := h.Store().ScanConversations(ctx, q)
-			if err != nil {
-				return nil, err
-			}
-			for _, c := range p.Items {
-				out = append(out, c.ID)
-			}
-			if p.Next == 0 {
-				break
-			}
-			q.After = p.Next
+		owned, err := allPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
+			return h.Store().ScanConversations(ctx, storage.ConversationQuery{Cursor: c, OwnedFrom: out[i]})
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range owned {
+			out = append(out, c.ID)
 		}
 	}
 	return out, nil

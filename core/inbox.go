@@ -276,19 +276,15 @@ func (h *Harness) hasTask(name string) bool {
 
 // readInbox reads a conversation's queued items in admission order.
 func readInbox(tx *Tx, conv storage.ID) ([]Elem[InboxItem], error) {
-	var out []Elem[InboxItem]
-	q := storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}
-	for {
-		page, next, err := TxList(tx, InboxList.In(conv)).Read(q)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page...)
-		if next == 0 {
-			return out, nil
-		}
-		q.After = next
+	addr := InboxList.In(conv).Address
+	elems, err := allPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
+		return tx.ReadList(addr, storage.ListQuery{Cursor: c})
+	})
+	if err != nil {
+		return nil, err
 	}
+	out, _, err := decodeElems[InboxItem](addr, storage.Page[storage.Element]{Items: elems})
+	return out, err
 }
 
 // placeItem lands one inbox item: its entry, the element's removal and its

@@ -129,18 +129,13 @@ func (h *Harness) captureSession(ctx context.Context, w *SessionWatchHandle) (*S
 	store := h.Store()
 	v := &SessionView{Conversations: []storage.Conversation{}, Values: map[string]json.RawMessage{},
 		Faulted: h.d.phase == phaseFaulted, ReadAt: store.LastSeq()}
-	q := storage.ConversationQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}
-	for {
-		p, err := store.ScanConversations(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		v.Conversations = append(v.Conversations, p.Items...)
-		if p.Next == 0 {
-			break
-		}
-		q.After = p.Next
+	convs, err := allPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
+		return store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
+	})
+	if err != nil {
+		return nil, err
 	}
+	v.Conversations = append(v.Conversations, convs...)
 	if err := w.readValues(ctx, store, v.Values); err != nil {
 		return nil, err
 	}

@@ -360,25 +360,19 @@ func readScratchList[T any](ctx context.Context, rt *TaskRuntime, addr storage.A
 
 // readScratchFrom reads a whole scratch list through a reader.
 func readScratchFrom[T any](sc ScratchReader, addr storage.Address) ([]T, error) {
-	var out []T
-	q := storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}
-	for {
-		page, err := sc.ReadList(addr, q)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range page.Items {
-			var v T
-			if err := json.Unmarshal(e.Value, &v); err != nil {
-				return nil, fmt.Errorf("core: scratch %s element %d: %w", addr, e.ID, err)
-			}
-			out = append(out, v)
-		}
-		if page.Next == 0 {
-			return out, nil
-		}
-		q.After = page.Next
+	elems, err := allPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
+		return sc.ReadList(addr, storage.ListQuery{Cursor: c})
+	})
+	if err != nil {
+		return nil, err
 	}
+	out := make([]T, len(elems))
+	for i, e := range elems {
+		if err := json.Unmarshal(e.Value, &out[i]); err != nil {
+			return nil, fmt.Errorf("core: scratch %s element %d: %w", addr, e.ID, err)
+		}
+	}
+	return out, nil
 }
 
 // InitPreview builds a tool's preview, its output state so far, from the

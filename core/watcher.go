@@ -288,18 +288,13 @@ func (h *Harness) captureView(ctx context.Context, w *WatchHandle) (*Conversatio
 			v.Previews[id] = tr.Published() // what the flushes delivered; the producer may be mid-window
 		}
 	}
-	q := storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}
-	for {
-		p, err := store.ReadList(ctx, InboxList.In(w.conv).Address, q)
-		if err != nil {
-			return nil, err
-		}
-		v.Inbox = append(v.Inbox, p.Items...)
-		if p.Next == 0 {
-			break
-		}
-		q.After = p.Next
+	inbox, err := allPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
+		return store.ReadList(ctx, InboxList.In(w.conv).Address, storage.ListQuery{Cursor: c})
+	})
+	if err != nil {
+		return nil, err
 	}
+	v.Inbox = append(v.Inbox, inbox...)
 	if err := w.readValues(ctx, store, v.Values); err != nil {
 		return nil, err
 	}
@@ -409,17 +404,7 @@ func (h *Harness) watchEvents(ctx context.Context, batch storage.CommitBatch, r 
 			if prev == nil {
 				continue
 			}
-			next := cloneTask(prev)
-			if w.Role != "" {
-				next.Status, next.Role = w.Status, w.Role
-			}
-			if w.State != nil {
-				next.State = w.State
-			}
-			if w.Owns != nil {
-				next.Owns = w.Owns
-			}
-			next.Abort = next.Abort || w.Abort
+			next := applyTaskWrite(prev, w)
 			tasks[w.ID] = next
 			if ce := of(next.ConversationID); ce != nil {
 				if w.Type == storage.WriteSettle {
