@@ -250,14 +250,20 @@ func toolCalls(names ...string) faux.Step {
 
 const root storage.ID = 1
 
-func basicTurn(ctx context.Context, e *env) error {
-	e.faux.SetResponses(reply("hello"))
-	id, err := e.accept(ctx, root, core.ModeFollowUp, "hi")
+// turn accepts text in the root, drives it to idle and expects the input
+// done.
+func (e *env) turn(ctx context.Context, text string) error {
+	id, err := e.accept(ctx, root, core.ModeFollowUp, text)
 	if err != nil {
 		return err
 	}
 	e.driveAsync(ctx, root).Wait(ctx)
-	if err := e.expect(ctx, root, id, core.InputDone); err != nil {
+	return e.expect(ctx, root, id, core.InputDone)
+}
+
+func basicTurn(ctx context.Context, e *env) error {
+	e.faux.SetResponses(reply("hello"))
+	if err := e.turn(ctx, "hi"); err != nil {
 		return err
 	}
 	return e.settled(ctx, nil)
@@ -349,12 +355,7 @@ func abortMidStream(ctx context.Context, e *env) error {
 
 func retryAndDeferred(ctx context.Context, e *env) error {
 	e.faux.SetResponses(faux.RateLimited(), faux.Reply().WithStop(ai.StopDeferred), reply("finally"))
-	id, err := e.accept(ctx, root, core.ModeFollowUp, "go")
-	if err != nil {
-		return err
-	}
-	e.driveAsync(ctx, root).Wait(ctx)
-	if err := e.expect(ctx, root, id, core.InputDone); err != nil {
+	if err := e.turn(ctx, "go"); err != nil {
 		return err
 	}
 	return e.settled(ctx, nil)
