@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pico-go/pico/core"
@@ -181,27 +182,12 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 		for _, el := range inbox {
 			queued[el.ID] = true
 		}
-		var results []storage.KeyedVersion
-		for q := (storage.ValueQuery{Scope: storage.ConversationScope(c.ID), Namespace: core.InputResultValue.Namespace, Limit: storage.PageLimitMax}); ; {
-			p, err := store.ScanValues(ctx, q)
-			if err != nil {
-				problems = append(problems, err.Error())
-				break
-			}
-			results = append(results, p.Items...)
-			if len(p.Items) < q.Limit {
-				break
-			}
-			q.After = p.Items[len(p.Items)-1].Key
+		results, err := inputResults(ctx, store, c.ID)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("conversation %d: %v", c.ID, err))
+			continue
 		}
-		for _, kv := range results {
-			var r core.InputResult
-			if err := json.Unmarshal(kv.Version.Value, &r); err != nil {
-				problems = append(problems, fmt.Sprintf("conversation %d: input result %s does not decode: %v", c.ID, kv.Key, err))
-				continue
-			}
-			var id storage.ID
-			_, _ = fmt.Sscan(kv.Key, &id)
+		for id, r := range results {
 			switch {
 			case r.Status == core.InputQueued && !queued[id]:
 				problems = append(problems, fmt.Sprintf("conversation %d: input %d is queued but not in the inbox", c.ID, id))
@@ -216,6 +202,32 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 	}
 	slices.Sort(problems)
 	return fmt.Sprintf("%d conversations, %d live tasks, last sequence %d", len(convs), len(tasks), store.LastSeq()), problems
+}
+
+// inputResults reads every input result of a conversation, by input id.
+func inputResults(ctx context.Context, store storage.Storage, conv storage.ID) (map[storage.ID]core.InputResult, error) {
+	out := map[storage.ID]core.InputResult{}
+	for q := (storage.ValueQuery{Scope: storage.ConversationScope(conv), Namespace: core.InputResultValue.Namespace, Limit: storage.PageLimitMax}); ; {
+		p, err := store.ScanValues(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range p.Items {
+			id, err := strconv.ParseInt(kv.Key, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("input result key %q is not an input id", kv.Key)
+			}
+			var r core.InputResult
+			if err := json.Unmarshal(kv.Version.Value, &r); err != nil {
+				return nil, fmt.Errorf("input result %s does not decode: %v", kv.Key, err)
+			}
+			out[storage.ID(id)] = r
+		}
+		if len(p.Items) < q.Limit {
+			return out, nil
+		}
+		q.After = p.Items[len(p.Items)-1].Key
+	}
 }
 
 // scanAll reads every page of a query.

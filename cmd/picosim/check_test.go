@@ -13,7 +13,7 @@ func sessionOnDisk(t *testing.T, name, backend string) string {
 	t.Helper()
 	dir := t.TempDir()
 	sc, _ := findScenario(name)
-	res, err := runScenarioIn(dir, sc, 1, backend, "random", nil)
+	res, err := runScenarioIn(dir, runSpec{sc: sc, seed: 1, backend: backend, strategy: "random"}, nil)
 	if err != nil || !res.OK {
 		t.Fatalf("%s on %s: %v %s", name, backend, err, res.Error)
 	}

@@ -22,36 +22,64 @@ const fuzzPCTSteps = 2000
 // shrinking walks the depth down from there.
 const fuzzDepthMax = 3
 
-// fuzzJob is one run fuzz tries.
-type fuzzJob struct {
-	sc       scenario
-	seed     uint64
-	strategy string
-}
-
 // fuzzStrategy alternates the seed's schedule between random and PCT.
 func fuzzStrategy(seed uint64) string {
 	if seed%2 == 0 {
-		return fmt.Sprintf("pct:%d:%d", fuzzDepthMax, fuzzPCTSteps)
+		return pctStrategy(fuzzDepthMax)
 	}
 	return "random"
 }
 
-// shrink looks for a smaller failing case of a failed run: the same seed
-// under PCT with as few priority changes (preemptions) as still fail. It
-// returns the smallest failing strategy and its error, or the original.
-func shrink(j fuzzJob, backend string, failure string) (string, string) {
-	for d := 1; d <= fuzzDepthMax; d++ {
-		strategy := fmt.Sprintf("pct:%d:%d", d, fuzzPCTSteps)
-		if strategy == j.strategy {
-			break
+func pctStrategy(depth int) string { return fmt.Sprintf("pct:%d:%d", depth, fuzzPCTSteps) }
+
+// fuzzSpec is the run fuzz makes of a scenario's seed: its schedule
+// strategy and a fault plan drawn from the seed (a quarter of them empty).
+func fuzzSpec(sc scenario, seed uint64, backend string, batches int) runSpec {
+	return runSpec{sc: sc, seed: seed, backend: backend, strategy: fuzzStrategy(seed), plan: drawPlan(sc, seed, batches, backend)}
+}
+
+// shrink looks for the smallest case that still fails the same way (the
+// same signature) as a failed run: it drops faults one at a time while the
+// failure stays, then lowers the schedule's preemptions (the same seed
+// under PCT with as few priority changes as still fail), then leaves out
+// host actions one at a time. It returns the smallest spec and its failure.
+func shrink(spec runSpec, failure string) (runSpec, string) {
+	want := signature(failure)
+	var actions int
+	fails := func(c runSpec) bool {
+		res, err := runScenario(c, nil)
+		if err != nil || res.OK || signature(res.Error) != want {
+			return false
 		}
-		res, err := runScenario(j.sc, j.seed, backend, strategy, nil)
-		if err == nil && !res.OK {
-			return strategy, res.Error
+		spec, failure, actions = c, res.Error, res.Actions
+		return true
+	}
+	for i := 0; i < len(spec.plan.Faults); {
+		c := spec
+		c.plan.Faults = slices.Delete(slices.Clone(spec.plan.Faults), i, i+1)
+		if !fails(c) {
+			i++
 		}
 	}
-	return j.strategy, failure
+	for d := 1; d <= fuzzDepthMax; d++ {
+		c := spec
+		if c.strategy = pctStrategy(d); c.strategy == spec.strategy || fails(c) {
+			break
+		}
+	}
+	if actions == 0 {
+		fails(spec) // learn how many host actions the run reaches
+	}
+	for i := range actions {
+		if slices.Contains(spec.drop, i) {
+			continue
+		}
+		c := spec
+		c.drop = append(slices.Clone(spec.drop), i)
+		slices.Sort(c.drop)
+		fails(c)
+	}
+	return spec, failure
 }
 
 func fuzzMain(args []string, stdout, stderr io.Writer) int {
@@ -103,43 +131,58 @@ func fuzzMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	start := time.Now()
-	jobs := make(chan fuzzJob)
+	// A run of each scenario without faults gives its length, over which
+	// fault plans place their commits.
+	batches := map[string]int{}
+	for _, sc := range chosen {
+		res, err := runScenario(runSpec{sc: sc, seed: 1, backend: *backend, strategy: "random"}, nil)
+		if err != nil {
+			fmt.Fprintln(stderr, "picosim: fuzz:", err)
+			return 2
+		}
+		batches[sc.name] = res.Batches
+	}
 	type finding struct {
-		job      fuzzJob
-		err      string
-		shrunk   string
-		shrunkTo string
+		res      runResult
+		smallest runSpec
+		failure  string // the smallest case's
 		trace    string
 	}
 	var (
 		mu       sync.Mutex
 		findings []finding
 		runs     int
+		fired    int
+		restarts int
 		stop     = make(chan struct{})
 		stopOnce sync.Once
+		wg       sync.WaitGroup
+		jobs     = make(chan runSpec)
 	)
-	var wg sync.WaitGroup
 	for range *workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := range jobs {
+			for spec := range jobs {
 				var trace bytes.Buffer
-				res, err := runScenario(j.sc, j.seed, *backend, j.strategy, &trace)
+				res, err := runScenario(spec, &trace)
+				if err != nil {
+					res.Error = err.Error()
+				}
 				mu.Lock()
 				runs++
+				fired += res.Fired
+				if res.Recovered {
+					restarts++
+				}
 				mu.Unlock()
 				if err == nil && res.OK {
 					continue
 				}
-				msg := res.Error
-				if err != nil {
-					msg = err.Error()
-				}
-				f := finding{job: j, err: msg}
-				f.shrunk, f.shrunkTo = shrink(j, *backend, msg)
+				f := finding{res: res}
+				f.smallest, f.failure = shrink(spec, res.Error)
 				if err := os.MkdirAll(*out, 0o755); err == nil {
-					f.trace = filepath.Join(*out, fmt.Sprintf("%s-seed%d-%s.jsonl", j.sc.name, j.seed, strings.ReplaceAll(j.strategy, ":", "_")))
+					f.trace = filepath.Join(*out, fmt.Sprintf("%s-seed%d-%s.jsonl", spec.sc.name, spec.seed, strings.ReplaceAll(spec.strategy, ":", "_")))
 					if err := os.WriteFile(f.trace, trace.Bytes(), 0o644); err != nil {
 						f.trace = ""
 					}
@@ -164,7 +207,7 @@ feed:
 		}
 		for _, sc := range chosen {
 			select {
-			case jobs <- fuzzJob{sc: sc, seed: seed, strategy: fuzzStrategy(seed)}:
+			case jobs <- fuzzSpec(sc, seed, *backend, batches[sc.name]):
 			case <-stop:
 				break feed
 			}
@@ -173,17 +216,20 @@ feed:
 	close(jobs)
 	wg.Wait()
 	sort.Slice(findings, func(a, b int) bool {
-		x, y := findings[a].job, findings[b].job
-		return x.sc.name < y.sc.name || x.sc.name == y.sc.name && x.seed < y.seed
+		x, y := findings[a].res, findings[b].res
+		return x.Scenario < y.Scenario || x.Scenario == y.Scenario && x.Seed < y.Seed
 	})
 	for _, f := range findings {
-		fmt.Fprintf(stdout, "FAIL %s seed %d (%s): %s\n", f.job.sc.name, f.job.seed, f.job.strategy, f.err)
-		fmt.Fprintf(stdout, "  smallest: picosim run %s --seed %d --strategy %s --backend %s  # %s\n", f.job.sc.name, f.job.seed, f.shrunk, *backend, f.shrunkTo)
+		fmt.Fprintf(stdout, "FAIL %s seed %d (%s): %s\n", f.res.Scenario, f.res.Seed, f.res.Strategy, f.res.Error)
+		fmt.Fprintf(stdout, "  run: %s\n", f.res.Command)
+		fmt.Fprintf(stdout, "  smallest: %s\n    fails with: %s\n", f.smallest.command(), f.failure)
 		if f.trace != "" {
 			fmt.Fprintf(stdout, "  trace: %s\n", f.trace)
 		}
 	}
-	fmt.Fprintf(stdout, "DONE %d runs over %d scenarios, %d failures in %.1fs\n", runs, len(chosen), len(findings), time.Since(start).Seconds())
+	elapsed := time.Since(start).Seconds()
+	fmt.Fprintf(stdout, "DONE %d runs over %d scenarios, %d faults injected (%d restarts), %d failures in %.1fs: %.0f schedules/s\n",
+		runs, len(chosen), fired, restarts, len(findings), elapsed, float64(runs)/elapsed)
 	if len(findings) > 0 {
 		return 1
 	}
@@ -192,8 +238,11 @@ feed:
 
 const fuzzHelp = `usage: picosim fuzz [SCENARIO...] [--seeds N | --time DURATION] [--workers K] [--out DIR] [--fail-fast] [--backend B]
 
-Explores schedules: every scenario (or the ones named) over seeds 1..N, alternating random and PCT
-schedules, in parallel workers. A failing run's trace goes to DIR; the failure is shrunk to the
-same seed under PCT with as few preemptions as still fail, and the command that reproduces it is
-printed. Exit status 1 when anything failed.
+Explores schedules and storage faults: every scenario (or the ones named) over seeds 1..N (or
+until DURATION has passed), alternating random and PCT schedules, each seed with a fault plan drawn
+from it, in K parallel workers. A failing run's trace goes to DIR, and the failure is shrunk while
+it still fails the same way: faults dropped, then the same seed under PCT with as few preemptions
+as still fail, then host actions left out. The command of the failing run and of the smallest case
+are printed. The summary counts runs, faults that fired, restarts, failures and schedules per
+second. Exit status 1 when anything failed.
 `

@@ -2,44 +2,126 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/pico-go/pico/sim/fault"
 )
 
-// With a planted bug that only some schedules hit, fuzz finds it, writes
-// the failing trace, shrinks it, and prints a command that fails the same way.
-func TestFuzzFindsShrinksAndReproducesAPlantedBug(t *testing.T) {
-	t.Setenv(plantedEnv, "tool-order")
+// commandArgs splits a printed picosim command line into its arguments
+// after "picosim run", honouring the single quotes around a fault plan.
+func commandArgs(t *testing.T, line string) []string {
+	t.Helper()
+	rest, ok := strings.CutPrefix(line, "picosim run ")
+	if !ok {
+		t.Fatalf("%q is not a picosim run command", line)
+	}
+	var args []string
+	for rest != "" {
+		rest = strings.TrimLeft(rest, " ")
+		if strings.HasPrefix(rest, "'") {
+			end := strings.Index(rest[1:], "'")
+			if end < 0 {
+				t.Fatalf("unbalanced quote in %q", line)
+			}
+			args, rest = append(args, rest[1:end+1]), rest[end+2:]
+			continue
+		}
+		word, after, _ := strings.Cut(rest, " ")
+		args, rest = append(args, word), after
+	}
+	return args
+}
+
+// fuzzFinding runs fuzz with a planted bug and returns the smallest case's
+// arguments and its failure, after checking that the failure's trace was
+// written and replays identically.
+func fuzzFinding(t *testing.T, bug string, args ...string) (smallest []string, failure string) {
+	t.Helper()
+	t.Setenv(plantedEnv, bug)
 	out := filepath.Join(t.TempDir(), "failures")
 	var stdout, stderr bytes.Buffer
-	if code := fuzzMain([]string{"parallel-tools", "--seeds", "12", "--workers", "2", "--out", out, "--fail-fast"}, &stdout, &stderr); code != 1 {
+	if code := fuzzMain(append(args, "--workers", "2", "--out", out, "--fail-fast"), &stdout, &stderr); code != 1 {
 		t.Fatalf("fuzz: exit %d; want 1\n%s%s", code, stdout.String(), stderr.String())
 	}
-	m := regexp.MustCompile(`smallest: picosim run (parallel-tools --seed \d+ --strategy pct:\d+:\d+ --backend memory)`).FindStringSubmatch(stdout.String())
-	if m == nil {
-		t.Fatalf("no shrunk reproduce command in:\n%s", stdout.String())
+	m := regexp.MustCompile(`(?m)^  smallest: (.*)\n    fails with: (.*)$`).FindStringSubmatch(stdout.String())
+	if m == nil || !strings.Contains(stdout.String(), "  run: picosim run ") {
+		t.Fatalf("no failing and smallest commands in:\n%s", stdout.String())
 	}
-	traces, _ := filepath.Glob(filepath.Join(out, "parallel-tools-seed*.jsonl"))
+	traces, _ := filepath.Glob(filepath.Join(out, "*.jsonl"))
 	if len(traces) == 0 {
 		t.Fatalf("no failure trace written to %s", out)
-	}
-	var again bytes.Buffer
-	if code := runMain(strings.Fields(m[1]), &again, &stderr); code != 1 || !strings.Contains(again.String(), "planted bug: tool b ran before tool a") {
-		t.Fatalf("the printed command %q: exit %d, %q; want the same failure", m[1], code, again.String())
 	}
 	var replayed bytes.Buffer
 	if code := replayMain([]string{traces[0]}, &replayed, &stderr); code != 0 {
 		t.Fatalf("replaying the failure trace: %s%s", replayed.String(), stderr.String())
+	}
+	return commandArgs(t, m[1]), m[2]
+}
+
+// rerun runs a printed command and requires it to fail with failure.
+func rerun(t *testing.T, args []string, failure string) runResult {
+	t.Helper()
+	var out, stderr bytes.Buffer
+	code := runMain(append(args, "--json"), &out, &stderr)
+	var res runResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || code != 1 || res.Error != failure {
+		t.Fatalf("picosim run %s: exit %d, %q %s; want exit 1 failing with %q", strings.Join(args, " "), code, out.String(), stderr.String(), failure)
+	}
+	return res
+}
+
+// With a planted bug that only some schedules hit, fuzz finds it, writes
+// the failing trace, shrinks it to a fault-free PCT schedule, and prints a
+// command that fails the same way.
+func TestFuzzFindsShrinksAndReproducesAPlantedScheduleBug(t *testing.T) {
+	smallest, failure := fuzzFinding(t, "tool-order", "parallel-tools", "--seeds", "12")
+	if failure != "planted bug: tool b ran before tool a" {
+		t.Fatalf("smallest case fails with %q", failure)
+	}
+	res := rerun(t, smallest, failure)
+	if len(res.Faults.Faults) != 0 || !strings.HasPrefix(res.Strategy, "pct:") {
+		t.Fatalf("the smallest case keeps faults %s or a %s schedule; a fault-free PCT schedule fails too", res.Faults, res.Strategy)
+	}
+}
+
+// A bug that shows only when a fault fires: fuzz finds it among the drawn
+// plans and shrinks the plan to the one fault that matters.
+func TestFuzzFindsAndShrinksAFaultBug(t *testing.T) {
+	smallest, failure := fuzzFinding(t, "ack-failed", "basic-turn", "--seeds", "40")
+	if !strings.HasPrefix(failure, "the session carried on after fail ") {
+		t.Fatalf("smallest case fails with %q", failure)
+	}
+	res := rerun(t, smallest, failure)
+	if len(res.Faults.Faults) != 1 || res.Faults.Faults[0].Kind != fault.Fail || res.Fired != 1 {
+		t.Fatalf("the smallest plan is %s (%d fired); want the one fail fault", res.Faults, res.Fired)
+	}
+}
+
+// A bug one host action triggers: shrinking leaves out every other host
+// action the run reaches.
+func TestFuzzLeavesOutHostActionsTheFailureDoesNotNeed(t *testing.T) {
+	smallest, failure := fuzzFinding(t, "steer", "input-while-busy", "--seeds", "6")
+	if !strings.HasPrefix(failure, "planted bug: steer ") {
+		t.Fatalf("smallest case fails with %q", failure)
+	}
+	res := rerun(t, smallest, failure)
+	if res.Actions < 2 || len(res.Drop) != res.Actions-1 || len(res.Faults.Faults) != 0 {
+		t.Fatalf("the smallest case drops %v of %d actions with faults %s; want all but the steer, no faults", res.Drop, res.Actions, res.Faults)
 	}
 }
 
 func TestFuzzWithoutBugsPassesAndMistakesExitTwo(t *testing.T) {
 	t.Setenv(plantedEnv, "")
 	var stdout, stderr bytes.Buffer
-	if code := fuzzMain([]string{"--seeds", "4", "--out", t.TempDir()}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "DONE 32 runs over 8 scenarios, 0 failures") {
+	if code := fuzzMain([]string{"--seeds", "4", "--out", t.TempDir()}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	if !regexp.MustCompile(`^DONE 32 runs over 8 scenarios, [1-9]\d* faults injected \(\d+ restarts\), 0 failures in [\d.]+s: \d+ schedules/s\n$`).MatchString(stdout.String()) {
+		t.Fatalf("summary %q", stdout.String())
 	}
 	for _, args := range [][]string{{"nope"}, {"--workers", "0"}, {"--backend", "x"}, {"--seeds", "x"}} {
 		stderr.Reset()

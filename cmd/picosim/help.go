@@ -7,14 +7,15 @@ import (
 
 const mainHelp = `usage: picosim [COMMAND] [ARGS]
 
-With no command, runs the scenario suite: every built-in scenario over seeds 1-50 on JSONL,
-each seed twice, and exits 1 if any run fails, printing the command that reproduces it.
+With no command, runs the scenario suite: every built-in scenario over seeds 1-50 on JSONL (even
+seeds with a fault plan drawn from the seed), each seed twice, and exits 1 if any run fails,
+printing the command that reproduces it.
 
 commands:
   list      the built-in scenarios, one line each
   run       one deterministic run of a scenario (picosim run --help)
   replay    re-run a trace and report the first line that differs (picosim replay --help)
-  fuzz      explore schedules in parallel, shrink and report failures (picosim fuzz --help)
+  fuzz      explore schedules and faults in parallel, shrink failures (picosim fuzz --help)
   check     validate a JSONL session or a SQLite database without writing (picosim check --help)
   bench     the peer's faux-turn workload (picosim bench --help)
   demo      the kernel walk-through and a seeded pipeline sweep

@@ -61,7 +61,12 @@ func replayMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var again bytes.Buffer
-	if _, err := runScenario(sc, h.Seed, h.Backend, h.Strategy, &again); err != nil {
+	if err := h.Faults.Validate(); err != nil {
+		fmt.Fprintf(stderr, "picosim: replay: %s: header: %v\n", args[0], err)
+		return 2
+	}
+	spec := runSpec{sc: sc, seed: h.Seed, backend: h.Backend, strategy: h.Strategy, plan: h.Faults, drop: h.Drop}
+	if _, err := runScenario(spec, &again); err != nil {
 		fmt.Fprintf(stderr, "picosim: replay: %s: %v\n", args[0], err)
 		return 2
 	}

@@ -5,8 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pico-go/pico/sim/fault"
+	"github.com/pico-go/pico/storage"
 )
 
 // withoutHeader drops a trace's header line, which names the backend.
@@ -35,7 +40,7 @@ func TestScenariosPassAndAreDeterministic(t *testing.T) {
 						continue // the disk backends add files, not schedules
 					}
 					var trace bytes.Buffer
-					res, err := runScenario(sc, seed, backend, "random", &trace)
+					res, err := runScenario(runSpec{sc: sc, seed: seed, backend: backend, strategy: "random"}, &trace)
 					if err != nil || !res.OK {
 						t.Fatalf("seed %d on %s: %v %s\n  reproduce: go run ./cmd/picosim run %s --seed %d --backend %s", seed, backend, err, res.Error, sc.name, seed, backend)
 					}
@@ -45,7 +50,7 @@ func TestScenariosPassAndAreDeterministic(t *testing.T) {
 						t.Fatalf("seed %d: %s's trace differs from memory's", seed, backend)
 					}
 				}
-				again, _ := runScenario(sc, seed, "memory", "random", nil)
+				again, _ := runScenario(runSpec{sc: sc, seed: seed, backend: "memory", strategy: "random"}, nil)
 				if again.Digest != digest {
 					t.Fatalf("seed %d ran twice gives traces %s and %s", seed, digest, again.Digest)
 				}
@@ -133,29 +138,42 @@ func TestReplaySaysIdenticalOrNamesTheFirstDifferingLine(t *testing.T) {
 	}
 }
 
-// The golden traces in fixtures/traces (one per scenario, seed 1, memory)
-// are what ports replay: each must be exactly what a run writes today.
-// go test ./cmd/picosim -update regenerates them.
+// The golden traces in fixtures/traces are what ports replay: per scenario
+// one run (seed 1, memory) and one whose process crashes halfway through
+// its commits (the batch persisted) and is restarted. Each must be exactly
+// what a run writes today; go test ./cmd/picosim -update regenerates them.
 func TestGoldenTracesReplay(t *testing.T) {
 	dir := filepath.Join("..", "..", "fixtures", "traces")
 	for _, sc := range scenarios {
-		path := filepath.Join(dir, sc.name+".jsonl")
-		var trace bytes.Buffer
-		res, err := runScenario(sc, 1, "memory", "random", &trace)
-		if err != nil || !res.OK {
-			t.Fatalf("%s: %v %s", sc.name, err, res.Error)
+		spec := runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}
+		plain, err := runScenario(spec, nil)
+		if err != nil || !plain.OK {
+			t.Fatalf("%s: %v %s", sc.name, err, plain.Error)
 		}
-		if *update {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
+		crash := spec
+		crash.plan = fault.Plan{Faults: []fault.Fault{{Name: "halfway", Kind: fault.Crash, Commit: plain.Batches / 2, Persist: true}}}
+		for _, golden := range []struct {
+			path string
+			spec runSpec
+		}{{sc.name + ".jsonl", spec}, {sc.name + ".crash.jsonl", crash}} {
+			path := filepath.Join(dir, golden.path)
+			var trace bytes.Buffer
+			res, err := runScenario(golden.spec, &trace)
+			if err != nil || !res.OK || res.Recovered != (len(golden.spec.plan.Faults) > 0) {
+				t.Fatalf("%s: %v %s (recovered %v)", golden.path, err, res.Error, res.Recovered)
 			}
-			if err := os.WriteFile(path, trace.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
+			if *update {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, trace.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		var out, errOut bytes.Buffer
-		if code := replayMain([]string{path}, &out, &errOut); code != 0 {
-			t.Errorf("%s: replaying %s: %s%s(if the change is intended: go test ./cmd/picosim -update)", sc.name, path, out.String(), errOut.String())
+			var out, errOut bytes.Buffer
+			if code := replayMain([]string{path}, &out, &errOut); code != 0 {
+				t.Errorf("%s: replaying %s: %s%s(if the change is intended: go test ./cmd/picosim -update)", sc.name, path, out.String(), errOut.String())
+			}
 		}
 	}
 }
@@ -169,9 +187,93 @@ func TestSuiteRunsEveryScenarioAndEndsWithDone(t *testing.T) {
 	if len(lines) != len(scenarios)+1 || !strings.HasPrefix(lines[len(lines)-1], "DONE 8 scenarios, 24 runs (each replayed), 0 failures in ") {
 		t.Fatalf("output:\n%s", out.String())
 	}
+	injected := 0
 	for i, sc := range scenarios {
-		if !strings.HasPrefix(lines[i], "✓ "+sc.name+" ") || !strings.Contains(lines[i], " 3 seeds, ") {
+		m := regexp.MustCompile(`^✓ ` + sc.name + ` +3 seeds, \d+ schedules, \d+ commits, (\d+) faults injected \(\d+ restarts\), 0 failures, `).FindStringSubmatch(lines[i])
+		if m == nil {
 			t.Errorf("line %d = %q; want scenario %s passing 3 seeds", i, lines[i], sc.name)
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		injected += n
+	}
+	if injected == 0 {
+		t.Error("the suite injected no fault: its even seeds run with a fault plan")
+	}
+}
+
+// Every fault kind on the backends that carry it: the run passes (a
+// stopping fault is judged after a restart), says what fired, writes the
+// same trace twice, and its trace replays identically.
+func TestRunWithFaults(t *testing.T) {
+	sc, _ := findScenario("parallel-tools")
+	for _, c := range []struct {
+		backend   string
+		fault     fault.Fault
+		fired     int
+		recovered bool
+		inTrace   string
+	}{
+		{"memory", fault.Fault{Name: "c", Kind: fault.Crash, Commit: 3, Batch: storage.BatchMain, Persist: true}, 1, true, `"event":"fire"`},
+		{"jsonl", fault.Fault{Name: "c", Kind: fault.Crash, Commit: 10, Tear: 7}, 1, true, `"torn":{"file":"session.`},
+		{"sqlite", fault.Fault{Name: "u", Kind: fault.Uncertain, Commit: 6}, 1, true, `"kind":"uncertain","event":"fire"`},
+		{"memory", fault.Fault{Name: "f", Kind: fault.Fail, Commit: 2, Batch: storage.BatchScratch}, 1, true, `"k":"restart"`},
+		{"jsonl", fault.Fault{Name: "un", Kind: fault.UnlinkFail, Commit: 2}, 1, false, `"kind":"unlinkFail","event":"fire"`},
+		{"memory", fault.Fault{Name: "h", Kind: fault.Hold, Commit: 5}, 1, false, `"kind":"hold","event":"release","commit":5`},
+		{"memory", fault.Fault{Name: "late", Kind: fault.Crash, Commit: 999}, 0, false, `"faults":[{"name":"late"`},
+	} {
+		t.Run(c.backend+"/"+string(c.fault.Kind), func(t *testing.T) {
+			spec := runSpec{sc: sc, seed: 3, backend: c.backend, strategy: "random", plan: fault.Plan{Faults: []fault.Fault{c.fault}}}
+			var traces [2]bytes.Buffer
+			var res runResult
+			for i := range traces {
+				var err error
+				if res, err = runScenario(spec, &traces[i]); err != nil || !res.OK {
+					t.Fatalf("%v %s\n  reproduce: %s", err, res.Error, spec.command())
+				}
+			}
+			if res.Fired != c.fired || res.Recovered != c.recovered {
+				t.Fatalf("fired %d, recovered %v; want %d, %v", res.Fired, res.Recovered, c.fired, c.recovered)
+			}
+			if !bytes.Equal(traces[0].Bytes(), traces[1].Bytes()) {
+				t.Fatal("two runs of one spec wrote different traces")
+			}
+			if !strings.Contains(traces[0].String(), c.inTrace) {
+				t.Fatalf("the trace lacks %s", c.inTrace)
+			}
+			path := filepath.Join(t.TempDir(), "trace.jsonl")
+			if err := os.WriteFile(path, traces[0].Bytes(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errOut bytes.Buffer
+			if code := replayMain([]string{path}, &out, &errOut); code != 0 || out.String() != "identical\n" {
+				t.Fatalf("replay: exit %d, %s%s", code, out.String(), errOut.String())
+			}
+		})
+	}
+}
+
+// A plan or a drop list that cannot be used is one line naming what is
+// wrong, exit 2, and no run.
+func TestRunFaultMistakesAreOneLineAndExitTwo(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.json")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--faults", `{"faults":[{"name":"x","kind":"boom","commit":1}]}`}, `faults[0].kind: unknown kind "boom"`},
+		{[]string{"--faults", `{"faults":[{"name":"x","kind":"crash","commit":0}]}`}, "faults[0].commit"},
+		{[]string{"--faults", `{"faults":[{"name":"x","kind":"crash","commit":2,"tear":3}]}`}, "only the jsonl backend"},
+		{[]string{"--faults", `{"faults":[]} trailing`}, "after the plan"},
+		{[]string{"--faults", `{"fautls":[]}`}, `unknown field "fautls"`},
+		{[]string{"--faults", missing}, "missing.json"},
+		{[]string{"--drop", "a"}, `"a" is not a host action index`},
+		{[]string{"--drop", "1,1"}, "action 1 is named twice"},
+	} {
+		var out, errOut bytes.Buffer
+		code := runMain(append([]string{"basic-turn"}, c.args...), &out, &errOut)
+		if code != 2 || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", c.args, code, out.String(), errOut.String(), c.want)
 		}
 	}
 }

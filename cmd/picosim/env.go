@@ -1,0 +1,464 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/fault"
+	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/jsonl"
+	"github.com/pico-go/pico/storage/memory"
+	"github.com/pico-go/pico/storage/sqlite"
+)
+
+// env is a scenario's session: a backend in a directory behind the fault
+// plan's storage handle, the faux provider and the tools, reopenable as a
+// restarted process would.
+type env struct {
+	s    *sim.Sim
+	spec runSpec
+	dir  string
+	// first is the first process's storage handle, the one the plan's
+	// faults are in; handle is the current process's. firstH is the first
+	// process's harness.
+	first, handle *fault.Storage
+	firstH        *core.Harness
+	// stopHolds ends the actors that release the plan's holds.
+	stopHolds context.CancelFunc
+	store     storage.Storage
+	faux      *faux.Provider
+	h         *core.Harness
+	watch     *core.WatchHandle
+	inputs    map[storage.ID][]storage.ID // conversation → inputs accepted
+	// toolOrder is the order tools ran in (the simulator runs one at a time).
+	toolOrder []string
+	// batches counts the commits that reached the first handle.
+	batches int
+	// actions counts the host actions reached (see host).
+	actions int
+	// recovered says a fault stopped the first process and the run was
+	// judged after a restart.
+	recovered bool
+	// acked is the last sequence number of a commit some process was told
+	// succeeded, and entries are the entries those commits appended: what
+	// no restart may lose.
+	acked   storage.ID
+	entries []storage.ID
+}
+
+func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
+	return &env{s: s, spec: spec, dir: dir, faux: faux.New(s.Runtime(), s.Rand(), faux.Options{Recorder: s})}
+}
+
+// disk describes the backend's files; the memory backend has none.
+func (e *env) disk() fault.Disk {
+	switch e.spec.backend {
+	case "jsonl":
+		return fault.JSONL(filepath.Join(e.dir, "session.jsonl"), jsonl.Options{})
+	case "sqlite":
+		path := filepath.Join(e.dir, "sessions.db")
+		return fault.Disk{Open: func(ctx context.Context) (storage.Storage, error) {
+			s, err := sqlite.Open(ctx, path, sqlite.Options{Session: "picosim"})
+			if err != nil {
+				return nil, err // not a typed nil in the interface
+			}
+			return s, nil
+		}}
+	}
+	return fault.Disk{}
+}
+
+// openHandle opens the process's storage handle: the first one carries the
+// plan, and every later one is a restarted process over the same durable
+// state (for the disk backends, the backend's own replay of the files),
+// without faults.
+func (e *env) openHandle(ctx context.Context) (*fault.Storage, error) {
+	switch {
+	case e.handle != nil:
+		return e.handle.Restart(ctx, fault.Plan{})
+	case e.spec.backend == "memory":
+		return fault.Wrap(e.s.Runtime(), memory.New(), e.spec.plan, e.s), nil
+	}
+	return fault.WrapDisk(ctx, e.s.Runtime(), e.disk(), e.spec.plan, e.s)
+}
+
+// open opens (or reopens) the session: a new harness over the durable state.
+func (e *env) open(ctx context.Context) error {
+	handle, err := e.openHandle(ctx)
+	if err != nil {
+		return err
+	}
+	e.handle = handle
+	if e.first == nil {
+		e.first = handle
+		e.startHolds(ctx)
+	}
+	store := &recorded{Storage: handle, e: e, counts: handle == e.first}
+	e.store = store
+	tools := []core.Tool{e.echo("a"), e.echo("b")}
+	e.h, err = core.Open(ctx, store, core.Options{Runtime: e.s.Runtime(), Tools: tools,
+		Models: core.NewModels(core.ModelSource{Provider: e.faux, Models: e.faux.Models()})})
+	if err != nil {
+		e.h = nil
+		return err
+	}
+	if handle == e.first {
+		e.firstH = e.h
+	}
+	// The root's events go into the trace, so a replay compares them too.
+	w, err := e.h.Watch(ctx, root, core.WatchOptions{Tail: 1})
+	if err != nil {
+		return err
+	}
+	e.watch = w
+	w.Start(ctx, func(ev core.ConversationEvent) { e.s.Record("event", ev) })
+	return nil
+}
+
+// startHolds starts an actor per hold of the plan that releases it a
+// seeded few virtual milliseconds after it fires, or lets its commit pass
+// when the run ends first.
+func (e *env) startHolds(ctx context.Context) {
+	ctx, e.stopHolds = context.WithCancel(ctx)
+	rt, handle := e.s.Runtime(), e.first
+	for _, f := range e.spec.plan.Faults {
+		if f.Kind != fault.Hold {
+			continue
+		}
+		delay := time.Duration(1+e.s.Rand().IntN(holdDelayMax)) * time.Millisecond
+		rt.Go(ctx, "release:"+f.Name, func(ctx context.Context) {
+			switch err := handle.WaitHeld(ctx, f.Name); {
+			case err == nil:
+				_ = rt.Sleep(ctx, delay)
+			case ctx.Err() == nil:
+				return // the process died: its commit is dropped
+			}
+			handle.Release(f.Name)
+		})
+	}
+}
+
+// endHolds ends the hold releasers; the harness is closed by then.
+func (e *env) endHolds() {
+	if e.stopHolds != nil {
+		e.stopHolds()
+	}
+}
+
+// firedCount counts the plan's faults that fired.
+func (e *env) firedCount() int {
+	if e.first == nil {
+		return 0
+	}
+	n := 0
+	for _, f := range e.first.Fired() {
+		if f.Event == fault.EventFire {
+			n++
+		}
+	}
+	return n
+}
+
+// stopper is the fault that stopped the first process: the first fail,
+// uncertain or crash that fired.
+func (e *env) stopper() (fault.Fault, bool) {
+	if e.first == nil {
+		return fault.Fault{}, false
+	}
+	for _, f := range e.first.Fired() {
+		if f.Event == fault.EventFire && (f.Kind == fault.Fail || f.Kind == fault.Uncertain || f.Kind == fault.Crash) {
+			for _, pf := range e.spec.plan.Faults {
+				if pf.Name == f.Name {
+					return pf, true
+				}
+			}
+		}
+	}
+	return fault.Fault{}, false
+}
+
+// recoveryAnswersMax is how many answers the faux model has for the
+// restarted process beyond what the scenario scripted.
+const recoveryAnswersMax = 16
+
+// play runs the scenario and judges the run. Without a stopping fault the
+// scenario's own checks and the session's invariants decide. A fail,
+// uncertain or crash fault fail-stops the session, and the scenario's checks
+// describe a run without it; the run is then judged as a restart would be:
+// the session must have stopped, and a new process over the durable state
+// must reopen it, drive it to idle, end every accepted input and keep every
+// invariant.
+func (e *env) play(ctx context.Context) error {
+	err := e.open(ctx)
+	if err == nil {
+		err = e.spec.sc.run(ctx, e)
+	}
+	f, stopped := e.stopper()
+	if !stopped {
+		if err != nil {
+			return err
+		}
+		return e.invariants(ctx)
+	}
+	set := map[string]any{"fault": f.Name}
+	if err != nil {
+		set["scenario"] = err.Error()
+	}
+	e.s.Record("restart", set)
+	e.recovered = true
+	if e.firstH != nil {
+		if r, err := e.firstH.Drive(ctx); err == nil && r == core.Idle {
+			return fmt.Errorf("the session carried on after %s", f)
+		}
+	}
+	if e.h != nil {
+		_ = e.h.Close(ctx) // the stopped process's own error, or a later one's close
+	}
+	for i := range recoveryAnswersMax {
+		e.faux.AppendResponses(reply(fmt.Sprintf("recovered %d", i)))
+	}
+	if err := e.open(ctx); err != nil {
+		return fmt.Errorf("reopen after %s: %w", f, err)
+	}
+	if err := e.driveIdle(ctx); err != nil {
+		return err
+	}
+	// An idle accept takes nextRun input still queued into its turn, so
+	// that every input must end.
+	if _, err := e.acceptInput(ctx, root, core.ModeFollowUp, "after the restart"); err != nil {
+		return fmt.Errorf("accept after the restart: %w", err)
+	}
+	if err := e.driveIdle(ctx); err != nil {
+		return err
+	}
+	if err := e.settled(ctx, nil); err != nil {
+		return fmt.Errorf("after the restart: %w", err)
+	}
+	return e.invariants(ctx)
+}
+
+// driveIdle drives the whole session of the restarted process to idle.
+func (e *env) driveIdle(ctx context.Context) error {
+	if r, err := e.h.Drive(ctx); err != nil || r != core.Idle {
+		return fmt.Errorf("drive after the restart = %q, %v; want idle", r, err)
+	}
+	return nil
+}
+
+// invariants checks that nothing acknowledged was lost and what picosim
+// check checks, on the live session.
+func (e *env) invariants(ctx context.Context) error {
+	store := e.h.Store()
+	if last := store.LastSeq(); last < e.acked {
+		return fmt.Errorf("sequence %d was acknowledged, but the session ends at %d", e.acked, last)
+	}
+	got, err := store.GetEntries(ctx, e.entries)
+	if err != nil {
+		return err
+	}
+	for _, id := range e.entries {
+		if got[id] == nil {
+			return fmt.Errorf("entry %d was acknowledged, but the session has lost it", id)
+		}
+	}
+	if _, problems := checkState(ctx, store); len(problems) > 0 {
+		return fmt.Errorf("session invariant: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// recorded writes every committed batch into the run's trace and counts the
+// commits that reach the first process's handle.
+type recorded struct {
+	storage.Storage
+	e      *env
+	counts bool
+}
+
+func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.Range, error) {
+	if r.counts {
+		r.e.batches++
+	}
+	rng, err := r.Storage.Commit(ctx, b)
+	if errors.Is(err, fault.ErrInjected) && planted("ack-failed") {
+		rng, err = storage.Range{First: r.Storage.LastSeq() + 1, Last: r.Storage.LastSeq() + storage.ID(len(b.Writes))}, nil
+	}
+	if err == nil {
+		r.e.acked = max(r.e.acked, rng.Last)
+		for i, w := range b.Writes {
+			if w.Type == storage.WriteEntry {
+				r.e.entries = append(r.e.entries, rng.First+storage.ID(i))
+			}
+		}
+		r.e.s.Record("commit", struct {
+			First  storage.ID      `json:"first"`
+			Last   storage.ID      `json:"last"`
+			Task   storage.ID      `json:"task,omitempty"`
+			Writes []storage.Write `json:"writes"`
+		}{rng.First, rng.Last, b.Task, b.Writes})
+	}
+	return rng, err
+}
+
+// echo is a tool that writes its name and arguments and records the order
+// tools ran in.
+func (e *env) echo(name string) core.Tool {
+	return core.Tool{
+		Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: json.RawMessage(`{"type":"object"}`)},
+		Replay:     core.ReplaySafe,
+		Execute: func(_ context.Context, _ string, args json.RawMessage, out *core.ToolOutput, _ *core.ToolRuntime) error {
+			e.toolOrder = append(e.toolOrder, name)
+			out.Write(name + string(args))
+			return nil
+		},
+	}
+}
+
+// plantedEnv plants a bug for picosim's own tests, so that a test can show
+// fuzz finding, shrinking and reproducing a failure of each kind:
+//   - "tool-order": parallel-tools fails whenever tool b runs before tool
+//     a, which only some schedules do;
+//   - "ack-failed": a commit a fail fault refused is reported to the
+//     harness as a success, so the session carries on past the fault;
+//   - "steer": input-while-busy fails whenever it accepts a steer, whatever
+//     else it does.
+const plantedEnv = "PICOSIM_PLANT"
+
+func planted(bug string) bool { return os.Getenv(plantedEnv) == bug }
+
+// host numbers a host action that shrinking may leave out and records it
+// in the trace; it reports whether to perform it (false when --drop names
+// it).
+func (e *env) host(action string) bool {
+	i := e.actions
+	e.actions++
+	dropped := slices.Contains(e.spec.drop, i)
+	e.s.Record("host", struct {
+		Index   int    `json:"index"`
+		Action  string `json:"action"`
+		Dropped bool   `json:"dropped,omitempty"`
+	}{i, action, dropped})
+	return !dropped
+}
+
+// accept is the host action of accepting input in conv. A dropped accept
+// returns input 0, which expect passes.
+func (e *env) accept(ctx context.Context, conv storage.ID, mode core.InputMode, text string) (storage.ID, error) {
+	if !e.host(fmt.Sprintf("%s %q in %d", mode, text, conv)) {
+		return 0, nil
+	}
+	return e.acceptInput(ctx, conv, mode, text)
+}
+
+// acceptInput accepts input in conv and remembers it for the final check.
+func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode core.InputMode, text string) (storage.ID, error) {
+	c, err := e.h.Conversation(ctx, conv)
+	if err != nil {
+		return 0, err
+	}
+	var id storage.ID
+	content := ai.PlainText(text)
+	switch mode {
+	case core.ModeSteer:
+		id, err = c.Steer(ctx, content)
+	case core.ModeNextRun:
+		id, err = c.NextRun(ctx, content)
+	case core.ModeWrite:
+		id, err = c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": text}})
+	default:
+		id, err = c.Accept(ctx, content, core.AcceptOptions{})
+	}
+	if err == nil {
+		if e.inputs == nil {
+			e.inputs = map[storage.ID][]storage.ID{}
+		}
+		e.inputs[conv] = append(e.inputs[conv], id)
+	}
+	return id, err
+}
+
+// driveAsync drives conv on an actor of its own; the returned event is set
+// when the drive returns.
+func (e *env) driveAsync(ctx context.Context, conv storage.ID) core.Event {
+	done := e.s.Runtime().NewEvent("drive")
+	e.s.Runtime().Go(ctx, "driver:"+strconv.FormatInt(int64(conv), 10), func(ctx context.Context) {
+		if c, err := e.h.Conversation(ctx, conv); err == nil {
+			_, _ = c.Drive(ctx)
+		}
+		done.Set()
+	})
+	return done
+}
+
+// settled checks the invariants every scenario ends with: no live
+// foreground work, every accepted input has a result, and every input of
+// the session, whoever accepted it, is terminal (or still queued when
+// allowQueued says its mode waits).
+func (e *env) settled(ctx context.Context, allowQueued func(storage.ID) bool) error {
+	in, err := e.h.Inspect(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range append(in.Start, in.Inflight...) {
+		if !t.Background {
+			return fmt.Errorf("task %d (%s) is still %s", t.ID, t.Kind, t.Status)
+		}
+	}
+	store := e.h.Store()
+	convs, err := scanAll(ctx, func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
+		return store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range convs {
+		results, err := inputResults(ctx, store, c.ID)
+		if err != nil {
+			return err
+		}
+		for _, id := range e.inputs[c.ID] {
+			if _, ok := results[id]; !ok {
+				return fmt.Errorf("input %d has no result", id)
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(results)) {
+			switch r := results[id]; {
+			case r.Status == core.InputQueued && allowQueued != nil && allowQueued(id):
+			case !r.Status.Terminal():
+				return fmt.Errorf("input %d ended %s, not terminal", id, r.Status)
+			}
+		}
+	}
+	return nil
+}
+
+func (e *env) expect(ctx context.Context, conv, input storage.ID, want core.InputStatus) error {
+	if input == 0 {
+		return nil // a dropped accept
+	}
+	c, err := e.h.Conversation(ctx, conv)
+	if err != nil {
+		return err
+	}
+	r, _, err := c.Result(ctx, input)
+	if err != nil {
+		return err
+	}
+	if r.Status != want {
+		return fmt.Errorf("input %d is %s; want %s", input, r.Status, want)
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pico-go/pico/sim/fault"
+)
+
+// readPlan reads --faults: a plan's JSON when it starts with '{', otherwise
+// a file holding it. Empty is the empty plan.
+func readPlan(arg string) (fault.Plan, error) {
+	data := []byte(arg)
+	switch {
+	case strings.TrimSpace(arg) == "":
+		return fault.Plan{}, nil
+	case !strings.HasPrefix(strings.TrimSpace(arg), "{"):
+		var err error
+		if data, err = os.ReadFile(arg); err != nil {
+			return fault.Plan{}, err
+		}
+	}
+	p, err := fault.ParsePlan(data)
+	if err != nil {
+		return fault.Plan{}, errors.New(strings.TrimPrefix(err.Error(), "fault: plan: "))
+	}
+	return p, nil
+}
+
+// checkPlanFits refuses a plan the backend cannot carry out: only JSONL
+// writes lines that a crash can tear.
+func checkPlanFits(p fault.Plan, backend string) error {
+	for i, f := range p.Faults {
+		if f.Tear != 0 && backend != "jsonl" {
+			return fmt.Errorf("faults[%d] (%s) tears a line, which only the jsonl backend writes; this run is on %s", i, f.Name, backend)
+		}
+	}
+	return nil
+}
+
+// parseDrop reads --drop: host action indexes, comma-separated, each once.
+func parseDrop(arg string) ([]int, error) {
+	if arg == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, part := range strings.Split(arg, ",") {
+		i, err := strconv.Atoi(part)
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("%q is not a host action index (want 0 or more)", part)
+		}
+		if slices.Contains(out, i) {
+			return nil, fmt.Errorf("action %d is named twice", i)
+		}
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func formatDrop(drop []int) string {
+	parts := make([]string, len(drop))
+	for i, d := range drop {
+		parts[i] = strconv.Itoa(d)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Shapes of the plans drawPlan draws.
+const (
+	// holdChance is one in how many plans gets a hold.
+	holdChance = 4
+	// holdDelayMax bounds how long a hold keeps its commit, in virtual
+	// milliseconds.
+	holdDelayMax = 100
+)
+
+// drawPlan draws the fault plan of a fuzzed or suite run from the scenario
+// and the seed alone, for a run of about batches commits: the faults
+// fault.RandomPlan draws, a crash that does not persist torn mid-line half
+// the time on JSONL, and sometimes a hold.
+func drawPlan(sc scenario, seed uint64, batches int, backend string) fault.Plan {
+	h := fnv.New64a()
+	h.Write([]byte(sc.name))
+	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
+	p := fault.RandomPlan(rng, max(batches, 1))
+	for i, f := range p.Faults {
+		if backend == "jsonl" && f.Kind == fault.Crash && !f.Persist && rng.IntN(2) == 0 {
+			p.Faults[i].Tear = 1 + rng.Uint32N(1<<16)
+		}
+	}
+	if rng.IntN(holdChance) == 0 {
+		p.Faults = append(p.Faults, fault.Fault{Name: "hold", Kind: fault.Hold, Commit: 1 + rng.IntN(max(batches, 1))})
+	}
+	return p
+}
+
+// numbers are the digit runs a failure's signature leaves out.
+var numbers = regexp.MustCompile(`[0-9]+`)
+
+// signature is what two failures share when they are the same failure: the
+// message without its ids, ordinals and durations, which shrinking changes.
+func signature(failure string) string {
+	return numbers.ReplaceAllString(failure, "N")
+}
