@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,60 @@ func TestTheBinary(t *testing.T) {
 	}
 	if out, _, code := runBinary(t, bin, "replay", filepath.Join(dir, "t0")); code != 0 || out != "identical\n" {
 		t.Fatalf("replay: exit %d, %q", code, out)
+	}
+	// Every golden trace replays identically; an edited one names its first
+	// differing line with both versions and exits 1.
+	goldens, _ := filepath.Glob(filepath.Join("..", "..", "fixtures", "traces", "*.jsonl"))
+	if len(goldens) != 2*len(scenarios) {
+		t.Fatalf("%d golden traces; want two per scenario", len(goldens))
+	}
+	for _, g := range goldens {
+		if out, errOut, code := runBinary(t, bin, "replay", g); code != 0 || out != "identical\n" {
+			t.Errorf("replay %s: exit %d, %q %s", g, code, out, errOut)
+		}
+	}
+	edited := filepath.Join(dir, "edited")
+	lines := bytes.Split(traces[0], []byte("\n"))
+	lines[9] = bytes.Replace(lines[9], []byte(`"step":`), []byte(`"step":1e9,"was":`), 1)
+	if err := os.WriteFile(edited, bytes.Join(lines, []byte("\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := runBinary(t, bin, "replay", edited); code != 1 || !strings.HasPrefix(out, "line 10 differs\n  trace:  "+string(lines[9])+"\n  replay: ") {
+		t.Fatalf("replay of an edited trace: exit %d, %q; want line 10 named with both versions", code, out)
+	}
+	// check: a valid session passes, a hand-corrupted one names its line.
+	session := filepath.Join(dir, "session")
+	if err := os.Mkdir(session, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := runBinary(t, bin, "run", "parallel-tools", "--backend", "jsonl", "--keep", session); code != 0 {
+		t.Fatalf("run --keep: exit %d\n%s%s", code, out, errOut)
+	}
+	file := filepath.Join(session, "session.jsonl")
+	if out, _, code := runBinary(t, bin, "check", file); code != 0 || !strings.HasPrefix(out, "✓ "+file+": ") {
+		t.Fatalf("check of a valid session: exit %d, %q", code, out)
+	}
+	data, _ := os.ReadFile(file)
+	rows := bytes.Split(data, []byte("\n"))
+	rows[2] = bytes.Replace(rows[2], []byte(`{"first":`), []byte(`{"first":1,"x":`), 1)
+	if err := os.WriteFile(file, bytes.Join(rows, []byte("\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := runBinary(t, bin, "check", file); code != 1 || !strings.Contains(out, file) || !strings.Contains(out, "line 3") {
+		t.Fatalf("check of a corrupted session: exit %d, %q; want exit 1 naming %s line 3", code, out, file)
+	}
+	// fuzz finds a planted bug, shrinks it, and its command fails the same way.
+	fuzz := exec.Command(bin, "fuzz", "parallel-tools", "--seeds", "12", "--fail-fast", "--out", filepath.Join(dir, "failures"))
+	fuzz.Env = append(os.Environ(), plantedEnv+"=tool-order")
+	found, _ := fuzz.Output()
+	m := regexp.MustCompile(`(?m)^  smallest: (.*)\n    fails with: (.*)$`).FindStringSubmatch(string(found))
+	if fuzz.ProcessState.ExitCode() != 1 || m == nil {
+		t.Fatalf("fuzz with a planted bug: exit %d\n%s", fuzz.ProcessState.ExitCode(), found)
+	}
+	again := exec.Command(bin, append([]string{"run"}, commandArgs(t, m[1])...)...)
+	again.Env = fuzz.Env
+	if out, _ := again.Output(); again.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), m[2]) {
+		t.Fatalf("%s: exit %d, %q; want the same failure", m[1], again.ProcessState.ExitCode(), out)
 	}
 	// The README's main command: the whole suite, ending with DONE.
 	if out, errOut, code := runBinary(t, bin); code != 0 || !strings.Contains(out, "\nDONE 8 scenarios, 400 runs (each replayed), 0 failures in ") {

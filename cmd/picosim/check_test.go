@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pico-go/pico/sim/fault"
 )
 
 // sessionOnDisk leaves a finished scenario's session files in a directory.
@@ -36,6 +38,21 @@ func TestCheckPassesValidSessionsAndNeverWrites(t *testing.T) {
 				t.Fatalf("%s on %s: check changed the session file", name, backend)
 			}
 		}
+	}
+}
+
+// A session a torn crash cut mid-line, restarted and driven on, is valid.
+func TestCheckPassesASessionRestartedAfterATornCrash(t *testing.T) {
+	dir := t.TempDir()
+	sc, _ := findScenario("input-while-busy")
+	plan := fault.Plan{Faults: []fault.Fault{{Name: "torn", Kind: fault.Crash, Commit: 9, Tear: 3}}}
+	res, err := runScenarioIn(dir, runSpec{sc: sc, seed: 2, backend: "jsonl", strategy: "random", plan: plan}, nil)
+	if err != nil || !res.OK || !res.Recovered {
+		t.Fatalf("%v %s (recovered %v)", err, res.Error, res.Recovered)
+	}
+	var out, errOut bytes.Buffer
+	if code := checkMain([]string{filepath.Join(dir, "session.jsonl")}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 }
 

@@ -163,6 +163,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	faults := fl.String("faults", "", "a fault plan: its JSON, or a file holding it")
 	drop := fl.String("drop", "", "host actions to leave out, by index: 0,3")
 	tracePath := fl.String("trace", "", "write the trace to this file")
+	keep := fl.String("keep", "", "keep the session's files in this new or empty directory")
 	asJSON := fl.Bool("json", false, "print a machine-readable result")
 	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
 		fmt.Fprint(stdout, runHelp)
@@ -208,7 +209,16 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		trace = f
 	}
-	res, err := runScenario(spec, trace)
+	var res runResult
+	if *keep != "" {
+		if err := emptyDir(*keep); err != nil {
+			fmt.Fprintln(stderr, "picosim: run: --keep:", err)
+			return 2
+		}
+		res, err = runScenarioIn(*keep, spec, trace)
+	} else {
+		res, err = runScenario(spec, trace)
+	}
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintln(stderr, "picosim:", err)
@@ -233,6 +243,22 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// emptyDir makes sure dir exists and holds nothing, so that a run starts a
+// new session there.
+func emptyDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("%s is not empty; a run starts a new session", dir)
+	}
+	return nil
+}
+
 // backends are the storage backends a run can use.
 var backends = []string{"memory", "jsonl", "sqlite"}
 
@@ -255,7 +281,7 @@ func listMain(stdout io.Writer) int {
 }
 
 const runHelp = `usage: picosim run SCENARIO [--seed N] [--backend memory|jsonl|sqlite] [--strategy random|pct[:D:K]]
-                    [--faults PLAN] [--drop I,J] [--trace FILE] [--json]
+                    [--faults PLAN] [--drop I,J] [--trace FILE] [--keep DIR] [--json]
 
 Runs one scenario deterministically: the same arguments give the same trace, byte for byte.
 picosim list shows the scenarios.
@@ -268,4 +294,6 @@ picosim list shows the scenarios.
                  if given. A fail, uncertain or crash stops the session; the run then restarts it,
                  drives it to the end and checks what must survive.
   --drop I,J     leave out host actions by index (fuzz prints this when it shrinks a failure)
+  --keep DIR     keep the session's files (session.jsonl or sessions.db) in DIR, new or empty, for
+                 picosim check or a closer look
 `
