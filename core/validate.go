@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+
 	"github.com/pico-go/pico/storage"
 )
 
@@ -184,4 +186,39 @@ func (tx *Tx) ownershipRoot(conv storage.ID) (storage.ID, error) {
 		conv = owner.ConversationID
 	}
 	panic("core: ownership chain longer than ownershipDepthMax: links form a cycle")
+}
+
+// ValidateBatch checks a main batch read back from storage against the
+// rules of §7.3 that the commit line checked when it built the batch and
+// that need the transcript: heads and edits name earlier visible entries and
+// heads never move backwards, dependencies are earlier tasks of the same
+// ownership tree, and input results follow their state machine (an inbox
+// element leaves only with its result). store is the session as it stood
+// before the batch. Tools that read a session's history, such as picosim
+// check, run it on every batch; a scratch batch holds only its task's
+// scratch and passes. The error is a *CommitError naming the rule.
+func ValidateBatch(ctx context.Context, store storage.Storage, batch storage.CommitBatch) error {
+	if batch.Kind == storage.BatchScratch {
+		return nil
+	}
+	tx := newTx(ctx, store, nil)
+	for _, w := range batch.Writes {
+		switch {
+		case w.Type == storage.WriteCreateConversation && w.Conversation != nil:
+			if tx.convs == nil {
+				tx.convs = map[storage.ID]*storage.Conversation{}
+			}
+			c := *w.Conversation
+			tx.convs[c.ID] = &c
+		case w.Type == storage.WriteEntry && w.Entry != nil:
+			if tx.entries == nil {
+				tx.entries = map[storage.ID]*storage.Entry{}
+			}
+			tx.entries[w.Entry.ID] = w.Entry
+		case w.Type == storage.WriteTask && w.Task != nil:
+			tx.remember(w.Task)
+		}
+		tx.writes = append(tx.writes, w)
+	}
+	return tx.validate()
 }

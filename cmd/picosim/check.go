@@ -23,7 +23,9 @@ import (
 // checkMain is `picosim check SESSION`: it validates a JSONL session or a
 // SQLite database without writing to it. The files are copied to a
 // temporary directory and opened there, so the backend's own replay checks
-// every batch (sequence ranges, references, roles, scratch ownership), and
+// every batch (sequence ranges, references, roles, scratch ownership), a
+// JSONL history batch by batch against the harness's rules too (heads,
+// edits, dependencies, input-result transitions: core.ValidateBatch), and
 // then the harness-level invariants are checked on the opened state.
 func checkMain(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("check", flag.ContinueOnError)
@@ -76,7 +78,11 @@ const checkHelp = `usage: picosim check SESSION [--session NAME]
 
 Validates a JSONL session (SESSION.jsonl and its .scratch directory) or a SQLite database (the
 session NAME inside it) without writing to it, and prints the first problem with its file and line,
-or a summary. Exit status 1 when something is wrong.
+or a summary. Every batch of a JSONL history is held to the storage rules (sequence ranges,
+references, roles, scratch ownership) and the harness rules (heads, edits, dependencies,
+input-result transitions) against the session before it; the final state of either backend to the
+harness invariants (task roles, contexts that derive, queued input in the inbox, running input
+owned by a live turn). Exit status 1 when something is wrong.
 `
 
 // openCopy copies a session's files into dir and opens the copy.
@@ -92,7 +98,9 @@ func openCopy(ctx context.Context, path, dir, session string) (storage.Storage, 
 				return nil, err
 			}
 		}
-		return jsonl.Open(ctx, filepath.Join(dir, base), jsonl.Options{})
+		// Every batch is also held to the harness's own rules, against the
+		// session as it stood before it.
+		return jsonl.Open(ctx, filepath.Join(dir, base), jsonl.Options{Verify: core.ValidateBatch})
 	}
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		if err := copyFile(path+suffix, filepath.Join(dir, base+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,5 +80,36 @@ func TestCheckNamesTheOffendingLineOfACorruptedSession(t *testing.T) {
 	}
 	if code := checkMain([]string{filepath.Join(t.TempDir(), "missing.jsonl")}, &out, &errOut); code != 2 {
 		t.Fatalf("a missing session: exit %d; want 2", code)
+	}
+}
+
+// Each batch of a JSONL history is held to the harness's rules against the
+// session before it: a hand-edited input result that moves backwards is
+// named with its line and rule, though every batch still parses.
+func TestCheckHoldsEveryBatchToTheHarnessRules(t *testing.T) {
+	path := sessionOnDisk(t, "parallel-tools", "jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	edited := -1
+	for i, l := range lines {
+		if bytes.Contains(l, []byte(`"namespace":"pi.inputResult"`)) && bytes.Contains(l, []byte(`"status":"done"`)) {
+			lines[i], edited = bytes.Replace(l, []byte(`"status":"done"`), []byte(`"status":"queued"`), 1), i
+			break
+		}
+	}
+	if edited < 0 {
+		t.Fatal("the session has no finished input")
+	}
+	if err := os.WriteFile(path, bytes.Join(lines, []byte("\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := checkMain([]string{path}, &out, &errOut)
+	want := fmt.Sprintf("%s: line %d: ", path, edited+1)
+	if code != 1 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "input-result-transition") || !strings.Contains(out.String(), "from running to queued") {
+		t.Fatalf("exit %d, %q; want exit 1 naming %s and the input-result rule", code, out.String(), want)
 	}
 }

@@ -63,11 +63,13 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 	return &env{s: s, spec: spec, dir: dir, faux: faux.New(s.Runtime(), s.Rand(), faux.Options{Recorder: s})}
 }
 
-// disk describes the backend's files; the memory backend has none.
+// disk describes the backend's files; the memory backend has none. A
+// restarted process's replay of a JSONL history holds every batch to the
+// harness's rules as well.
 func (e *env) disk() fault.Disk {
 	switch e.spec.backend {
 	case "jsonl":
-		return fault.JSONL(filepath.Join(e.dir, "session.jsonl"), jsonl.Options{})
+		return fault.JSONL(filepath.Join(e.dir, "session.jsonl"), jsonl.Options{Verify: core.ValidateBatch})
 	case "sqlite":
 		path := filepath.Join(e.dir, "sessions.db")
 		return fault.Disk{Open: func(ctx context.Context) (storage.Storage, error) {

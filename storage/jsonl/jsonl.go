@@ -32,6 +32,13 @@ type Options struct {
 	// is published. Without it a commit survives a process crash (the
 	// bytes are in the operating system) but not a machine crash.
 	Fsync bool
+	// Verify, when set, is called while the files are replayed on open,
+	// for every batch before it is applied, with the session as it stands
+	// before the batch. An error fails the open with a *FileError naming
+	// the file and line. A reader that holds a session to more rules than
+	// the storage layer checks sets it (picosim check passes
+	// core.ValidateBatch).
+	Verify func(ctx context.Context, before storage.Storage, batch storage.CommitBatch) error
 }
 
 // lineMax bounds one batch line, so a corrupt file cannot make open read
@@ -177,6 +184,11 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) er
 		batch := storage.CommitBatch{Kind: storage.BatchMain, Writes: l.Writes}
 		if task != 0 {
 			batch = storage.CommitBatch{Kind: storage.BatchScratch, Task: task, Writes: l.Writes}
+		}
+		if s.opts.Verify != nil {
+			if err := s.opts.Verify(ctx, s.Store, batch); err != nil {
+				return &FileError{Path: path, Line: n, Err: err}
+			}
 		}
 		if err := s.Store.Apply(ctx, batch, l.First); err != nil {
 			return &FileError{Path: path, Line: n, Err: err}

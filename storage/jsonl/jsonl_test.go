@@ -228,3 +228,36 @@ func TestStorageReopenedAfterEveryCommit(t *testing.T) {
 		return &reopening{Store: open(t, path), path: path}
 	})
 }
+
+// Verify sees every batch of the replay before it is applied, with the
+// session as it stood before the batch; its error fails the open naming the
+// file and line, and the file is left as it was.
+func TestVerifyRunsOnEveryReplayedBatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	s := open(t, path)
+	session(t, s, 0)
+	for id := storage.ID(5); id <= 7; id++ {
+		commit(t, s, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteEntry, Entry: &storage.Entry{ID: id, ConversationID: 1, Kind: "user"}}}})
+	}
+	s.Close(context.Background())
+	before, _ := os.ReadFile(path)
+	var seen []storage.ID // the last sequence before each batch
+	refuse := errors.New("entry 6 is not allowed")
+	_, err := jsonl.Open(context.Background(), path, jsonl.Options{Verify: func(_ context.Context, st storage.Storage, b storage.CommitBatch) error {
+		seen = append(seen, st.LastSeq())
+		if b.Writes[0].Entry != nil && b.Writes[0].Entry.ID == 6 {
+			return refuse
+		}
+		return nil
+	}})
+	var fe *jsonl.FileError
+	if !errors.As(err, &fe) || fe.Path != path || fe.Line != 3 || !errors.Is(err, refuse) {
+		t.Fatalf("open = %v; want a FileError naming %s line 3 wrapping the verifier's error", err, path)
+	}
+	if diff := cmp.Diff([]storage.ID{0, 4, 5}, seen); diff != "" {
+		t.Fatalf("the session's last sequence before each verified batch (-want +got):\n%s", diff)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatal("a refused open rewrote the file")
+	}
+}
