@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/storage"
 )
@@ -275,5 +278,63 @@ func TestRunFaultMistakesAreOneLineAndExitTwo(t *testing.T) {
 		if code != 2 || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), c.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", c.args, code, out.String(), errOut.String(), c.want)
 		}
+	}
+}
+
+// A dropped host action is recorded as dropped and not performed, and the
+// run replays with the same drop.
+func TestRunDropsHostActions(t *testing.T) {
+	sc, _ := findScenario("input-while-busy")
+	spec := runSpec{sc: sc, seed: 4, backend: "memory", strategy: "random"}
+	full, err := runScenario(spec, nil)
+	if err != nil || !full.OK || full.Actions != 6 {
+		t.Fatalf("%v %s: %d actions; want 6 (go, three while busy, nextRun, the idle accept)", err, full.Error, full.Actions)
+	}
+	spec.drop = []int{1, 3}
+	var trace bytes.Buffer
+	res, err := runScenario(spec, &trace)
+	if err != nil || !res.OK || res.Actions != 6 || !strings.HasSuffix(res.Command, " --drop 1,3") {
+		t.Fatalf("%v %s: %d actions, command %q", err, res.Error, res.Actions, res.Command)
+	}
+	if got := strings.Count(trace.String(), `"dropped":true`); got != 2 {
+		t.Fatalf("%d host records say dropped; want 2", got)
+	}
+	if res.Commits >= full.Commits {
+		t.Fatalf("dropping two inputs committed %d sequences, the full run %d; want fewer", res.Commits, full.Commits)
+	}
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	if err := os.WriteFile(path, trace.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := replayMain([]string{path}, &out, &errOut); code != 0 || out.String() != "identical\n" {
+		t.Fatalf("replay: exit %d, %s%s", code, out.String(), errOut.String())
+	}
+}
+
+// The end-of-run invariants fail when acknowledged work is missing.
+func TestInvariantsCatchLostAcknowledgedWork(t *testing.T) {
+	sc, _ := findScenario("basic-turn")
+	s := sim.New(sim.Options{Seed: 1})
+	var problems []string
+	err := s.Run(context.Background(), func(ctx context.Context) {
+		e := newEnv(s, runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, t.TempDir())
+		if err := e.play(ctx); err != nil {
+			problems = append(problems, "the run itself: "+err.Error())
+		}
+		last := e.h.Store().LastSeq()
+		e.entries = append(e.entries, last+1)
+		if err := e.invariants(ctx); err == nil || err.Error() != fmt.Sprintf("entry %d was acknowledged, but the session has lost it", last+1) {
+			problems = append(problems, fmt.Sprintf("a lost entry: %v", err))
+		}
+		e.entries, e.acked = nil, last+3
+		if err := e.invariants(ctx); err == nil || err.Error() != fmt.Sprintf("sequence %d was acknowledged, but the session ends at %d", last+3, last) {
+			problems = append(problems, fmt.Sprintf("a lost sequence: %v", err))
+		}
+		_ = e.h.Close(ctx)
+		e.endHolds()
+	})
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("%v %v", err, problems)
 	}
 }
