@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -39,6 +40,8 @@ type benchConfig struct {
 	Backend    string
 	Fsync      bool
 	JSON       bool
+	// CPUProfile, when set, is where the run's CPU profile is written.
+	CPUProfile string
 }
 
 // usageError is a mistake in how picosim was called: one line, exit 2.
@@ -56,6 +59,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fl.StringVar(&c.Backend, "backend", "memory", "memory, jsonl or sqlite")
 	fl.BoolVar(&c.Fsync, "fsync", false, "sync every JSONL write")
 	fl.BoolVar(&c.JSON, "json", false, "print one JSON line with the peer benchmark's field names")
+	fl.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	if err := fl.Parse(args); err != nil {
 		return c, &usageError{err.Error()}
 	}
@@ -273,7 +277,22 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "picosim:", err)
 		return 2
 	}
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "picosim: bench: --cpuprofile:", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "picosim: bench: --cpuprofile:", err)
+			return 2
+		}
+	}
 	r, err := runBench(ctx, c)
+	if c.CPUProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "picosim: bench:", err)
 		return 1
@@ -285,8 +304,10 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 const benchHelp = `usage: picosim bench [--turns N] [--tools K] [--reset-every R] [--backend memory|jsonl|sqlite] [--fsync] [--json]
+                     [--cpuprofile FILE]
 
 Runs the faux-turn workload of shared/peer (each turn: one input, K tool calls, a final answer)
 under the real runtime and prints turns per second, turn latency percentiles, process memory,
-bytes on disk and the cold reopen time. --json prints one line with the peer benchmark's fields.
+bytes on disk and the cold reopen time. --json prints one line with the peer benchmark's fields;
+--cpuprofile writes a CPU profile of the run for go tool pprof.
 `
