@@ -145,36 +145,45 @@ type SystemFold struct {
 // System folds the context's system entries. With no baseline in the
 // context, the fold is empty: the next generation writes a fresh baseline.
 func (c *Context) System() (SystemFold, error) {
-	var f SystemFold
-	base := -1
-	for i, ce := range c.Entries {
-		if SystemKind.Is(ce.Entry) {
-			d, err := SystemKind.Data(ce.Entry)
-			if err != nil {
-				return f, err
-			}
-			if d.Baseline {
-				base = i
-			}
+	var s systemFolder
+	for _, ce := range c.Entries {
+		if err := s.add(ce.Entry); err != nil {
+			return SystemFold{}, err
 		}
 	}
-	if base < 0 {
-		return f, nil
+	return s.f, nil
+}
+
+// systemFolder folds system entries in context order: a baseline starts the
+// fold over, a delta folds into it, and a delta before any baseline is
+// subsumed by the baseline that will come.
+type systemFolder struct{ f SystemFold }
+
+func (s *systemFolder) add(e *storage.Entry) error {
+	if !SystemKind.Is(e) {
+		return nil
 	}
-	for _, ce := range c.Entries[base:] {
-		if !SystemKind.Is(ce.Entry) {
-			continue
-		}
-		d, _ := SystemKind.Data(ce.Entry) // decoded above
-		if f.Baseline == nil {
-			f.Baseline = ce.Entry
-		} else {
-			f.Deltas = append(f.Deltas, ce.Entry)
-		}
-		f.Sections = foldSections(f.Sections, d.Sections)
-		f.Tools = foldTools(f.Tools, d.ToolsRemoved, d.ToolsAdded)
+	d, err := SystemKind.Data(e)
+	if err != nil {
+		return err
 	}
-	return f, nil
+	switch {
+	case d.Baseline:
+		s.f = SystemFold{Baseline: e}
+	case s.f.Baseline == nil:
+		return nil
+	default:
+		s.f.Deltas = append(s.f.Deltas, e)
+	}
+	s.f.Sections = foldSections(s.f.Sections, d.Sections)
+	s.f.Tools = foldTools(s.f.Tools, d.ToolsRemoved, d.ToolsAdded)
+	return nil
+}
+
+// fold returns the fold so far, sharing nothing later folding changes.
+func (s *systemFolder) fold() SystemFold {
+	n := len(s.f.Deltas)
+	return SystemFold{Baseline: s.f.Baseline, Deltas: s.f.Deltas[:n:n], Sections: slices.Clone(s.f.Sections), Tools: slices.Clone(s.f.Tools)}
 }
 
 func foldSections(cur, changes []SystemSection) []SystemSection {

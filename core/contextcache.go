@@ -25,6 +25,10 @@ type contextCache struct {
 	at      storage.ID // the sequence the cache is current through
 	used    uint64
 	proj    *projection // reset whenever entries are derived again
+	// sys folds the system entries of entries[:sysScanned]; reset whenever
+	// entries are derived again.
+	sys        systemFolder
+	sysScanned int
 }
 
 // currentContext returns a conversation's derived context at the store's
@@ -59,6 +63,7 @@ func (cc *contextCache) rebuild(ctx context.Context, store storage.Storage, conv
 		return err
 	}
 	cc.head, cc.entries, cc.at, cc.proj = head, fold(head, rng), through, nil
+	cc.sys, cc.sysScanned = systemFolder{}, 0
 	cc.last = 0
 	if len(rng) > 0 {
 		cc.last = rng[len(rng)-1].ID
@@ -167,6 +172,16 @@ func (cc *contextCache) request(pending []ContextEntry) ([]ai.Message, error) {
 		}
 		p.body = p.project(p.body, ce, &p.passed, p.used, nil)
 	}
+	if p.done == len(cc.entries) && len(pending) == 0 {
+		// Nothing after the stable body: the request shares it. The full
+		// slice expression makes an append by the caller copy, and the body
+		// only ever grows past n, so what the request sees never changes.
+		n := len(p.body)
+		if n == 0 {
+			return []ai.Message{}, nil // as Request: empty, never nil
+		}
+		return p.body[:n:n], nil
+	}
 	out := make([]ai.Message, len(p.body), len(p.body)+2*(len(cc.entries)-p.done+len(pending)))
 	copy(out, p.body)
 	passed, tailUsed := p.passed, map[string]bool{}
@@ -239,6 +254,22 @@ func (p *projection) project(out []ai.Message, ce ContextEntry, passed *bool, us
 		}
 	}
 	return out
+}
+
+// currentSystem folds the system entries of a conversation's current
+// context, as Context.System does, from its cache: only entries appended
+// since the last call are folded. It runs on the line.
+func (h *Harness) currentSystem(ctx context.Context, store storage.Storage, conv storage.ID) (SystemFold, error) {
+	if _, err := h.currentContext(ctx, store, conv); err != nil {
+		return SystemFold{}, err
+	}
+	cc := h.contexts[conv]
+	for ; cc.sysScanned < len(cc.entries); cc.sysScanned++ {
+		if err := cc.sys.add(cc.entries[cc.sysScanned].Entry); err != nil {
+			return SystemFold{}, err
+		}
+	}
+	return cc.sys.fold(), nil
 }
 
 // currentRequest projects a conversation's request from its cached context

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,6 +29,13 @@ func TestCachedContextEqualsAFreshDerivation(t *testing.T) {
 			t.Fatal(err)
 		}
 		convs := []storage.ID{h.root}
+		// Requests may share the cache's memory: each one handed out must
+		// still read as it did then, whatever came after.
+		type handedOut struct {
+			msgs []ai.Message
+			was  []byte
+		}
+		var requests []handedOut
 		for step := range steps {
 			conv := convs[rng.IntN(len(convs))]
 			_, err := h.Commit(ctx, func(tx *Tx) error {
@@ -98,6 +106,17 @@ func TestCachedContextEqualsAFreshDerivation(t *testing.T) {
 					if diff := cmp.Diff(want, got); diff != "" {
 						return fmt.Errorf("conversation %d (-fresh +cached):\n%s", c, diff)
 					}
+					wantSys, err := want.System()
+					if err != nil {
+						return err
+					}
+					gotSys, err := h.currentSystem(ctx, store, c)
+					if err != nil {
+						return err
+					}
+					if diff := cmp.Diff(wantSys, gotSys); diff != "" {
+						return fmt.Errorf("conversation %d: system fold (-fresh +cached):\n%s", c, diff)
+					}
 					// The request projected from the cache, alone and with a
 					// pending delta or baseline, equals the full projection.
 					text := "pending"
@@ -117,11 +136,18 @@ func TestCachedContextEqualsAFreshDerivation(t *testing.T) {
 						if diff := cmp.Diff(wantReq, gotReq); diff != "" {
 							return fmt.Errorf("conversation %d, %d pending: request (-full +cached):\n%s", c, len(pending), diff)
 						}
+						was, _ := json.Marshal(gotReq)
+						requests = append(requests, handedOut{gotReq, was})
 					}
 				}
 				return nil
 			}); err != nil {
 				t.Fatalf("seed %d step %d: %v", seed, step, err)
+			}
+		}
+		for i, r := range requests {
+			if now, _ := json.Marshal(r.msgs); !bytes.Equal(now, r.was) {
+				t.Fatalf("seed %d: request %d changed after it was handed out:\nwas %s\nnow %s", seed, i, r.was, now)
 			}
 		}
 		if err := h.Close(ctx); err != nil {

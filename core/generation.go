@@ -66,7 +66,9 @@ func (h *Harness) createGeneration(tx *Tx, conv storage.ID, inputs []storage.ID,
 }
 
 // BeforeRequestInput is what a before_request handler sees: the request as
-// the handlers before it left it.
+// the handlers before it left it. Its messages share memory with the
+// session's entries and cached context: a handler that changes them returns
+// a new request with a new Messages slice and never writes into this one.
 type BeforeRequestInput struct {
 	ConversationID storage.ID
 	Request        ai.Request
@@ -138,11 +140,7 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *Tas
 	var msgs []ai.Message
 	var tools []ai.Tool
 	if _, err := rt.Commit(ctx, func(tx *ConversationTx) error {
-		c, err := h.currentContext(tx.ctx, tx.store, conv)
-		if err != nil {
-			return err
-		}
-		fold, err := c.System()
+		fold, err := h.currentSystem(tx.ctx, tx.store, conv)
 		if err != nil {
 			return err
 		}

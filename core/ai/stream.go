@@ -68,7 +68,11 @@ type Model struct {
 // Request is what a generation sends: the projected messages (the first
 // system message is the baseline prompt), the callable tools and options.
 type Request struct {
-	Model         Model     `json:"model"`
+	Model Model `json:"model"`
+	// Messages may share memory with the caller's own state (the harness
+	// hands providers its cached projection of the context, unchanged from
+	// one request to the next): a provider reads it and never writes into
+	// it, and whoever wants different messages builds a new slice.
 	Messages      []Message `json:"messages"`
 	Tools         []Tool    `json:"tools,omitempty"`
 	ThinkingLevel string    `json:"thinkingLevel,omitempty"`
