@@ -146,7 +146,9 @@ func fuzzMain(args []string, stdout, stderr io.Writer) int {
 		res      runResult
 		smallest runSpec
 		failure  string // the smallest case's
-		trace    string
+		// traces are the files the failing run's and the smallest case's
+		// traces went to, or why they could not be written.
+		trace, smallestTrace string
 	}
 	var (
 		mu       sync.Mutex
@@ -181,11 +183,11 @@ func fuzzMain(args []string, stdout, stderr io.Writer) int {
 				}
 				f := finding{res: res}
 				f.smallest, f.failure = shrink(spec, res.Error)
-				if err := os.MkdirAll(*out, 0o755); err == nil {
-					f.trace = filepath.Join(*out, fmt.Sprintf("%s-seed%d-%s.jsonl", spec.sc.name, spec.seed, strings.ReplaceAll(spec.strategy, ":", "_")))
-					if err := os.WriteFile(f.trace, trace.Bytes(), 0o644); err != nil {
-						f.trace = ""
-					}
+				name := fmt.Sprintf("%s-seed%d-%s", spec.sc.name, spec.seed, strings.ReplaceAll(spec.strategy, ":", "_"))
+				f.trace = writeTrace(*out, name+".jsonl", trace.Bytes())
+				trace.Reset()
+				if _, err := runScenario(f.smallest, &trace); err == nil {
+					f.smallestTrace = writeTrace(*out, name+"-smallest.jsonl", trace.Bytes())
 				}
 				mu.Lock()
 				findings = append(findings, f)
@@ -223,8 +225,9 @@ feed:
 		fmt.Fprintf(stdout, "FAIL %s seed %d (%s): %s\n", f.res.Scenario, f.res.Seed, f.res.Strategy, f.res.Error)
 		fmt.Fprintf(stdout, "  run: %s\n", f.res.Command)
 		fmt.Fprintf(stdout, "  smallest: %s\n    fails with: %s\n", f.smallest.command(), f.failure)
-		if f.trace != "" {
-			fmt.Fprintf(stdout, "  trace: %s\n", f.trace)
+		fmt.Fprintf(stdout, "  trace: %s\n", f.trace)
+		if f.smallestTrace != "" {
+			fmt.Fprintf(stdout, "  smallest trace: %s\n", f.smallestTrace)
 		}
 	}
 	elapsed := time.Since(start).Seconds()
@@ -236,13 +239,26 @@ feed:
 	return 0
 }
 
+// writeTrace writes a failure's trace into dir and returns its path, or
+// says why it could not.
+func writeTrace(dir, name string, data []byte) string {
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "not written: " + err.Error()
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return "not written: " + err.Error()
+	}
+	return path
+}
+
 const fuzzHelp = `usage: picosim fuzz [SCENARIO...] [--seeds N | --time DURATION] [--workers K] [--out DIR] [--fail-fast] [--backend B]
 
 Explores schedules and storage faults: every scenario (or the ones named) over seeds 1..N (or
 until DURATION has passed), alternating random and PCT schedules, each seed with a fault plan drawn
 from it, in K parallel workers. A failing run's trace goes to DIR, and the failure is shrunk while
 it still fails the same way: faults dropped, then the same seed under PCT with as few preemptions
-as still fail, then host actions left out. The command of the failing run and of the smallest case
-are printed. The summary counts runs, faults that fired, restarts, failures and schedules per
+as still fail, then host actions left out. The commands of the failing run and of the smallest case
+are printed, and both traces go to DIR. The summary counts runs, faults that fired, restarts, failures and schedules per
 second. Exit status 1 when anything failed.
 `

@@ -52,12 +52,16 @@ func fuzzFinding(t *testing.T, bug string, args ...string) (smallest []string, f
 		t.Fatalf("no failing and smallest commands in:\n%s", stdout.String())
 	}
 	traces, _ := filepath.Glob(filepath.Join(out, "*.jsonl"))
-	if len(traces) == 0 {
-		t.Fatalf("no failure trace written to %s", out)
+	smallestTraces, _ := filepath.Glob(filepath.Join(out, "*-smallest.jsonl"))
+	// Two workers may each find a failure before fail-fast stops them.
+	if len(smallestTraces) == 0 || len(traces) != 2*len(smallestTraces) {
+		t.Fatalf("traces written to %s: %v; want each failing run's and its smallest case's", out, traces)
 	}
-	var replayed bytes.Buffer
-	if code := replayMain([]string{traces[0]}, &replayed, &stderr); code != 0 {
-		t.Fatalf("replaying the failure trace: %s%s", replayed.String(), stderr.String())
+	for _, trace := range traces {
+		var replayed bytes.Buffer
+		if code := replayMain([]string{trace}, &replayed, &stderr); code != 0 {
+			t.Fatalf("replaying %s: %s%s", trace, replayed.String(), stderr.String())
+		}
 	}
 	return commandArgs(t, m[1]), m[2]
 }
