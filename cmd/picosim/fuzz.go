@@ -86,6 +86,7 @@ func fuzzMain(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("fuzz", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
 	seeds := fl.Int("seeds", 200, "seeds per scenario")
+	first := fl.Uint64("start", 1, "the first seed (a CI job passes a new one each run to explore new seeds)")
 	budget := fl.Duration("time", 0, "keep drawing seeds until this much time has passed (instead of --seeds)")
 	workers := fl.Int("workers", runtime.GOMAXPROCS(0), "runs in parallel")
 	out := fl.String("out", "picosim-failures", "directory for the traces of failing runs")
@@ -199,12 +200,12 @@ func fuzzMain(args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 feed:
-	for seed := uint64(1); ; seed++ {
+	for seed := *first; ; seed++ {
 		if *budget > 0 {
 			if time.Since(start) > *budget {
 				break
 			}
-		} else if seed > uint64(*seeds) {
+		} else if seed-*first >= uint64(*seeds) {
 			break
 		}
 		for _, sc := range chosen {
@@ -252,13 +253,15 @@ func writeTrace(dir, name string, data []byte) string {
 	return path
 }
 
-const fuzzHelp = `usage: picosim fuzz [SCENARIO...] [--seeds N | --time DURATION] [--workers K] [--out DIR] [--fail-fast] [--backend B]
+const fuzzHelp = `usage: picosim fuzz [SCENARIO...] [--seeds N | --time DURATION] [--start SEED] [--workers K] [--out DIR]
+                    [--fail-fast] [--backend B]
 
-Explores schedules and storage faults: every scenario (or the ones named) over seeds 1..N (or
-until DURATION has passed), alternating random and PCT schedules, each seed with a fault plan drawn
-from it, in K parallel workers. A failing run's trace goes to DIR, and the failure is shrunk while
-it still fails the same way: faults dropped, then the same seed under PCT with as few preemptions
-as still fail, then host actions left out. The commands of the failing run and of the smallest case
-are printed, and both traces go to DIR. The summary counts runs, faults that fired, restarts, failures and schedules per
-second. Exit status 1 when anything failed.
+Explores schedules and storage faults: every scenario (or the ones named) over N seeds from SEED
+(1 unless given), or until DURATION has passed, alternating random and PCT schedules, each seed
+with a fault plan drawn from it, in K parallel workers. A failing run's trace goes to DIR, and the
+failure is shrunk while it still fails the same way: faults dropped, then the same seed under PCT
+with as few preemptions as still fail, then host actions left out. The commands of the failing
+run and of the smallest case are printed, and both traces go to DIR. The summary counts runs,
+faults that fired, restarts, failures and schedules per second. Exit status 1 when anything
+failed. A CI job passes a new --start each run (its build number, say) to explore new seeds.
 `

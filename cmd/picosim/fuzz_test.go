@@ -134,3 +134,22 @@ func TestFuzzWithoutBugsPassesAndMistakesExitTwo(t *testing.T) {
 		}
 	}
 }
+
+// --start moves the window of seeds: a failing seed found from 1 is found
+// again as the only seed of a window that starts at it.
+func TestFuzzStartsAtTheSeedGiven(t *testing.T) {
+	t.Setenv(plantedEnv, "ack-failed")
+	var stdout, stderr bytes.Buffer
+	if code := fuzzMain([]string{"basic-turn", "--seeds", "40", "--workers", "1", "--fail-fast", "--out", t.TempDir()}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	m := regexp.MustCompile(`(?m)^FAIL basic-turn seed (\d+) `).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no failing seed in:\n%s", stdout.String())
+	}
+	stdout.Reset()
+	code := fuzzMain([]string{"basic-turn", "--start", m[1], "--seeds", "1", "--out", t.TempDir()}, &stdout, &stderr)
+	if code != 1 || !strings.HasPrefix(stdout.String(), "FAIL basic-turn seed "+m[1]+" ") || !strings.Contains(stdout.String(), "DONE 1 runs over 1 scenarios") {
+		t.Fatalf("--start %s --seeds 1: exit %d\n%s", m[1], code, stdout.String())
+	}
+}
