@@ -196,7 +196,8 @@ func (tx *Tx) ownershipRoot(conv storage.ID) (storage.ID, error) {
 // element leaves only with its result). store is the session as it stood
 // before the batch. Tools that read a session's history, such as picosim
 // check, run it on every batch; a scratch batch holds only its task's
-// scratch and passes. The error is a *CommitError naming the rule.
+// scratch and passes. A broken rule is a *CommitError naming it; any other
+// error is the store's.
 func ValidateBatch(ctx context.Context, store storage.Storage, batch storage.CommitBatch) error {
 	if batch.Kind == storage.BatchScratch {
 		return nil
