@@ -50,3 +50,27 @@ func TestBenchMistakesAreOneLineAndExitTwo(t *testing.T) {
 		t.Fatalf("--help: exit %d, %q", code, out.String())
 	}
 }
+
+// BenchmarkScenarioRuns measures what one fuzzed run costs: every scenario
+// once per iteration on memory, with the seed's drawn fault plan, as fuzz
+// runs them. runs/s is fuzz's schedules per second on one core.
+func BenchmarkScenarioRuns(b *testing.B) {
+	batches := map[string]int{}
+	for _, sc := range scenarios {
+		res, err := runScenario(runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, nil)
+		if err != nil || !res.OK {
+			b.Fatalf("%s: %v %s", sc.name, err, res.Error)
+		}
+		batches[sc.name] = res.Batches
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		for _, sc := range scenarios {
+			spec := fuzzSpec(sc, uint64(i+1), "memory", batches[sc.name])
+			if res, err := runScenario(spec, nil); err != nil || !res.OK {
+				b.Fatalf("%s: %v %s", spec.command(), err, res.Error)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*len(scenarios))/b.Elapsed().Seconds(), "runs/s")
+}
