@@ -20,15 +20,21 @@ import (
 // and the host records.
 const traceFormat = 2
 
-// traceHeader is a trace's first record: what the run was.
-type traceHeader struct {
-	Format   int        `json:"format"`
+// runIdentity names a run in a trace's header and in a run's result: the
+// fields of its runSpec.
+type runIdentity struct {
 	Scenario string     `json:"scenario"`
 	Seed     uint64     `json:"seed"`
 	Backend  string     `json:"backend"`
 	Strategy string     `json:"strategy"`
 	Faults   fault.Plan `json:"faults"`
 	Drop     []int      `json:"drop,omitempty"`
+}
+
+// traceHeader is a trace's first record: what the run was.
+type traceHeader struct {
+	Format int `json:"format"`
+	runIdentity
 }
 
 // runSpec is everything a run is a function of: the same spec gives the
@@ -59,19 +65,14 @@ func (r runSpec) command() string {
 	return b.String()
 }
 
-func (r runSpec) header() traceHeader {
-	return traceHeader{Format: traceFormat, Scenario: r.sc.name, Seed: r.seed, Backend: r.backend, Strategy: r.strategy, Faults: r.plan, Drop: r.drop}
+func (r runSpec) identity() runIdentity {
+	return runIdentity{Scenario: r.sc.name, Seed: r.seed, Backend: r.backend, Strategy: r.strategy, Faults: r.plan, Drop: r.drop}
 }
 
 // runResult is what `picosim run --json` prints.
 type runResult struct {
-	Scenario string     `json:"scenario"`
-	Seed     uint64     `json:"seed"`
-	Backend  string     `json:"backend"`
-	Strategy string     `json:"strategy"`
-	Faults   fault.Plan `json:"faults"`
-	Drop     []int      `json:"drop,omitempty"`
-	OK       bool       `json:"ok"`
+	runIdentity
+	OK bool `json:"ok"`
 	// Commits is the session's last sequence number at the end.
 	Commits int64 `json:"commits"`
 	// Batches counts the commits that reached the first process's storage
@@ -106,8 +107,7 @@ func runScenario(spec runSpec, trace io.Writer) (runResult, error) {
 
 // runScenarioIn is runScenario with the session's files kept in dir.
 func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error) {
-	res := runResult{Scenario: spec.sc.name, Seed: spec.seed, Backend: spec.backend, Strategy: spec.strategy,
-		Faults: spec.plan, Drop: spec.drop, Command: spec.command()}
+	res := runResult{runIdentity: spec.identity(), Command: spec.command()}
 	strat, err := sim.ParseStrategy(spec.strategy)
 	if err != nil {
 		return res, &usageError{fmt.Sprintf("run: --strategy: %v", err)}
@@ -122,7 +122,7 @@ func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error)
 	s := sim.New(sim.Options{Seed: spec.seed, Strategy: strat, Trace: tr})
 	var verdict error
 	runErr := s.Run(context.Background(), func(ctx context.Context) {
-		s.Record("header", spec.header())
+		s.Record("header", traceHeader{Format: traceFormat, runIdentity: spec.identity()})
 		e := newEnv(s, spec, dir)
 		verdict = e.play(ctx)
 		if e.h != nil {
