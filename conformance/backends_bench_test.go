@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
@@ -86,12 +87,12 @@ func (s *timedStorage) Commit(ctx context.Context, b storage.CommitBatch) (stora
 
 // benchEchoTool writes name(v); it is safe to replay. (Core's echoTool lives
 // in core's tests.)
-func benchEchoTool(name string) core.Tool {
-	return core.Tool{
+func benchEchoTool(name string) agent.Tool {
+	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: "echo " + name,
 			Parameters: json.RawMessage(`{"type":"object","properties":{"v":{"type":"string"}},"required":["v"]}`)},
-		Replay: core.ReplaySafe,
-		Execute: func(ctx context.Context, callID string, args json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+		Replay: agent.ReplaySafe,
+		Execute: func(ctx context.Context, callID string, args json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			var p struct{ V string }
 			if err := json.Unmarshal(args, &p); err != nil {
 				return err
@@ -129,8 +130,8 @@ func scriptTurns(p *faux.Provider, turns int) {
 // turnSession is a harness on a store with the faux provider and the two
 // echo tools, under the real runtime.
 type turnSession struct {
-	h *core.Harness
-	c *core.Conversation
+	h *agent.Harness
+	c *agent.Conversation
 }
 
 func openTurnSession(b *testing.B, ctx context.Context, store storage.Storage, seed uint64, turns int) *turnSession {
@@ -138,12 +139,12 @@ func openTurnSession(b *testing.B, ctx context.Context, store storage.Storage, s
 	rt := core.RealRuntime()
 	p := faux.New(rt, rand.New(rand.NewPCG(seed, 2)), faux.Options{DiscardRequests: true})
 	scriptTurns(p, turns)
-	h, err := core.Open(ctx, store, core.Options{
-		Runtime: rt, Tools: []core.Tool{benchEchoTool("a"), benchEchoTool("b")},
-		Models: core.NewModels(core.ModelSource{Provider: p, Models: p.Models()}),
+	h, err := agent.Open(ctx, store, agent.Options{
+		Runtime: rt, Tools: []agent.Tool{benchEchoTool("a"), benchEchoTool("b")},
+		Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()}),
 	})
 	if err != nil {
-		b.Fatalf("core.Open: %v", err)
+		b.Fatalf("agent.Open: %v", err)
 	}
 	return &turnSession{h: h, c: h.Root()}
 }
@@ -151,7 +152,7 @@ func openTurnSession(b *testing.B, ctx context.Context, store storage.Storage, s
 func (s *turnSession) run(b *testing.B, ctx context.Context, turns int) {
 	b.Helper()
 	for i := range turns {
-		got, err := s.c.Prompt(ctx, ai.PlainText("tool:a,b"), core.AcceptOptions{})
+		got, err := s.c.Prompt(ctx, ai.PlainText("tool:a,b"), agent.AcceptOptions{})
 		if err != nil || got == nil {
 			b.Fatalf("turn %d: %v (answer %v)", i, err, got)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
@@ -95,7 +96,7 @@ func TestCrashPointsOfTheAgentLoop(t *testing.T) {
 			if diff := cmp.Diff(wantShape, base.transcript); diff != "" || base.crash != nil {
 				t.Fatalf("the uninterrupted scenario's transcript (-want +got):\n%s", diff)
 			}
-			if want := []core.InputStatus{core.InputDone, core.InputDone, core.InputPlaced}; !slices.Equal(want, base.results) {
+			if want := []agent.InputStatus{agent.InputDone, agent.InputDone, agent.InputPlaced}; !slices.Equal(want, base.results) {
 				t.Fatalf("the uninterrupted scenario's inputs ended %v; want %v", base.results, want)
 			}
 			explored, tears := 0, 0
@@ -135,7 +136,7 @@ type crashOutcome struct {
 	// transcript and results are what the first process saw at its end,
 	// when it lived to see it.
 	transcript []string
-	results    []core.InputStatus
+	results    []agent.InputStatus
 }
 
 // runCrashPoint runs the scenario in one simulation: the first process
@@ -192,7 +193,7 @@ type crashRecord struct {
 	inputs        []ID         // the inputs the hosts were told were accepted
 	// transcript and results are what the first process read at its end.
 	transcript []string
-	results    []core.InputStatus
+	results    []agent.InputStatus
 	problems   []string // what went wrong in the first process
 }
 
@@ -243,7 +244,7 @@ func (l *crashLedger) committed() []crashBatch {
 // crashAgent opens a harness over store with the scenario's tools and a
 // faux provider, and collects what it reports.
 type crashAgent struct {
-	h       *core.Harness
+	h       *agent.Harness
 	faux    *faux.Provider
 	reports []error
 }
@@ -251,24 +252,24 @@ type crashAgent struct {
 func openCrashAgent(ctx context.Context, s *sim.Sim, store storage.Storage, running core.Event) (*crashAgent, error) {
 	a := &crashAgent{faux: faux.New(s.Runtime(), s.Rand(), faux.Options{})}
 	var err error
-	a.h, err = core.Open(ctx, store, core.Options{
-		Runtime: s.Runtime(),
+	a.h, err = agent.Open(ctx, store, agent.Options{
+		Runtime: s.Runtime(), CheckInvariants: true,
 		// One tool may run again after a crash, the other may not: both
 		// recoveries are on the crash path.
-		Tools:  []core.Tool{crashTool("a", core.ReplaySafe, running), crashTool("b", core.ReplayNever, running)},
-		Models: core.NewModels(core.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
+		Tools:  []agent.Tool{crashTool("a", agent.ReplaySafe, running), crashTool("b", agent.ReplayNever, running)},
+		Models: agent.NewModels(agent.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
 		Report: func(err error) { a.reports = append(a.reports, err) },
 	})
 	return a, err
 }
 
 // crashTool sets running (if any) and works for crashToolTime.
-func crashTool(name string, replay core.ReplayPolicy, running core.Event) core.Tool {
-	return core.Tool{
+func crashTool(name string, replay agent.ReplayPolicy, running core.Event) agent.Tool {
+	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: "work " + name,
 			Parameters: json.RawMessage(`{"type":"object","properties":{"v":{"type":"string"}}}`)},
 		Replay: replay,
-		Execute: func(ctx context.Context, _ string, _ json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+		Execute: func(ctx context.Context, _ string, _ json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			if running != nil {
 				running.Set()
 			}
@@ -316,7 +317,7 @@ func crashFirstProcess(ctx context.Context, s *sim.Sim, store *fault.Storage, r 
 			return true
 		}
 	}
-	if accepted("accept")(c.Accept(ctx, ai.PlainText("go"), core.AcceptOptions{RequestID: crashRequestID})) {
+	if accepted("accept")(c.Accept(ctx, ai.PlainText("go"), agent.AcceptOptions{RequestID: crashRequestID})) {
 		drove := rt.NewEvent("drive-returned")
 		rt.Go(ctx, "drive", func(ctx context.Context) {
 			if got, err := c.Drive(ctx); !crashed("drive", err) && got != core.Idle {
@@ -369,13 +370,13 @@ func crashSecondProcess(ctx context.Context, s *sim.Sim, store *fault.Storage, r
 	}
 	// An acceptance whose commit is durable answers its request id with the
 	// original input, even when the reply was lost to the crash (§10.2).
-	var want core.Receipt
+	var want agent.Receipt
 	for _, b := range r.durable {
 		for j, w := range b.batch.Writes {
-			var item core.InboxItem
-			if w.Type == storage.WriteListAppend && w.Addr.Namespace == core.InboxList.Namespace &&
+			var item agent.InboxItem
+			if w.Type == storage.WriteListAppend && w.Addr.Namespace == agent.InboxList.Namespace &&
 				json.Unmarshal(w.Value, &item) == nil && item.RequestID == crashRequestID {
-				want = core.Receipt{RequestID: crashRequestID, ConversationID: w.Addr.Scope.ID, InputID: b.r.First + ID(j)}
+				want = agent.Receipt{RequestID: crashRequestID, ConversationID: w.Addr.Scope.ID, InputID: b.r.First + ID(j)}
 			}
 		}
 	}
@@ -386,7 +387,7 @@ func crashSecondProcess(ctx context.Context, s *sim.Sim, store *fault.Storage, r
 		bad("drive after restart = %q, %v; want idle", got, err)
 	}
 	c := a.h.Root()
-	if id, err := c.Accept(ctx, ai.PlainText("after the restart"), core.AcceptOptions{}); err != nil {
+	if id, err := c.Accept(ctx, ai.PlainText("after the restart"), agent.AcceptOptions{}); err != nil {
 		bad("accept after restart: %v", err)
 	} else {
 		r.inputs = append(r.inputs, id)
@@ -492,26 +493,26 @@ func crashCheckIDs(all, durable []crashBatch) []string {
 // changed after, and it is placed for a write and done, failed, cancelled
 // or stopped for any other mode. Every input a host was told was accepted
 // is among them.
-func crashCheckInputs(ctx context.Context, store storage.Storage, c *core.Conversation, all []crashBatch, told []ID) []string {
+func crashCheckInputs(ctx context.Context, store storage.Storage, c *agent.Conversation, all []crashBatch, told []ID) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	modes := map[ID]core.InputMode{}
+	modes := map[ID]agent.InputMode{}
 	terminal := map[ID]int{}
 	for _, b := range all {
 		for j, w := range b.batch.Writes {
 			switch {
 			case w.Addr == nil || w.Addr.Scope != storage.ConversationScope(c.ID):
-			case w.Type == storage.WriteListAppend && w.Addr.Namespace == core.InboxList.Namespace:
-				var item core.InboxItem
+			case w.Type == storage.WriteListAppend && w.Addr.Namespace == agent.InboxList.Namespace:
+				var item agent.InboxItem
 				crashMust(0, json.Unmarshal(w.Value, &item))
 				modes[b.r.First+ID(j)] = item.Mode
-			case w.Addr.Namespace == core.InputResultValue.Namespace:
+			case w.Addr.Namespace == agent.InputResultValue.Namespace:
 				id := ID(crashMust(strconv.ParseInt(w.Addr.Key, 10, 64)))
 				if w.Type != storage.WriteValueSet {
 					bad("input %d: its result is written by %s; a result is only ever set", id, w.Type)
 					continue
 				}
-				var res core.InputResult
+				var res agent.InputResult
 				crashMust(0, json.Unmarshal(w.Value, &res))
 				if terminal[id] > 0 {
 					bad("input %d: result set to %q at %d after it was terminal", id, res.Status, b.r.First+ID(j))
@@ -528,7 +529,7 @@ func crashCheckInputs(ctx context.Context, store storage.Storage, c *core.Conver
 		}
 	}
 	page := crashMust(store.ScanValues(ctx, storage.ValueQuery{Scope: storage.ConversationScope(c.ID),
-		Namespace: core.InputResultValue.Namespace, Limit: storage.PageLimitMax}))
+		Namespace: agent.InputResultValue.Namespace, Limit: storage.PageLimitMax}))
 	var stored, ids []ID
 	for _, kv := range page.Items {
 		stored = append(stored, ID(crashMust(strconv.ParseInt(kv.Key, 10, 64))))
@@ -548,7 +549,7 @@ func crashCheckInputs(ctx context.Context, store storage.Storage, c *core.Conver
 			bad("input %d (%s): no result (%v)", id, modes[id], err)
 		case !res.Status.Terminal():
 			bad("input %d (%s) ended %q; want a terminal result", id, modes[id], res.Status)
-		case (modes[id] == core.ModeWrite) != (res.Status == core.InputPlaced):
+		case (modes[id] == agent.ModeWrite) != (res.Status == agent.InputPlaced):
 			bad("input %d (%s) ended %q; a write ends placed, any other input done, failed, cancelled or stopped", id, modes[id], res.Status)
 		case terminal[id] != 1:
 			bad("input %d (%s) was set terminal %d times; want exactly once", id, modes[id], terminal[id])

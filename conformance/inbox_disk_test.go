@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/faux"
@@ -21,19 +21,19 @@ import (
 // inboxSession accepts two inputs on store, one while idle and one while
 // the first turn still runs (queued, then placed at the final answer), and
 // returns them with the root conversation.
-func inboxSession(t *testing.T, store storage.Storage, check func(ctx context.Context, h *core.Harness, c *core.Conversation, idle, busy ID)) {
+func inboxSession(t *testing.T, store storage.Storage, check func(ctx context.Context, h *agent.Harness, c *agent.Conversation, idle, busy ID)) {
 	t.Helper()
 	s := sim.New(sim.Options{Seed: 1})
 	err := s.Run(context.Background(), func(ctx context.Context) {
 		p := faux.New(s.Runtime(), s.Rand(), faux.Options{})
 		p.SetResponses(faux.Reply(faux.Text("first")).WithDelay(time.Second), faux.Reply(faux.Text("second")))
-		h, err := core.Open(ctx, store, core.Options{Runtime: s.Runtime(),
-			Models: core.NewModels(core.ModelSource{Provider: p, Models: p.Models()})})
+		h, err := agent.Open(ctx, store, agent.Options{Runtime: s.Runtime(), CheckInvariants: true,
+			Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()})})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := h.Root()
-		idle, err := c.Accept(ctx, ai.PlainText("payload-IDLE-7f3a"), core.AcceptOptions{})
+		idle, err := c.Accept(ctx, ai.PlainText("payload-IDLE-7f3a"), agent.AcceptOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func inboxSession(t *testing.T, store storage.Storage, check func(ctx context.Co
 			}
 			drove.Set()
 		})
-		busy, err := c.Accept(ctx, ai.PlainText("payload-BUSY-91c2"), core.AcceptOptions{})
+		busy, err := c.Accept(ctx, ai.PlainText("payload-BUSY-91c2"), agent.AcceptOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func inboxSession(t *testing.T, store storage.Storage, check func(ctx context.Co
 		}
 		for _, id := range []ID{idle, busy} {
 			r, ok, err := c.Result(ctx, id)
-			if err != nil || !ok || r.Status != core.InputDone {
+			if err != nil || !ok || r.Status != agent.InputDone {
 				t.Fatalf("input %d: %+v (%v, %v); want done", id, r, ok, err)
 			}
 		}
@@ -76,7 +76,7 @@ func TestJSONLKeepsAnAcceptedPayloadAndItsPlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inboxSession(t, store, func(context.Context, *core.Harness, *core.Conversation, ID, ID) {})
+	inboxSession(t, store, func(context.Context, *agent.Harness, *agent.Conversation, ID, ID) {})
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -98,9 +98,9 @@ func TestSQLiteDiscardsRemovedInboxElementsAndKeepsResults(t *testing.T) {
 	}
 	var inboxKey string
 	var root ID
-	inboxSession(t, store, func(ctx context.Context, h *core.Harness, c *core.Conversation, idle, busy ID) {
+	inboxSession(t, store, func(ctx context.Context, h *agent.Harness, c *agent.Conversation, idle, busy ID) {
 		root = c.ID
-		inboxKey = core.InboxList.In(c.ID).Address.StateKey()
+		inboxKey = agent.InboxList.In(c.ID).Address.StateKey()
 		p, err := h.Store().ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: 100}, ConversationID: c.ID, Kind: "user"})
 		if err != nil || len(p.Items) != 2 {
 			t.Fatalf("user entries: %d (%v); want the two placed inputs", len(p.Items), err)
@@ -128,7 +128,7 @@ func TestSQLiteDiscardsRemovedInboxElementsAndKeepsResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close(context.Background())
-	page, err := again.ScanValues(context.Background(), storage.ValueQuery{Scope: storage.ConversationScope(root), Namespace: core.InputResultValue.Namespace, Limit: 10})
+	page, err := again.ScanValues(context.Background(), storage.ValueQuery{Scope: storage.ConversationScope(root), Namespace: agent.InputResultValue.Namespace, Limit: 10})
 	if err != nil || len(page.Items) != 3 {
 		t.Fatalf("input results after reopen: %d (%v); want 3", len(page.Items), err)
 	}

@@ -66,7 +66,7 @@ func deriveRange(ctx context.Context, store storage.Storage, conversationID, thr
 // scanRange reads every page of an entry query (its cursor is the walk's).
 func scanRange(ctx context.Context, store storage.Storage, q storage.EntryQuery) ([]*storage.Entry, error) {
 	after := q.After
-	return allPages(func(c storage.Cursor) (storage.Page[*storage.Entry], error) {
+	return storage.AllPages(func(c storage.Cursor) (storage.Page[*storage.Entry], error) {
 		q.Cursor = c
 		q.After = max(c.After, after)
 		return store.ScanEntries(ctx, q)
@@ -143,7 +143,8 @@ type SystemFold struct {
 }
 
 // System folds the context's system entries. With no baseline in the
-// context, the fold is empty: the next generation writes a fresh baseline.
+// context, the fold is empty: whoever next tells the model writes a fresh
+// baseline.
 func (c *Context) System() (SystemFold, error) {
 	var s systemFolder
 	for _, ce := range c.Entries {
@@ -175,8 +176,8 @@ func (s *systemFolder) add(e *storage.Entry) error {
 	default:
 		s.f.Deltas = append(s.f.Deltas, e)
 	}
-	s.f.Sections = foldSections(s.f.Sections, d.Sections)
-	s.f.Tools = foldTools(s.f.Tools, d.ToolsRemoved, d.ToolsAdded)
+	s.f.Sections = FoldSections(s.f.Sections, d.Sections)
+	s.f.Tools = FoldTools(s.f.Tools, d.ToolsRemoved, d.ToolsAdded)
 	return nil
 }
 
@@ -186,7 +187,10 @@ func (s *systemFolder) fold() SystemFold {
 	return SystemFold{Baseline: s.f.Baseline, Deltas: s.f.Deltas[:n:n], Sections: slices.Clone(s.f.Sections), Tools: slices.Clone(s.f.Tools)}
 }
 
-func foldSections(cur, changes []SystemSection) []SystemSection {
+// FoldSections applies section changes to cur in order, as a system entry
+// does: a known key is replaced in place, a new key is appended, and a nil
+// Text removes the key. It may reuse cur's array; pass a copy to keep it.
+func FoldSections(cur, changes []SystemSection) []SystemSection {
 	for _, s := range changes {
 		i := slices.IndexFunc(cur, func(c SystemSection) bool { return c.Key == s.Key })
 		switch {
@@ -202,8 +206,10 @@ func foldSections(cur, changes []SystemSection) []SystemSection {
 	return cur
 }
 
-// foldTools applies removals before additions, as a system message does.
-func foldTools(cur []ai.Tool, removed, added []ai.Tool) []ai.Tool {
+// FoldTools applies a system entry's tool changes to cur, removals before
+// additions: a removed tool leaves by name, an added one replaces the tool
+// of its name in place or is appended. It may reuse cur's array.
+func FoldTools(cur []ai.Tool, removed, added []ai.Tool) []ai.Tool {
 	for _, r := range removed {
 		cur = slices.DeleteFunc(cur, func(t ai.Tool) bool { return t.Name == r.Name })
 	}

@@ -280,3 +280,46 @@ func (h *Harness) currentRequest(ctx context.Context, store storage.Storage, con
 	}
 	return h.contexts[conv].request(pending)
 }
+
+// DerivedContext is conversation conv's derived context as committed, from
+// the session's per-conversation cache (§2.2): what DeriveContext would
+// return through the last sequence, without re-reading what the cache
+// already folded. It is shared memory: read it, never change it. A
+// transaction of a bare line derives afresh.
+func (tx *Tx) DerivedContext(conv storage.ID) (*Context, error) {
+	if tx.h == nil {
+		return DeriveContext(tx.ctx, tx.store, conv, 0)
+	}
+	return tx.h.currentContext(tx.ctx, tx.store, conv)
+}
+
+// SystemFold is what conv's system entries, as committed, have told the
+// model (Context.System), kept current in the cache: only entries appended
+// since the last call are folded.
+func (tx *Tx) SystemFold(conv storage.ID) (SystemFold, error) {
+	if tx.h == nil {
+		c, err := DeriveContext(tx.ctx, tx.store, conv, 0)
+		if err != nil {
+			return SystemFold{}, err
+		}
+		return c.System()
+	}
+	return tx.h.currentSystem(tx.ctx, tx.store, conv)
+}
+
+// RequestMessages projects conv's model request (Context.Request) from the
+// cached context plus pending, entries this transaction appends that the
+// request must include (PendingEntry). Only the part after the cache's
+// stable prefix is projected again; a request whose context is all stable
+// shares the cache's messages, so the result is read-only.
+func (tx *Tx) RequestMessages(conv storage.ID, pending []ContextEntry) ([]ai.Message, error) {
+	if tx.h == nil {
+		c, err := DeriveContext(tx.ctx, tx.store, conv, 0)
+		if err != nil {
+			return nil, err
+		}
+		full := &Context{ConversationID: conv, Through: c.Through, Entries: append(c.Entries, pending...)}
+		return full.Request()
+	}
+	return tx.h.currentRequest(tx.ctx, tx.store, conv, pending)
+}

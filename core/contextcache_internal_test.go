@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -63,7 +64,7 @@ func TestCachedContextEqualsAFreshDerivation(t *testing.T) {
 				case r == 13 || r == 14:
 					text := fmt.Sprintf("s%d", step)
 					d := SystemData{Baseline: r == 13, Sections: []SystemSection{{Key: "k", Text: &text}}}
-					tx.Entry(SystemKind, conv, EntryDraft{Data: d, Model: []ai.Message{systemMessage(d, 0)}})
+					tx.Entry(SystemKind, conv, EntryDraft{Data: d, Model: []ai.Message{sectionsMessage(d)}})
 				case r < 5:
 					tx.Entry(UserKind, conv, EntryDraft{Model: msg})
 				case r == 5:
@@ -157,8 +158,18 @@ func TestCachedContextEqualsAFreshDerivation(t *testing.T) {
 }
 
 func pendingSystem(store storage.Storage, conv storage.ID, d SystemData) ContextEntry {
-	e := &storage.Entry{ID: store.LastSeq() + 1, ConversationID: conv, Kind: SystemKind.Kind(), Model: []ai.Message{systemMessage(d, 0)}}
+	e := &storage.Entry{ID: store.LastSeq() + 1, ConversationID: conv, Kind: SystemKind.Kind(), Model: []ai.Message{sectionsMessage(d)}}
 	raw, _ := json.Marshal(d)
 	e.Data = raw
 	return ContextEntry{Entry: e, Messages: e.Model}
+}
+
+// sectionsMessage is a system entry's message with its sections as text;
+// the cache and the projection never read a system message's content.
+func sectionsMessage(d SystemData) ai.Message {
+	var text []string
+	for _, sec := range d.Sections {
+		text = append(text, sec.Key+": "+*sec.Text)
+	}
+	return ai.Message{Role: ai.RoleSystem, Content: ai.PlainText(strings.Join(text, "\n"))}
 }

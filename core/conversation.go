@@ -9,14 +9,15 @@ import (
 	"github.com/pico-go/pico/storage"
 )
 
-func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
-
 // Conversation is a handle on one conversation. It holds no state of its
 // own beyond the id: every read and write goes to storage or the line.
 type Conversation struct {
 	h  *Harness
 	ID storage.ID
 }
+
+// Harness is the session the handle belongs to.
+func (c *Conversation) Harness() *Harness { return c.h }
 
 // Snapshot reads the conversation record.
 func (c *Conversation) Snapshot(ctx context.Context) (storage.Conversation, error) {
@@ -98,40 +99,31 @@ func (c *Conversation) Drive(ctx context.Context) (DriveResult, error) {
 
 // Abort marks, in one commit, the conversation's foreground set: its live
 // foreground tasks and, through live foreground owners, those of the
-// conversations they own (§6.3). The same commit cancels the queued steer
-// and followUp input of every conversation it touches; write and nextRun
-// input stays queued.
+// conversations they own (§6.3). Options.ConversationAbort runs in the same
+// commit with the conversations the set touches (the agent cancels their
+// queued steer and followUp input there).
 func (c *Conversation) Abort(ctx context.Context) error {
 	_, err := c.h.commit(ctx, func(tx *Tx) error {
-		convs := c.h.d.markForeground(tx, c.ID)
-		for _, conv := range convs {
-			if err := cancelQueuedTurns(tx, conv); err != nil {
-				return err
-			}
+		convs := tx.MarkForeground(c.ID)
+		if then := c.h.opts.ConversationAbort; then != nil {
+			return then(tx, convs)
 		}
 		return nil
 	})
 	return err
 }
 
-// markForeground adds abort marks for every unmarked live foreground task
-// in conv's foreground set, and returns the conversations of that set (conv
-// first). It runs inside a plan, on the line.
-func (d *driver) markForeground(tx *Tx, conv storage.ID) []storage.ID {
-	convs := []storage.ID{conv}
-	for _, id := range d.liveIDs() {
-		lt := d.live[id]
-		if lt.task.Background || !d.inForeground(lt.task.ConversationID, conv) {
-			continue
-		}
-		if !lt.task.Abort {
-			tx.Patch(id, TaskPatch{Abort: true})
-		}
-		if !slices.Contains(convs, lt.task.ConversationID) {
-			convs = append(convs, lt.task.ConversationID)
-		}
+// CheckDrive reports the error a Drive of this conversation from ctx would
+// return because the calling task would wait for itself (a *SelfWaitError),
+// without driving or attaching anything; a ctx without a task identity is
+// never rejected. A verb that commits before it drives (the agent's
+// Prompt) checks first, so nothing is accepted that could not be waited on.
+func (c *Conversation) CheckDrive(ctx context.Context) error {
+	inv := invocationOf(ctx)
+	if inv == nil {
+		return nil
 	}
-	return convs
+	return c.h.line.Read(ctx, func(context.Context) error { return c.h.d.checkDrive(inv, c.ID) })
 }
 
 // ForkOptions configures Fork.
@@ -148,7 +140,7 @@ func (c *Conversation) Fork(ctx context.Context, at storage.ID, opts ForkOptions
 	_, err := c.h.commit(ctx, func(tx *Tx) error {
 		id = tx.Fork(c.ID, at)
 		if opts.Abort {
-			c.h.d.markForeground(tx, c.ID)
+			tx.MarkForeground(c.ID)
 		}
 		return nil
 	})
@@ -172,11 +164,6 @@ func (c *Conversation) Config(kind storage.Kinder) (Config, error) {
 		return Config{}, fmt.Errorf("core: task kind %q is not registered", kind.Kind())
 	}
 	return Config{c: c, kind: k}, nil
-}
-
-// Settings is the config of the kind registered as "generation".
-func (c *Conversation) Settings() (Config, error) {
-	return c.Config(storage.DefineEntryKind[struct{}]("generation"))
 }
 
 func (cfg Config) declared() map[string]storage.Address {

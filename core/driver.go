@@ -22,6 +22,8 @@ const (
 	MethodAbort   Method = "abort"
 )
 
+// phase is the session's lifecycle (§6.1). It changes only through
+// setPhase.
 type phase uint8
 
 const (
@@ -31,6 +33,29 @@ const (
 	phaseFaulted
 	phaseClosed
 )
+
+var phaseNames = [...]string{phaseOpen: "open", phaseStopping: "stopping", phaseClosing: "closing", phaseFaulted: "faulted", phaseClosed: "closed"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// phaseMoves are the legal lifecycle moves: shutdown's marks stop an open
+// session (a second shutdown finds it stopping), close starts closing, the
+// closer ends it closed once storage is closed, and a fault can stop any
+// session that is not over. A faulted session stays faulted.
+var phaseMoves = map[phase][]phase{
+	phaseOpen:     {phaseStopping, phaseClosing, phaseFaulted},
+	phaseStopping: {phaseStopping, phaseClosing, phaseFaulted},
+	phaseClosing:  {phaseClosed, phaseFaulted},
+}
+
+// setPhase is the one place the phase changes; an illegal move is a broken
+// invariant of the driver, not an operating error.
+func (d *driver) setPhase(next phase) {
+	if !slices.Contains(phaseMoves[d.phase], next) {
+		panic(fmt.Sprintf("core: driver phase cannot move from %s to %s", d.phase, next))
+	}
+	d.phase = next
+}
 
 // ownershipLinksMax bounds a walk up the ownership tree.
 const ownershipLinksMax = 10_000
@@ -151,7 +176,7 @@ func (a *actions) add(f func()) { *a = append(*a, f) }
 // ownership links those tasks need; nothing historical is read.
 func (d *driver) seed(ctx context.Context) error {
 	store := d.h.line.Store()
-	live, err := allPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
+	live, err := storage.AllPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
 		return store.ScanTasks(ctx, storage.TaskQuery{Cursor: c, Live: storage.Bool(true)})
 	})
 	if err != nil {
@@ -184,6 +209,7 @@ func (d *driver) seed(ctx context.Context) error {
 	for _, lt := range d.live {
 		d.pin(lt.task.ConversationID)
 	}
+	d.assertIndexes()
 	return nil
 }
 
@@ -413,7 +439,7 @@ func (d *driver) authorize(ctx context.Context, batch storage.CommitBatch) error
 		switch w.Type {
 		case storage.WriteTask:
 			if inv != nil && inv.method == MethodAbort {
-				return rejectf(RuleAbortCreates, w.Task.ID, "abort of task %d cannot create task %d", inv.task, w.Task.ID)
+				return Rejectf(RuleAbortCreates, w.Task.ID, "abort of task %d cannot create task %d", inv.task, w.Task.ID)
 			}
 			b.tasks[w.Task.ID] = w.Task
 			if err := d.loadLinksFor(ctx, w.Task.ConversationID, b); err != nil {
@@ -424,7 +450,7 @@ func (d *driver) authorize(ctx context.Context, batch storage.CommitBatch) error
 			}
 		case storage.WriteCreateConversation:
 			if inv != nil && inv.method == MethodAbort {
-				return rejectf(RuleAbortCreates, w.Conversation.ID, "abort of task %d cannot create conversation %d", inv.task, w.Conversation.ID)
+				return Rejectf(RuleAbortCreates, w.Conversation.ID, "abort of task %d cannot create conversation %d", inv.task, w.Conversation.ID)
 			}
 			b.owners[w.Conversation.ID] = w.Conversation.Owner
 		case storage.WritePatch, storage.WriteSettle:
@@ -440,7 +466,7 @@ func (d *driver) authorize(ctx context.Context, batch storage.CommitBatch) error
 				if inv != nil {
 					by = fmt.Sprintf("task %d", inv.task)
 				}
-				return rejectf(RuleNotOwner, w.ID, "%s changes task %d; only its own invocation may (abort marks excepted)", by, w.ID)
+				return Rejectf(RuleNotOwner, w.ID, "%s changes task %d; only its own invocation may (abort marks excepted)", by, w.ID)
 			}
 		}
 	}
@@ -500,7 +526,7 @@ func (d *driver) checkNewWait(t *storage.Task, b batchView) error {
 		}
 		inScope := w.session || b.inForeground(t.ConversationID, w.conv)
 		if inScope && d.dependsOn(t.After, w.by, b.tasks) {
-			return rejectf(RuleSelfWait, t.ID, "task %d waits for conversation %d, and new task %d would wait for it", w.by, w.conv, t.ID)
+			return Rejectf(RuleSelfWait, t.ID, "task %d waits for conversation %d, and new task %d would wait for it", w.by, w.conv, t.ID)
 		}
 	}
 	return nil
@@ -535,10 +561,11 @@ func (d *driver) dependsOn(deps []storage.ID, target storage.ID, created map[sto
 func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r storage.Range) func() {
 	var acts actions
 	if ctx.Value(shutdownKey{}) != nil {
-		d.phase = phaseStopping
+		d.setPhase(phaseStopping)
 	}
 	if batch.Kind == storage.BatchScratch {
 		d.h.flushPreview(batch.Task, r, &acts)
+		d.assertIndexes()
 		return acts.run
 	}
 	d.h.watchEvents(ctx, batch, r)
@@ -550,6 +577,8 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 		case storage.WriteCreateConversation:
 			d.convOwner[w.Conversation.ID] = w.Conversation.Owner
 			created = append(created, w.Conversation.ID)
+		case storage.WriteDeleteConversation:
+			delete(d.h.contexts, w.ID) // after the commit: a rejected delete keeps the cache
 		case storage.WriteTask:
 			d.addLive(w.Task)
 			d.pin(w.Task.ConversationID)
@@ -594,6 +623,7 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 		d.reconsider(ctx, id, &acts)
 	}
 	d.checkWaiters()
+	d.assertIndexes()
 	return acts.run
 }
 
@@ -722,6 +752,129 @@ func (d *driver) contract(inv *invocation, err error) *FaultError {
 
 // --- waiters ---
 
+// drive attaches a scope and waits until it is idle or the session closes:
+// the decision half of Harness.Drive and Conversation.Drive.
+func (h *Harness) drive(ctx context.Context, conv storage.ID, session bool) (DriveResult, error) {
+	w := &waiter{session: session, conv: conv, ev: h.rt.NewEvent(fmt.Sprintf("drive:%d", conv))}
+	err := h.line.Do(ctx, func() (func(), error) {
+		d := h.d
+		switch d.phase {
+		case phaseClosing, phaseClosed:
+			d.resolve(w, Closed, nil)
+			return nil, nil
+		case phaseFaulted:
+			return nil, d.fault
+		}
+		if inv := invocationOf(ctx); inv != nil {
+			if err := d.checkDrive(inv, conv); err != nil {
+				return nil, err
+			}
+			w.by = inv.task
+		}
+		if !session {
+			if err := d.loadLinks(ctx, []storage.ID{conv}); err != nil {
+				return nil, err
+			}
+		}
+		var acts actions
+		d.attach(ctx, conv, session, &acts)
+		d.waiters = append(d.waiters, w)
+		d.checkWaiters()
+		return acts.run, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return h.await(ctx, w)
+}
+
+// await waits for a waiter; a cancelled caller removes it on the line.
+func (h *Harness) await(ctx context.Context, w *waiter) (DriveResult, error) {
+	if err := w.ev.Wait(ctx); err != nil {
+		_ = h.line.Do(context.WithoutCancel(ctx), func() (func(), error) {
+			h.d.removeWaiter(w)
+			return nil, nil
+		})
+		if w.done { // resolved while we were leaving: report that instead
+			return w.result, w.err
+		}
+		return "", err
+	}
+	return w.result, w.err
+}
+
+// checkDrive rejects a task driving a scope it is itself part of: its own
+// foreground scope, or one whose foreground tasks depend on it.
+func (d *driver) checkDrive(inv *invocation, conv storage.ID) error {
+	self := d.live[inv.task]
+	if self != nil && !self.task.Background && d.inForeground(self.task.ConversationID, conv) {
+		return &SelfWaitError{Task: inv.task, Target: fmt.Sprintf("its own foreground scope, conversation %d", conv)}
+	}
+	for _, id := range d.liveIDs() {
+		lt := d.live[id]
+		if lt.task.Background || !d.inForeground(lt.task.ConversationID, conv) {
+			continue
+		}
+		if d.dependsOn(lt.task.After, inv.task, nil) {
+			return &SelfWaitError{Task: inv.task, Target: fmt.Sprintf("conversation %d, whose task %d depends on it", conv, id)}
+		}
+	}
+	return nil
+}
+
+// markForeground adds abort marks for every unmarked live foreground task
+// in conv's foreground set, and returns the conversations of that set (conv
+// first). It runs inside a plan, on the line (Tx.MarkForeground).
+func (d *driver) markForeground(tx *Tx, conv storage.ID) []storage.ID {
+	convs := []storage.ID{conv}
+	for _, id := range d.liveIDs() {
+		lt := d.live[id]
+		if lt.task.Background || !d.inForeground(lt.task.ConversationID, conv) {
+			continue
+		}
+		if !lt.task.Abort {
+			tx.Patch(id, TaskPatch{Abort: true})
+		}
+		if !slices.Contains(convs, lt.task.ConversationID) {
+			convs = append(convs, lt.task.ConversationID)
+		}
+	}
+	return convs
+}
+
+// waitForTask registers task self's waiter for task id on the line, or
+// resolves it at once when id is already terminal: the decision half of
+// TaskRuntime.WaitForTask. It rejects a wait for the task itself or for a
+// task whose unresolved dependencies lead back to it.
+func (d *driver) waitForTask(ctx context.Context, self, id storage.ID, w *waiter) error {
+	switch d.phase {
+	case phaseFaulted:
+		return d.fault
+	case phaseClosing, phaseClosed:
+		return ErrClosed
+	}
+	if id == self {
+		return &SelfWaitError{Task: self, Target: "itself"}
+	}
+	lt, live := d.live[id]
+	if !live {
+		got, err := d.h.Store().GetTasks(ctx, []storage.ID{id})
+		if err != nil {
+			return err
+		}
+		if _, exists := got[id]; !exists {
+			return fmt.Errorf("%w: task %d", ErrNotFound, id)
+		}
+		d.resolve(w, Idle, nil)
+		return nil
+	}
+	if d.dependsOn(lt.task.After, self, nil) {
+		return &SelfWaitError{Task: self, Target: fmt.Sprintf("task %d, which depends on it", id)}
+	}
+	d.tasksW[id] = append(d.tasksW[id], w)
+	return nil
+}
+
 func (d *driver) idle(w *waiter) bool {
 	if w.session {
 		return d.fgTotal == 0
@@ -814,7 +967,8 @@ func (d *driver) faultLocked(ctx context.Context, fe *FaultError, acts *actions)
 	if d.phase == phaseFaulted || d.phase == phaseClosed {
 		return
 	}
-	d.phase, d.fault = phaseFaulted, fe
+	d.setPhase(phaseFaulted)
+	d.fault = fe
 	acts.add(func() { d.h.report(fe) })
 	d.h.endWatchers(ConversationEvent{Type: EventFault, Error: fe.Error()}, SessionEvent{Type: SessionEventFault, Task: fe.Task, Kind: fe.Kind, Method: fe.Method, Error: fe.Error()})
 	d.release("", fe, fe, acts)
@@ -914,7 +1068,7 @@ func (d *driver) startCloser(ctx context.Context, acts *actions) {
 			}
 			_ = d.h.line.Do(context.WithoutCancel(ctx), func() (func(), error) {
 				if d.phase != phaseFaulted {
-					d.phase = phaseClosed
+					d.setPhase(phaseClosed)
 				}
 				return nil, nil
 			})

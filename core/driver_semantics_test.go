@@ -17,6 +17,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -59,7 +60,7 @@ type kindMethod = func(ctx context.Context, task *storage.Task, rt *core.TaskRun
 // failed; abort settles aborted) with execute replaced when execute is not
 // nil, and every method counted in c.
 func probeKind(name string, c *invocationLog, execute kindMethod) core.KindFuncs {
-	k := stepKind(name, nil)
+	k := simtest.StepKind(name, nil)
 	if execute != nil {
 		k.ExecuteFunc = execute
 	}
@@ -106,32 +107,10 @@ func wantContractFault(t testing.TB, err error, id storage.ID, kind string, m co
 	}
 }
 
-// driveInActor drives conv (the session when conv is nil) in a new actor and
-// returns an event set once the drive returned; check runs in that actor
-// with the drive's outcome.
-func driveInActor(ctx context.Context, s *sim.Sim, h *core.Harness, conv *core.Conversation, check func(core.DriveResult, error)) core.Event {
-	rt := s.Runtime()
-	done := rt.NewEvent("drive-returned")
-	rt.Go(ctx, "drive", func(ctx context.Context) {
-		var r core.DriveResult
-		var err error
-		if conv == nil {
-			r, err = h.Drive(ctx)
-		} else {
-			r, err = conv.Drive(ctx)
-		}
-		if check != nil {
-			check(r, err)
-		}
-		done.Set()
-	})
-	return done
-}
-
 // --- status epochs ---
 
 func TestStatusCycleAcrossCommitsIsATransitionAndRunsAgain(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		c := newInvocationLog()
 		kind := probeKind("cycle", c, func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			if err := patchTask(ctx, rt, task.ID, core.TaskPatch{Status: "running"}); err != nil {
@@ -143,11 +122,11 @@ func TestStatusCycleAcrossCommitsIsATransitionAndRunsAgain(t *testing.T) {
 			return settleTask(ctx, rt, task.ID, "done", nil)
 		})
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		if got, err := h.Root().Drive(ctx); err != nil || got != core.Idle {
 			t.Fatalf("drive = %s, %v; want idle, no fault", got, err)
 		}
-		if got, n := status(t, ctx, h, id), c.count(id, core.MethodExecute); got != "done" || n != 2 {
+		if got, n := simtest.Status(t, ctx, h, id), c.count(id, core.MethodExecute); got != "done" || n != 2 {
 			t.Fatalf("status %s after %d executes; want done after 2 (planned again means startable again)", got, n)
 		}
 		must(0, h.Close(ctx))
@@ -155,7 +134,7 @@ func TestStatusCycleAcrossCommitsIsATransitionAndRunsAgain(t *testing.T) {
 }
 
 func TestStatusCycleWithinOneBatchIsATransition(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		c := newInvocationLog()
 		kind := probeKind("cycle", c, func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			if attemptOf(task) == 0 {
@@ -170,11 +149,11 @@ func TestStatusCycleWithinOneBatchIsATransition(t *testing.T) {
 			return settleTask(ctx, rt, task.ID, "done", nil)
 		})
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		if got, err := h.Root().Drive(ctx); err != nil || got != core.Idle {
 			t.Fatalf("drive = %s, %v; want idle, no fault", got, err)
 		}
-		if got, n := status(t, ctx, h, id), c.count(id, core.MethodExecute); got != "done" || n != 2 {
+		if got, n := simtest.Status(t, ctx, h, id), c.count(id, core.MethodExecute); got != "done" || n != 2 {
 			t.Fatalf("status %s after %d executes; want done after 2", got, n)
 		}
 		must(0, h.Close(ctx))
@@ -182,7 +161,7 @@ func TestStatusCycleWithinOneBatchIsATransition(t *testing.T) {
 }
 
 func TestRecoverMayReturnToStartAndTheTaskExecutesAgain(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		c := newInvocationLog()
 		kind := probeKind("resumable", c, func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			if attemptOf(task) == 0 {
@@ -195,11 +174,11 @@ func TestRecoverMayReturnToStartAndTheTaskExecutesAgain(t *testing.T) {
 			return patchTask(ctx, rt, task.ID, core.TaskPatch{Status: "planned"})
 		})
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		if got, err := h.Root().Drive(ctx); err != nil || got != core.Idle {
 			t.Fatalf("drive = %s, %v; want idle, no fault", got, err)
 		}
-		if got := status(t, ctx, h, id); got != "done" || c.count(id, core.MethodExecute) != 2 || c.count(id, core.MethodRecover) != 1 {
+		if got := simtest.Status(t, ctx, h, id); got != "done" || c.count(id, core.MethodExecute) != 2 || c.count(id, core.MethodRecover) != 1 {
 			t.Fatalf("status %s, calls %v; want done after execute, recover, execute", got, c.n[id])
 		}
 		must(0, h.Close(ctx))
@@ -307,9 +286,9 @@ func TestReturningWithoutAnEpochAdvanceFaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+			simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 				c := newInvocationLog()
-				kind, plain := stepKind("lazy", nil), stepKind("lazy", nil)
+				kind, plain := simtest.StepKind("lazy", nil), simtest.StepKind("lazy", nil)
 				// Each method runs as often as the rules allow and fails
 				// loudly beyond that, so that a wrongly advanced epoch ends
 				// the run at once instead of looping.
@@ -319,7 +298,7 @@ func TestReturningWithoutAnEpochAdvanceFaults(t *testing.T) {
 				kind.AbortFunc = counted(c, limited(c, 1, orDefault(tc.abort, plain.AbortFunc)))
 				durable := memory.New() // outlives the faulted harness, which closes its handle
 				h := open(t, ctx, s, fault.Wrap(s.Runtime(), durable, fault.Plan{}, nil), kind)
-				id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+				id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 				if tc.markFirst {
 					must(0, h.AbortTask(ctx, id))
 				}
@@ -360,7 +339,7 @@ func orDefault(m, fallback kindMethod) kindMethod {
 // execute waits until the previous one has returned; a marked task's abort
 // waits for an execute that ignores its signal.
 func TestOneInvocationPerTaskID(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		c := newInvocationLog()
 		cycler := probeKind("cycler", c, func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
@@ -392,10 +371,10 @@ func TestOneInvocationPerTaskID(t *testing.T) {
 		root := h.Root()
 		var cycling []storage.ID
 		for range 3 {
-			cycling = append(cycling, createTask(t, ctx, root, cycler, core.TaskSpec{}))
+			cycling = append(cycling, simtest.CreateTask(t, ctx, root, cycler, core.TaskSpec{}))
 		}
-		marked := createTask(t, ctx, root, stubborn, core.TaskSpec{})
-		done := driveInActor(ctx, s, h, root, func(r core.DriveResult, err error) {
+		marked := simtest.CreateTask(t, ctx, root, stubborn, core.TaskSpec{})
+		done := simtest.DriveInActor(ctx, s, root, func(r core.DriveResult, err error) {
 			if r != core.Idle || err != nil {
 				t.Errorf("drive = %s, %v; want idle", r, err)
 			}
@@ -407,11 +386,11 @@ func TestOneInvocationPerTaskID(t *testing.T) {
 			t.Fatalf("tasks %v had two invocations at once", c.overlap)
 		}
 		for _, id := range cycling {
-			if got, n := status(t, ctx, h, id), c.count(id, core.MethodExecute); got != "done" || n != 3 {
+			if got, n := simtest.Status(t, ctx, h, id), c.count(id, core.MethodExecute); got != "done" || n != 3 {
 				t.Fatalf("task %d: %s after %d executes; want done after 3", id, got, n)
 			}
 		}
-		if got := status(t, ctx, h, marked); got != "aborted" || c.count(marked, core.MethodAbort) != 1 {
+		if got := simtest.Status(t, ctx, h, marked); got != "aborted" || c.count(marked, core.MethodAbort) != 1 {
 			t.Fatalf("marked task: %s, calls %v; want aborted by one abort", got, c.n[marked])
 		}
 		must(0, h.Close(ctx))
@@ -421,10 +400,10 @@ func TestOneInvocationPerTaskID(t *testing.T) {
 // The slot is held until the method returns, even after the task settled:
 // close joins an invocation whose task is already terminal.
 func TestSettledInvocationKeepsItsSlotUntilItReturns(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		returned := false
-		kind := stepKind("linger", nil)
+		kind := simtest.StepKind("linger", nil)
 		kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 			if err := settleTask(ctx, trt, task.ID, "done", nil); err != nil {
 				return err
@@ -434,9 +413,9 @@ func TestSettledInvocationKeepsItsSlotUntilItReturns(t *testing.T) {
 			return nil
 		}
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		must(h.Root().Drive(ctx))
-		if got := status(t, ctx, h, id); got != "done" || returned {
+		if got := simtest.Status(t, ctx, h, id); got != "done" || returned {
 			t.Fatalf("after the drive: status %s, returned %v; want done and still running", got, returned)
 		}
 		must(0, h.Close(ctx))
@@ -447,7 +426,7 @@ func TestSettledInvocationKeepsItsSlotUntilItReturns(t *testing.T) {
 }
 
 func TestDifferentTasksRunConcurrentlyAndABlockedOneBlocksNoOther(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		c := newInvocationLog()
 		up := map[string]core.Event{"a": rt.NewEvent("a-up"), "b": rt.NewEvent("b-up")}
@@ -474,17 +453,17 @@ func TestDifferentTasksRunConcurrentlyAndABlockedOneBlocksNoOther(t *testing.T) 
 		})
 		h := open(t, ctx, s, nil, a, b, stuck)
 		root := h.Root()
-		blocked := createTask(t, ctx, root, stuck, core.TaskSpec{Background: true})
-		ida := createTask(t, ctx, root, a, core.TaskSpec{})
-		idb := createTask(t, ctx, root, b, core.TaskSpec{})
+		blocked := simtest.CreateTask(t, ctx, root, stuck, core.TaskSpec{Background: true})
+		ida := simtest.CreateTask(t, ctx, root, a, core.TaskSpec{})
+		idb := simtest.CreateTask(t, ctx, root, b, core.TaskSpec{})
 		if got := must(root.Drive(ctx)); got != core.Idle {
 			t.Fatalf("drive = %s; want idle", got)
 		}
-		if status(t, ctx, h, ida) != "done" || status(t, ctx, h, idb) != "done" || c.runningMax < 2 {
+		if simtest.Status(t, ctx, h, ida) != "done" || simtest.Status(t, ctx, h, idb) != "done" || c.runningMax < 2 {
 			t.Fatalf("a %s, b %s, at most %d at once; want both done, at least 2 at once",
-				status(t, ctx, h, ida), status(t, ctx, h, idb), c.runningMax)
+				simtest.Status(t, ctx, h, ida), simtest.Status(t, ctx, h, idb), c.runningMax)
 		}
-		if got := status(t, ctx, h, blocked); got == "done" {
+		if got := simtest.Status(t, ctx, h, blocked); got == "done" {
 			t.Fatalf("the blocked task is %s", got)
 		}
 		must(0, h.Close(ctx))
@@ -509,10 +488,10 @@ func TestSettleWithSuccessorExposesNoIdleGap(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+			simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 				rt := s.Runtime()
 				var kind core.KindFuncs
-				kind = stepKind("link", nil)
+				kind = simtest.StepKind("link", nil)
 				kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 					if err := patchTask(ctx, trt, task.ID, core.TaskPatch{Status: "running"}); err != nil {
 						return err
@@ -556,11 +535,11 @@ func TestSettleWithSuccessorExposesNoIdleGap(t *testing.T) {
 						}
 					}
 				}
-				createTask(t, ctx, root, kind, core.TaskSpec{})
+				simtest.CreateTask(t, ctx, root, kind, core.TaskSpec{})
 				waits := []core.Event{
-					driveInActor(ctx, s, h, root, checkChain("first conversation")),
-					driveInActor(ctx, s, h, root, checkChain("conversation")),
-					driveInActor(ctx, s, h, nil, checkChain("session")),
+					simtest.DriveInActor(ctx, s, root, checkChain("first conversation")),
+					simtest.DriveInActor(ctx, s, root, checkChain("conversation")),
+					simtest.DriveInActor(ctx, s, h, checkChain("session")),
 				}
 				for _, w := range waits {
 					w.Wait(ctx)
@@ -578,7 +557,7 @@ func TestSettleWithSuccessorExposesNoIdleGap(t *testing.T) {
 func TestDependentStartsOnlyWhenItsDependencyIsTerminal(t *testing.T) {
 	for _, outcome := range []string{"done", "failed", "aborted"} {
 		t.Run(outcome, func(t *testing.T) {
-			sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+			simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 				rt := s.Runtime()
 				c := newInvocationLog()
 				up, release := rt.NewEvent("first-up"), rt.NewEvent("release-first")
@@ -609,7 +588,7 @@ func TestDependentStartsOnlyWhenItsDependencyIsTerminal(t *testing.T) {
 					secondID = tx.Task(second, core.TaskSpec{After: []storage.ID{firstID}})
 					return nil
 				}))
-				done := driveInActor(ctx, s, h, h.Root(), nil)
+				done := simtest.DriveInActor(ctx, s, h.Root(), nil)
 				up.Wait(ctx)
 				rt.Sleep(ctx, time.Second)
 				if n := c.count(secondID, core.MethodExecute); n != 0 {
@@ -621,9 +600,9 @@ func TestDependentStartsOnlyWhenItsDependencyIsTerminal(t *testing.T) {
 					release.Set()
 				}
 				done.Wait(ctx)
-				if sawFirst != outcome || status(t, ctx, h, secondID) != "done" || c.count(secondID, core.MethodExecute) != 1 {
+				if sawFirst != outcome || simtest.Status(t, ctx, h, secondID) != "done" || c.count(secondID, core.MethodExecute) != 1 {
 					t.Fatalf("the dependent saw its dependency %q, ended %s after %d executes; want %q, done, 1",
-						sawFirst, status(t, ctx, h, secondID), c.count(secondID, core.MethodExecute), outcome)
+						sawFirst, simtest.Status(t, ctx, h, secondID), c.count(secondID, core.MethodExecute), outcome)
 				}
 				must(0, h.Close(ctx))
 			})
@@ -632,7 +611,7 @@ func TestDependentStartsOnlyWhenItsDependencyIsTerminal(t *testing.T) {
 }
 
 func TestMarkedTaskAbortsRegardlessOfDependencies(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		c := newInvocationLog()
 		up, release := rt.NewEvent("first-up"), rt.NewEvent("release-first")
@@ -667,7 +646,7 @@ func TestMarkedTaskAbortsRegardlessOfDependencies(t *testing.T) {
 			secondID = tx.Task(second, core.TaskSpec{After: []storage.ID{firstID}})
 			return nil
 		}))
-		done := driveInActor(ctx, s, h, h.Root(), nil)
+		done := simtest.DriveInActor(ctx, s, h.Root(), nil)
 		up.Wait(ctx)
 		must(0, h.AbortTask(ctx, secondID))
 		aborted.Wait(ctx)
@@ -676,8 +655,8 @@ func TestMarkedTaskAbortsRegardlessOfDependencies(t *testing.T) {
 		}
 		release.Set()
 		done.Wait(ctx)
-		if status(t, ctx, h, firstID) != "done" || status(t, ctx, h, secondID) != "aborted" {
-			t.Fatalf("first %s, second %s; want done and aborted", status(t, ctx, h, firstID), status(t, ctx, h, secondID))
+		if simtest.Status(t, ctx, h, firstID) != "done" || simtest.Status(t, ctx, h, secondID) != "aborted" {
+			t.Fatalf("first %s, second %s; want done and aborted", simtest.Status(t, ctx, h, firstID), simtest.Status(t, ctx, h, secondID))
 		}
 		must(0, h.Close(ctx))
 	})
@@ -689,43 +668,43 @@ func TestMarkedTaskAbortsRegardlessOfDependencies(t *testing.T) {
 // the drive made stays after its waiter resolved, so the background task
 // finishes and new work starts without another drive.
 func TestForegroundIdleWhileAttachedBackgroundWorkContinues(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		release, bgDone, lateDone := rt.NewEvent("release-background"), rt.NewEvent("background-done"), rt.NewEvent("late-done")
-		background := stepKind("background", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
+		background := simtest.StepKind("background", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
 			return release.Wait(ctx)
 		})
 		background.ExecuteFunc = signalAfter(background.ExecuteFunc, bgDone)
-		fg := stepKind("foreground", nil)
-		late := stepKind("late", nil)
+		fg := simtest.StepKind("foreground", nil)
+		late := simtest.StepKind("late", nil)
 		late.ExecuteFunc = signalAfter(late.ExecuteFunc, lateDone)
-		lingering := stepKind("lingering", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
+		lingering := simtest.StepKind("lingering", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
 			return rt.NewEvent("never").Wait(ctx) // until close signals it
 		})
 		h := open(t, ctx, s, nil, background, fg, late, lingering)
 		root := h.Root()
-		bg := createTask(t, ctx, root, background, core.TaskSpec{Background: true})
-		f := createTask(t, ctx, root, fg, core.TaskSpec{})
+		bg := simtest.CreateTask(t, ctx, root, background, core.TaskSpec{Background: true})
+		f := simtest.CreateTask(t, ctx, root, fg, core.TaskSpec{})
 		if got := must(root.Drive(ctx)); got != core.Idle {
 			t.Fatalf("conversation drive = %s; want idle", got)
 		}
-		if status(t, ctx, h, f) != "done" || status(t, ctx, h, bg) == "done" {
-			t.Fatalf("foreground %s, background %s at idle; want done and still live", status(t, ctx, h, f), status(t, ctx, h, bg))
+		if simtest.Status(t, ctx, h, f) != "done" || simtest.Status(t, ctx, h, bg) == "done" {
+			t.Fatalf("foreground %s, background %s at idle; want done and still live", simtest.Status(t, ctx, h, f), simtest.Status(t, ctx, h, bg))
 		}
 		release.Set()
 		bgDone.Wait(ctx) // nobody drives now
-		if got := status(t, ctx, h, bg); got != "done" {
+		if got := simtest.Status(t, ctx, h, bg); got != "done" {
 			t.Fatalf("background = %s; want done", got)
 		}
-		id := createTask(t, ctx, root, late, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, root, late, core.TaskSpec{})
 		lateDone.Wait(ctx) // served by the attachment the drive made
-		if got := status(t, ctx, h, id); got != "done" {
+		if got := simtest.Status(t, ctx, h, id); got != "done" {
 			t.Fatalf("task created after the drive = %s; want done", got)
 		}
 		// Session idle ignores background work too.
-		bg2 := createTask(t, ctx, root, lingering, core.TaskSpec{Background: true})
-		if got := must(h.Drive(ctx)); got != core.Idle || status(t, ctx, h, bg2) == "done" {
-			t.Fatalf("session drive = %s with the background task %s; want idle while it is live", got, status(t, ctx, h, bg2))
+		bg2 := simtest.CreateTask(t, ctx, root, lingering, core.TaskSpec{Background: true})
+		if got := must(h.Drive(ctx)); got != core.Idle || simtest.Status(t, ctx, h, bg2) == "done" {
+			t.Fatalf("session drive = %s with the background task %s; want idle while it is live", got, simtest.Status(t, ctx, h, bg2))
 		}
 		must(0, h.Close(ctx))
 	})
@@ -742,19 +721,19 @@ func signalAfter(m kindMethod, ev core.Event) kindMethod {
 // Cancelling a drive removes only its waiter: the attachment stays and the
 // work finishes.
 func TestCancelledDriveKeepsItsAttachment(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		up, release, quickDone := rt.NewEvent("up"), rt.NewEvent("release"), rt.NewEvent("quick-done")
-		slow := stepKind("slow", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
+		slow := simtest.StepKind("slow", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
 			up.Set()
 			return release.Wait(ctx)
 		})
-		quick := stepKind("quick", nil)
+		quick := simtest.StepKind("quick", nil)
 		quick.ExecuteFunc = signalAfter(quick.ExecuteFunc, quickDone)
 		h := open(t, ctx, s, nil, slow, quick)
-		id := createTask(t, ctx, h.Root(), slow, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), slow, core.TaskSpec{})
 		dctx, cancel := context.WithCancel(ctx)
-		done := driveInActor(dctx, s, h, h.Root(), func(r core.DriveResult, err error) {
+		done := simtest.DriveInActor(dctx, s, h.Root(), func(r core.DriveResult, err error) {
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("cancelled drive = %s, %v; want context.Canceled", r, err)
 			}
@@ -764,14 +743,14 @@ func TestCancelledDriveKeepsItsAttachment(t *testing.T) {
 		done.Wait(ctx)
 		// Work created after the cancellation is still served, and the
 		// running task is still running.
-		next := createTask(t, ctx, h.Root(), quick, core.TaskSpec{})
+		next := simtest.CreateTask(t, ctx, h.Root(), quick, core.TaskSpec{})
 		quickDone.Wait(ctx)
-		if status(t, ctx, h, next) != "done" || status(t, ctx, h, id) != "running" {
-			t.Fatalf("after the cancelled drive: new task %s, running task %s; want done, running", status(t, ctx, h, next), status(t, ctx, h, id))
+		if simtest.Status(t, ctx, h, next) != "done" || simtest.Status(t, ctx, h, id) != "running" {
+			t.Fatalf("after the cancelled drive: new task %s, running task %s; want done, running", simtest.Status(t, ctx, h, next), simtest.Status(t, ctx, h, id))
 		}
 		release.Set()
-		if got := must(h.Root().Drive(ctx)); got != core.Idle || status(t, ctx, h, id) != "done" {
-			t.Fatalf("drive = %s, task %s; want idle, done", got, status(t, ctx, h, id))
+		if got := must(h.Root().Drive(ctx)); got != core.Idle || simtest.Status(t, ctx, h, id) != "done" {
+			t.Fatalf("drive = %s, task %s; want idle, done", got, simtest.Status(t, ctx, h, id))
 		}
 		must(0, h.Close(ctx))
 	})
@@ -780,7 +759,7 @@ func TestCancelledDriveKeepsItsAttachment(t *testing.T) {
 // Driving the same scope repeatedly, concurrently or not, attaches it once:
 // every task runs exactly once.
 func TestRepeatedDriveUsesOneAttachment(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		c := newInvocationLog()
 		kind := probeKind("once", c, func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
@@ -794,22 +773,22 @@ func TestRepeatedDriveUsesOneAttachment(t *testing.T) {
 		root := h.Root()
 		var ids []storage.ID
 		for range 3 {
-			ids = append(ids, createTask(t, ctx, root, kind, core.TaskSpec{}))
+			ids = append(ids, simtest.CreateTask(t, ctx, root, kind, core.TaskSpec{}))
 		}
 		idle := func(r core.DriveResult, err error) {
 			if r != core.Idle || err != nil {
 				t.Errorf("drive = %s, %v; want idle", r, err)
 			}
 		}
-		a, b := driveInActor(ctx, s, h, root, idle), driveInActor(ctx, s, h, root, idle)
+		a, b := simtest.DriveInActor(ctx, s, root, idle), simtest.DriveInActor(ctx, s, root, idle)
 		idle(root.Drive(ctx))
 		a.Wait(ctx)
 		b.Wait(ctx)
 		idle(root.Drive(ctx))
 		idle(h.Drive(ctx))
 		for _, id := range ids {
-			if got := c.count(id, core.MethodExecute); got != 1 || status(t, ctx, h, id) != "done" {
-				t.Fatalf("task %d ran %d times and is %s; want once, done", id, got, status(t, ctx, h, id))
+			if got := c.count(id, core.MethodExecute); got != 1 || simtest.Status(t, ctx, h, id) != "done" {
+				t.Fatalf("task %d ran %d times and is %s; want once, done", id, got, simtest.Status(t, ctx, h, id))
 			}
 		}
 		if len(c.overlap) > 0 {
@@ -831,7 +810,7 @@ func crashableStore(s *sim.Sim) *fault.Storage {
 // inflight work recovers, marked work aborts (inflight or not), startable
 // work executes — each exactly once, by one drive after reopen.
 func TestReopenRecoversMarkedAndInflightWork(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		first, second := newInvocationLog(), newInvocationLog()
 		inflightUp, stubbornUp := rt.NewEvent("inflight-up"), rt.NewEvent("stubborn-up")
@@ -868,7 +847,7 @@ func TestReopenRecoversMarkedAndInflightWork(t *testing.T) {
 			marked = tx.Tx.Task(kindNamed("plain"), core.TaskSpec{ConversationID: other})
 			return nil
 		}))
-		driving := driveInActor(ctx, s, h1, root, nil)
+		driving := simtest.DriveInActor(ctx, s, root, nil)
 		inflightUp.Wait(ctx)
 		stubbornUp.Wait(ctx)
 		must(0, h1.AbortTask(ctx, stubborn))
@@ -896,7 +875,7 @@ func TestReopenRecoversMarkedAndInflightWork(t *testing.T) {
 			marked:    {core.MethodAbort, "aborted"},
 		}
 		for id, w := range want {
-			if got := status(t, ctx, h2, id); got != w.status || len(second.n[id]) != 1 || second.count(id, w.m) != 1 {
+			if got := simtest.Status(t, ctx, h2, id); got != w.status || len(second.n[id]) != 1 || second.count(id, w.m) != 1 {
 				t.Fatalf("task %d after reopen: %s, calls %v; want %s after one %s", id, got, second.n[id], w.status, w.m)
 			}
 		}
@@ -904,7 +883,7 @@ func TestReopenRecoversMarkedAndInflightWork(t *testing.T) {
 			t.Fatalf("the first process ran work it was not driving: %v %v", first.n[marked], first.n[startable])
 		}
 		must(0, h2.Close(ctx))
-		closeCrashed(ctx, h1) // the dead process unwinds its invocations
+		simtest.CloseCrashed(ctx, h1) // the dead process unwinds its invocations
 		driving.Wait(ctx)
 	})
 }
@@ -932,10 +911,10 @@ func sameIDs(got []storage.ID, want ...storage.ID) bool {
 // A conversation attachment serves every owned descendant, even when the
 // owner settled in an earlier process and the link was never loaded since.
 func TestReopenedAttachmentServesNewWorkInASettledOwnersChild(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		var child storage.ID
-		spawner := stepKind("spawner", nil)
+		spawner := simtest.StepKind("spawner", nil)
 		spawner.ExecuteFunc = func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 			_, err := trt.Commit(ctx, func(tx *core.ConversationTx) error {
 				child = tx.CreateConversation(core.ConversationSpec{Owner: task.ID})
@@ -945,20 +924,20 @@ func TestReopenedAttachmentServesNewWorkInASettledOwnersChild(t *testing.T) {
 			return err
 		}
 		finished := rt.NewEvent("child-task-done")
-		plain := stepKind("plain", nil)
+		plain := simtest.StepKind("plain", nil)
 		plain.ExecuteFunc = signalAfter(plain.ExecuteFunc, finished)
 		store := crashableStore(s)
 		h1 := open(t, ctx, s, store, spawner, plain)
-		createTask(t, ctx, h1.Root(), spawner, core.TaskSpec{})
+		simtest.CreateTask(t, ctx, h1.Root(), spawner, core.TaskSpec{})
 		must(h1.Root().Drive(ctx))
 		must(0, h1.Close(ctx))
 
 		h2 := open(t, ctx, s, store.Reopen(fault.Plan{}), spawner, plain)
 		must(h2.Root().Drive(ctx)) // attaches the root; nothing is live
 		c := must(h2.Conversation(ctx, child))
-		id := createTask(t, ctx, c, plain, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, c, plain, core.TaskSpec{})
 		finished.Wait(ctx) // a deadlock here: the root's attachment does not serve its child
-		if got := status(t, ctx, h2, id); got != "done" {
+		if got := simtest.Status(t, ctx, h2, id); got != "done" {
 			t.Fatalf("task in the owned child = %s; want done", got)
 		}
 		must(0, h2.Close(ctx))
@@ -968,14 +947,14 @@ func TestReopenedAttachmentServesNewWorkInASettledOwnersChild(t *testing.T) {
 // Abort of a conversation reaches, through a live foreground owner, work
 // created after reopen in a child whose link was not loaded at open.
 func TestAbortAfterReopenReachesNewWorkInALiveOwnersChild(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		var child, grandTask storage.ID
 		up, recovering := rt.NewEvent("owner-up"), rt.NewEvent("owner-recovering")
-		plain := stepKind("plain", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
+		plain := simtest.StepKind("plain", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
 			return rt.NewEvent("never").Wait(ctx)
 		})
-		owner := stepKind("owner", nil)
+		owner := simtest.StepKind("owner", nil)
 		owner.ExecuteFunc = func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 			if _, err := trt.Commit(ctx, func(tx *core.ConversationTx) error {
 				tx.Patch(task.ID, core.TaskPatch{Status: "running"})
@@ -1003,12 +982,12 @@ func TestAbortAfterReopenReachesNewWorkInALiveOwnersChild(t *testing.T) {
 		}
 		store := crashableStore(s)
 		h1 := open(t, ctx, s, store, owner, plain)
-		createTask(t, ctx, h1.Root(), owner, core.TaskSpec{})
-		driving := driveInActor(ctx, s, h1, h1.Root(), nil)
+		simtest.CreateTask(t, ctx, h1.Root(), owner, core.TaskSpec{})
+		driving := simtest.DriveInActor(ctx, s, h1.Root(), nil)
 		up.Wait(ctx)
 
 		h2 := open(t, ctx, s, store.Reopen(fault.Plan{}), owner, plain)
-		done := driveInActor(ctx, s, h2, h2.Root(), nil)
+		done := simtest.DriveInActor(ctx, s, h2.Root(), nil)
 		recovering.Wait(ctx)
 		must(0, h2.Root().Abort(ctx))
 		task, _, err := h2.GetTask(ctx, grandTask)
@@ -1017,7 +996,7 @@ func TestAbortAfterReopenReachesNewWorkInALiveOwnersChild(t *testing.T) {
 		}
 		done.Wait(ctx)
 		must(0, h2.Close(ctx))
-		closeCrashed(ctx, h1)
+		simtest.CloseCrashed(ctx, h1)
 		driving.Wait(ctx)
 	})
 }

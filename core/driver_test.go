@@ -7,20 +7,21 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
 
 func TestDriveRunsATaskToCompletion(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		kind := stepKind("step", nil)
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		kind := simtest.StepKind("step", nil)
 		h := open(t, ctx, s, nil, kind)
 		root := h.Root()
-		id := createTask(t, ctx, root, kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, root, kind, core.TaskSpec{})
 		if got := must(root.Drive(ctx)); got != core.Idle {
 			t.Fatalf("drive = %s; want idle", got)
 		}
-		if got := status(t, ctx, h, id); got != "done" {
+		if got := simtest.Status(t, ctx, h, id); got != "done" {
 			t.Fatalf("status = %s; want done", got)
 		}
 		if err := h.Close(ctx); err != nil {
@@ -30,11 +31,11 @@ func TestDriveRunsATaskToCompletion(t *testing.T) {
 }
 
 func TestOpenStartsNothing(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		ran := false
-		kind := stepKind("step", func(context.Context, *storage.Task, *core.TaskRuntime) error { ran = true; return nil })
+		kind := simtest.StepKind("step", func(context.Context, *storage.Task, *core.TaskRuntime) error { ran = true; return nil })
 		h := open(t, ctx, s, nil, kind)
-		createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		s.Runtime().Sleep(ctx, 1000)
 		if ran {
 			t.Fatal("a task ran without a drive")
@@ -48,12 +49,12 @@ func TestOpenStartsNothing(t *testing.T) {
 }
 
 func TestReturningWithoutATransitionFaultsTheSession(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		lazy := core.KindFuncs{Statuses: core.Statuses{Name: "lazy", Initial: "planned", Roles: taskRoles},
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		lazy := core.KindFuncs{Statuses: core.Statuses{Name: "lazy", Initial: "planned", Roles: simtest.TaskRoles},
 			ExecuteFunc: func(context.Context, *storage.Task, *core.TaskRuntime) error { return nil }}
-		store := reopenable{memory.New()} // readable after the fault closed the harness
+		store := simtest.Reopenable{Store: memory.New()} // readable after the fault closed the harness
 		h := open(t, ctx, s, store, lazy)
-		id := createTask(t, ctx, h.Root(), lazy, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), lazy, core.TaskSpec{})
 		_, err := h.Root().Drive(ctx)
 		var fe *core.FaultError
 		if !errors.As(err, &fe) || fe.Task != id || fe.Kind != "lazy" || fe.Method != "execute" {
@@ -69,13 +70,13 @@ func TestReturningWithoutATransitionFaultsTheSession(t *testing.T) {
 }
 
 func TestAbortRunsAFreshInvocationAfterExecuteReturns(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		started := rt.NewEvent("started")
 		var executeReturned, abortSawReturn bool
 		var sameIdentity bool
 		var executeRT *core.TaskRuntime
-		kind := stepKind("blocker", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+		kind := simtest.StepKind("blocker", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 			executeRT = trt
 			started.Set()
 			rt.NewEvent("never").Wait(ctx) // cooperatively waits for its signal
@@ -94,7 +95,7 @@ func TestAbortRunsAFreshInvocationAfterExecuteReturns(t *testing.T) {
 			return err
 		}
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		done := rt.NewEvent("drive-done")
 		rt.Go(ctx, "driver", func(ctx context.Context) {
 			if r := must(h.Root().Drive(ctx)); r != core.Idle {
@@ -107,7 +108,7 @@ func TestAbortRunsAFreshInvocationAfterExecuteReturns(t *testing.T) {
 			t.Fatal(err)
 		}
 		done.Wait(ctx)
-		if got := status(t, ctx, h, id); got != "aborted" || !abortSawReturn || sameIdentity {
+		if got := simtest.Status(t, ctx, h, id); got != "aborted" || !abortSawReturn || sameIdentity {
 			t.Fatalf("status %s, abort after execute returned %v, same runtime %v; want aborted, true, false", got, abortSawReturn, sameIdentity)
 		}
 		if err := h.AbortTask(ctx, id); core.RuleOf(err) != core.RuleTaskTerminal {

@@ -35,7 +35,6 @@ const (
 	RuleNotOwner          Rule = "task-owned-by-another-invocation" // §6.1
 	RuleAbortCreates      Rule = "abort-creates-new-work"           // §6.3
 	RuleSelfWait          Rule = "new-work-creates-a-self-wait"     // §6.2
-	RuleInputResult       Rule = "input-result-transition"          // §7.3, §8.1
 )
 
 // CommitError reports a commit the line rejected before persistence. Nothing
@@ -66,7 +65,11 @@ func (e *CommitError) Error() string {
 
 func (e *CommitError) Unwrap() error { return e.Err }
 
-func rejectf(rule Rule, id storage.ID, format string, args ...any) *CommitError {
+// Rejectf builds the *CommitError of a broken rule: the rule, the offending
+// record's id (0 for none) and what exactly was wrong. Rules are strings
+// owned by the package that defines them (the kernel's here, the agent's
+// input-result rule in core/agent).
+func Rejectf(rule Rule, id storage.ID, format string, args ...any) *CommitError {
 	return &CommitError{Rule: rule, ID: id, Detail: fmt.Sprintf(format, args...)}
 }
 

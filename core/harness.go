@@ -18,25 +18,35 @@ import (
 type Options struct {
 	// Runtime is where actors run and time passes; nil means RealRuntime.
 	Runtime Runtime
-	// EntryKinds and TaskKinds are added to the built-ins. Adding a task
-	// kind under a name that is already registered is an error: swapping a
-	// built-in is explicit, through Replace.
+	// EntryKinds and TaskKinds are added to the built-in entry kinds (the
+	// kernel has no built-in task kind). Adding a task kind under a name
+	// that is already registered is an error: swapping one is explicit,
+	// through Replace.
 	EntryKinds []storage.Kinder
 	TaskKinds  []TaskKind
 	// Replace swaps registered task kinds by name. A replacement must
 	// understand the persisted statuses and state of its live tasks.
 	Replace []TaskKind
-	// Env is the execution environment tools and jobs act in.
-	Env ExecutionEnv
+	// Rules are checks the line runs on every main batch after its own
+	// (§7.3), before persistence; ValidateBatch takes the same rules.
+	Rules []BatchRule
+	// Watched says which state the views carry beyond what the kernel
+	// knows of: the conversation inbox and the session's usage record.
+	Watched Watched
+	// ConversationAbort, when set, runs inside the commit of
+	// Conversation.Abort, after the marks, with the conversations of the
+	// marked foreground set (the aborted one first), so that a package of
+	// kinds composes its own abort policy into the same commit.
+	ConversationAbort func(tx *Tx, convs []storage.ID) error
+	// Extensions are process-local values kinds look up by key through
+	// Harness.Extension: how a package of kinds keeps per-session
+	// configuration (models, tools, an execution environment) without
+	// package state. Keys follow context.WithValue's rule: a type of the
+	// package that owns them.
+	Extensions map[any]any
 	// TracerProvider supplies the tracer for invocation and commit spans;
 	// nil means no telemetry. No span is ever stored in session data.
 	TracerProvider trace.TracerProvider
-	// Models serves the models generations call; Tools is the catalogue
-	// of tools they may offer. Retry bounds retries of retryable provider
-	// errors.
-	Models *Models
-	Tools  []Tool
-	Retry  RetryPolicy
 	// OnTaskOutput receives each flush of a task's preview (the ops after
 	// one of its scratch commits), outside the line, in commit order. It
 	// must not block.
@@ -44,6 +54,24 @@ type Options struct {
 	// Report receives task and hook errors that are reported rather than
 	// fatal, and the fault that stops a session. It must not block.
 	Report func(error)
+	// CheckInvariants checks the driver's indexes after every commit and
+	// panics, naming the invariant, when one is broken (CheckInvariants).
+	// Simulated runs and tests set it; it costs a walk of the live set.
+	CheckInvariants bool
+}
+
+// Watched names the state a package of kinds asks the views to carry.
+// The kernel folds it without knowing what it means (§9.4).
+type Watched struct {
+	// Inbox is an unbound conversation list: every ConversationView
+	// carries its elements as Inbox, and its changes arrive as inbox
+	// events. Zero means views carry an empty inbox.
+	Inbox storage.Address
+	// UsageRows is a session list whose appends session watches deliver
+	// as usage events, each with the UsageTotals value as its batch leaves
+	// it. UsageTotals is also carried by every SessionView.
+	UsageRows   storage.Address
+	UsageTotals storage.Address
 }
 
 // Harness is one open session: the line, the driver and the registries.
@@ -53,9 +81,6 @@ type Harness struct {
 	kinds  *Kinds
 	d      *driver
 	tracer trace.Tracer
-	env    ExecutionEnv
-	models *Models
-	tools  *toolRegistry
 	hooks  atomic.Pointer[hookTable]
 	root   storage.ID
 
@@ -68,7 +93,9 @@ type Harness struct {
 	published map[storage.ID]bool
 	// watchers are the conversation watches by conversation, and
 	// sessionWatchers the session watches; used on the line. Reports
-	// reach session watchers off the line through the copy watchMu guards.
+	// happen off the line, so they read sessionWatchersCopy, which watchMu
+	// guards; watchMu is held only to swap or read that slice, never across
+	// a wait, a delivery or a call out, so it never blocks an actor.
 	watchers            map[storage.ID][]*WatchHandle
 	sessionWatchers     []*SessionWatchHandle
 	watchMu             sync.Mutex
@@ -84,25 +111,17 @@ type Harness struct {
 
 type shutdownKey struct{}
 
-// Open opens a session over store (§6.4): it registers the built-in and
-// added kinds, reports stored entry kinds nobody registered (without
-// scanning entries), seeds the live-task indexes with one scan, rejects a
-// live task of an unknown kind, creates the root conversation of an empty
-// session, and starts nothing.
+// Open opens a session over store (§6.4): it registers the built-in entry
+// kinds and the given kinds, reports stored entry kinds nobody registered
+// (without scanning entries), seeds the live-task indexes with one scan,
+// rejects a live task of an unknown kind, creates the root conversation of
+// an empty session, and starts nothing. It registers no task kind of its
+// own: agent.Open adds pico's built-in kinds.
 func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, error) {
 	if opts.Runtime == nil {
 		opts.Runtime = RealRuntime()
 	}
 	kinds := NewKinds()
-	for _, k := range []TaskKind{GenerationKind, ToolKind, PostToolsKind} {
-		if err := kinds.AddTask(k); err != nil {
-			return nil, err
-		}
-	}
-	tools, err := newToolRegistry(opts.Tools)
-	if err != nil {
-		return nil, err
-	}
 	for _, k := range opts.EntryKinds {
 		kinds.AddEntry(k)
 	}
@@ -122,7 +141,7 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 			return nil, err
 		}
 	}
-	h := &Harness{rt: opts.Runtime, kinds: kinds, env: opts.Env, models: opts.Models, tools: tools, opts: opts}
+	h := &Harness{rt: opts.Runtime, kinds: kinds, opts: opts}
 	h.hooks.Store(&hookTable{})
 	h.tracer = noop.NewTracerProvider().Tracer("pico")
 	if opts.TracerProvider != nil {
@@ -131,8 +150,9 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 	h.d = newDriver(h)
 	h.line = NewLine(h.rt, store, kinds, LineOptions{
 		Admit: h.d.admit, Authorize: h.d.authorize, AfterCommit: h.d.afterCommit,
-		OnPersistenceError: h.d.persistenceFault, Tracer: h.tracer,
+		OnPersistenceError: h.d.persistenceFault, Tracer: h.tracer, Rules: opts.Rules,
 	})
+	h.line.harness = h
 	stored, err := store.EntryKinds(ctx)
 	if err != nil {
 		return nil, err
@@ -161,7 +181,11 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 	return h, nil
 }
 
-// Kinds is the registry in use: h.Kinds().Task("generation") is whatever is
+// Extension returns the value registered under key in Options.Extensions,
+// or nil.
+func (h *Harness) Extension(key any) any { return h.opts.Extensions[key] }
+
+// Kinds is the registry in use: h.Kinds().Task(name) is whatever is
 // registered under that name now.
 func (h *Harness) Kinds() *Kinds { return h.kinds }
 
@@ -234,30 +258,6 @@ func (h *Harness) Conversations(ctx context.Context, f ConversationFilter) (stor
 	return p, nil
 }
 
-// Receipt identifies an accepted input (§3.4).
-type Receipt struct {
-	RequestID      string     `json:"requestId"`
-	ConversationID storage.ID `json:"conversationId"`
-	InputID        storage.ID `json:"inputId"`
-}
-
-// RequestValue is the session value that maps a request id to its receipt.
-var RequestValue = storage.SessionValue[Receipt]("pi.request")
-
-// Acceptance looks up the receipt of an earlier acceptance by request id:
-// how a caller whose accept reply was lost recovers its input id.
-func (h *Harness) Acceptance(ctx context.Context, requestID string) (Receipt, bool, error) {
-	v, ok, err := h.Store().GetValue(ctx, RequestValue.WithKey(requestID).Address, 0)
-	if err != nil || !ok {
-		return Receipt{}, false, err
-	}
-	var r Receipt
-	if err := jsonUnmarshal(v.Value, &r); err != nil {
-		return Receipt{}, false, fmt.Errorf("core: request %q: %w", requestID, err)
-	}
-	return r, true, nil
-}
-
 // Inspection is the live work of a session: tasks that may start and tasks
 // found inflight, which recover will handle.
 type Inspection struct {
@@ -321,7 +321,7 @@ func (h *Harness) AbortTask(ctx context.Context, id storage.ID) error {
 			return err
 		}
 		if !t.Live() {
-			return rejectf(RuleTaskTerminal, id, "task %d is already %s", id, t.Status)
+			return Rejectf(RuleTaskTerminal, id, "task %d is already %s", id, t.Status)
 		}
 		if !t.Abort {
 			tx.Patch(id, TaskPatch{Abort: true})
@@ -341,74 +341,6 @@ func (h *Harness) Drive(ctx context.Context) (DriveResult, error) {
 	return h.drive(ctx, 0, true)
 }
 
-func (h *Harness) drive(ctx context.Context, conv storage.ID, session bool) (DriveResult, error) {
-	w := &waiter{session: session, conv: conv, ev: h.rt.NewEvent(fmt.Sprintf("drive:%d", conv))}
-	err := h.line.Do(ctx, func() (func(), error) {
-		d := h.d
-		switch d.phase {
-		case phaseClosing, phaseClosed:
-			d.resolve(w, Closed, nil)
-			return nil, nil
-		case phaseFaulted:
-			return nil, d.fault
-		}
-		if inv := invocationOf(ctx); inv != nil {
-			if err := d.checkDrive(inv, conv); err != nil {
-				return nil, err
-			}
-			w.by = inv.task
-		}
-		if !session {
-			if err := d.loadLinks(ctx, []storage.ID{conv}); err != nil {
-				return nil, err
-			}
-		}
-		var acts actions
-		d.attach(ctx, conv, session, &acts)
-		d.waiters = append(d.waiters, w)
-		d.checkWaiters()
-		return acts.run, nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return h.await(ctx, w)
-}
-
-// await waits for a waiter; a cancelled caller removes it on the line.
-func (h *Harness) await(ctx context.Context, w *waiter) (DriveResult, error) {
-	if err := w.ev.Wait(ctx); err != nil {
-		_ = h.line.Do(context.WithoutCancel(ctx), func() (func(), error) {
-			h.d.removeWaiter(w)
-			return nil, nil
-		})
-		if w.done { // resolved while we were leaving: report that instead
-			return w.result, w.err
-		}
-		return "", err
-	}
-	return w.result, w.err
-}
-
-// checkDrive rejects a task driving a scope it is itself part of: its own
-// foreground scope, or one whose foreground tasks depend on it.
-func (d *driver) checkDrive(inv *invocation, conv storage.ID) error {
-	self := d.live[inv.task]
-	if self != nil && !self.task.Background && d.inForeground(self.task.ConversationID, conv) {
-		return &SelfWaitError{Task: inv.task, Target: fmt.Sprintf("its own foreground scope, conversation %d", conv)}
-	}
-	for _, id := range d.liveIDs() {
-		lt := d.live[id]
-		if lt.task.Background || !d.inForeground(lt.task.ConversationID, conv) {
-			continue
-		}
-		if d.dependsOn(lt.task.After, inv.task, nil) {
-			return &SelfWaitError{Task: inv.task, Target: fmt.Sprintf("conversation %d, whose task %d depends on it", conv, id)}
-		}
-	}
-	return nil
-}
-
 // Close stops admission in one line operation, signals and joins every
 // invocation outside the line, then closes storage. It writes nothing; the
 // next open continues from durable state. Repeated calls share completion,
@@ -421,7 +353,7 @@ func (h *Harness) Close(ctx context.Context) error {
 		d := h.d
 		var acts actions
 		if d.phase == phaseOpen || d.phase == phaseStopping {
-			d.phase = phaseClosing
+			d.setPhase(phaseClosing)
 			d.release(Closed, nil, ErrClosed, &acts)
 			h.endWatchers(ConversationEvent{Type: EventClosed, ReadAt: h.Store().LastSeq()}, SessionEvent{Type: SessionEventClosed})
 		}
@@ -475,7 +407,7 @@ func (h *Harness) Shutdown(ctx context.Context) error {
 			}
 			if len(ids) == 0 {
 				// Nothing to mark: enter stopping without a write.
-				h.d.phase = phaseStopping
+				h.d.setPhase(phaseStopping)
 			}
 			return nil
 		})
@@ -531,10 +463,7 @@ func (h *Harness) DeleteConversation(ctx context.Context, id storage.ID) error {
 				}
 			}
 		}
-		tx.DeleteConversation(id)
-		for _, c := range subtree {
-			delete(h.contexts, c)
-		}
+		tx.DeleteConversation(id) // its cached context goes when the commit lands (afterCommit)
 		return nil
 	})
 	return err
@@ -545,7 +474,7 @@ func (h *Harness) DeleteConversation(ctx context.Context, id storage.ID) error {
 func (h *Harness) ownedSubtree(ctx context.Context, id storage.ID) ([]storage.ID, error) {
 	out := []storage.ID{id}
 	for i := 0; i < len(out); i++ {
-		owned, err := allPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
+		owned, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
 			return h.Store().ScanConversations(ctx, storage.ConversationQuery{Cursor: c, OwnedFrom: out[i]})
 		})
 		if err != nil {

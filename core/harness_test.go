@@ -10,19 +10,14 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
 
-// reopenable lets a second harness open the same memory store: the first
-// harness's Close must not close the durable state.
-type reopenable struct{ *memory.Store }
-
-func (reopenable) Close(context.Context) error { return nil }
-
 func TestOpenCreatesTheRootOnlyOnEmptyStorage(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		store := reopenable{memory.New()}
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		store := simtest.Reopenable{Store: memory.New()}
 		h := open(t, ctx, s, store)
 		root := h.Root().ID
 		if root != 1 || store.LastSeq() != 1 {
@@ -39,24 +34,24 @@ func TestOpenCreatesTheRootOnlyOnEmptyStorage(t *testing.T) {
 
 // countingStore counts calls per method.
 type countingStore struct {
-	reopenable
+	simtest.Reopenable
 	calls map[string]int
 }
 
 func (c *countingStore) ScanEntries(ctx context.Context, q storage.EntryQuery) (storage.Page[*storage.Entry], error) {
 	c.calls["ScanEntries"]++
-	return c.reopenable.ScanEntries(ctx, q)
+	return c.Reopenable.ScanEntries(ctx, q)
 }
 
 func (c *countingStore) GetEntries(ctx context.Context, ids []storage.ID) (map[storage.ID]*storage.Entry, error) {
 	c.calls["GetEntries"]++
-	return c.reopenable.GetEntries(ctx, ids)
+	return c.Reopenable.GetEntries(ctx, ids)
 }
 
 func TestOpenReportsUnregisteredEntryKindsWithoutReadingEntries(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		plugin := storage.DefineEntryKind[map[string]int]("pin_context")
-		inner := reopenable{memory.New()}
+		inner := simtest.Reopenable{Store: memory.New()}
 		h, err := core.Open(ctx, inner, core.Options{Runtime: s.Runtime(), EntryKinds: []storage.Kinder{plugin}})
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +70,7 @@ func TestOpenReportsUnregisteredEntryKindsWithoutReadingEntries(t *testing.T) {
 		want := must(core.DeriveContext(ctx, h.Store(), conv.ID, 0)).IDs()
 		h.Close(ctx)
 
-		counting := &countingStore{reopenable: inner, calls: map[string]int{}}
+		counting := &countingStore{Reopenable: inner, calls: map[string]int{}}
 		h2 := open(t, ctx, s, counting)
 		if got := h2.UnregisteredEntryKinds(); !slices.Equal(got, []string{"pin_context"}) {
 			t.Fatalf("unregistered = %v; want [pin_context]", got)
@@ -91,11 +86,11 @@ func TestOpenReportsUnregisteredEntryKindsWithoutReadingEntries(t *testing.T) {
 }
 
 func TestOpenRejectsALiveTaskOfAnUnknownKind(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		kind := stepKind("ghost", nil)
-		store := reopenable{memory.New()}
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		kind := simtest.StepKind("ghost", nil)
+		store := simtest.Reopenable{Store: memory.New()}
 		h := open(t, ctx, s, store, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		h.Close(ctx)
 		_, err := core.Open(ctx, store, core.Options{Runtime: s.Runtime()})
 		var uk *core.UnknownKindError
@@ -108,8 +103,8 @@ func TestOpenRejectsALiveTaskOfAnUnknownKind(t *testing.T) {
 }
 
 func TestReplaceSwapsAKindByNameAndAddingTwiceRejects(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		orig, repl := stepKind("work", nil), stepKind("work", nil)
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		orig, repl := simtest.StepKind("work", nil), simtest.StepKind("work", nil)
 		repl.Statuses.Roles = map[string]storage.TaskRole{"planned": storage.RoleStart, "done": storage.RoleTerminal, "extra": storage.RoleTerminal}
 		h, err := core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), TaskKinds: []core.TaskKind{orig}, Replace: []core.TaskKind{repl}})
 		if err != nil {
@@ -129,29 +124,37 @@ func TestReplaceSwapsAKindByNameAndAddingTwiceRejects(t *testing.T) {
 	})
 }
 
-func TestConfigRoundTripsDeclaredValues(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		h := open(t, ctx, s, nil)
-		settings := must(h.Root().Settings())
-		if err := settings.Set(ctx, map[string]any{"model": core.ModelRef{ModelID: "faux-1"}, "budgetMs": 120000}); err != nil {
+func TestConfigRoundTripsTheValuesAKindDeclares(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		kind := simtest.StepKind("planner", nil)
+		kind.ConfigValues = map[string]storage.Address{
+			"mode":  storage.ConversationValue[string]("plan.mode", storage.Rewind).Address,
+			"depth": storage.ConversationValue[int]("plan.depth", storage.Sticky).Address,
+		}
+		h := open(t, ctx, s, nil, kind)
+		cfg := must(h.Root().Config(kind))
+		if err := cfg.Set(ctx, map[string]any{"mode": "careful", "depth": 3}); err != nil {
 			t.Fatal(err)
 		}
-		got := must(settings.Get(ctx))
-		if string(got["model"]) != `{"modelId":"faux-1"}` || string(got["budgetMs"]) != "120000" {
-			t.Fatalf("settings = %v", got)
+		got := must(cfg.Get(ctx))
+		if string(got["mode"]) != `"careful"` || string(got["depth"]) != "3" || len(got) != 2 {
+			t.Fatalf("config = %v; want mode careful and depth 3", got)
 		}
-		if err := settings.Set(ctx, map[string]any{"colour": "red"}); err == nil {
+		if err := cfg.Set(ctx, map[string]any{"colour": "red"}); err == nil {
 			t.Fatal("setting an undeclared value was accepted")
+		}
+		if _, err := h.Root().Config(storage.DefineEntryKind[struct{}]("nobody")); err == nil {
+			t.Fatal("the config of an unregistered kind was returned")
 		}
 		h.Close(ctx)
 	})
 }
 
 func TestScopedHooksRunAfterHarnessWideOnesInnermostLast(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		var order []string
 		var childConv ID
-		kind := stepKind("probe", nil)
+		kind := simtest.StepKind("probe", nil)
 		kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			if task.ConversationID == childConv {
 				order = nil
@@ -190,11 +193,11 @@ func TestScopedHooksRunAfterHarnessWideOnesInnermostLast(t *testing.T) {
 }
 
 func TestStaleAndForeignTaskIdentitiesReject(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		var kept *core.TaskRuntime
 		var keptCtx context.Context
 		var foreignErr error
-		kind := stepKind("keeper", nil)
+		kind := simtest.StepKind("keeper", nil)
 		kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			if kept != nil {
 				// another invocation's runtime with this invocation's ctx
@@ -205,8 +208,8 @@ func TestStaleAndForeignTaskIdentitiesReject(t *testing.T) {
 			return err
 		}
 		h := open(t, ctx, s, nil, kind)
-		a := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
-		createTask(t, ctx, h.Root(), kind, core.TaskSpec{After: []ID{a}})
+		a := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{After: []ID{a}})
 		must(h.Root().Drive(ctx))
 		if !errors.Is(foreignErr, core.ErrStaleInvocation) {
 			t.Fatalf("foreign runtime = %v; want ErrStaleInvocation", foreignErr)
@@ -220,16 +223,16 @@ func TestStaleAndForeignTaskIdentitiesReject(t *testing.T) {
 }
 
 func TestLifecycleCallsFromATaskReject(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		var h *core.Harness
 		var errs []error
-		kind := stepKind("rogue", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
+		kind := simtest.StepKind("rogue", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
 			_, e1 := h.Drive(ctx)
 			errs = append(errs, e1, h.Close(ctx), h.Shutdown(ctx))
 			return nil
 		})
 		h = open(t, ctx, s, nil, kind)
-		createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		must(h.Root().Drive(ctx))
 		for i, err := range errs {
 			if !errors.Is(err, core.ErrLifecycleFromTask) {
@@ -241,15 +244,15 @@ func TestLifecycleCallsFromATaskReject(t *testing.T) {
 }
 
 func TestCloseStopsAdmissionAndRepeatedCloseShares(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		blocked := rt.NewEvent("blocked")
-		kind := stepKind("long", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
+		kind := simtest.StepKind("long", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
 			blocked.Set()
 			return rt.NewEvent("never").Wait(ctx) // returns when close signals it
 		})
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		var result core.DriveResult
 		drove := rt.NewEvent("drove")
 		rt.Go(ctx, "driver", func(ctx context.Context) {
@@ -285,17 +288,17 @@ func TestCloseStopsAdmissionAndRepeatedCloseShares(t *testing.T) {
 }
 
 func TestShutdownMarksLiveTasksRunsCleanupAndCloses(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
-		kind := stepKind("long", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
+		kind := simtest.StepKind("long", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
 			return rt.NewEvent("never").Wait(ctx)
 		})
-		store := reopenable{memory.New()}
+		store := simtest.Reopenable{Store: memory.New()}
 		h := open(t, ctx, s, store, kind)
 		queue := storage.ConversationList[string]("pi.inbox", storage.Sticky).In(h.Root().ID)
 		must(h.Root().Commit(ctx, func(tx *core.ConversationTx) error { tx.Append(queue.Address, "queued"); return nil }))
-		running := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
-		idle := createTask(t, ctx, h.Root(), kind, core.TaskSpec{After: []ID{running}})
+		running := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		idle := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{After: []ID{running}})
 		rt.Go(ctx, "driver", func(ctx context.Context) { h.Root().Drive(ctx) })
 		rt.Sleep(ctx, 1) // let the first task start
 		if err := h.Shutdown(ctx); err != nil {
@@ -318,8 +321,8 @@ func TestShutdownMarksLiveTasksRunsCleanupAndCloses(t *testing.T) {
 }
 
 func TestDeleteConversationRejectsLiveWorkInItsSubtree(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		kind := stepKind("work", nil)
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		kind := simtest.StepKind("work", nil)
 		h := open(t, ctx, s, nil, kind)
 		var owner, child ID
 		must(h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
@@ -347,8 +350,8 @@ func TestDeleteConversationRejectsLiveWorkInItsSubtree(t *testing.T) {
 }
 
 func TestConversationsFilterForksOwnedAndIndependent(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		kind := stepKind("work", nil)
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		kind := simtest.StepKind("work", nil)
 		h := open(t, ctx, s, nil, kind)
 		root := h.Root()
 		var e, fork, owned ID
@@ -380,28 +383,9 @@ func TestConversationsFilterForksOwnedAndIndependent(t *testing.T) {
 	})
 }
 
-func TestAcceptanceReturnsTheStoredReceipt(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		h := open(t, ctx, s, nil)
-		want := core.Receipt{RequestID: "req-42", ConversationID: h.Root().ID, InputID: 400}
-		must(h.Commit(ctx, func(tx *core.Tx) error {
-			core.TxValue(tx, core.RequestValue.WithKey("req-42")).Set(want)
-			return nil
-		}))
-		got, ok, err := h.Acceptance(ctx, "req-42")
-		if err != nil || !ok || got != want {
-			t.Fatalf("acceptance = %+v, %v, %v; want %+v", got, ok, err, want)
-		}
-		if _, ok, _ := h.Acceptance(ctx, "req-0"); ok {
-			t.Fatal("an unknown request id was found")
-		}
-		h.Close(ctx)
-	})
-}
-
 func TestForkWithAbortMarksTheSourceForegroundInTheSameCommit(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		kind := stepKind("work", nil)
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		kind := simtest.StepKind("work", nil)
 		h := open(t, ctx, s, nil, kind)
 		root := h.Root()
 		var e, fg, bg ID
@@ -425,10 +409,10 @@ func TestForkWithAbortMarksTheSourceForegroundInTheSameCommit(t *testing.T) {
 }
 
 func TestDeleteRejectsAnOutstandingTerminalInvocation(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		settled, release := rt.NewEvent("settled"), rt.NewEvent("release")
-		kind := core.KindFuncs{Statuses: core.Statuses{Name: "lingering", Initial: "planned", Roles: taskRoles},
+		kind := core.KindFuncs{Statuses: core.Statuses{Name: "lingering", Initial: "planned", Roles: simtest.TaskRoles},
 			ExecuteFunc: func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 				if _, err := trt.Commit(ctx, func(tx *core.ConversationTx) error { tx.Settle(task.ID, "done", nil); return nil }); err != nil {
 					return err
@@ -436,7 +420,7 @@ func TestDeleteRejectsAnOutstandingTerminalInvocation(t *testing.T) {
 				settled.Set()
 				return release.Wait(ctx) // terminal, but its method has not returned
 			}}
-		ownerKind := stepKind("owner", nil)
+		ownerKind := simtest.StepKind("owner", nil)
 		h := open(t, ctx, s, nil, kind, ownerKind)
 		var child ID
 		must(h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
@@ -445,7 +429,7 @@ func TestDeleteRejectsAnOutstandingTerminalInvocation(t *testing.T) {
 			return nil
 		}))
 		c := must(h.Conversation(ctx, child))
-		createTask(t, ctx, c, kind, core.TaskSpec{})
+		simtest.CreateTask(t, ctx, c, kind, core.TaskSpec{})
 		rt.Go(ctx, "driver", func(ctx context.Context) { h.Drive(ctx) })
 		settled.Wait(ctx)
 		if err := h.DeleteConversation(ctx, child); err == nil {

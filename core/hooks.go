@@ -177,9 +177,31 @@ func (e *HookError) Error() string {
 
 func (e *HookError) Unwrap() error { return e.Err }
 
-// hookOutput reads a handler's output as an O: an O, a *O, or nil for
-// "nothing to say". Anything else is an error.
-func hookOutput[O any](o HookOutcome) (O, bool, error) {
+// RunHookChain runs the handlers of kind's point for the task's
+// conversation as a chain, in RunHooks's order: each handler sees input as
+// fold left it after the handler before. fold gets each outcome's output
+// read as an O (HookResult): ok is false when the handler had nothing to
+// say, err is the handler's failure or an output that is not an O; what it
+// returns is the next handler's input, and the last one is returned. A kind
+// decides per point whether a failure is skipped (and reported) or fails
+// closed. Cancellation ends the chain with ctx's error, as RunHooks.
+func RunHookChain[I, O any](ctx context.Context, rt *TaskRuntime, kind storage.Kinder, point string, input I, fold func(in I, out O, ok bool, err error) I) (I, error) {
+	if err := rt.check(ctx); err != nil {
+		return input, err
+	}
+	cur := input
+	_, err := rt.h.runHooks(ctx, kind, point, rt.inv.conv, input, func(o HookOutcome) any {
+		out, ok, err := HookResult[O](o)
+		cur = fold(cur, out, ok, err)
+		return cur
+	})
+	return cur, err
+}
+
+// HookResult reads a handler's outcome as an O: an O, a *O, or nil for
+// "nothing to say" (ok false). The handler's error, or an output of any
+// other type, is the error.
+func HookResult[O any](o HookOutcome) (O, bool, error) {
 	var zero O
 	if o.Err != nil {
 		return zero, false, o.Err

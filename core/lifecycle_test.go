@@ -10,6 +10,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -31,12 +32,12 @@ func progressFrames(t testing.TB, ctx context.Context, rt *core.TaskRuntime) []s
 }
 
 func TestProgressDropsOutputAfterTheMarkAndDrains(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		started := rt.NewEvent("started")
 		var dropped int
 		var seenByAbort []string
-		kind := stepKind("streamer", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+		kind := simtest.StepKind("streamer", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 			p := must(trt.Progress(ctx))
 			p.Write(func(sc core.ScratchTx) error { sc.Append(progressList.Address, "f1"); return nil })
 			started.Set()
@@ -51,7 +52,7 @@ func TestProgressDropsOutputAfterTheMarkAndDrains(t *testing.T) {
 			return err
 		}
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		rt.Go(ctx, "driver", func(ctx context.Context) { h.Root().Drive(ctx) })
 		started.Wait(ctx)
 		must(0, h.AbortTask(ctx, id))
@@ -64,17 +65,17 @@ func TestProgressDropsOutputAfterTheMarkAndDrains(t *testing.T) {
 }
 
 func TestProgressPersistenceFailureFaultsTheSession(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		plan := fault.Plan{Faults: []fault.Fault{{Name: "disk", Kind: fault.Fail, Commit: 2, Batch: storage.BatchScratch}}}
 		store := fault.Wrap(s.Runtime(), memory.New(), plan, s)
-		kind := stepKind("streamer", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+		kind := simtest.StepKind("streamer", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 			p := must(trt.Progress(ctx))
 			p.Write(func(sc core.ScratchTx) error { sc.Append(progressList.Address, "f1"); return nil })
 			p.Write(func(sc core.ScratchTx) error { sc.Append(progressList.Address, "f2"); return nil })
 			return nil
 		})
 		h := open(t, ctx, s, store, kind)
-		createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		_, err := h.Root().Drive(ctx)
 		var fe *core.FaultError
 		if !errors.As(err, &fe) || !errors.Is(err, fault.ErrInjected) {
@@ -84,9 +85,9 @@ func TestProgressPersistenceFailureFaultsTheSession(t *testing.T) {
 }
 
 func TestDerivedContextsKeepTheTaskIdentity(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		type key struct{}
-		kind := core.KindFuncs{Statuses: core.Statuses{Name: "deriver", Initial: "planned", Roles: taskRoles},
+		kind := core.KindFuncs{Statuses: core.Statuses{Name: "deriver", Initial: "planned", Roles: simtest.TaskRoles},
 			ExecuteFunc: func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 				derived, cancel := context.WithCancel(context.WithValue(ctx, key{}, "telemetry-ish"))
 				defer cancel()
@@ -94,9 +95,9 @@ func TestDerivedContextsKeepTheTaskIdentity(t *testing.T) {
 				return err
 			}}
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		must(h.Root().Drive(ctx))
-		if got := status(t, ctx, h, id); got != "done" {
+		if got := simtest.Status(t, ctx, h, id); got != "done" {
 			t.Fatalf("status = %s; a derived ctx must keep the invocation's authority", got)
 		}
 		h.Close(ctx)
@@ -104,11 +105,11 @@ func TestDerivedContextsKeepTheTaskIdentity(t *testing.T) {
 }
 
 func TestRepeatedMarkSparesARunningAbort(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		aborting, release := rt.NewEvent("aborting"), rt.NewEvent("release")
 		var abortCtxErr error
-		kind := stepKind("slow-abort", nil)
+		kind := simtest.StepKind("slow-abort", nil)
 		kind.AbortFunc = func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 			aborting.Set()
 			release.Wait(ctx)
@@ -117,7 +118,7 @@ func TestRepeatedMarkSparesARunningAbort(t *testing.T) {
 			return err
 		}
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		must(0, h.AbortTask(ctx, id)) // marked before it ever ran: abort ignores after and execute
 		rt.Go(ctx, "driver", func(ctx context.Context) { h.Root().Drive(ctx) })
 		aborting.Wait(ctx)
@@ -128,18 +129,18 @@ func TestRepeatedMarkSparesARunningAbort(t *testing.T) {
 		}
 		release.Set()
 		must(h.Root().Drive(ctx))
-		if abortCtxErr != nil || status(t, ctx, h, id) != "aborted" {
-			t.Fatalf("abort ctx %v, status %s; want an undisturbed abort that settled", abortCtxErr, status(t, ctx, h, id))
+		if abortCtxErr != nil || simtest.Status(t, ctx, h, id) != "aborted" {
+			t.Fatalf("abort ctx %v, status %s; want an undisturbed abort that settled", abortCtxErr, simtest.Status(t, ctx, h, id))
 		}
 		h.Close(ctx)
 	})
 }
 
 func TestCloseInterruptsShutdown(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		aborting := rt.NewEvent("aborting")
-		kind := stepKind("stuck-abort", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
+		kind := simtest.StepKind("stuck-abort", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
 			return rt.NewEvent("never").Wait(ctx)
 		})
 		kind.AbortFunc = func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
@@ -147,7 +148,7 @@ func TestCloseInterruptsShutdown(t *testing.T) {
 			return rt.NewEvent("never").Wait(ctx) // only close cancels an abort handler
 		}
 		h := open(t, ctx, s, nil, kind)
-		createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		var shutdownErr error
 		done := rt.NewEvent("shutdown-returned")
 		rt.Go(ctx, "driver", func(ctx context.Context) { h.Root().Drive(ctx) })
@@ -167,8 +168,8 @@ func TestCloseInterruptsShutdown(t *testing.T) {
 }
 
 func TestOwnershipLinksAreReleasedWhenNothingNeedsThem(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		kind := stepKind("child-work", nil)
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		kind := simtest.StepKind("child-work", nil)
 		h := open(t, ctx, s, nil, kind)
 		root := h.Root()
 		rt := s.Runtime()

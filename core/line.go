@@ -23,6 +23,9 @@ type Line struct {
 	lock   Lock
 	opts   LineOptions
 	tracer trace.Tracer
+	// harness is the session the line serves, nil for a bare line: a Tx
+	// reaches the cached contexts and the driver's busy counts through it.
+	harness *Harness
 }
 
 // LineOptions configures a line. Every hook runs on the line.
@@ -44,7 +47,19 @@ type LineOptions struct {
 	OnPersistenceError func(ctx context.Context, err error) (after func())
 	// Tracer, when set, gets one span per commit.
 	Tracer trace.Tracer
+	// Rules run on every main batch after the line's own structural
+	// checks, in order, before Authorize; the first error rejects the
+	// commit.
+	Rules []BatchRule
 }
+
+// BatchRule checks a whole main batch against state as it stood before the
+// batch: before is committed storage, never the batch's own writes. A
+// broken rule is a *CommitError naming it (Rejectf builds one); any other
+// error is the store's. The line runs the registered rules on every main
+// commit, and ValidateBatch runs them on a stored batch, so a package of
+// kinds owns its invariants without the kernel knowing them.
+type BatchRule func(ctx context.Context, before storage.Storage, batch storage.CommitBatch) error
 
 // NewLine returns a line over store. kinds is read, never changed, by the line.
 func NewLine(rt Runtime, store storage.Storage, kinds *Kinds, opts LineOptions) *Line {
@@ -75,7 +90,7 @@ func (l *Line) Commit(ctx context.Context, plan func(tx *Tx) error) (storage.Ran
 // batch of task.
 func (l *Line) Scratch(ctx context.Context, task storage.ID, plan func(sc ScratchTx) error) (storage.Range, error) {
 	if task <= 0 {
-		return storage.Range{}, rejectf(RuleUnknownTask, task, "scratch commit without a task")
+		return storage.Range{}, Rejectf(RuleUnknownTask, task, "scratch commit without a task")
 	}
 	return l.run(ctx, task, func(tx *Tx) error { return plan(ScratchTx{tx}) })
 }
@@ -113,6 +128,20 @@ func (l *Line) run(ctx context.Context, scratchTask storage.ID, plan func(tx *Tx
 	return r, err
 }
 
+// checkRules runs rules on a main batch; a scratch batch holds only its
+// task's scratch, which no rule governs.
+func checkRules(ctx context.Context, before storage.Storage, batch storage.CommitBatch, rules []BatchRule) error {
+	if batch.Kind != storage.BatchMain {
+		return nil
+	}
+	for _, rule := range rules {
+		if err := rule(ctx, before, batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // locked is the part of a commit that holds the line. Unlock is deferred so
 // that a panicking plan releases the line; the panic itself propagates to
 // the caller after its writes were discarded.
@@ -125,7 +154,7 @@ func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx 
 		}
 	}
 	tx := newTx(admitted, l.store, l.kinds)
-	tx.scratchTask = scratchTask
+	tx.scratchTask, tx.h = scratchTask, l.harness
 	if err := plan(tx); err != nil {
 		return storage.Range{}, nil, err
 	}
@@ -139,6 +168,9 @@ func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx 
 		return storage.Range{}, nil, err
 	}
 	batch := tx.batch()
+	if err := checkRules(admitted, l.store, batch, l.opts.Rules); err != nil {
+		return storage.Range{}, nil, err
+	}
 	if l.opts.Authorize != nil {
 		if err := l.opts.Authorize(admitted, batch); err != nil {
 			return storage.Range{}, nil, err

@@ -2,10 +2,8 @@ package core
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
-	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/storage"
 )
@@ -125,97 +123,4 @@ func (h *Harness) flushPreview(task storage.ID, r storage.Range, acts *actions) 
 		out := TaskOutput{Task: task, Ops: ops}
 		acts.add(func() { h.opts.OnTaskOutput(out) })
 	}
-}
-
-// previewValue turns a Go value into the preview's JSON representation.
-func previewValue(v any) (any, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return delta.ParseValue(raw)
-}
-
-// streamPreview keeps a generation's preview, the partial assistant
-// message, in step with the frames it streams, mirroring ai.ReduceFrames
-// so that a preview built from durable frames after a reopen equals the
-// live one. Each frame is one small tracker mutation: a token appends to
-// one string, so its flush is one a op.
-type streamPreview struct {
-	tr     *delta.Tracker
-	blocks []ai.Block
-	tools  map[int][]byte // tool-call JSON buffers, nil until a delta or checkpoint
-}
-
-func (p *streamPreview) apply(f ai.Frame) error {
-	if p == nil || p.tr == nil {
-		return nil
-	}
-	content := func(i int, rest ...any) delta.Path { return append(delta.Path{"content", i}, rest...) }
-	switch f.Type {
-	case ai.FrameStart:
-		m := *f.Partial
-		m.Content, m.StopReason = ai.Content{Blocks: []ai.Block{}}, ai.StopPending
-		p.blocks, p.tools = nil, map[int][]byte{}
-		v, err := previewValue(m)
-		if err != nil {
-			return err
-		}
-		return p.tr.Replace(v)
-	case ai.FrameTextStart, ai.FrameThinkingStart, ai.FrameToolCallStart:
-		var b ai.Block
-		switch {
-		case f.Type == ai.FrameToolCallStart && f.ToolCall != nil:
-			b = *f.ToolCall
-		case f.Type != ai.FrameToolCallStart && f.Content != nil:
-			b = *f.Content
-		}
-		b.Type = map[ai.FrameType]ai.BlockType{ai.FrameTextStart: ai.BlockText, ai.FrameThinkingStart: ai.BlockThinking, ai.FrameToolCallStart: ai.BlockToolCall}[f.Type]
-		p.blocks = append(p.blocks, b)
-		v, err := previewValue(b)
-		if err != nil {
-			return err
-		}
-		return p.tr.Push(delta.Path{"content"}, v)
-	}
-	i := f.ContentIndex
-	if i < 0 || i >= len(p.blocks) {
-		return fmt.Errorf("core: preview: %s frame for block %d of %d", f.Type, i, len(p.blocks))
-	}
-	b := &p.blocks[i]
-	switch f.Type {
-	case ai.FrameTextDelta:
-		b.Text += f.Delta
-		return p.tr.AppendString(content(i, "text"), f.Delta)
-	case ai.FrameThinkingDelta:
-		b.Thinking += f.Delta
-		return p.tr.AppendString(content(i, "thinking"), f.Delta)
-	case ai.FrameTextEnd:
-		b.Text, b.TextSignature = f.EndContent, f.TextSignature
-	case ai.FrameThinkingEnd:
-		b.Thinking, b.ThinkingSignature, b.Redacted = f.EndContent, f.ThinkingSignature, f.Redacted
-	case ai.FrameToolCallCheckpoint, ai.FrameToolCallDelta:
-		buf := p.tools[i]
-		if f.Type == ai.FrameToolCallCheckpoint {
-			buf = []byte(f.JSON)
-		} else {
-			buf = append(buf, f.Delta...)
-		}
-		p.tools[i] = buf
-		// As the reducer does for a call that has not ended: the buffer
-		// once it is JSON, {} until then.
-		b.Arguments = json.RawMessage(`{}`)
-		if json.Valid(buf) {
-			b.Arguments = json.RawMessage(buf)
-		}
-	case ai.FrameToolCallEnd:
-		delete(p.tools, i)
-		*b = ai.Block{Type: ai.BlockToolCall, ID: f.ID, Name: f.Name, Arguments: f.Arguments,
-			ThoughtSignature: f.ThoughtSignature, Namespace: f.Namespace}
-	}
-	v, err := previewValue(*b)
-	if err != nil {
-		return err
-	}
-	return p.tr.Set(content(i), v)
 }

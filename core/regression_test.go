@@ -9,6 +9,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -35,10 +36,10 @@ func (u *uncertainStore) Commit(ctx context.Context, b storage.CommitBatch) (sto
 // else: a commit waiting for the line must not act on storage the driver's
 // indexes never learned about.
 func TestUncertainPersistenceFaultsBeforeTheNextCommit(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		u := &uncertainStore{Storage: memory.New(), written: rt.NewEvent("written")}
-		step := stepKind("step", nil)
+		step := simtest.StepKind("step", nil)
 		h := must(core.Open(ctx, u, core.Options{Runtime: rt, TaskKinds: []core.TaskKind{step}}))
 		var otherErr error
 		done := rt.NewEvent("other")
@@ -62,11 +63,11 @@ func TestUncertainPersistenceFaultsBeforeTheNextCommit(t *testing.T) {
 // A conversation attachment serves an owned child after its owner settled,
 // even when a hook run had cached the child's link while the owner lived.
 func TestAttachmentServesAnOwnedChildAfterItsLinksWereCachedAndDropped(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		var h *core.Harness
 		var child storage.ID
-		step := stepKind("step", nil)
-		owner := stepKind("owner", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+		step := simtest.StepKind("step", nil)
+		owner := simtest.StepKind("owner", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 				child = tx.CreateConversation(core.ConversationSpec{Owner: task.ID})
 				return nil
@@ -79,19 +80,19 @@ func TestAttachmentServesAnOwnedChildAfterItsLinksWereCachedAndDropped(t *testin
 		})
 		h = open(t, ctx, s, nil, step, owner)
 		root := h.Root()
-		createTask(t, ctx, root, owner, core.TaskSpec{})
+		simtest.CreateTask(t, ctx, root, owner, core.TaskSpec{})
 		must(root.Drive(ctx))
 		s.Runtime().Sleep(ctx, 1) // the owner's invocation returns; its links are released
 		applied := false
 		root.Hooks().On(step, "p", func(context.Context, any) (any, error) { applied = true; return nil, nil }, core.HookOptions{Subtree: true})
 		must(h.RunHooks(ctx, step, "p", child, nil))
-		x := createTask(t, ctx, must(h.Conversation(ctx, child)), step, core.TaskSpec{})
+		x := simtest.CreateTask(t, ctx, must(h.Conversation(ctx, child)), step, core.TaskSpec{})
 		// The root is idle at once (the child's owner settled, so the child is
 		// not in the root's foreground set), but its attachment serves the
 		// child: let the served work run.
 		s.Runtime().Sleep(ctx, 1)
-		if !applied || status(t, ctx, h, x) != "done" {
-			t.Fatalf("subtree hook applied %v, child task %s; want true and done (served through the settled owner)", applied, status(t, ctx, h, x))
+		if !applied || simtest.Status(t, ctx, h, x) != "done" {
+			t.Fatalf("subtree hook applied %v, child task %s; want true and done (served through the settled owner)", applied, simtest.Status(t, ctx, h, x))
 		}
 		h.Close(ctx)
 	})
@@ -101,16 +102,16 @@ func TestAttachmentServesAnOwnedChildAfterItsLinksWereCachedAndDropped(t *testin
 // W drives its child D; one commit creates X (background, after W) and Y
 // (foreground in D, after X).
 func TestSelfWaitThroughTasksOfTheSameBatchRejects(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		driving, release := rt.NewEvent("driving"), rt.NewEvent("release")
 		var w, d storage.ID
 		var h *core.Harness
-		step := stepKind("step", nil)
-		blocker := stepKind("blocker", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
+		step := simtest.StepKind("step", nil)
+		blocker := simtest.StepKind("blocker", func(ctx context.Context, _ *storage.Task, _ *core.TaskRuntime) error {
 			return release.Wait(ctx) // keeps D busy, so W's drive of D keeps waiting
 		})
-		waiter := stepKind("waiter", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+		waiter := simtest.StepKind("waiter", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 			c := must(trt.Conversation(ctx, d))
 			driving.Set()
 			_, err := c.Drive(ctx)

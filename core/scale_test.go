@@ -13,6 +13,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -156,11 +157,11 @@ func wantOpenScans(t testing.TB, s *tallyStore) {
 // Open reads the live tasks with one indexed scan; completing them during a
 // drive scans nothing: only commits and point reads.
 func TestOpenScansLiveTasksOnceAndCompletionsScanNothing(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		durable := memory.New()
 		chainKind := func() core.KindFuncs {
 			var k core.KindFuncs
-			k = stepKind("chain", nil)
+			k = simtest.StepKind("chain", nil)
 			k.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 				if err := patchTask(ctx, rt, task.ID, core.TaskPatch{Status: "running"}); err != nil {
 					return err
@@ -181,7 +182,7 @@ func TestOpenScansLiveTasksOnceAndCompletionsScanNothing(t *testing.T) {
 		// leaves three chains in a conversation it never drives.
 		h1 := open(t, ctx, s, fault.Wrap(s.Runtime(), durable, fault.Plan{}, nil), kind)
 		for range 4 {
-			createTask(t, ctx, h1.Root(), kind, core.TaskSpec{})
+			simtest.CreateTask(t, ctx, h1.Root(), kind, core.TaskSpec{})
 		}
 		must(h1.Root().Drive(ctx))
 		var other storage.ID
@@ -286,7 +287,7 @@ func (w *historyWriter) flush() {
 // ownership tree: open and drive read the live tasks and their ancestry,
 // decode no historical child, and finish both tasks.
 func TestOpenAndDriveIgnoreHistoricalChildren(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		durable := memory.New()
 		w := &historyWriter{t: t, ctx: ctx, store: durable}
 		root := w.conversation(0)
@@ -312,7 +313,7 @@ func TestOpenAndDriveIgnoreHistoricalChildren(t *testing.T) {
 		w.flush()
 
 		tally := newTallyStore(durable)
-		h := open(t, ctx, s, tally, stepKind("step", nil))
+		h := open(t, ctx, s, tally, simtest.StepKind("step", nil))
 		wantOpenScans(t, tally)
 		if got := tally.records["ScanTasks"]; got != 2 {
 			t.Fatalf("the live-task scan returned %d tasks; want the 2 live ones", got)

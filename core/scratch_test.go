@@ -14,6 +14,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -79,10 +80,10 @@ func (b *builderProbe) scratch(ctx context.Context, rt *core.TaskRuntime) error 
 }
 
 func TestScratchWritesOnlyTheTasksOwnScratch(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		var other storage.ID
 		var errs []error
-		kind := stepKind("scribe", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+		kind := simtest.StepKind("scribe", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			if err := appendFrames(ctx, rt, "mine"); err != nil {
 				return err
 			}
@@ -106,12 +107,12 @@ func TestScratchWritesOnlyTheTasksOwnScratch(t *testing.T) {
 			return nil
 		})
 		h := open(t, ctx, s, nil, kind)
-		other = createTask(t, ctx, h.Root(), kind, core.TaskSpec{Background: true})
+		other = simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{Background: true})
 		_, err := h.Commit(ctx, func(tx *core.Tx) error { tx.SetValue(checkpoint.In(other).Address, "host"); return nil })
 		if core.RuleOf(err) != core.RuleScratchInMain {
 			t.Fatalf("host main commit writing scratch = %v; want %s", err, core.RuleScratchInMain)
 		}
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		must(0, h.AbortTask(ctx, other)) // it only aborts: its scratch stays untouched
 		must(h.Root().Drive(ctx))
 		wantRules := []core.Rule{core.RuleMainInScratch, core.RuleMainInScratch, core.RuleMainInScratch, core.RuleScratchInMain}
@@ -123,7 +124,7 @@ func TestScratchWritesOnlyTheTasksOwnScratch(t *testing.T) {
 				t.Fatalf("attempt %d = %v; want %s", i, err, wantRules[i])
 			}
 		}
-		if got := status(t, ctx, h, id); got != "done" {
+		if got := simtest.Status(t, ctx, h, id); got != "done" {
 			t.Fatalf("status = %s; want done (rejected commits are not faults)", got)
 		}
 		if got := storedFrames(t, ctx, h.Store(), other); len(got) != 0 {
@@ -137,13 +138,13 @@ func TestScratchWritesOnlyTheTasksOwnScratch(t *testing.T) {
 // ErrTaskCancelled before the builder runs; the scratch written before the
 // mark is still there for the abort handler, and settlement retires it.
 func TestScratchAfterTheAbortMarkRejectsBeforeTheBuilder(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		up := rt.NewEvent("up")
 		probe := &builderProbe{}
 		var lateErr error
 		var seenByAbort []string
-		kind := stepKind("streamer", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+		kind := simtest.StepKind("streamer", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 			if err := appendFrames(ctx, trt, "f1", "f2"); err != nil {
 				return err
 			}
@@ -160,8 +161,8 @@ func TestScratchAfterTheAbortMarkRejectsBeforeTheBuilder(t *testing.T) {
 			return settleTask(ctx, trt, task.ID, "aborted", nil)
 		}
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
-		done := driveInActor(ctx, s, h, h.Root(), nil)
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		done := simtest.DriveInActor(ctx, s, h.Root(), nil)
 		up.Wait(ctx)
 		must(0, h.AbortTask(ctx, id))
 		done.Wait(ctx)
@@ -171,8 +172,8 @@ func TestScratchAfterTheAbortMarkRejectsBeforeTheBuilder(t *testing.T) {
 		if !slices.Equal(seenByAbort, []string{"f1", "f2"}) {
 			t.Fatalf("abort saw scratch %v; want [f1 f2]", seenByAbort)
 		}
-		if got := storedFrames(t, ctx, h.Store(), id); len(got) != 0 || status(t, ctx, h, id) != "aborted" {
-			t.Fatalf("after abort: scratch %v, status %s; want none, aborted", got, status(t, ctx, h, id))
+		if got := storedFrames(t, ctx, h.Store(), id); len(got) != 0 || simtest.Status(t, ctx, h, id) != "aborted" {
+			t.Fatalf("after abort: scratch %v, status %s; want none, aborted", got, simtest.Status(t, ctx, h, id))
 		}
 		must(0, h.Close(ctx))
 	})
@@ -181,14 +182,14 @@ func TestScratchAfterTheAbortMarkRejectsBeforeTheBuilder(t *testing.T) {
 // Settle retires the scratch in the same commit; a write after it, by the
 // same invocation, rejects and recreates nothing.
 func TestSettleRetiresScratchAndLaterWritesReject(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		probe := &builderProbe{}
 		var lateErr error
 		var before []string
 		var id storage.ID
 		var h *core.Harness
 		finished := s.Runtime().NewEvent("finished")
-		kind := stepKind("settler", nil)
+		kind := simtest.StepKind("settler", nil)
 		kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			if err := patchTask(ctx, rt, task.ID, core.TaskPatch{Status: "running"}); err != nil {
 				return err
@@ -205,7 +206,7 @@ func TestSettleRetiresScratchAndLaterWritesReject(t *testing.T) {
 			return nil
 		}
 		h = open(t, ctx, s, nil, kind)
-		id = createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id = simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		if _, err := h.Root().Drive(ctx); err != nil {
 			t.Fatalf("drive = %v; a rejected late write is not a fault", err)
 		}
@@ -226,7 +227,7 @@ func TestSettleRetiresScratchAndLaterWritesReject(t *testing.T) {
 // A runtime or ctx kept after its invocation returned carries no authority:
 // not after the task finished, and not while a newer attempt runs.
 func TestStaleRuntimeOrContextRejects(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		type held struct {
 			ctx context.Context
 			rt  *core.TaskRuntime
@@ -234,7 +235,7 @@ func TestStaleRuntimeOrContextRejects(t *testing.T) {
 		var first held
 		var crossed []error
 		probe := &builderProbe{}
-		kind := stepKind("attempts", nil)
+		kind := simtest.StepKind("attempts", nil)
 		kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			if attemptOf(task) == 0 {
 				first = held{ctx, rt}
@@ -256,10 +257,10 @@ func TestStaleRuntimeOrContextRejects(t *testing.T) {
 			return settleTask(ctx, rt, task.ID, "done", nil)
 		}
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		must(h.Root().Drive(ctx))
-		if status(t, ctx, h, id) != "done" {
-			t.Fatalf("status = %s; want done", status(t, ctx, h, id))
+		if simtest.Status(t, ctx, h, id) != "done" {
+			t.Fatalf("status = %s; want done", simtest.Status(t, ctx, h, id))
 		}
 		after := []error{probe.scratch(first.ctx, first.rt)}
 		_, err := first.rt.Commit(first.ctx, func(*core.ConversationTx) error { probe.ran = true; return nil })
@@ -281,9 +282,9 @@ func TestStaleRuntimeOrContextRejects(t *testing.T) {
 // A new attempt of the same task finds the previous attempt's scratch,
 // clears it itself, and from then on sees only its own.
 func TestNewAttemptClearsItsScratch(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		var inherited, own []string
-		kind := stepKind("retrier", nil)
+		kind := simtest.StepKind("retrier", nil)
 		kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			if err := patchTask(ctx, rt, task.ID, core.TaskPatch{Status: "running"}); err != nil {
 				return err
@@ -310,7 +311,7 @@ func TestNewAttemptClearsItsScratch(t *testing.T) {
 			return settleTask(ctx, rt, task.ID, "done", nil)
 		}
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		must(h.Root().Drive(ctx))
 		if !slices.Equal(inherited, []string{"a1", "a2"}) || !slices.Equal(own, []string{"b1"}) {
 			t.Fatalf("second attempt found %v and then saw %v; want [a1 a2], then only [b1]", inherited, own)
@@ -325,13 +326,13 @@ func TestNewAttemptClearsItsScratch(t *testing.T) {
 // A crash before settle keeps the scratch: the next process's recover reads
 // it, and its settlement retires it.
 func TestCrashBeforeSettleKeepsScratchForRecover(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		up := rt.NewEvent("streaming")
 		var recovered []string
 		var checkpointSeen string
 		kind := func() core.KindFuncs {
-			k := stepKind("streamer", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+			k := simtest.StepKind("streamer", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 				if err := appendFrames(ctx, trt, "f1", "f2"); err != nil {
 					return err
 				}
@@ -361,8 +362,8 @@ func TestCrashBeforeSettleKeepsScratchForRecover(t *testing.T) {
 		}
 		store := crashableStore(s)
 		h1 := open(t, ctx, s, store, kind())
-		id := createTask(t, ctx, h1.Root(), kind(), core.TaskSpec{})
-		driving := driveInActor(ctx, s, h1, h1.Root(), nil)
+		id := simtest.CreateTask(t, ctx, h1.Root(), kind(), core.TaskSpec{})
+		driving := simtest.DriveInActor(ctx, s, h1.Root(), nil)
 		up.Wait(ctx)
 
 		h2 := open(t, ctx, s, store.Reopen(fault.Plan{}), kind())
@@ -373,11 +374,11 @@ func TestCrashBeforeSettleKeepsScratchForRecover(t *testing.T) {
 		if !slices.Equal(recovered, []string{"f1", "f2"}) || checkpointSeen != "cp" {
 			t.Fatalf("recover saw frames %v, checkpoint %q; want [f1 f2], cp", recovered, checkpointSeen)
 		}
-		if got := storedFrames(t, ctx, h2.Store(), id); len(got) != 0 || status(t, ctx, h2, id) != "failed" {
-			t.Fatalf("after recover: scratch %v, status %s; want none, failed", got, status(t, ctx, h2, id))
+		if got := storedFrames(t, ctx, h2.Store(), id); len(got) != 0 || simtest.Status(t, ctx, h2, id) != "failed" {
+			t.Fatalf("after recover: scratch %v, status %s; want none, failed", got, simtest.Status(t, ctx, h2, id))
 		}
 		must(0, h2.Close(ctx))
-		closeCrashed(ctx, h1)
+		simtest.CloseCrashed(ctx, h1)
 		driving.Wait(ctx)
 	})
 }

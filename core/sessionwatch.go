@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
 
 // SessionView is what is not one conversation's (§9.4): the conversations,
-// session values (the usage totals among them), faulted and readAt.
+// session values (the registered usage totals among them), faulted and
+// readAt.
 type SessionView struct {
 	Conversations []storage.Conversation     `json:"conversations"`
 	Values        map[string]json.RawMessage `json:"values"`
@@ -40,9 +40,12 @@ type SessionEvent struct {
 	Addr    string          `json:"addr,omitempty"`
 	Value   json.RawMessage `json:"value,omitempty"`
 	Deleted bool            `json:"deleted,omitempty"`
-	// usage: the attempt's row and the totals after it.
-	Row    *UsageRow `json:"row,omitempty"`
-	Totals *ai.Usage `json:"totals,omitempty"`
+	// usage: the row appended to the registered usage list and, under
+	// Addr, the registered totals value as the row's batch left it (absent
+	// when the session has none yet). The kernel keeps both as JSON; the
+	// agent package decodes them (agent.UsageOf).
+	Row    json.RawMessage `json:"row,omitempty"`
+	Totals json.RawMessage `json:"totals,omitempty"`
 	// report and fault: what failed, and where when known.
 	Task   storage.ID `json:"task,omitempty"`
 	Kind   string     `json:"kind,omitempty"`
@@ -71,11 +74,8 @@ func ApplySessionEvent(v *SessionView, e SessionEvent) error {
 		}
 		switch {
 		case e.Type == SessionEventUsage && e.Totals != nil:
-			raw, err := json.Marshal(e.Totals)
-			if err != nil {
-				return err
-			}
-			v.Values[UsageTotals.String()] = raw
+			v.Values[e.Addr] = e.Totals
+		case e.Type == SessionEventUsage:
 		case e.Type == SessionEventValue && e.Deleted:
 			delete(v.Values, e.Addr)
 		case e.Type == SessionEventValue:
@@ -98,10 +98,12 @@ type SessionWatchHandle = Watch[SessionView, SessionEvent]
 
 // WatchSession captures the session view and subscribes to its events in
 // one step on the line. values are session addresses to watch besides the
-// usage totals.
+// registered usage totals (Options.Watched).
 func (h *Harness) WatchSession(ctx context.Context, values ...storage.Address) (*SessionWatchHandle, error) {
 	w := newWatch(h, "watch:session", 0, ApplySessionEvent, SessionEvent{Type: SessionEventFault, Error: ErrWatchLagging.Error()})
-	w.watch(UsageTotals.Address)
+	if totals := h.opts.Watched.UsageTotals; totals.Namespace != "" {
+		w.watch(totals)
+	}
 	for _, a := range values {
 		w.watch(a)
 	}
@@ -129,7 +131,7 @@ func (h *Harness) captureSession(ctx context.Context, w *SessionWatchHandle) (*S
 	store := h.Store()
 	v := &SessionView{Conversations: []storage.Conversation{}, Values: map[string]json.RawMessage{},
 		Faulted: h.d.phase == phaseFaulted, ReadAt: store.LastSeq()}
-	convs, err := allPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
+	convs, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
 		return store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
 	})
 	if err != nil {
@@ -151,7 +153,10 @@ func (h *Harness) sessionEvents(ctx context.Context, batch storage.CommitBatch, 
 	}
 	var common []SessionEvent
 	var values []storage.Write
-	var totals *ai.Usage
+	usage := h.opts.Watched
+	totalsKey := usage.UsageTotals.String()
+	var totals json.RawMessage
+	totalsRead := false
 	for i := range batch.Writes {
 		w := &batch.Writes[i]
 		switch {
@@ -161,18 +166,18 @@ func (h *Harness) sessionEvents(ctx context.Context, batch storage.CommitBatch, 
 		case w.Type == storage.WriteDeleteConversation:
 			common = append(common, SessionEvent{Type: SessionEventConversation, Conversation: &storage.Conversation{ID: w.ID}, Change: "deleted"})
 		case w.Addr == nil || w.Addr.Scope.Kind != storage.ScopeSession:
-		case w.Addr.Namespace == UsageList.Namespace && w.Type == storage.WriteListAppend:
-			var row UsageRow
-			if json.Unmarshal(w.Value, &row) == nil {
-				if totals == nil {
-					t, _, err := TxValue(newTx(ctx, h.Store(), h.kinds), UsageTotals).Get(0)
-					if err != nil {
-						continue
-					}
-					totals = &t
+		case usage.UsageRows.Namespace != "" && w.Type == storage.WriteListAppend && w.Addr.StateKey() == usage.UsageRows.StateKey():
+			if !totalsRead {
+				v, ok, err := h.Store().GetValue(ctx, usage.UsageTotals, 0)
+				if err != nil {
+					continue
 				}
-				common = append(common, SessionEvent{Type: SessionEventUsage, Row: &row, Totals: totals})
+				if ok {
+					totals = v.Value
+				}
+				totalsRead = true
 			}
+			common = append(common, SessionEvent{Type: SessionEventUsage, Row: w.Value, Addr: totalsKey, Totals: totals})
 		case w.Type == storage.WriteValueSet || w.Type == storage.WriteValueDelete:
 			values = append(values, *w)
 		}
@@ -180,7 +185,7 @@ func (h *Harness) sessionEvents(ctx context.Context, batch storage.CommitBatch, 
 	for _, w := range h.sessionWatchers {
 		events := slices.Clone(common)
 		for _, c := range w.valueChanges(values) {
-			if c.key != UsageTotals.String() { // usage events carry the totals
+			if c.key != totalsKey || usage.UsageRows.Namespace == "" { // usage events carry the totals
 				events = append(events, SessionEvent{Type: SessionEventValue, Addr: c.key, Value: c.value, Deleted: c.deleted})
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -26,7 +27,7 @@ type producer struct {
 }
 
 func streamKind(provider *faux.Provider, joined *producer, beforeSettle func(ctx context.Context, trt *core.TaskRuntime)) core.KindFuncs {
-	k := stepKind("stream", nil)
+	k := simtest.StepKind("stream", nil)
 	k.ExecuteFunc = func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 		if _, err := trt.Commit(ctx, func(tx *core.ConversationTx) error {
 			tx.Patch(task.ID, core.TaskPatch{Status: "running"})
@@ -87,7 +88,7 @@ func scratchFrames(t testing.TB, ctx context.Context, trt *core.TaskRuntime) []a
 }
 
 func TestScratchHoldsCompactFramesThatRebuildTheMessage(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		provider := faux.New(s.Runtime(), s.Rand(), faux.Options{})
 		text := strings.Repeat("streamed token ", 20)
 		provider.SetResponses(faux.Reply(faux.Text(text)))
@@ -99,7 +100,7 @@ func TestScratchHoldsCompactFramesThatRebuildTheMessage(t *testing.T) {
 			rebuilt = must(ai.ReduceFrames(frames))
 		})
 		h := open(t, ctx, s, nil, kind)
-		createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		must(h.Root().Drive(ctx))
 		if rebuilt == nil || rebuilt.Content.TextOf() != text {
 			t.Fatalf("frames rebuild %v; want the streamed text", rebuilt)
@@ -114,7 +115,7 @@ func TestScratchHoldsCompactFramesThatRebuildTheMessage(t *testing.T) {
 }
 
 func TestARejectedFrameWriteCancelsAndJoinsTheProducerBeforeCompletion(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		provider := faux.New(rt, s.Rand(), faux.Options{TokensPerSecond: 40})
 		provider.SetResponses(faux.Reply(faux.Text(strings.Repeat("slow token ", 40))))
@@ -129,14 +130,14 @@ func TestARejectedFrameWriteCancelsAndJoinsTheProducerBeforeCompletion(t *testin
 			return err
 		}
 		h := open(t, ctx, s, nil, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		rt.Go(ctx, "driver", func(ctx context.Context) { h.Root().Drive(ctx) })
 		rt.Sleep(ctx, 500_000_000) // half a virtual second of streaming
 		must(0, h.AbortTask(ctx, id))
 		must(h.Root().Drive(ctx))
-		if !joinedBeforeAbort || framesAtAbort == 0 || status(t, ctx, h, id) != "aborted" {
+		if !joinedBeforeAbort || framesAtAbort == 0 || simtest.Status(t, ctx, h, id) != "aborted" {
 			t.Fatalf("producer cancelled and joined before abort %v, frames durable at abort %d, status %s; want true, > 0, aborted",
-				joinedBeforeAbort, framesAtAbort, status(t, ctx, h, id))
+				joinedBeforeAbort, framesAtAbort, simtest.Status(t, ctx, h, id))
 		}
 		h.Close(ctx)
 	})

@@ -27,6 +27,24 @@ func (r *TaskRuntime) ConversationID() storage.ID { return r.inv.conv }
 // Method is the kind method this invocation runs.
 func (r *TaskRuntime) Method() Method { return r.inv.method }
 
+// Invocation identifies the task method a ctx belongs to.
+type Invocation struct {
+	Task           storage.ID
+	ConversationID storage.ID
+	Method         Method
+}
+
+// InvocationOf reports the task invocation ctx carries, if any: how a verb
+// that a task may call tells a host call from a task's (an abort handler,
+// for one, may not queue new work).
+func InvocationOf(ctx context.Context) (Invocation, bool) {
+	inv := invocationOf(ctx)
+	if inv == nil {
+		return Invocation{}, false
+	}
+	return Invocation{Task: inv.task, ConversationID: inv.conv, Method: inv.method}, true
+}
+
 func (r *TaskRuntime) check(ctx context.Context) error {
 	if inv := invocationOf(ctx); inv != r.inv {
 		return fmt.Errorf("%w: the ctx does not carry task %d's invocation", ErrStaleInvocation, r.inv.task)
@@ -60,8 +78,15 @@ func (r *TaskRuntime) Sleep(ctx context.Context, until time.Time) error {
 	return r.h.rt.Sleep(ctx, d)
 }
 
-// Env is the harness's execution environment.
-func (r *TaskRuntime) Env() ExecutionEnv { return r.h.env }
+// Harness is the session the task runs in: its kinds, its store for reads,
+// and its Extensions, where a package of kinds keeps its configuration.
+func (r *TaskRuntime) Harness() *Harness { return r.h }
+
+// Report hands err to the harness's reporting path (Options.Report and
+// every session watch's report event) without failing anything: how a kind
+// reports a hook handler's failure it chose to skip. A *HookError or
+// *FaultError names its task, kind and point in the report event.
+func (r *TaskRuntime) Report(err error) { r.h.report(err) }
 
 // Conversation returns a handle; calls through it forward the task's ctx.
 func (r *TaskRuntime) Conversation(ctx context.Context, id storage.ID) (*Conversation, error) {
@@ -112,35 +137,7 @@ func (r *TaskRuntime) WaitForTask(ctx context.Context, id storage.ID, budget tim
 	}
 	h, self := r.h, r.inv.task
 	w := &waiter{target: id, by: self, ev: h.rt.NewEvent(fmt.Sprintf("task:%d", id))}
-	err := h.line.Do(ctx, func() (func(), error) {
-		d := h.d
-		switch d.phase {
-		case phaseFaulted:
-			return nil, d.fault
-		case phaseClosing, phaseClosed:
-			return nil, ErrClosed
-		}
-		if id == self {
-			return nil, &SelfWaitError{Task: self, Target: "itself"}
-		}
-		lt, live := d.live[id]
-		if !live {
-			got, err := h.Store().GetTasks(ctx, []storage.ID{id})
-			if err != nil {
-				return nil, err
-			}
-			if _, exists := got[id]; !exists {
-				return nil, fmt.Errorf("%w: task %d", ErrNotFound, id)
-			}
-			d.resolve(w, Idle, nil)
-			return nil, nil
-		}
-		if d.dependsOn(lt.task.After, self, nil) {
-			return nil, &SelfWaitError{Task: self, Target: fmt.Sprintf("task %d, which depends on it", id)}
-		}
-		d.tasksW[id] = append(d.tasksW[id], w)
-		return nil, nil
-	})
+	err := h.line.Do(ctx, func() (func(), error) { return nil, h.d.waitForTask(ctx, self, id, w) })
 	if err != nil {
 		return false, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 	"go.opentelemetry.io/otel/attribute"
@@ -66,11 +67,11 @@ func openTraced(t testing.TB, ctx context.Context, s *sim.Sim, rec *tracetest.Sp
 // A task that commits twice and is then aborted: its execute span has the
 // two commits as children, its abort span the settling commit.
 func TestSpanTreeOfAnAbortedTask(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		rec := tracetest.NewSpanRecorder()
 		up := rt.NewEvent("up")
-		kind := stepKind("traced", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+		kind := simtest.StepKind("traced", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
 			if err := patchTask(ctx, trt, task.ID, core.TaskPatch{State: map[string]int{"progress": 1}}); err != nil {
 				return err
 			}
@@ -78,8 +79,8 @@ func TestSpanTreeOfAnAbortedTask(t *testing.T) {
 			return rt.NewEvent("never").Wait(ctx) // until the mark's signal
 		})
 		h := openTraced(t, ctx, s, rec, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
-		done := driveInActor(ctx, s, h, h.Root(), nil)
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		done := simtest.DriveInActor(ctx, s, h.Root(), nil)
 		up.Wait(ctx)
 		must(0, h.AbortTask(ctx, id))
 		done.Wait(ctx)
@@ -126,9 +127,9 @@ func TestSpanTreeOfAnAbortedTask(t *testing.T) {
 // Each invocation of one task has its own span, and each span only the
 // commits its invocation made.
 func TestEveryInvocationHasItsOwnSpan(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rec := tracetest.NewSpanRecorder()
-		kind := stepKind("cycle", nil)
+		kind := simtest.StepKind("cycle", nil)
 		kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 			if err := patchTask(ctx, rt, task.ID, core.TaskPatch{Status: "running"}); err != nil {
 				return err
@@ -139,7 +140,7 @@ func TestEveryInvocationHasItsOwnSpan(t *testing.T) {
 			return settleTask(ctx, rt, task.ID, "done", nil)
 		}
 		h := openTraced(t, ctx, s, rec, kind)
-		id := createTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
 		must(h.Root().Drive(ctx))
 		must(0, h.Close(ctx))
 		tree := spanTree{rec.Ended()}

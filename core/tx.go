@@ -61,6 +61,7 @@ type Tx struct {
 	store storage.Storage
 	kinds *Kinds
 	base  storage.ID // lastSeq when the transaction started
+	h     *Harness   // the session on whose line the plan runs; nil for a bare line
 
 	scratchTask storage.ID // non-zero for a scratch transaction
 	writes      []storage.Write
@@ -102,8 +103,12 @@ func (tx *Tx) batch() storage.CommitBatch {
 	return storage.CommitBatch{Kind: storage.BatchMain, Writes: tx.writes}
 }
 
-// marshal turns a payload into JSON; a json.RawMessage must already be valid.
-func marshal(v any) (json.RawMessage, error) {
+// Marshal is the canonical JSON encoding of the payloads a commit carries
+// (entry data, task state, values): a json.RawMessage must be valid JSON and
+// is compacted as it is; anything else goes through encoding/json. Kinds that
+// store a payload inside another one (the agent's inbox drafts) encode it
+// with Marshal so it reads back as an entry's data would.
+func Marshal(v any) (json.RawMessage, error) {
 	if raw, ok := v.(json.RawMessage); ok {
 		if !json.Valid(raw) {
 			return nil, &json.SyntaxError{}
@@ -133,14 +138,14 @@ func (tx *Tx) state(w storage.Write, payload any, hasPayload bool) storage.ID {
 	}
 	switch {
 	case tx.scratchTask == 0 && a.Scope.Kind == storage.ScopeScratch:
-		return tx.fail(rejectf(RuleScratchInMain, a.Scope.ID, "%s is scratch; write it with a scratch commit", a))
+		return tx.fail(Rejectf(RuleScratchInMain, a.Scope.ID, "%s is scratch; write it with a scratch commit", a))
 	case tx.scratchTask != 0 && (a.Scope.Kind != storage.ScopeScratch || a.Scope.ID != tx.scratchTask):
-		return tx.fail(rejectf(RuleMainInScratch, tx.scratchTask, "scratch commit of task %d writes %s", tx.scratchTask, a))
+		return tx.fail(Rejectf(RuleMainInScratch, tx.scratchTask, "scratch commit of task %d writes %s", tx.scratchTask, a))
 	case a.Historical() && tx.sawEntry:
-		return tx.fail(rejectf(RuleStateAfterEntry, 0, "%s written after an entry in the same commit (§3.2)", a))
+		return tx.fail(Rejectf(RuleStateAfterEntry, 0, "%s written after an entry in the same commit (§3.2)", a))
 	}
 	if hasPayload {
-		raw, err := marshal(payload)
+		raw, err := Marshal(payload)
 		if err != nil {
 			return tx.fail(&CommitError{Rule: RuleBadPayload, Detail: a.String(), Err: err})
 		}
@@ -199,10 +204,10 @@ func (tx *Tx) Entry(kind storage.Kinder, conversationID storage.ID, d EntryDraft
 		return 0
 	}
 	if tx.scratchTask != 0 {
-		return tx.fail(rejectf(RuleMainInScratch, tx.scratchTask, "entry in a scratch commit"))
+		return tx.fail(Rejectf(RuleMainInScratch, tx.scratchTask, "entry in a scratch commit"))
 	}
 	if _, ok := tx.kinds.Entry(kind.Kind()); !ok {
-		return tx.fail(rejectf(RuleUnknownEntryKind, 0, "entry kind %q is not registered", kind.Kind()))
+		return tx.fail(Rejectf(RuleUnknownEntryKind, 0, "entry kind %q is not registered", kind.Kind()))
 	}
 	id := tx.next()
 	e := &storage.Entry{ID: id, ConversationID: conversationID, Kind: kind.Kind(), Key: d.Key,
@@ -210,10 +215,10 @@ func (tx *Tx) Entry(kind storage.Kinder, conversationID storage.ID, d EntryDraft
 	if d.Head == HeadSelf {
 		e.Head = id
 	} else if d.Head < 0 {
-		return tx.fail(rejectf(RuleHeadNotVisible, id, "head %d is not an entry id", d.Head))
+		return tx.fail(Rejectf(RuleHeadNotVisible, id, "head %d is not an entry id", d.Head))
 	}
 	if d.Data != nil {
-		raw, err := marshal(d.Data)
+		raw, err := Marshal(d.Data)
 		if err != nil {
 			return tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: "entry data", Err: err})
 		}
@@ -233,11 +238,11 @@ func (tx *Tx) Task(kind storage.Kinder, spec TaskSpec) storage.ID {
 		return 0
 	}
 	if tx.scratchTask != 0 {
-		return tx.fail(rejectf(RuleMainInScratch, tx.scratchTask, "task in a scratch commit"))
+		return tx.fail(Rejectf(RuleMainInScratch, tx.scratchTask, "task in a scratch commit"))
 	}
 	k, ok := tx.kinds.Task(kind.Kind())
 	if !ok {
-		return tx.fail(rejectf(RuleUnknownTaskKind, 0, "task kind %q is not registered", kind.Kind()))
+		return tx.fail(Rejectf(RuleUnknownTaskKind, 0, "task kind %q is not registered", kind.Kind()))
 	}
 	id := tx.next()
 	status := k.InitialStatus()
@@ -245,7 +250,7 @@ func (tx *Tx) Task(kind storage.Kinder, spec TaskSpec) storage.ID {
 	t := &storage.Task{ID: id, ConversationID: spec.ConversationID, Kind: k.Kind(), Status: status, Role: role,
 		After: slices.Clone(spec.After), Background: spec.Background, Owns: slices.Clone(spec.Owns)}
 	if spec.State != nil {
-		raw, err := marshal(spec.State)
+		raw, err := Marshal(spec.State)
 		if err != nil {
 			return tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: "task state", Err: err})
 		}
@@ -278,7 +283,7 @@ func (tx *Tx) current(id storage.ID) (*storage.Task, error) {
 	}
 	t, ok := got[id]
 	if !ok {
-		return nil, rejectf(RuleUnknownTask, id, "task %d does not exist", id)
+		return nil, Rejectf(RuleUnknownTask, id, "task %d does not exist", id)
 	}
 	return t, nil
 }
@@ -289,7 +294,7 @@ func (tx *Tx) change(id storage.ID) (*storage.Task, TaskKind, bool) {
 		return nil, nil, false
 	}
 	if tx.scratchTask != 0 {
-		tx.fail(rejectf(RuleMainInScratch, tx.scratchTask, "task write in a scratch commit"))
+		tx.fail(Rejectf(RuleMainInScratch, tx.scratchTask, "task write in a scratch commit"))
 		return nil, nil, false
 	}
 	t, err := tx.current(id)
@@ -298,12 +303,12 @@ func (tx *Tx) change(id storage.ID) (*storage.Task, TaskKind, bool) {
 		return nil, nil, false
 	}
 	if !t.Live() {
-		tx.fail(rejectf(RuleTaskTerminal, id, "task %d is %s; terminal tasks never change", id, t.Status))
+		tx.fail(Rejectf(RuleTaskTerminal, id, "task %d is %s; terminal tasks never change", id, t.Status))
 		return nil, nil, false
 	}
 	k, ok := tx.kinds.Task(t.Kind)
 	if !ok {
-		tx.fail(rejectf(RuleUnknownTaskKind, id, "task kind %q is not registered", t.Kind))
+		tx.fail(Rejectf(RuleUnknownTaskKind, id, "task kind %q is not registered", t.Kind))
 		return nil, nil, false
 	}
 	return t, k, true
@@ -322,10 +327,10 @@ func (tx *Tx) Patch(id storage.ID, p TaskPatch) {
 		role, ok := k.Role(p.Status)
 		switch {
 		case !ok:
-			tx.fail(rejectf(RuleUnknownStatus, id, "kind %q has no status %q", t.Kind, p.Status))
+			tx.fail(Rejectf(RuleUnknownStatus, id, "kind %q has no status %q", t.Kind, p.Status))
 			return
 		case role == storage.RoleTerminal:
-			tx.fail(rejectf(RulePatchTerminal, id, "status %q is terminal; settle the task instead", p.Status))
+			tx.fail(Rejectf(RulePatchTerminal, id, "status %q is terminal; settle the task instead", p.Status))
 			return
 		}
 		w.Status, w.Role = p.Status, role
@@ -340,7 +345,7 @@ func (tx *Tx) Patch(id storage.ID, p TaskPatch) {
 		w.State, next.State = merged, merged
 	}
 	if p.Status == "" && p.State == nil && !p.Abort {
-		tx.fail(rejectf(RuleBadPayload, id, "patch of task %d changes nothing", id))
+		tx.fail(Rejectf(RuleBadPayload, id, "patch of task %d changes nothing", id))
 		return
 	}
 	next.Abort = next.Abort || p.Abort
@@ -359,10 +364,10 @@ func (tx *Tx) Settle(id storage.ID, status string, state any) {
 	role, known := k.Role(status)
 	switch {
 	case !known:
-		tx.fail(rejectf(RuleUnknownStatus, id, "kind %q has no status %q", t.Kind, status))
+		tx.fail(Rejectf(RuleUnknownStatus, id, "kind %q has no status %q", t.Kind, status))
 		return
 	case role != storage.RoleTerminal:
-		tx.fail(rejectf(RuleSettleNotTerminal, id, "status %q of kind %q is %s, not terminal", status, t.Kind, role))
+		tx.fail(Rejectf(RuleSettleNotTerminal, id, "status %q of kind %q is %s, not terminal", status, t.Kind, role))
 		return
 	}
 	merged := t.State
@@ -382,7 +387,7 @@ func (tx *Tx) Settle(id storage.ID, status string, state any) {
 // mergeState merges a patch into a task state: object keys of the patch
 // replace the state's keys; any other patch replaces the state whole.
 func mergeState(old json.RawMessage, patch any) (json.RawMessage, error) {
-	raw, err := marshal(patch)
+	raw, err := Marshal(patch)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +413,7 @@ func (tx *Tx) CreateConversation(spec ConversationSpec) storage.ID {
 		return 0
 	}
 	if tx.scratchTask != 0 {
-		return tx.fail(rejectf(RuleMainInScratch, tx.scratchTask, "conversation in a scratch commit"))
+		return tx.fail(Rejectf(RuleMainInScratch, tx.scratchTask, "conversation in a scratch commit"))
 	}
 	id := tx.next()
 	c := &storage.Conversation{ID: id, Owner: spec.Owner}
@@ -422,7 +427,7 @@ func (tx *Tx) CreateConversation(spec ConversationSpec) storage.ID {
 			return tx.fail(err)
 		}
 		if !owner.Live() {
-			return tx.fail(rejectf(RuleTaskTerminal, spec.Owner, "terminal task %d cannot own a new conversation", spec.Owner))
+			return tx.fail(Rejectf(RuleTaskTerminal, spec.Owner, "terminal task %d cannot own a new conversation", spec.Owner))
 		}
 	}
 	if tx.convs == nil {
@@ -473,6 +478,33 @@ func (tx *Tx) DeleteConversation(id storage.ID) {
 		return
 	}
 	tx.push(storage.Write{Type: storage.WriteDeleteConversation, ID: id})
+}
+
+// PendingEntry returns an entry this transaction appended, as it will be
+// committed; reads (GetEntry) see committed state only.
+func (tx *Tx) PendingEntry(id storage.ID) (*storage.Entry, bool) {
+	e, ok := tx.entries[id]
+	return e, ok
+}
+
+// Busy reports whether conversation conv has live foreground tasks as
+// committed: the driver's count, read on the line. A transaction of a bare
+// line (no harness, no driver) sees no live work.
+func (tx *Tx) Busy(conv storage.ID) bool {
+	return tx.h != nil && tx.h.d.fg[conv] > 0
+}
+
+// MarkForeground adds an abort mark, in this commit, to every unmarked
+// live foreground task of conv's foreground set: its own and, through live
+// foreground owners, those of the conversations they own (§6.3). It
+// returns the conversations of that set, conv first. It is how Abort, Fork
+// with Abort, and a kind that stops another's work mark it; a transaction
+// of a bare line marks nothing.
+func (tx *Tx) MarkForeground(conv storage.ID) []storage.ID {
+	if tx.h == nil {
+		return []storage.ID{conv}
+	}
+	return tx.h.d.markForeground(tx, conv)
 }
 
 // --- committed reads ---

@@ -68,6 +68,18 @@ func (l ListTx[T]) Read(q storage.ListQuery) ([]Elem[T], storage.ID, error) {
 	return decodeElems[T](l.addr, p)
 }
 
+// All reads the whole committed list in element order.
+func (l ListTx[T]) All() ([]Elem[T], error) {
+	elems, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
+		return l.tx.ReadList(l.addr, storage.ListQuery{Cursor: c})
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := decodeElems[T](l.addr, storage.Page[storage.Element]{Items: elems})
+	return out, err
+}
+
 func decodeElems[T any](addr storage.Address, p storage.Page[storage.Element]) ([]Elem[T], storage.ID, error) {
 	out := make([]Elem[T], len(p.Items))
 	for i, e := range p.Items {

@@ -12,9 +12,9 @@ const ownershipDepthMax = 10_000
 
 // validate checks the structural rules of §7.3 that need the transcript:
 // heads and edits must name visible entries and heads never move backwards;
-// dependencies must be earlier tasks of the same ownership tree; input
-// results follow their state machine. The storage
-// backend separately checks ids, references and scopes.
+// dependencies must be earlier tasks of the same ownership tree. Registered
+// batch rules run after it (the agent's input-result machine is one); the
+// storage backend separately checks ids, references and scopes.
 func (tx *Tx) validate() error {
 	heads := map[storage.ID]storage.ID{} // conversation → newest boundary written by this batch
 	for _, w := range tx.writes {
@@ -29,14 +29,14 @@ func (tx *Tx) validate() error {
 			}
 		}
 	}
-	return tx.checkInputResults()
+	return nil
 }
 
 func (tx *Tx) checkEntry(e *storage.Entry, heads map[storage.ID]storage.ID) error {
 	if ok, err := tx.conversationExists(e.ConversationID); err != nil {
 		return err
 	} else if !ok {
-		return rejectf(RuleUnknownConv, e.ConversationID, "entry %d is for conversation %d, which does not exist", e.ID, e.ConversationID)
+		return Rejectf(RuleUnknownConv, e.ConversationID, "entry %d is for conversation %d, which does not exist", e.ID, e.ConversationID)
 	}
 	for _, ed := range e.Edits {
 		ok, err := tx.visible(e.ConversationID, ed.Target)
@@ -44,7 +44,7 @@ func (tx *Tx) checkEntry(e *storage.Entry, heads map[storage.ID]storage.ID) erro
 			return err
 		}
 		if !ok || ed.Target >= e.ID {
-			return rejectf(RuleEditTarget, ed.Target, "entry %d edits %d, which is not an earlier visible entry of conversation %d", e.ID, ed.Target, e.ConversationID)
+			return Rejectf(RuleEditTarget, ed.Target, "entry %d edits %d, which is not an earlier visible entry of conversation %d", e.ID, ed.Target, e.ConversationID)
 		}
 	}
 	if e.Head == 0 {
@@ -56,7 +56,7 @@ func (tx *Tx) checkEntry(e *storage.Entry, heads map[storage.ID]storage.ID) erro
 			return err
 		}
 		if !ok {
-			return rejectf(RuleHeadNotVisible, e.Head, "entry %d's head %d is not visible in conversation %d", e.ID, e.Head, e.ConversationID)
+			return Rejectf(RuleHeadNotVisible, e.Head, "entry %d's head %d is not visible in conversation %d", e.ID, e.Head, e.ConversationID)
 		}
 	}
 	prev, ok := heads[e.ConversationID]
@@ -67,7 +67,7 @@ func (tx *Tx) checkEntry(e *storage.Entry, heads map[storage.ID]storage.ID) erro
 		}
 	}
 	if e.Head < prev {
-		return rejectf(RuleHeadBackwards, e.Head, "entry %d's head %d is before the previous visible head %d", e.ID, e.Head, prev)
+		return Rejectf(RuleHeadBackwards, e.Head, "entry %d's head %d is before the previous visible head %d", e.ID, e.Head, prev)
 	}
 	heads[e.ConversationID] = e.Head
 	return nil
@@ -140,12 +140,12 @@ func (tx *Tx) checkDependencies(t *storage.Task) error {
 	}
 	for _, dep := range t.After {
 		if dep >= t.ID {
-			return rejectf(RuleDependency, dep, "task %d depends on %d, which is not an earlier task", t.ID, dep)
+			return Rejectf(RuleDependency, dep, "task %d depends on %d, which is not an earlier task", t.ID, dep)
 		}
 		d, err := tx.current(dep)
 		if err != nil {
 			if RuleOf(err) == RuleUnknownTask {
-				return rejectf(RuleDependency, dep, "task %d depends on %d, which does not exist", t.ID, dep)
+				return Rejectf(RuleDependency, dep, "task %d depends on %d, which does not exist", t.ID, dep)
 			}
 			return err
 		}
@@ -154,7 +154,7 @@ func (tx *Tx) checkDependencies(t *storage.Task) error {
 			return err
 		}
 		if depRoot != root {
-			return rejectf(RuleDependencyTree, dep, "task %d (ownership root %d) depends on %d (ownership root %d)", t.ID, root, dep, depRoot)
+			return Rejectf(RuleDependencyTree, dep, "task %d (ownership root %d) depends on %d (ownership root %d)", t.ID, root, dep, depRoot)
 		}
 	}
 	return nil
@@ -172,7 +172,7 @@ func (tx *Tx) ownershipRoot(conv storage.ID) (storage.ID, error) {
 			}
 			rec, found := got[conv]
 			if !found {
-				return 0, rejectf(RuleUnknownConv, conv, "conversation %d does not exist", conv)
+				return 0, Rejectf(RuleUnknownConv, conv, "conversation %d does not exist", conv)
 			}
 			c = &rec
 		}
@@ -191,14 +191,14 @@ func (tx *Tx) ownershipRoot(conv storage.ID) (storage.ID, error) {
 // ValidateBatch checks a main batch read back from storage against the
 // rules of §7.3 that the commit line checked when it built the batch and
 // that need the transcript: heads and edits name earlier visible entries and
-// heads never move backwards, dependencies are earlier tasks of the same
-// ownership tree, and input results follow their state machine (an inbox
-// element leaves only with its result). store is the session as it stood
-// before the batch. Tools that read a session's history, such as picosim
-// check, run it on every batch; a scratch batch holds only its task's
-// scratch and passes. A broken rule is a *CommitError naming it; any other
-// error is the store's.
-func ValidateBatch(ctx context.Context, store storage.Storage, batch storage.CommitBatch) error {
+// heads never move backwards, and dependencies are earlier tasks of the same
+// ownership tree; then it runs rules, the batch rules the session was opened
+// with (agent.ValidateBatch passes the agent's). store is the session as it
+// stood before the batch. Tools that read a session's history, such as
+// picosim check, run it on every batch; a scratch batch holds only its
+// task's scratch and passes. A broken rule is a *CommitError naming it; any
+// other error is the store's.
+func ValidateBatch(ctx context.Context, store storage.Storage, batch storage.CommitBatch, rules ...BatchRule) error {
 	if batch.Kind == storage.BatchScratch {
 		return nil
 	}
@@ -221,5 +221,8 @@ func ValidateBatch(ctx context.Context, store storage.Storage, batch storage.Com
 		}
 		tx.writes = append(tx.writes, w)
 	}
-	return tx.validate()
+	if err := tx.validate(); err != nil {
+		return err
+	}
+	return checkRules(ctx, store, batch, rules)
 }

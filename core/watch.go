@@ -131,21 +131,25 @@ func ApplyEvent(v *ConversationView, e ConversationEvent) error {
 			v.Values[e.Addr] = e.Value
 		}
 	case EventInbox:
-		for _, op := range e.Inbox {
+		// The ops fold into a copy, so an event with a bad op leaves the
+		// view's inbox as it was.
+		inbox := slices.Clone(v.Inbox)
+		for i, op := range e.Inbox {
 			switch op.Type {
 			case "append":
 				if op.Item == nil {
-					return fmt.Errorf("core: inbox append without an item")
+					return fmt.Errorf("core: inbox op %d: append without an item", i)
 				}
-				v.Inbox = append(v.Inbox, *op.Item)
+				inbox = append(inbox, *op.Item)
 			case "remove":
-				v.Inbox = slices.DeleteFunc(slices.Clone(v.Inbox), func(el storage.Element) bool { return el.ID == op.ID })
+				inbox = slices.DeleteFunc(inbox, func(el storage.Element) bool { return el.ID == op.ID })
 			case "clear":
-				v.Inbox = nil
+				inbox = []storage.Element{} // as a fresh capture of an empty inbox
 			default:
-				return fmt.Errorf("core: unknown inbox op %q", op.Type)
+				return fmt.Errorf("core: inbox op %d: unknown op %q", i, op.Type)
 			}
 		}
+		v.Inbox = inbox
 	case EventContext:
 		v.Context = slices.Clone(e.IDs)
 	case EventFault:

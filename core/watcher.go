@@ -288,13 +288,16 @@ func (h *Harness) captureView(ctx context.Context, w *WatchHandle) (*Conversatio
 			v.Previews[id] = tr.Published() // what the flushes delivered; the producer may be mid-window
 		}
 	}
-	inbox, err := allPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
-		return store.ReadList(ctx, InboxList.In(w.conv).Address, storage.ListQuery{Cursor: c})
-	})
-	if err != nil {
-		return nil, err
+	if inbox := h.opts.Watched.Inbox; inbox.Namespace != "" {
+		inbox.Scope.ID = w.conv
+		elems, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
+			return store.ReadList(ctx, inbox, storage.ListQuery{Cursor: c})
+		})
+		if err != nil {
+			return nil, err
+		}
+		v.Inbox = append(v.Inbox, elems...)
 	}
-	v.Inbox = append(v.Inbox, inbox...)
 	if err := w.readValues(ctx, store, v.Values); err != nil {
 		return nil, err
 	}
@@ -384,6 +387,7 @@ func (h *Harness) watchEvents(ctx context.Context, batch storage.CommitBatch, r 
 		return nil
 	}
 	appended := map[storage.ID]int{} // inbox element → index of its append op
+	inbox := h.opts.Watched.Inbox
 	for i := range batch.Writes {
 		w := &batch.Writes[i]
 		seq := r.First + storage.ID(i)
@@ -422,7 +426,7 @@ func (h *Harness) watchEvents(ctx context.Context, batch storage.CommitBatch, r 
 			if ce == nil {
 				continue
 			}
-			if a.Namespace == InboxList.Namespace && a.Key == "" {
+			if inbox.Namespace != "" && a.Namespace == inbox.Namespace && a.Key == inbox.Key {
 				switch w.Type {
 				case storage.WriteListAppend:
 					appended[seq] = len(ce.inbox)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
@@ -31,8 +32,8 @@ import (
 // --- the agent session ---
 
 // agent is a session with the faux provider, for the agent-loop rows.
-type agent struct {
-	h       *core.Harness
+type loop struct {
+	h       *agent.Harness
 	faux    *faux.Provider
 	watch   *commitWatch
 	reports []error
@@ -40,7 +41,7 @@ type agent struct {
 
 type agentOptions struct {
 	store   storage.Storage // nil: a fresh memory store
-	tools   []core.Tool
+	tools   []agent.Tool
 	kinds   []core.TaskKind
 	replace []core.TaskKind
 }
@@ -48,15 +49,15 @@ type agentOptions struct {
 // openAgent opens a session on the simulated runtime over o.store, watched
 // by a commitWatch. Call it from an actor (the faux provider draws its chunk
 // sizes from the run's generator).
-func openAgent(ctx context.Context, s *sim.Sim, o agentOptions) *agent {
-	a := &agent{faux: faux.New(s.Runtime(), s.Rand(), faux.Options{})}
+func openAgent(ctx context.Context, s *sim.Sim, o agentOptions) *loop {
+	a := &loop{faux: faux.New(s.Runtime(), s.Rand(), faux.Options{})}
 	if o.store == nil {
 		o.store = memory.New()
 	}
 	a.watch = newCommitWatch(s.Runtime(), o.store)
-	a.h = must(core.Open(ctx, a.watch, core.Options{
-		Runtime: s.Runtime(), TaskKinds: o.kinds, Replace: o.replace, Tools: o.tools,
-		Models: core.NewModels(core.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
+	a.h = must(agent.Open(ctx, a.watch, agent.Options{
+		Runtime: s.Runtime(), TaskKinds: o.kinds, Replace: o.replace, Tools: o.tools, CheckInvariants: true,
+		Models: agent.NewModels(agent.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
 		Report: func(err error) { a.reports = append(a.reports, err) },
 	}))
 	return a
@@ -71,13 +72,13 @@ type commitWatch struct {
 	rt      core.Runtime
 	settled []storage.ID
 	events  map[storage.ID]core.Event
-	results map[storage.ID][]core.InputStatus
+	results map[storage.ID][]agent.InputStatus
 	commits int        // main commits persisted
 	markSeq storage.ID // first sequence of the first commit with an abort mark
 }
 
 func newCommitWatch(rt core.Runtime, inner storage.Storage) *commitWatch {
-	return &commitWatch{Storage: inner, rt: rt, events: map[storage.ID]core.Event{}, results: map[storage.ID][]core.InputStatus{}}
+	return &commitWatch{Storage: inner, rt: rt, events: map[storage.ID]core.Event{}, results: map[storage.ID][]agent.InputStatus{}}
 }
 
 // settledEvent is set once task id's settlement is durable.
@@ -103,9 +104,9 @@ func (w *commitWatch) Commit(ctx context.Context, b storage.CommitBatch) (storag
 			w.settledEvent(wr.ID).Set()
 		case wr.Type == storage.WritePatch && wr.Abort && w.markSeq == 0:
 			w.markSeq = r.First
-		case wr.Type == storage.WriteValueSet && wr.Addr != nil && wr.Addr.Namespace == core.InputResultValue.Namespace:
+		case wr.Type == storage.WriteValueSet && wr.Addr != nil && wr.Addr.Namespace == agent.InputResultValue.Namespace:
 			id, perr := strconv.ParseInt(wr.Addr.Key, 10, 64)
-			var res core.InputResult
+			var res agent.InputResult
 			if perr == nil && json.Unmarshal(wr.Value, &res) == nil {
 				w.results[storage.ID(id)] = append(w.results[storage.ID(id)], res.Status)
 			}
@@ -116,7 +117,7 @@ func (w *commitWatch) Commit(ctx context.Context, b storage.CommitBatch) (storag
 
 // history checks that input id's result went through exactly these
 // statuses, one commit each.
-func (w *commitWatch) history(id storage.ID, want ...core.InputStatus) error {
+func (w *commitWatch) history(id storage.ID, want ...agent.InputStatus) error {
 	if got := w.results[id]; !slices.Equal(got, want) {
 		return fmt.Errorf("input %d's result went through %v; want %v", id, got, want)
 	}
@@ -155,10 +156,10 @@ func (k watchedKind) Abort(ctx context.Context, t *storage.Task, rt *core.TaskRu
 // pointTool is a tool whose body passes the named points in order, as its
 // task's actor. untilSignalled makes it an effect that then runs until its
 // invocation is signalled; otherwise it writes "<name> done" and returns.
-func pointTool(rt core.Runtime, name string, untilSignalled bool, points ...string) core.Tool {
-	return core.Tool{
+func pointTool(rt core.Runtime, name string, untilSignalled bool, points ...string) agent.Tool {
+	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: name, Parameters: json.RawMessage(`{"type":"object"}`)},
-		Execute: func(ctx context.Context, _ string, _ json.RawMessage, out *core.ToolOutput, _ *core.ToolRuntime) error {
+		Execute: func(ctx context.Context, _ string, _ json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
 			for _, p := range points {
 				sim.Yield(ctx, p)
 			}
@@ -186,8 +187,8 @@ func say(text string) faux.Step { return faux.Reply(faux.Text(text)) }
 
 // onGeneration registers fn at a generation hook point. It runs as the
 // generating task's actor and has nothing to say back.
-func onGeneration[I any](h *core.Harness, point string, fn func(ctx context.Context, in I)) {
-	h.Hooks().On(core.GenerationKind, point, core.Hook(func(ctx context.Context, in I) (any, error) {
+func onGeneration[I any](h *agent.Harness, point string, fn func(ctx context.Context, in I)) {
+	h.Hooks().On(agent.GenerationKind, point, core.Hook(func(ctx context.Context, in I) (any, error) {
 		fn(ctx, in)
 		return nil, nil
 	}), core.HookOptions{})
@@ -197,7 +198,7 @@ func onGeneration[I any](h *core.Harness, point string, fn func(ctx context.Cont
 // driveWhileHost drives c on actor "driver" while actor "host" waits for
 // ready and then runs act between its points before and after, the points
 // a cell's forced order names.
-func driveWhileHost(ctx context.Context, rt core.Runtime, c *core.Conversation, ready core.Event, before, after string, act func(ctx context.Context)) (core.DriveResult, error) {
+func driveWhileHost(ctx context.Context, rt core.Runtime, c *agent.Conversation, ready core.Event, before, after string, act func(ctx context.Context)) (core.DriveResult, error) {
 	var drive core.DriveResult
 	var driveErr error
 	g := newGroup(rt)
@@ -237,7 +238,7 @@ func decoded[S any](t *storage.Task) S {
 
 // answerOf is the text of a generation's assistant entry, "" without one.
 func answerOf(ctx context.Context, store storage.Storage, gen *storage.Task) (storage.ID, string) {
-	id := decoded[core.GenerationState](gen).Assistant
+	id := decoded[agent.GenerationState](gen).Assistant
 	if id == 0 {
 		return 0, ""
 	}
@@ -250,9 +251,9 @@ func answerOf(ctx context.Context, store storage.Storage, gen *storage.Task) (st
 
 // resultOf reads input id's result in conversation conv; ok is false when
 // there is none.
-func resultOf(ctx context.Context, store storage.Storage, conv, id storage.ID) (core.InputResult, bool) {
-	v, ok := must2(store.GetValue(ctx, core.InputResultValue.In(conv).WithKey(strconv.FormatInt(int64(id), 10)).Address, 0))
-	var r core.InputResult
+func resultOf(ctx context.Context, store storage.Storage, conv, id storage.ID) (agent.InputResult, bool) {
+	v, ok := must2(store.GetValue(ctx, agent.InputResultValue.In(conv).WithKey(strconv.FormatInt(int64(id), 10)).Address, 0))
+	var r agent.InputResult
 	if ok {
 		check(json.Unmarshal(v.Value, &r))
 	}
@@ -277,10 +278,10 @@ func userEntries(ctx context.Context, store storage.Storage, conv storage.ID) []
 // inboxView renders a conversation's queue: every queued item (id and mode)
 // and the result of each input named, as stored.
 func inboxView(ctx context.Context, store storage.Storage, conv storage.ID, inputs ...storage.ID) string {
-	p := must(store.ReadList(ctx, core.InboxList.In(conv).Address, storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}))
+	p := must(store.ReadList(ctx, agent.InboxList.In(conv).Address, storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}))
 	var parts []string
 	for _, e := range p.Items {
-		var item core.InboxItem
+		var item agent.InboxItem
 		check(json.Unmarshal(e.Value, &item))
 		parts = append(parts, fmt.Sprintf("item %d %s %q", e.ID, item.Mode, item.Entry.Model[0].Content.TextOf()))
 	}
@@ -325,14 +326,14 @@ func acceptReplyLost(o order) cell {
 	return cell{points: points, program: func(s *sim.Sim) (func(ctx context.Context), func() error) {
 		rt := s.Runtime()
 		var (
-			a                       *agent
+			a                       *loop
 			input                   storage.ID
 			acceptErr, retryErr     error
 			hungUp                  bool
-			first, second           core.Receipt
+			first, second           agent.Receipt
 			foundFirst, foundSecond bool
 			users                   []string
-			result                  core.InputResult
+			result                  agent.InputResult
 			gens                    []*storage.Task
 			inbox                   string
 			lastSeq                 storage.ID
@@ -347,7 +348,7 @@ func acceptReplyLost(o order) cell {
 				call, cancel := context.WithCancel(ctx)
 				defer cancel()
 				hangUp = cancel
-				input, acceptErr = c.Accept(call, ai.PlainText("hello"), core.AcceptOptions{RequestID: requestID})
+				input, acceptErr = c.Accept(call, ai.PlainText("hello"), agent.AcceptOptions{RequestID: requestID})
 				hungUp = call.Err() != nil
 				sim.Yield(ctx, "accepted") // the reply goes nowhere
 			})
@@ -358,7 +359,7 @@ func acceptReplyLost(o order) cell {
 				sim.Yield(ctx, "lookup")
 				first, foundFirst = must2(a.h.Acceptance(ctx, requestID))
 				sim.Yield(ctx, "retry")
-				_, retryErr = c.Accept(ctx, ai.PlainText("hello"), core.AcceptOptions{RequestID: requestID})
+				_, retryErr = c.Accept(ctx, ai.PlainText("hello"), agent.AcceptOptions{RequestID: requestID})
 				second, foundSecond = must2(a.h.Acceptance(ctx, requestID))
 			})
 			g.Go(ctx, "releaser", func(ctx context.Context) {
@@ -370,14 +371,14 @@ func acceptReplyLost(o order) cell {
 			store := a.h.Store()
 			users = userEntries(ctx, store, rootID)
 			result, _ = resultOf(ctx, store, rootID, input)
-			gens = tasksOfKind(ctx, store, core.GenerationKindName)
+			gens = tasksOfKind(ctx, store, agent.GenerationKindName)
 			inbox = inboxView(ctx, store, rootID)
 			lastSeq = store.LastSeq()
 			check(a.h.Close(ctx))
 		}
 		verify := func() error {
-			want := core.Receipt{RequestID: requestID, ConversationID: rootID, InputID: input}
-			var dup *core.RequestAlreadyAcceptedError
+			want := agent.Receipt{RequestID: requestID, ConversationID: rootID, InputID: input}
+			var dup *agent.RequestAlreadyAcceptedError
 			switch {
 			case acceptErr != nil || input == 0:
 				return fmt.Errorf("the server's accept = %d, %v; want the input id", input, acceptErr)
@@ -393,11 +394,11 @@ func acceptReplyLost(o order) cell {
 				return fmt.Errorf("acceptance after the retry = %+v (found %v); want %+v", second, foundSecond, want)
 			case !slices.Equal(users, []string{"hello"}):
 				return fmt.Errorf("the root's user entries are %q; want the input once", users)
-			case result.Status != core.InputRunning || result.RequestID != requestID || result.PlacementEntryID == 0:
+			case result.Status != agent.InputRunning || result.RequestID != requestID || result.PlacementEntryID == 0:
 				return fmt.Errorf("the input's result is %+v; want running, placed, with the request id", result)
 			case inbox != "[]":
 				return fmt.Errorf("the root's inbox is %s; want it empty", inbox)
-			case len(gens) != 1 || !slices.Equal(decoded[core.GenerationState](gens[0]).Inputs, []storage.ID{input}):
+			case len(gens) != 1 || !slices.Equal(decoded[agent.GenerationState](gens[0]).Inputs, []storage.ID{input}):
 				return fmt.Errorf("generations %v; want one answering input %d", ids(gens), input)
 			case a.watch.commits != 2 || lastSeq != gens[0].ID:
 				return fmt.Errorf("%d commits up to sequence %d; want the root and the accept only, ending with generation %d (the rejected retry writes nothing and consumes no id)", a.watch.commits, lastSeq, gens[0].ID)
@@ -431,27 +432,27 @@ func parallelTools(o order) cell {
 		j := &journal{}
 		inv := newInvocations(j)
 		var (
-			a        *agent
+			a        *loop
 			input    storage.ID
 			drive    core.DriveResult
 			driveErr error
 			gens     []*storage.Task
 			posts    []*storage.Task
 			tools    []*storage.Task
-			result   core.InputResult
+			result   agent.InputResult
 			calls    int
 			answer   storage.ID
 			text     string
 		)
 		main := func(ctx context.Context) {
 			a = openAgent(ctx, s, agentOptions{
-				tools:   []core.Tool{pointTool(rt, "a", false, "finish"), pointTool(rt, "b", false, "finish")},
-				replace: []core.TaskKind{watchedKind{TaskKind: core.PostToolsKind, inv: inv}},
+				tools:   []agent.Tool{pointTool(rt, "a", false, "finish"), pointTool(rt, "b", false, "finish")},
+				replace: []core.TaskKind{watchedKind{TaskKind: agent.PostToolsKind, inv: inv}},
 			})
 			a.faux.SetResponses(callTools("a", "b"), say("answer"))
 			c := a.h.Root()
-			input = must(c.Accept(ctx, ai.PlainText("go"), core.AcceptOptions{}))
-			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), core.GenerationKindName))[0], gen)
+			input = must(c.Accept(ctx, ai.PlainText("go"), agent.AcceptOptions{}))
+			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), agent.GenerationKindName))[0], gen)
 			g := newGroup(rt)
 			g.Go(ctx, "driver", func(ctx context.Context) { drive, driveErr = c.Drive(ctx) })
 			g.Go(ctx, "gate", func(ctx context.Context) {
@@ -460,9 +461,9 @@ func parallelTools(o order) cell {
 			})
 			g.Wait(ctx)
 			store := a.h.Store()
-			gens = tasksOfKind(ctx, store, core.GenerationKindName)
-			posts = tasksOfKind(ctx, store, core.PostToolsKindName)
-			tools = tasksOfKind(ctx, store, core.ToolKindName)
+			gens = tasksOfKind(ctx, store, agent.GenerationKindName)
+			posts = tasksOfKind(ctx, store, agent.PostToolsKindName)
+			tools = tasksOfKind(ctx, store, agent.ToolKindName)
 			result, _ = resultOf(ctx, store, rootID, input)
 			calls = a.faux.Calls()
 			if len(gens) > 1 {
@@ -487,15 +488,15 @@ func parallelTools(o order) cell {
 				return fmt.Errorf("post_tools started %d times; want once: %s", j.count(fmt.Sprintf("task %d execute start", post)), j)
 			case !slices.Equal(ids(gens), []storage.ID{gen, next}) || gens[0].Status != "done" || gens[1].Status != "done":
 				return fmt.Errorf("generations %v; want %d and its one successor %d, both done", ids(gens), gen, next)
-			case !slices.Equal(decoded[core.GenerationState](gens[1]).Inputs, []storage.ID{input}):
-				return fmt.Errorf("the successor carries %v; want the group [%d]", decoded[core.GenerationState](gens[1]).Inputs, input)
+			case !slices.Equal(decoded[agent.GenerationState](gens[1]).Inputs, []storage.ID{input}):
+				return fmt.Errorf("the successor carries %v; want the group [%d]", decoded[agent.GenerationState](gens[1]).Inputs, input)
 			case calls != 2:
 				return fmt.Errorf("the provider was called %d times; want 2", calls)
 			}
 			if !(a.watch.index(first) < a.watch.index(second) && a.watch.index(second) < a.watch.index(post)) {
 				return fmt.Errorf("settlements in the order %v; want %d, %d, then post_tools %d", a.watch.settled, first, second, post)
 			}
-			if result.Status != core.InputDone || result.ResultEntryID != answer || text != "answer" {
+			if result.Status != agent.InputDone || result.ResultEntryID != answer || text != "answer" {
 				return fmt.Errorf("the input's result is %+v; want done with the successor's answer %d (%q)", result, answer, text)
 			}
 			return nil
@@ -530,16 +531,16 @@ func abortVsPostTools(o order) cell {
 		inv := newInvocations(j)
 		started := rt.NewEvent("post_tools-started")
 		var (
-			a           *agent
+			a           *loop
 			input       storage.ID
 			drive       core.DriveResult
 			driveErr    error
 			abortErr    error
 			gens, posts []*storage.Task
 			tools, live []*storage.Task
-			result      core.InputResult
+			result      agent.InputResult
 		)
-		postTools := watchedKind{TaskKind: core.PostToolsKind, inv: inv, around: func(ctx context.Context, t *storage.Task, execute func() error) error {
+		postTools := watchedKind{TaskKind: agent.PostToolsKind, inv: inv, around: func(ctx context.Context, t *storage.Task, execute func() error) error {
 			started.Set()
 			sim.Yield(ctx, "settle")
 			err := execute()
@@ -547,18 +548,18 @@ func abortVsPostTools(o order) cell {
 			return err
 		}}
 		main := func(ctx context.Context) {
-			a = openAgent(ctx, s, agentOptions{tools: []core.Tool{pointTool(rt, "a", false)}, replace: []core.TaskKind{postTools}})
+			a = openAgent(ctx, s, agentOptions{tools: []agent.Tool{pointTool(rt, "a", false)}, replace: []core.TaskKind{postTools}})
 			a.faux.SetResponses(callTools("a"), say("late").WithDelay(time.Minute))
 			c := a.h.Root()
-			input = must(c.Accept(ctx, ai.PlainText("go"), core.AcceptOptions{}))
-			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), core.GenerationKindName))[0], gen)
+			input = must(c.Accept(ctx, ai.PlainText("go"), agent.AcceptOptions{}))
+			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), agent.GenerationKindName))[0], gen)
 			drive, driveErr = driveWhileHost(ctx, rt, c, started, "abort", "aborted", func(ctx context.Context) {
 				abortErr = c.Abort(ctx)
 			})
 			store := a.h.Store()
-			gens = tasksOfKind(ctx, store, core.GenerationKindName)
-			posts = tasksOfKind(ctx, store, core.PostToolsKindName)
-			tools = tasksOfKind(ctx, store, core.ToolKindName)
+			gens = tasksOfKind(ctx, store, agent.GenerationKindName)
+			posts = tasksOfKind(ctx, store, agent.PostToolsKindName)
+			tools = tasksOfKind(ctx, store, agent.ToolKindName)
 			live = liveTasks(ctx, store)
 			result, _ = resultOf(ctx, store, rootID, input)
 			check(a.h.Close(ctx))
@@ -592,10 +593,10 @@ func abortVsPostTools(o order) cell {
 					return fmt.Errorf("successor generation %d is %q (marked %v); want it marked and aborted", t.ID, t.Status, t.Abort)
 				}
 			}
-			if err := a.watch.history(input, core.InputRunning, core.InputCancelled); err != nil {
+			if err := a.watch.history(input, agent.InputRunning, agent.InputCancelled); err != nil {
 				return err
 			}
-			if result.Status != core.InputCancelled || result.Reason != "aborted" {
+			if result.Status != agent.InputCancelled || result.Reason != "aborted" {
 				return fmt.Errorf("the input's result is %+v; want cancelled by the abort", result)
 			}
 			if o == forward {
@@ -604,8 +605,8 @@ func abortVsPostTools(o order) cell {
 					return fmt.Errorf("post_tools is %q (marked %v); want done before the mark", posts[0].Status, posts[0].Abort)
 				case !slices.Equal(ids(gens), []storage.ID{gen, next}):
 					return fmt.Errorf("generations %v; want %d and the successor %d", ids(gens), gen, next)
-				case !slices.Equal(decoded[core.GenerationState](gens[1]).Inputs, []storage.ID{input}):
-					return fmt.Errorf("the successor carries %v; want [%d]", decoded[core.GenerationState](gens[1]).Inputs, input)
+				case !slices.Equal(decoded[agent.GenerationState](gens[1]).Inputs, []storage.ID{input}):
+					return fmt.Errorf("the successor carries %v; want [%d]", decoded[agent.GenerationState](gens[1]).Inputs, input)
 				}
 				return nil
 			}
@@ -646,14 +647,14 @@ func cancelVsLand(o order) cell {
 		rt := s.Runtime()
 		atYield := rt.NewEvent("on-yield")
 		var (
-			a             *agent
+			a             *loop
 			input         storage.ID
-			cancelled     core.CancelResult
+			cancelled     agent.CancelResult
 			cancelErr     error
 			drive         core.DriveResult
 			driveErr      error
 			gens          []*storage.Task
-			first, second core.InputResult
+			first, second agent.InputResult
 			answers       []storage.ID
 			texts         []string
 			users         []string
@@ -662,22 +663,22 @@ func cancelVsLand(o order) cell {
 		main := func(ctx context.Context) {
 			a = openAgent(ctx, s, agentOptions{})
 			a.faux.SetResponses(say("one"), say("two"))
-			onGeneration(a.h, core.HookBeforeRequest, func(ctx context.Context, _ core.BeforeRequestInput) {
+			onGeneration(a.h, agent.HookBeforeRequest, func(ctx context.Context, _ agent.BeforeRequestInput) {
 				sim.Yield(ctx, "request")
 			})
-			onGeneration(a.h, core.HookOnYield, func(ctx context.Context, _ core.OnYieldInput) {
+			onGeneration(a.h, agent.HookOnYield, func(ctx context.Context, _ agent.OnYieldInput) {
 				atYield.Set()
 				sim.Yield(ctx, "land")
 			})
 			c := a.h.Root()
-			input = must(c.Accept(ctx, ai.PlainText("first"), core.AcceptOptions{}))
-			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), core.GenerationKindName))[0], gen)
+			input = must(c.Accept(ctx, ai.PlainText("first"), agent.AcceptOptions{}))
+			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), agent.GenerationKindName))[0], gen)
 			expectID("followUp", must(c.FollowUp(ctx, ai.PlainText("second"))), followUp)
 			drive, driveErr = driveWhileHost(ctx, rt, c, atYield, "cancel", "cancelled", func(ctx context.Context) {
 				cancelled, cancelErr = c.CancelQueued(ctx, followUp)
 			})
 			store := a.h.Store()
-			gens = tasksOfKind(ctx, store, core.GenerationKindName)
+			gens = tasksOfKind(ctx, store, agent.GenerationKindName)
 			for _, t := range gens {
 				id, text := answerOf(ctx, store, t)
 				answers, texts = append(answers, id), append(texts, text)
@@ -700,17 +701,17 @@ func cancelVsLand(o order) cell {
 				return fmt.Errorf("the inbox is %s; want it empty", inbox)
 			case len(gens) == 0 || gens[0].ID != gen || texts[0] != "one":
 				return fmt.Errorf("generations %v answering %q; want %d to answer \"one\"", ids(gens), texts, gen)
-			case first.Status != core.InputDone || first.ResultEntryID != answers[0]:
+			case first.Status != agent.InputDone || first.ResultEntryID != answers[0]:
 				return fmt.Errorf("the first input's result is %+v; want done with answer %d", first, answers[0])
 			}
 			if o == forward {
-				if err := a.watch.history(followUp, core.InputQueued, core.InputCancelled); err != nil {
+				if err := a.watch.history(followUp, agent.InputQueued, agent.InputCancelled); err != nil {
 					return err
 				}
 				switch {
-				case cancelled != core.Cancelled:
+				case cancelled != agent.Cancelled:
 					return fmt.Errorf("cancelQueued = %q; want cancelled", cancelled)
-				case second.Status != core.InputCancelled || second.Reason != "cancelled by request" || second.PlacementEntryID != 0:
+				case second.Status != agent.InputCancelled || second.Reason != "cancelled by request" || second.PlacementEntryID != 0:
 					return fmt.Errorf("the followUp's result is %+v; want cancelled by request, never placed", second)
 				case len(gens) != 1:
 					return fmt.Errorf("generations %v; the settlement after the cancel starts nothing", ids(gens))
@@ -719,15 +720,15 @@ func cancelVsLand(o order) cell {
 				}
 				return nil
 			}
-			if err := a.watch.history(followUp, core.InputQueued, core.InputRunning, core.InputDone); err != nil {
+			if err := a.watch.history(followUp, agent.InputQueued, agent.InputRunning, agent.InputDone); err != nil {
 				return err
 			}
 			switch {
-			case cancelled != core.NotFound:
+			case cancelled != agent.NotFound:
 				return fmt.Errorf("cancelQueued after the landing = %q; want not_found", cancelled)
-			case !slices.Equal(ids(gens), []storage.ID{gen, next}) || !slices.Equal(decoded[core.GenerationState](gens[1]).Inputs, []storage.ID{followUp}):
+			case !slices.Equal(ids(gens), []storage.ID{gen, next}) || !slices.Equal(decoded[agent.GenerationState](gens[1]).Inputs, []storage.ID{followUp}):
 				return fmt.Errorf("generations %v; want %d and %d answering the followUp", ids(gens), gen, next)
-			case second.Status != core.InputDone || second.ResultEntryID != answers[1] || texts[1] != "two":
+			case second.Status != agent.InputDone || second.ResultEntryID != answers[1] || texts[1] != "two":
 				return fmt.Errorf("the followUp's result is %+v; want done with answer %d (%q)", second, answers[1], texts[1])
 			case !slices.Equal(users, []string{"first", "second"}):
 				return fmt.Errorf("user entries %q; want both inputs, once each", users)
@@ -765,45 +766,45 @@ func abortVsGroupTransfer(o order) cell {
 		inv := newInvocations(j)
 		atResponse := rt.NewEvent("after-response")
 		var (
-			a                  *agent
+			a                  *loop
 			drive              core.DriveResult
 			driveErr, abortErr error
 			gens, posts, tools []*storage.Task
 			live               []*storage.Task
-			accepted, steered  core.InputResult
+			accepted, steered  agent.InputResult
 			owners             []*storage.Task
 		)
 		main := func(ctx context.Context) {
 			a = openAgent(ctx, s, agentOptions{
-				tools:   []core.Tool{pointTool(rt, "a", true, "run")},
-				replace: []core.TaskKind{watchedKind{TaskKind: core.PostToolsKind, inv: inv}},
+				tools:   []agent.Tool{pointTool(rt, "a", true, "run")},
+				replace: []core.TaskKind{watchedKind{TaskKind: agent.PostToolsKind, inv: inv}},
 			})
 			a.faux.SetResponses(callTools("a"), say("never"))
-			onGeneration(a.h, core.HookAfterResponse, func(ctx context.Context, _ core.AfterResponseInput) {
+			onGeneration(a.h, agent.HookAfterResponse, func(ctx context.Context, _ agent.AfterResponseInput) {
 				atResponse.Set()
 				sim.Yield(ctx, "settle")
 			})
 			c := a.h.Root()
-			expectID("input", must(c.Accept(ctx, ai.PlainText("go"), core.AcceptOptions{})), input)
-			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), core.GenerationKindName))[0], gen)
+			expectID("input", must(c.Accept(ctx, ai.PlainText("go"), agent.AcceptOptions{})), input)
+			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), agent.GenerationKindName))[0], gen)
 			expectID("steer", must(c.Steer(ctx, ai.PlainText("also"))), steer)
 			drive, driveErr = driveWhileHost(ctx, rt, c, atResponse, "abort", "aborted", func(ctx context.Context) {
 				abortErr = c.Abort(ctx)
 			})
 			store := a.h.Store()
-			gens = tasksOfKind(ctx, store, core.GenerationKindName)
-			posts = tasksOfKind(ctx, store, core.PostToolsKindName)
-			tools = tasksOfKind(ctx, store, core.ToolKindName)
+			gens = tasksOfKind(ctx, store, agent.GenerationKindName)
+			posts = tasksOfKind(ctx, store, agent.PostToolsKindName)
+			tools = tasksOfKind(ctx, store, agent.ToolKindName)
 			live = liveTasks(ctx, store)
 			accepted, _ = resultOf(ctx, store, rootID, input)
 			steered, _ = resultOf(ctx, store, rootID, steer)
 			for _, t := range gens {
-				if slices.Contains(decoded[core.GenerationState](t).Inputs, input) {
+				if slices.Contains(decoded[agent.GenerationState](t).Inputs, input) {
 					owners = append(owners, t)
 				}
 			}
 			for _, t := range posts {
-				if slices.Contains(decoded[core.PostToolsState](t).Inputs, input) {
+				if slices.Contains(decoded[agent.PostToolsState](t).Inputs, input) {
 					owners = append(owners, t)
 				}
 			}
@@ -827,10 +828,10 @@ func abortVsGroupTransfer(o order) cell {
 				return fmt.Errorf("generations %v; an aborted group has no successor", ids(gens))
 			}
 			// Every active input resolves once.
-			if err := a.watch.history(input, core.InputRunning, core.InputCancelled); err != nil {
+			if err := a.watch.history(input, agent.InputRunning, agent.InputCancelled); err != nil {
 				return err
 			}
-			if err := a.watch.history(steer, core.InputQueued, core.InputCancelled); err != nil {
+			if err := a.watch.history(steer, agent.InputQueued, agent.InputCancelled); err != nil {
 				return err
 			}
 			switch {
@@ -893,33 +894,33 @@ func sharedGeneration(o order) cell {
 		rt := s.Runtime()
 		atResponse := rt.NewEvent("after-response")
 		var (
-			a                  *agent
+			a                  *loop
 			steer              storage.ID
 			drive              core.DriveResult
 			driveErr, steerErr error
 			gens, tools        []*storage.Task
-			results            = map[storage.ID]core.InputResult{}
+			results            = map[storage.ID]agent.InputResult{}
 			answer             storage.ID
 			text               string
 			inbox              string
 		)
 		main := func(ctx context.Context) {
-			a = openAgent(ctx, s, agentOptions{tools: []core.Tool{pointTool(rt, "a", false, "run", "finish")}})
+			a = openAgent(ctx, s, agentOptions{tools: []agent.Tool{pointTool(rt, "a", false, "run", "finish")}})
 			a.faux.SetResponses(callTools("a"), say("all"))
-			onGeneration(a.h, core.HookAfterResponse, func(ctx context.Context, _ core.AfterResponseInput) {
+			onGeneration(a.h, agent.HookAfterResponse, func(ctx context.Context, _ agent.AfterResponseInput) {
 				atResponse.Set()
 				sim.Yield(ctx, "settle")
 			})
 			c := a.h.Root()
 			expectID("nextRun", must(c.NextRun(ctx, ai.PlainText("before"))), nextRun)
-			expectID("input", must(c.Accept(ctx, ai.PlainText("go"), core.AcceptOptions{})), input)
-			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), core.GenerationKindName))[0], gen)
+			expectID("input", must(c.Accept(ctx, ai.PlainText("go"), agent.AcceptOptions{})), input)
+			expectID("generation", ids(tasksOfKind(ctx, a.h.Store(), agent.GenerationKindName))[0], gen)
 			drive, driveErr = driveWhileHost(ctx, rt, c, atResponse, "steer", "steered", func(ctx context.Context) {
 				steer, steerErr = c.Steer(ctx, ai.PlainText("also"))
 			})
 			store := a.h.Store()
-			gens = tasksOfKind(ctx, store, core.GenerationKindName)
-			tools = tasksOfKind(ctx, store, core.ToolKindName)
+			gens = tasksOfKind(ctx, store, agent.GenerationKindName)
+			tools = tasksOfKind(ctx, store, agent.ToolKindName)
 			for _, id := range []storage.ID{nextRun, input, steer} {
 				results[id], _ = resultOf(ctx, store, rootID, id)
 			}
@@ -941,8 +942,8 @@ func sharedGeneration(o order) cell {
 				return fmt.Errorf("the inbox is %s; want it empty", inbox)
 			case len(gens) != 2 || gens[0].ID != gen:
 				return fmt.Errorf("generations %v; want %d and its successor", ids(gens), gen)
-			case !slices.Equal(decoded[core.GenerationState](gens[1]).Inputs, []storage.ID{nextRun, input, steer}):
-				return fmt.Errorf("the successor's group is %v; want [%d %d %d]", decoded[core.GenerationState](gens[1]).Inputs, nextRun, input, steer)
+			case !slices.Equal(decoded[agent.GenerationState](gens[1]).Inputs, []storage.ID{nextRun, input, steer}):
+				return fmt.Errorf("the successor's group is %v; want [%d %d %d]", decoded[agent.GenerationState](gens[1]).Inputs, nextRun, input, steer)
 			case text != "all":
 				return fmt.Errorf("the final answer is %d (%q); want \"all\"", answer, text)
 			case len(tools) != 1:
@@ -953,14 +954,14 @@ func sharedGeneration(o order) cell {
 				return fmt.Errorf("the steer (%d) queued before the exchange's tool (%d); want it queued while tool %d ran", steer, tools[0].ID, tool)
 			}
 			for _, id := range []storage.ID{nextRun, input, steer} {
-				if r := results[id]; r.Status != core.InputDone || r.ResultEntryID != answer || r.PlacementEntryID == 0 {
+				if r := results[id]; r.Status != agent.InputDone || r.ResultEntryID != answer || r.PlacementEntryID == 0 {
 					return fmt.Errorf("input %d's result is %+v; want done with the shared final answer %d", id, r, answer)
 				}
 			}
-			for id, want := range map[storage.ID][]core.InputStatus{
-				nextRun: {core.InputQueued, core.InputRunning, core.InputDone},
-				input:   {core.InputRunning, core.InputDone},
-				steer:   {core.InputQueued, core.InputRunning, core.InputDone},
+			for id, want := range map[storage.ID][]agent.InputStatus{
+				nextRun: {agent.InputQueued, agent.InputRunning, agent.InputDone},
+				input:   {agent.InputRunning, agent.InputDone},
+				steer:   {agent.InputQueued, agent.InputRunning, agent.InputDone},
 			} {
 				if err := a.watch.history(id, want...); err != nil {
 					return err
@@ -1015,14 +1016,14 @@ func shutdownVsAccept(o order) cell {
 		begun := rt.NewEvent("worker-abort")
 		kind := inv.wrapped(workerKind("worker", begun))
 		var (
-			a, reopened                     *agent
+			a, reopened                     *loop
 			input, third                    storage.ID
 			acceptErr, nextErr, shutdownErr error
 			before, shut, opened, driven    string
 			redrive                         core.DriveResult
 			gens                            []*storage.Task
 			workerTask                      *storage.Task
-			accepted                        core.InputResult
+			accepted                        agent.InputResult
 			hasResult                       bool
 			users                           []string
 			rootInbox                       string
@@ -1032,7 +1033,7 @@ func shutdownVsAccept(o order) cell {
 			mem := memory.New()
 			handle := fault.Wrap(rt, mem, fault.Plan{}, s)
 			a = openAgent(ctx, s, agentOptions{store: handle, kinds: []core.TaskKind{kind}})
-			var conv2 *core.Conversation
+			var conv2 *agent.Conversation
 			must(a.h.Commit(ctx, func(tx *core.Tx) error {
 				expectID("idle conversation", tx.CreateConversation(core.ConversationSpec{}), idle)
 				expectID("busy conversation", tx.CreateConversation(core.ConversationSpec{}), busy)
@@ -1046,7 +1047,7 @@ func shutdownVsAccept(o order) cell {
 			g := newGroup(rt)
 			g.Go(ctx, "client", func(ctx context.Context) {
 				sim.Yield(ctx, "accept")
-				input, acceptErr = a.h.Root().Accept(ctx, ai.PlainText("now"), core.AcceptOptions{})
+				input, acceptErr = a.h.Root().Accept(ctx, ai.PlainText("now"), agent.AcceptOptions{})
 				third, nextErr = conv2.NextRun(ctx, ai.PlainText("later 3"))
 				sim.Yield(ctx, "accepted")
 			})
@@ -1069,7 +1070,7 @@ func shutdownVsAccept(o order) cell {
 			opened = inboxView(ctx, store, idle, queued...)
 			redrive = must(reopened.h.Drive(ctx))
 			driven = inboxView(ctx, store, idle, queued...)
-			gens = tasksOfKind(ctx, store, core.GenerationKindName)
+			gens = tasksOfKind(ctx, store, agent.GenerationKindName)
 			workerTask = must(store.GetTasks(ctx, []storage.ID{worker}))[worker]
 			if input != 0 {
 				accepted, hasResult = resultOf(ctx, store, rootID, input)
@@ -1109,7 +1110,7 @@ func shutdownVsAccept(o order) cell {
 					return fmt.Errorf("generations %v; want the accepted input's generation %d, marked by the shutdown and aborted", ids(gens), gen)
 				case a.watch.markSeq <= gen:
 					return fmt.Errorf("the mark batch is at %d; want it after the accept's commit (generation %d)", a.watch.markSeq, gen)
-				case !hasResult || accepted.Status != core.InputCancelled || accepted.Reason != "aborted" || accepted.PlacementEntryID == 0:
+				case !hasResult || accepted.Status != agent.InputCancelled || accepted.Reason != "aborted" || accepted.PlacementEntryID == 0:
 					return fmt.Errorf("the accepted input's result is %+v; want placed, then cancelled by its generation's abort", accepted)
 				case !slices.Equal(users, []string{"now"}):
 					return fmt.Errorf("the root's user entries are %q; want the accepted input", users)
@@ -1247,9 +1248,9 @@ func shutdownCrash(o order) cell {
 			ownerKind, childKind := ownerKinds(rt, j, ready, running, begun)
 			mem := memory.New()
 			handle := fault.Wrap(rt, mem, fault.Plan{}, s)
-			h := must(core.Open(ctx, handle, core.Options{Runtime: rt, TaskKinds: []core.TaskKind{inv.wrapped(ownerKind), inv.wrapped(childKind)},
+			h := must(agent.Open(ctx, handle, agent.Options{Runtime: rt, CheckInvariants: true, TaskKinds: []core.TaskKind{inv.wrapped(ownerKind), inv.wrapped(childKind)},
 				Report: func(err error) { reported = append(reported, err) }}))
-			expectID("owner", createTasks(ctx, h, rootID, ownerKind)[0], owner)
+			expectID("owner", createTasks(ctx, h.Harness, rootID, ownerKind)[0], owner)
 			var next *fault.Storage
 			queued := []storage.ID{nextRun, followUp, steer}
 			g := newGroup(rt)
@@ -1277,7 +1278,7 @@ func shutdownCrash(o order) cell {
 			// The restarted process: the same kinds, fresh events.
 			ownerKind, childKind = ownerKinds(rt, j2, rt.NewEvent("owner-ready"), rt.NewEvent("child-running"),
 				map[string]core.Event{"owner": rt.NewEvent("owner-abort"), "child": rt.NewEvent("child-abort")})
-			h2 := must(core.Open(ctx, next, core.Options{Runtime: rt, TaskKinds: []core.TaskKind{inv2.wrapped(ownerKind), inv2.wrapped(childKind)},
+			h2 := must(agent.Open(ctx, next, agent.Options{Runtime: rt, CheckInvariants: true, TaskKinds: []core.TaskKind{inv2.wrapped(ownerKind), inv2.wrapped(childKind)},
 				Report: func(err error) { reported2 = append(reported2, err) }}))
 			check(rt.Sleep(ctx, time.Second)) // everything runnable runs: nothing may start undriven
 			startedOnReopen = len(inv2.runtimes) > 0
@@ -1285,7 +1286,7 @@ func shutdownCrash(o order) cell {
 			redrive = must(h2.Drive(ctx))
 			end = inboxView(ctx, h2.Store(), childConv, queued...)
 			final = must(h2.GetTasks(ctx, []storage.ID{owner, childTask}))
-			gens = tasksOfKind(ctx, h2.Store(), core.GenerationKindName)
+			gens = tasksOfKind(ctx, h2.Store(), agent.GenerationKindName)
 			users = userEntries(ctx, h2.Store(), childConv)
 			check(h2.Close(ctx))
 		}

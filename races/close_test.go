@@ -86,7 +86,7 @@ func closeVsTaskCommit(o order) cell {
 			mem := memory.New()
 			barrier := fault.Wrap(rt, mem, plan, s)
 			handle := closeWatch{barrier, j}
-			h := must(core.Open(ctx, handle, core.Options{Runtime: rt, TaskKinds: []core.TaskKind{kind},
+			h := must(core.Open(ctx, handle, core.Options{Runtime: rt, CheckInvariants: true, TaskKinds: []core.TaskKind{kind},
 				Report: func(err error) { reported = append(reported, err) }}))
 			expectID("task", createTasks(ctx, h, rootID, kind)[0], task)
 			g := newGroup(rt)
@@ -225,7 +225,7 @@ func brokenAbortHandler(o order) cell {
 		main := func(ctx context.Context) {
 			mem := memory.New()
 			handle := fault.Wrap(rt, mem, fault.Plan{}, nil)
-			h := must(core.Open(ctx, closeWatch{handle, j}, core.Options{Runtime: rt, TaskKinds: []core.TaskKind{inv.wrapped(broken), inv.wrapped(steadyKind)},
+			h := must(core.Open(ctx, closeWatch{handle, j}, core.Options{Runtime: rt, CheckInvariants: true, TaskKinds: []core.TaskKind{inv.wrapped(broken), inv.wrapped(steadyKind)},
 				Report: func(err error) { reported = append(reported, err) }}))
 			ids := createTasks(ctx, h, rootID, broken, steadyKind)
 			expectID("brittle task", ids[0], brittle)
@@ -259,9 +259,9 @@ func brokenAbortHandler(o order) cell {
 
 			// Reopen the durable state as a restarted process would.
 			next := handle.Reopen(fault.Plan{})
-			_, unknownErr = core.Open(ctx, next, core.Options{Runtime: rt, TaskKinds: []core.TaskKind{steadyKind}})
+			_, unknownErr = core.Open(ctx, next, core.Options{Runtime: rt, CheckInvariants: true, TaskKinds: []core.TaskKind{steadyKind}})
 			again := newInvocations(&journal{}) // the reopened process's invocations
-			h2 := must(core.Open(ctx, next, core.Options{Runtime: rt,
+			h2 := must(core.Open(ctx, next, core.Options{Runtime: rt, CheckInvariants: true,
 				TaskKinds: []core.TaskKind{broken, again.wrapped(steadyKind)}, Replace: []core.TaskKind{again.wrapped(fixed)}}))
 			check(rt.Sleep(ctx, time.Second)) // everything runnable runs: nothing may start undriven
 			startedOnReopen = len(again.runtimes) > 0

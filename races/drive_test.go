@@ -134,7 +134,7 @@ func repeatedDrive(o order) cell {
 			return settle(ctx, trt, t.ID, "done")
 		})
 		main := func(ctx context.Context) {
-			h := must(core.Open(ctx, memory.New(), core.Options{Runtime: rt, TaskKinds: []core.TaskKind{kind, late}}))
+			h := must(core.Open(ctx, memory.New(), core.Options{Runtime: rt, CheckInvariants: true, TaskKinds: []core.TaskKind{kind, late}}))
 			expectID("task", createTasks(ctx, h, rootID, kind)[0], task)
 			bctx, cancelB := context.WithCancel(asCaller(ctx, "caller-b"))
 			defer cancelB()

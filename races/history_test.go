@@ -100,7 +100,7 @@ func historicalChildrenTwoLive(o order) cell {
 		}))
 		main := func(ctx context.Context) {
 			workBefore = mem.Work()
-			h := must(core.Open(ctx, counter, core.Options{Runtime: rt, TaskKinds: []core.TaskKind{kind}}))
+			h := must(core.Open(ctx, counter, core.Options{Runtime: rt, CheckInvariants: true, TaskKinds: []core.TaskKind{kind}}))
 			if r := must(h.Root().Drive(ctx)); r != core.Idle {
 				panic(fmt.Sprintf("drive = %s; want idle", r))
 			}

@@ -69,7 +69,7 @@ func openSession(ctx context.Context, s *sim.Sim, store storage.Storage, kinds .
 	if store == nil {
 		store = memory.New()
 	}
-	return must(core.Open(ctx, store, core.Options{Runtime: s.Runtime(), TaskKinds: kinds}))
+	return must(core.Open(ctx, store, core.Options{Runtime: s.Runtime(), CheckInvariants: true, TaskKinds: kinds}))
 }
 
 // createTasks commits one task per kind into conversation conv, in one

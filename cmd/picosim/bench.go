@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
@@ -154,19 +155,19 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	}
 	p.SetResponses(steps...)
 	var toolCalls atomic.Int64 // a turn's tools run concurrently
-	var tools []core.Tool
+	var tools []agent.Tool
 	for _, n := range names {
-		tools = append(tools, core.Tool{
+		tools = append(tools, agent.Tool{
 			Definition: ai.Tool{Name: n, Description: n, Parameters: json.RawMessage(`{"type":"object","properties":{"v":{"type":"string"}},"required":["v"]}`)},
-			Replay:     core.ReplaySafe,
-			Execute: func(_ context.Context, _ string, args json.RawMessage, out *core.ToolOutput, _ *core.ToolRuntime) error {
+			Replay:     agent.ReplaySafe,
+			Execute: func(_ context.Context, _ string, args json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
 				toolCalls.Add(1)
 				out.Write(n + string(args))
 				return nil
 			},
 		})
 	}
-	opts := core.Options{Runtime: rt, Tools: tools, Models: core.NewModels(core.ModelSource{Provider: p, Models: p.Models()})}
+	opts := agent.Options{Runtime: rt, Tools: tools, Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()})}
 	store, err := benchStore(ctx, c, dir)
 	if err != nil {
 		return res, err
@@ -174,7 +175,7 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	var ru0 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	start := time.Now()
-	h, err := core.Open(ctx, store, opts)
+	h, err := agent.Open(ctx, store, opts)
 	if err != nil {
 		return res, err
 	}
@@ -191,7 +192,7 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 			}
 		}
 		t0 := time.Now()
-		answer, err := root.Prompt(ctx, ai.PlainText(input), core.AcceptOptions{})
+		answer, err := root.Prompt(ctx, ai.PlainText(input), agent.AcceptOptions{})
 		if err != nil {
 			return res, fmt.Errorf("turn %d: %w", i, err)
 		}
@@ -236,7 +237,7 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 		if err != nil {
 			return res, fmt.Errorf("reopen: %w", err)
 		}
-		h2, err := core.Open(ctx, again, opts)
+		h2, err := agent.Open(ctx, again, opts)
 		if err != nil {
 			return res, fmt.Errorf("reopen: %w", err)
 		}

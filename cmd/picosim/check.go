@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/jsonl"
 	"github.com/pico-go/pico/storage/sqlite"
@@ -25,7 +26,7 @@ import (
 // temporary directory and opened there, so the backend's own replay checks
 // every batch (sequence ranges, references, roles, scratch ownership), a
 // JSONL history batch by batch against the harness's rules too (heads,
-// edits, dependencies, input-result transitions: core.ValidateBatch), and
+// edits, dependencies, input-result transitions: agent.ValidateBatch), and
 // then the harness-level invariants are checked on the opened state.
 func checkMain(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("check", flag.ContinueOnError)
@@ -100,7 +101,7 @@ func openCopy(ctx context.Context, path, dir, session string) (storage.Storage, 
 		}
 		// Every batch is also held to the harness's own rules, against the
 		// session as it stood before it.
-		return jsonl.Open(ctx, filepath.Join(dir, base), jsonl.Options{Verify: core.ValidateBatch})
+		return jsonl.Open(ctx, filepath.Join(dir, base), jsonl.Options{Verify: agent.ValidateBatch})
 	}
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		if err := copyFile(path+suffix, filepath.Join(dir, base+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -142,19 +143,19 @@ func copyDir(from, to string) error {
 // input belongs to a live generation or post_tools.
 func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 	var problems []string
-	convs, err := scanAll(ctx, func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
+	convs, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
 		return store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
 	})
 	if err != nil {
 		return "", []string{err.Error()}
 	}
-	tasks, err := scanAll(ctx, func(c storage.Cursor) (storage.Page[*storage.Task], error) {
+	tasks, err := storage.AllPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
 		return store.ScanTasks(ctx, storage.TaskQuery{Cursor: c, Live: storage.Bool(true)})
 	})
 	if err != nil {
 		return "", []string{err.Error()}
 	}
-	kinds := map[string]core.TaskKind{core.GenerationKindName: core.GenerationKind, core.ToolKindName: core.ToolKind, core.PostToolsKindName: core.PostToolsKind}
+	kinds := map[string]core.TaskKind{agent.GenerationKindName: agent.GenerationKind, agent.ToolKindName: agent.ToolKind, agent.PostToolsKindName: agent.PostToolsKind}
 	owned := map[storage.ID]bool{} // inputs of live groups
 	for _, t := range tasks {
 		if k, ok := kinds[t.Kind]; ok {
@@ -165,7 +166,7 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 		var st struct {
 			Inputs []storage.ID `json:"inputs"`
 		}
-		if (t.Kind == core.GenerationKindName || t.Kind == core.PostToolsKindName) && json.Unmarshal(t.State, &st) == nil {
+		if (t.Kind == agent.GenerationKindName || t.Kind == agent.PostToolsKindName) && json.Unmarshal(t.State, &st) == nil {
 			for _, in := range st.Inputs {
 				owned[in] = true
 			}
@@ -179,8 +180,8 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("conversation %d: its context does not derive: %v", c.ID, err))
 		}
-		inbox, err := scanAll(ctx, func(cur storage.Cursor) (storage.Page[storage.Element], error) {
-			return store.ReadList(ctx, core.InboxList.In(c.ID).Address, storage.ListQuery{Cursor: cur})
+		inbox, err := storage.AllPages(func(cur storage.Cursor) (storage.Page[storage.Element], error) {
+			return store.ReadList(ctx, agent.InboxList.In(c.ID).Address, storage.ListQuery{Cursor: cur})
 		})
 		if err != nil {
 			problems = append(problems, err.Error())
@@ -197,9 +198,9 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 		}
 		for id, r := range results {
 			switch {
-			case r.Status == core.InputQueued && !queued[id]:
+			case r.Status == agent.InputQueued && !queued[id]:
 				problems = append(problems, fmt.Sprintf("conversation %d: input %d is queued but not in the inbox", c.ID, id))
-			case r.Status == core.InputRunning && !owned[id]:
+			case r.Status == agent.InputRunning && !owned[id]:
 				problems = append(problems, fmt.Sprintf("conversation %d: input %d is running but no live generation or post_tools owns it", c.ID, id))
 			}
 			delete(queued, id)
@@ -213,9 +214,9 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 }
 
 // inputResults reads every input result of a conversation, by input id.
-func inputResults(ctx context.Context, store storage.Storage, conv storage.ID) (map[storage.ID]core.InputResult, error) {
-	out := map[storage.ID]core.InputResult{}
-	for q := (storage.ValueQuery{Scope: storage.ConversationScope(conv), Namespace: core.InputResultValue.Namespace, Limit: storage.PageLimitMax}); ; {
+func inputResults(ctx context.Context, store storage.Storage, conv storage.ID) (map[storage.ID]agent.InputResult, error) {
+	out := map[storage.ID]agent.InputResult{}
+	for q := (storage.ValueQuery{Scope: storage.ConversationScope(conv), Namespace: agent.InputResultValue.Namespace, Limit: storage.PageLimitMax}); ; {
 		p, err := store.ScanValues(ctx, q)
 		if err != nil {
 			return nil, err
@@ -225,7 +226,7 @@ func inputResults(ctx context.Context, store storage.Storage, conv storage.ID) (
 			if err != nil {
 				return nil, fmt.Errorf("input result key %q is not an input id", kv.Key)
 			}
-			var r core.InputResult
+			var r agent.InputResult
 			if err := json.Unmarshal(kv.Version.Value, &r); err != nil {
 				return nil, fmt.Errorf("input result %s does not decode: %v", kv.Key, err)
 			}
@@ -235,22 +236,5 @@ func inputResults(ctx context.Context, store storage.Storage, conv storage.ID) (
 			return out, nil
 		}
 		q.After = p.Items[len(p.Items)-1].Key
-	}
-}
-
-// scanAll reads every page of a query.
-func scanAll[T any](ctx context.Context, page func(storage.Cursor) (storage.Page[T], error)) ([]T, error) {
-	var out []T
-	c := storage.Cursor{Limit: storage.PageLimitMax}
-	for {
-		p, err := page(c)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p.Items...)
-		if p.Next == 0 {
-			return out, nil
-		}
-		c.After = p.Next
 	}
 }

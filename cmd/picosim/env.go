@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
@@ -35,12 +36,12 @@ type env struct {
 	// faults are in; handle is the current process's. firstH is the first
 	// process's harness.
 	first, handle *fault.Storage
-	firstH        *core.Harness
+	firstH        *agent.Harness
 	// stopHolds ends the actors that release the plan's holds.
 	stopHolds context.CancelFunc
 	store     storage.Storage
 	faux      *faux.Provider
-	h         *core.Harness
+	h         *agent.Harness
 	watch     *core.WatchHandle
 	inputs    map[storage.ID][]storage.ID // conversation → inputs accepted
 	// toolOrder is the order tools ran in (the simulator runs one at a time).
@@ -69,7 +70,7 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 func (e *env) disk() fault.Disk {
 	switch e.spec.backend {
 	case "jsonl":
-		return fault.JSONL(filepath.Join(e.dir, "session.jsonl"), jsonl.Options{Verify: core.ValidateBatch})
+		return fault.JSONL(filepath.Join(e.dir, "session.jsonl"), jsonl.Options{Verify: agent.ValidateBatch})
 	case "sqlite":
 		path := filepath.Join(e.dir, "sessions.db")
 		return fault.Disk{Open: func(ctx context.Context) (storage.Storage, error) {
@@ -110,9 +111,9 @@ func (e *env) open(ctx context.Context) error {
 	}
 	store := &recorded{Storage: handle, e: e, counts: handle == e.first}
 	e.store = store
-	tools := []core.Tool{e.echo("a"), e.echo("b")}
-	e.h, err = core.Open(ctx, store, core.Options{Runtime: e.s.Runtime(), Tools: tools,
-		Models: core.NewModels(core.ModelSource{Provider: e.faux, Models: e.faux.Models()})})
+	tools := []agent.Tool{e.echo("a"), e.echo("b")}
+	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, CheckInvariants: true,
+		Models: agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()})})
 	if err != nil {
 		e.h = nil
 		return err
@@ -240,7 +241,7 @@ func (e *env) play(ctx context.Context) error {
 	}
 	// An idle accept takes nextRun input still queued into its turn, so
 	// that every input must end.
-	if _, err := e.acceptInput(ctx, root, core.ModeFollowUp, "after the restart"); err != nil {
+	if _, err := e.acceptInput(ctx, root, agent.ModeFollowUp, "after the restart"); err != nil {
 		return fmt.Errorf("accept after the restart: %w", err)
 	}
 	if err := e.driveIdle(ctx); err != nil {
@@ -317,11 +318,11 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 
 // echo is a tool that writes its name and arguments and records the order
 // tools ran in.
-func (e *env) echo(name string) core.Tool {
-	return core.Tool{
+func (e *env) echo(name string) agent.Tool {
+	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: json.RawMessage(`{"type":"object"}`)},
-		Replay:     core.ReplaySafe,
-		Execute: func(_ context.Context, _ string, args json.RawMessage, out *core.ToolOutput, _ *core.ToolRuntime) error {
+		Replay:     agent.ReplaySafe,
+		Execute: func(_ context.Context, _ string, args json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
 			e.toolOrder = append(e.toolOrder, name)
 			out.Write(name + string(args))
 			return nil
@@ -358,7 +359,7 @@ func (e *env) host(action string) bool {
 
 // accept is the host action of accepting input in conv. A dropped accept
 // returns input 0, which expect passes.
-func (e *env) accept(ctx context.Context, conv storage.ID, mode core.InputMode, text string) (storage.ID, error) {
+func (e *env) accept(ctx context.Context, conv storage.ID, mode agent.InputMode, text string) (storage.ID, error) {
 	if !e.host(fmt.Sprintf("%s %q in %d", mode, text, conv)) {
 		return 0, nil
 	}
@@ -366,7 +367,7 @@ func (e *env) accept(ctx context.Context, conv storage.ID, mode core.InputMode, 
 }
 
 // acceptInput accepts input in conv and remembers it for the final check.
-func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode core.InputMode, text string) (storage.ID, error) {
+func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode agent.InputMode, text string) (storage.ID, error) {
 	c, err := e.h.Conversation(ctx, conv)
 	if err != nil {
 		return 0, err
@@ -374,14 +375,14 @@ func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode core.InputM
 	var id storage.ID
 	content := ai.PlainText(text)
 	switch mode {
-	case core.ModeSteer:
+	case agent.ModeSteer:
 		id, err = c.Steer(ctx, content)
-	case core.ModeNextRun:
+	case agent.ModeNextRun:
 		id, err = c.NextRun(ctx, content)
-	case core.ModeWrite:
+	case agent.ModeWrite:
 		id, err = c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": text}})
 	default:
-		id, err = c.Accept(ctx, content, core.AcceptOptions{})
+		id, err = c.Accept(ctx, content, agent.AcceptOptions{})
 	}
 	if err == nil {
 		if e.inputs == nil {
@@ -420,7 +421,7 @@ func (e *env) settled(ctx context.Context, allowQueued func(storage.ID) bool) er
 		}
 	}
 	store := e.h.Store()
-	convs, err := scanAll(ctx, func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
+	convs, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
 		return store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
 	})
 	if err != nil {
@@ -438,7 +439,7 @@ func (e *env) settled(ctx context.Context, allowQueued func(storage.ID) bool) er
 		}
 		for _, id := range slices.Sorted(maps.Keys(results)) {
 			switch r := results[id]; {
-			case r.Status == core.InputQueued && allowQueued != nil && allowQueued(id):
+			case r.Status == agent.InputQueued && allowQueued != nil && allowQueued(id):
 			case !r.Status.Terminal():
 				return fmt.Errorf("input %d ended %s, not terminal", id, r.Status)
 			}
@@ -447,7 +448,7 @@ func (e *env) settled(ctx context.Context, allowQueued func(storage.ID) bool) er
 	return nil
 }
 
-func (e *env) expect(ctx context.Context, conv, input storage.ID, want core.InputStatus) error {
+func (e *env) expect(ctx context.Context, conv, input storage.ID, want agent.InputStatus) error {
 	if input == 0 {
 		return nil // a dropped accept
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
@@ -58,7 +59,7 @@ func main() {
 }
 
 // modelValue is the generation's model config, the value a fork rewinds.
-var modelValue = core.ModelValue
+var modelValue = agent.ModelValue
 
 func demo(ctx context.Context, w io.Writer) error {
 	store := memory.New()
@@ -72,7 +73,7 @@ func demo(ctx context.Context, w io.Writer) error {
 	steps := []func(tx *core.Tx){
 		func(tx *core.Tx) { conv = tx.CreateConversation(core.ConversationSpec{}) },
 		func(tx *core.Tx) {
-			core.TxValue(tx, modelValue.In(conv)).Set(core.ModelRef{ModelID: "faux-1"})
+			core.TxValue(tx, modelValue.In(conv)).Set(agent.ModelRef{ModelID: "faux-1"})
 			core.AppendUser(tx, conv, ai.UserText("Inspect the parser", 0))
 		},
 		func(tx *core.Tx) {
@@ -85,7 +86,7 @@ func demo(ctx context.Context, w io.Writer) error {
 				ai.UserText("Summary: the parser was inspected and is fine.", 0), answer+1)
 		},
 		func(tx *core.Tx) { fork = tx.Fork(conv, answer) },
-		func(tx *core.Tx) { core.TxValue(tx, modelValue.In(conv)).Set(core.ModelRef{ModelID: "faux-2"}) },
+		func(tx *core.Tx) { core.TxValue(tx, modelValue.In(conv)).Set(agent.ModelRef{ModelID: "faux-2"}) },
 	}
 	for _, step := range steps {
 		if _, err := line.Commit(ctx, func(tx *core.Tx) error { step(tx); return nil }); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
@@ -56,12 +57,12 @@ const root storage.ID = 1
 // turn accepts text in the root, drives it to idle and expects the input
 // done.
 func (e *env) turn(ctx context.Context, text string) error {
-	id, err := e.accept(ctx, root, core.ModeFollowUp, text)
+	id, err := e.accept(ctx, root, agent.ModeFollowUp, text)
 	if err != nil {
 		return err
 	}
 	e.driveAsync(ctx, root).Wait(ctx)
-	return e.expect(ctx, root, id, core.InputDone)
+	return e.expect(ctx, root, id, agent.InputDone)
 }
 
 func basicTurn(ctx context.Context, e *env) error {
@@ -74,12 +75,12 @@ func basicTurn(ctx context.Context, e *env) error {
 
 func parallelTools(ctx context.Context, e *env) error {
 	e.faux.SetResponses(toolCalls("a", "b"), reply("both ran"))
-	id, err := e.accept(ctx, root, core.ModeFollowUp, "tool:a,b")
+	id, err := e.accept(ctx, root, agent.ModeFollowUp, "tool:a,b")
 	if err != nil {
 		return err
 	}
 	e.driveAsync(ctx, root).Wait(ctx)
-	p, err := e.h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: 10}, Kind: core.PostToolsKindName})
+	p, err := e.h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: 10}, Kind: agent.PostToolsKindName})
 	if err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func parallelTools(ctx context.Context, e *env) error {
 	if planted("tool-order") && strings.Join(e.toolOrder, ",") == "b,a" {
 		return fmt.Errorf("planted bug: tool b ran before tool a")
 	}
-	if err := e.expect(ctx, root, id, core.InputDone); err != nil {
+	if err := e.expect(ctx, root, id, agent.InputDone); err != nil {
 		return err
 	}
 	return e.settled(ctx, nil)
@@ -97,22 +98,22 @@ func parallelTools(ctx context.Context, e *env) error {
 
 func inputWhileBusy(ctx context.Context, e *env) error {
 	e.faux.SetResponses(toolCalls("a").WithDelay(time.Second), reply("joined"), reply("followed up"), reply("next run"))
-	if _, err := e.accept(ctx, root, core.ModeFollowUp, "go"); err != nil {
+	if _, err := e.accept(ctx, root, agent.ModeFollowUp, "go"); err != nil {
 		return err
 	}
 	done := e.driveAsync(ctx, root)
-	steps := []core.InputMode{core.ModeSteer, core.ModeFollowUp, core.ModeWrite}
+	steps := []agent.InputMode{agent.ModeSteer, agent.ModeFollowUp, agent.ModeWrite}
 	e.s.Rand().Shuffle(len(steps), func(i, j int) { steps[i], steps[j] = steps[j], steps[i] })
 	for _, m := range steps {
 		id, err := e.accept(ctx, root, m, string(m))
 		if err != nil {
 			return err
 		}
-		if m == core.ModeSteer && id != 0 && planted("steer") {
+		if m == agent.ModeSteer && id != 0 && planted("steer") {
 			return fmt.Errorf("planted bug: steer %d was accepted", id)
 		}
 	}
-	next, err := e.accept(ctx, root, core.ModeNextRun, "next")
+	next, err := e.accept(ctx, root, agent.ModeNextRun, "next")
 	if err != nil {
 		return err
 	}
@@ -120,11 +121,11 @@ func inputWhileBusy(ctx context.Context, e *env) error {
 	if err := e.settled(ctx, func(id storage.ID) bool { return id == next }); err != nil {
 		return err
 	}
-	if err := e.expect(ctx, root, next, core.InputQueued); err != nil {
+	if err := e.expect(ctx, root, next, agent.InputQueued); err != nil {
 		return fmt.Errorf("nextRun must wait for an idle accept: %w", err)
 	}
 	// The next explicit idle accept takes the nextRun input into its group.
-	if _, err := e.accept(ctx, root, core.ModeFollowUp, "now"); err != nil {
+	if _, err := e.accept(ctx, root, agent.ModeFollowUp, "now"); err != nil {
 		return err
 	}
 	e.driveAsync(ctx, root).Wait(ctx)
@@ -133,7 +134,7 @@ func inputWhileBusy(ctx context.Context, e *env) error {
 
 func abortMidStream(ctx context.Context, e *env) error {
 	e.faux.SetResponses(reply(strings.Repeat("streaming words ", 50)).WithDelay(100 * time.Millisecond))
-	id, err := e.accept(ctx, root, core.ModeFollowUp, "go")
+	id, err := e.accept(ctx, root, agent.ModeFollowUp, "go")
 	if err != nil {
 		return err
 	}
@@ -156,7 +157,7 @@ func abortMidStream(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	if r.Status != core.InputCancelled && r.Status != core.InputDone {
+	if r.Status != agent.InputCancelled && r.Status != agent.InputDone {
 		return fmt.Errorf("input %d is %s; want cancelled or done", id, r.Status)
 	}
 	return e.settled(ctx, nil)
@@ -172,7 +173,7 @@ func retryAndDeferred(ctx context.Context, e *env) error {
 
 func crashReopen(ctx context.Context, e *env) error {
 	e.faux.SetResponses(toolCalls("a", "b").WithDelay(50*time.Millisecond), reply(strings.Repeat("words ", 40)))
-	id, err := e.accept(ctx, root, core.ModeFollowUp, "go")
+	id, err := e.accept(ctx, root, agent.ModeFollowUp, "go")
 	if err != nil {
 		return err
 	}
@@ -207,7 +208,7 @@ func crashReopen(ctx context.Context, e *env) error {
 
 func forkAndContinue(ctx context.Context, e *env) error {
 	e.faux.SetResponses(reply("first"), reply("on the fork"), reply("on the source"))
-	if _, err := e.accept(ctx, root, core.ModeFollowUp, "one"); err != nil {
+	if _, err := e.accept(ctx, root, agent.ModeFollowUp, "one"); err != nil {
 		return err
 	}
 	e.driveAsync(ctx, root).Wait(ctx)
@@ -223,10 +224,10 @@ func forkAndContinue(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	if _, err := e.accept(ctx, fork.ID, core.ModeFollowUp, "fork"); err != nil {
+	if _, err := e.accept(ctx, fork.ID, agent.ModeFollowUp, "fork"); err != nil {
 		return err
 	}
-	if _, err := e.accept(ctx, root, core.ModeFollowUp, "source"); err != nil {
+	if _, err := e.accept(ctx, root, agent.ModeFollowUp, "source"); err != nil {
 		return err
 	}
 	a, b := e.driveAsync(ctx, fork.ID), e.driveAsync(ctx, root)
@@ -246,11 +247,11 @@ func forkAndContinue(ctx context.Context, e *env) error {
 
 func shutdownQueued(ctx context.Context, e *env) error {
 	e.faux.SetResponses(reply("slow").WithDelay(time.Hour))
-	if _, err := e.accept(ctx, root, core.ModeFollowUp, "go"); err != nil {
+	if _, err := e.accept(ctx, root, agent.ModeFollowUp, "go"); err != nil {
 		return err
 	}
 	done := e.driveAsync(ctx, root)
-	next, err := e.accept(ctx, root, core.ModeNextRun, "later")
+	next, err := e.accept(ctx, root, agent.ModeNextRun, "later")
 	if err != nil {
 		return err
 	}
@@ -265,7 +266,7 @@ func shutdownQueued(ctx context.Context, e *env) error {
 	if err := e.open(ctx); err != nil {
 		return fmt.Errorf("reopen: %w", err)
 	}
-	if err := e.expect(ctx, root, next, core.InputQueued); err != nil {
+	if err := e.expect(ctx, root, next, agent.InputQueued); err != nil {
 		return fmt.Errorf("queued input after shutdown and reopen: %w", err)
 	}
 	return e.settled(ctx, func(id storage.ID) bool { return id == next })

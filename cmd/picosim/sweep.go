@@ -63,7 +63,7 @@ func pipelineRun(seed uint64) (digest string, commits int, steps int, err error)
 	s := sim.New(sim.Options{Seed: seed, Trace: trace})
 	fetch, build, report := stage("fetch", 300*time.Millisecond), stage("build", 500*time.Millisecond), stage("report", 100*time.Millisecond)
 	err = s.Run(context.Background(), func(ctx context.Context) {
-		h, err := core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), TaskKinds: []core.TaskKind{fetch, build, report}})
+		h, err := core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), TaskKinds: []core.TaskKind{fetch, build, report}, CheckInvariants: true})
 		if err != nil {
 			panic(err)
 		}

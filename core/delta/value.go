@@ -13,6 +13,17 @@ import (
 	"unsafe"
 )
 
+// ValueOf is a Go value in this package's representation: its JSON
+// encoding, decoded as ParseValue does. A kind builds a preview's base from
+// its own types with it.
+func ValueOf(v any) (any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("delta: value: %w", err)
+	}
+	return ParseValue(raw)
+}
+
 // ParseValue decodes one JSON value into this package's representation
 // (numbers as json.Number). Invalid UTF-8 and lone surrogate escapes become
 // U+FFFD, as encoding/json does everywhere.

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"maps"
 
-	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 )
 
 // The file system is a flat map from resolved path to contents: there are
@@ -52,18 +52,18 @@ func (e *Env) WriteFile(_ context.Context, name string, data []byte) error {
 
 // Stat reports the file's resolved path and size. A missing file is an
 // error wrapping fs.ErrNotExist that names the path.
-func (e *Env) Stat(_ context.Context, name string) (core.FileInfo, error) {
+func (e *Env) Stat(_ context.Context, name string) (agent.FileInfo, error) {
 	p, err := resolve(name)
 	if err != nil {
-		return core.FileInfo{}, fmt.Errorf("proc: stat %q: %w: %w", name, fs.ErrInvalid, err)
+		return agent.FileInfo{}, fmt.Errorf("proc: stat %q: %w: %w", name, fs.ErrInvalid, err)
 	}
 	e.mu.Lock()
 	data, ok := e.files[p]
 	e.mu.Unlock()
 	if !ok {
-		return core.FileInfo{}, fmt.Errorf("proc: stat %s: %w", p, fs.ErrNotExist)
+		return agent.FileInfo{}, fmt.Errorf("proc: stat %s: %w", p, fs.ErrNotExist)
 	}
-	return core.FileInfo{Path: p, Size: int64(len(data))}, nil
+	return agent.FileInfo{Path: p, Size: int64(len(data))}, nil
 }
 
 // Files returns a copy of every file by resolved path, for assertions.

@@ -1,6 +1,6 @@
 // Package proc is the simulation's execution environment: fake processes
 // that print scripted output at scripted virtual times and end the scripted
-// way, and an in-memory file system. It implements core.ExecutionEnv, so the
+// way, and an in-memory file system. It implements agent.ExecutionEnv, so the
 // harness's tools run against it unchanged.
 //
 // Every wait goes through the core.Runtime it is given (Sleep and events),
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 )
 
 // Exit codes of processes that did not choose their own. They are the
@@ -48,7 +49,7 @@ func WithRecorder(r Recorder) Option {
 	return func(e *Env) { e.rec = r }
 }
 
-// Env is a scripted core.ExecutionEnv. Its scripts are fixed at New; its
+// Env is a scripted agent.ExecutionEnv. Its scripts are fixed at New; its
 // files change as the harness writes them.
 type Env struct {
 	rt       core.Runtime
@@ -60,7 +61,7 @@ type Env struct {
 	pids  int
 }
 
-var _ core.ExecutionEnv = (*Env)(nil)
+var _ agent.ExecutionEnv = (*Env)(nil)
 
 // New returns an environment that runs scripts on rt. Invalid scripts are a
 // programmer error and panic with the validation message; use NewFromJSON
@@ -128,7 +129,7 @@ func (e *CrashError) Error() string {
 //
 // opts.Cwd is written to the trace; opts.Env is ignored, since scripts
 // match on the command string alone.
-func (e *Env) Exec(ctx context.Context, command string, opts core.ExecOptions) (core.ExecResult, error) {
+func (e *Env) Exec(ctx context.Context, command string, opts agent.ExecOptions) (agent.ExecResult, error) {
 	e.mu.Lock()
 	e.pids++
 	pid := e.pids
@@ -137,7 +138,7 @@ func (e *Env) Exec(ctx context.Context, command string, opts core.ExecOptions) (
 	e.record("proc.start", startRecord{PID: pid, Command: command, Cwd: opts.Cwd})
 	script, ok := e.commands[command]
 	if !ok {
-		p.emit(core.OutputChunk{Stream: StreamStderr, Data: command + ": command not found"})
+		p.emit(agent.OutputChunk{Stream: StreamStderr, Data: command + ": command not found"})
 		return p.exit(ExitCodeNotFound, false), nil
 	}
 	return p.run(ctx, script)
@@ -156,14 +157,14 @@ type process struct {
 	env      *Env
 	pid      int
 	command  string
-	onUpdate func(core.OutputChunk)
+	onUpdate func(agent.OutputChunk)
 	start    time.Time
 
 	killed bool      // the kill signal has arrived (ctx is done)
 	death  time.Time // when a killed process dies; set with killed
 }
 
-func (p *process) run(ctx context.Context, sc Script) (core.ExecResult, error) {
+func (p *process) run(ctx context.Context, sc Script) (agent.ExecResult, error) {
 	grace := time.Duration(sc.IgnoreKillMs) * time.Millisecond
 	var due time.Duration // offset of the next chunk from the start
 	for _, c := range sc.Chunks {
@@ -171,7 +172,7 @@ func (p *process) run(ctx context.Context, sc Script) (core.ExecResult, error) {
 		if !p.liveUntil(ctx, p.start.Add(due), grace) {
 			return p.exit(ExitCodeKilled, true), nil
 		}
-		p.emit(core.OutputChunk{Stream: c.Stream, Data: c.Data})
+		p.emit(agent.OutputChunk{Stream: c.Stream, Data: c.Data})
 	}
 	if sc.Hang {
 		p.hang(ctx, grace)
@@ -179,7 +180,7 @@ func (p *process) run(ctx context.Context, sc Script) (core.ExecResult, error) {
 	}
 	if sc.Crash != "" {
 		p.env.record("proc.crash", crashRecord{PID: p.pid, Command: p.command, ElapsedMs: p.elapsedMs(), Error: sc.Crash})
-		return core.ExecResult{ExitCode: ExitCodeCrashed}, &CrashError{Command: p.command, Message: sc.Crash}
+		return agent.ExecResult{ExitCode: ExitCodeCrashed}, &CrashError{Command: p.command, Message: sc.Crash}
 	}
 	return p.exit(sc.ExitCode, false), nil
 }
@@ -237,15 +238,15 @@ func (p *process) kill(grace time.Duration) {
 	p.env.record("proc.kill", killRecord{PID: p.pid, Command: p.command, ElapsedMs: p.elapsedMs(), GraceMs: grace.Milliseconds()})
 }
 
-func (p *process) emit(c core.OutputChunk) {
+func (p *process) emit(c agent.OutputChunk) {
 	if p.onUpdate != nil {
 		p.onUpdate(c)
 	}
 }
 
-func (p *process) exit(code int, killed bool) core.ExecResult {
+func (p *process) exit(code int, killed bool) agent.ExecResult {
 	p.env.record("proc.exit", exitRecord{PID: p.pid, Command: p.command, ElapsedMs: p.elapsedMs(), ExitCode: code, Killed: killed})
-	return core.ExecResult{ExitCode: code, Killed: killed}
+	return agent.ExecResult{ExitCode: code, Killed: killed}
 }
 
 func (p *process) elapsedMs() int64 { return p.env.rt.Now().Sub(p.start).Milliseconds() }

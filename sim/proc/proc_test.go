@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/clock"
 	"github.com/pico-go/pico/sim/proc"
@@ -29,7 +30,7 @@ type out struct {
 
 // ended is how one Exec returned, and when.
 type ended struct {
-	Result core.ExecResult
+	Result agent.ExecResult
 	Err    error
 	AtMs   int64
 }
@@ -38,8 +39,8 @@ func sinceEpochMs(rt core.Runtime) int64 { return rt.Now().Sub(clock.Epoch).Mill
 
 // capture returns an OnUpdate that appends every chunk, stamped with the
 // virtual time it arrived, to log.
-func capture(rt core.Runtime, log *[]out) func(core.OutputChunk) {
-	return func(c core.OutputChunk) {
+func capture(rt core.Runtime, log *[]out) func(agent.OutputChunk) {
+	return func(c agent.OutputChunk) {
 		*log = append(*log, out{AtMs: sinceEpochMs(rt), Stream: c.Stream, Data: c.Data})
 	}
 }
@@ -73,7 +74,7 @@ func execOnce(t *testing.T, seed uint64, scripts proc.Scripts, command string, k
 				cancel()
 			})
 		}
-		res, err := env.Exec(pctx, command, core.ExecOptions{OnUpdate: capture(rt, &log)})
+		res, err := env.Exec(pctx, command, agent.ExecOptions{OnUpdate: capture(rt, &log)})
 		end = ended{Result: res, Err: err, AtMs: sinceEpochMs(rt)}
 	})
 	return log, end
@@ -101,7 +102,7 @@ func TestChunksArriveInOrderAtScriptedVirtualTimes(t *testing.T) {
 	if diff := cmp.Diff(want, log); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
-	if want := (ended{Result: core.ExecResult{ExitCode: 2}, AtMs: 35}); !cmp.Equal(want, end) {
+	if want := (ended{Result: agent.ExecResult{ExitCode: 2}, AtMs: 35}); !cmp.Equal(want, end) {
 		t.Errorf("ended = %+v; want %+v", end, want)
 	}
 }
@@ -118,7 +119,7 @@ func TestProcessExitsWithItsScriptedStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, end := execOnce(t, 1, one("cmd", tc.script), "cmd", -1)
-			want := ended{Result: core.ExecResult{ExitCode: tc.script.ExitCode}, AtMs: tc.atMs}
+			want := ended{Result: agent.ExecResult{ExitCode: tc.script.ExitCode}, AtMs: tc.atMs}
 			if !cmp.Equal(want, end) {
 				t.Errorf("ended = %+v; want %+v", end, want)
 			}
@@ -133,7 +134,7 @@ func TestCancelKillsTheProcessAndStopsItsOutput(t *testing.T) {
 	if diff := cmp.Diff(want, log); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
-	if want := (ended{Result: core.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 25}); !cmp.Equal(want, end) {
+	if want := (ended{Result: agent.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 25}); !cmp.Equal(want, end) {
 		t.Errorf("ended = %+v; want %+v", end, want)
 	}
 }
@@ -146,7 +147,7 @@ func TestChunkDueAtTheKillInstantArrivesUnderEverySeed(t *testing.T) {
 		if diff := cmp.Diff(want, log); diff != "" {
 			t.Errorf("seed %d: output (-want +got):\n%s", seed, diff)
 		}
-		if want := (ended{Result: core.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 20}); !cmp.Equal(want, end) {
+		if want := (ended{Result: agent.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 20}); !cmp.Equal(want, end) {
 			t.Errorf("seed %d: ended = %+v; want %+v", seed, end, want)
 		}
 	}
@@ -160,13 +161,13 @@ func TestCtxDoneBeforeExecKillsAtStart(t *testing.T) {
 		env := proc.New(rt, one("ls", proc.Script{Chunks: []proc.Chunk{stdout(0, "never")}}))
 		pctx, cancel := context.WithCancel(ctx)
 		cancel()
-		res, err := env.Exec(pctx, "ls", core.ExecOptions{OnUpdate: capture(rt, &log)})
+		res, err := env.Exec(pctx, "ls", agent.ExecOptions{OnUpdate: capture(rt, &log)})
 		end = ended{Result: res, Err: err, AtMs: sinceEpochMs(rt)}
 	})
 	if len(log) != 0 {
 		t.Errorf("output = %v; want none from a process killed at its start", log)
 	}
-	if want := (ended{Result: core.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}}); !cmp.Equal(want, end) {
+	if want := (ended{Result: agent.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}}); !cmp.Equal(want, end) {
 		t.Errorf("ended = %+v; want %+v", end, want)
 	}
 }
@@ -177,7 +178,7 @@ func TestHangingProcessRunsUntilKilled(t *testing.T) {
 	if want := []out{{5, "stdout", "listening"}}; !cmp.Equal(want, log) {
 		t.Errorf("output = %v; want %v", log, want)
 	}
-	if want := (ended{Result: core.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 60_000}); !cmp.Equal(want, end) {
+	if want := (ended{Result: agent.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 60_000}); !cmp.Equal(want, end) {
 		t.Errorf("ended = %+v; want %+v", end, want)
 	}
 }
@@ -186,7 +187,7 @@ func TestHangingProcessNobodyKillsIsADeadlockNamingIt(t *testing.T) {
 	s := sim.New(sim.Options{Seed: 1})
 	err := s.Run(context.Background(), func(ctx context.Context) {
 		env := proc.New(s.Runtime(), one("serve", proc.Script{Hang: true}))
-		env.Exec(ctx, "serve", core.ExecOptions{})
+		env.Exec(ctx, "serve", agent.ExecOptions{})
 	})
 	var d *sim.DeadlockError
 	if !errors.As(err, &d) || !strings.Contains(err.Error(), `"serve" hangs until killed`) {
@@ -210,21 +211,21 @@ func TestIgnoredKillKeepsRunningForItsWindowThenDies(t *testing.T) {
 			script: proc.Script{Chunks: chunks, IgnoreKillMs: 15},
 			killMs: 25,
 			want:   []out{{10, "stdout", "10"}, {20, "stdout", "20"}, {30, "stdout", "30"}},
-			end:    ended{Result: core.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 40},
+			end:    ended{Result: agent.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 40},
 		},
 		{
 			name:   "a hang dies when the window ends",
 			script: proc.Script{Chunks: chunks[:1], Hang: true, IgnoreKillMs: 500},
 			killMs: 100,
 			want:   []out{{10, "stdout", "10"}},
-			end:    ended{Result: core.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 600},
+			end:    ended{Result: agent.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 600},
 		},
 		{
 			name:   "a script that ends within the window exits on its own",
 			script: proc.Script{Chunks: chunks[:2], ExitCode: 3, IgnoreKillMs: 100},
 			killMs: 15,
 			want:   []out{{10, "stdout", "10"}, {20, "stdout", "20"}},
-			end:    ended{Result: core.ExecResult{ExitCode: 3}, AtMs: 20},
+			end:    ended{Result: agent.ExecResult{ExitCode: 3}, AtMs: 20},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -270,7 +271,7 @@ func TestUnknownCommandIsNotFoundNotAnError(t *testing.T) {
 	if want := []out{{0, "stderr", "make test: command not found"}}; !cmp.Equal(want, log) {
 		t.Errorf("output = %v; want %v", log, want)
 	}
-	if want := (ended{Result: core.ExecResult{ExitCode: proc.ExitCodeNotFound}}); !cmp.Equal(want, end) {
+	if want := (ended{Result: agent.ExecResult{ExitCode: proc.ExitCodeNotFound}}); !cmp.Equal(want, end) {
 		t.Errorf("ended = %+v; want %+v", end, want)
 	}
 }
@@ -302,7 +303,7 @@ func TestFileSystem(t *testing.T) {
 
 		err = env.WriteFile(ctx, "/notes/todo.txt", []byte("replaced"))
 		info, _ := env.Stat(ctx, "notes//todo.txt")
-		check("stat after overwrite", info, core.FileInfo{Path: "/notes/todo.txt", Size: 8}, err)
+		check("stat after overwrite", info, agent.FileInfo{Path: "/notes/todo.txt", Size: 8}, err)
 
 		files = env.Files()
 		files["/etc/motd"] = "changed" // Files returns a copy
@@ -328,7 +329,7 @@ func TestMissingFileIsNotExistNamingThePath(t *testing.T) {
 		rootErr = env.WriteFile(ctx, "/", []byte("x"))
 	})
 	for _, err := range []error{readErr, statErr} {
-		if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, core.ErrNotExist) || !strings.Contains(err.Error(), "/a/missing.txt") || !strings.HasPrefix(err.Error(), "proc: ") {
+		if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, agent.ErrNotExist) || !strings.Contains(err.Error(), "/a/missing.txt") || !strings.HasPrefix(err.Error(), "proc: ") {
 			t.Errorf("err = %v; want a proc: error wrapping fs.ErrNotExist naming /a/missing.txt", err)
 		}
 	}
@@ -520,7 +521,7 @@ func concurrentScenario(t *testing.T, seed uint64) ([]string, map[string]ended, 
 				pctx = bctx
 			}
 			rt.Go(ctx, "run "+name, func(ctx context.Context) {
-				opts := core.ExecOptions{OnUpdate: func(c core.OutputChunk) {
+				opts := agent.ExecOptions{OnUpdate: func(c agent.OutputChunk) {
 					log = append(log, fmt.Sprintf("%d %s %s %s", sinceEpochMs(rt), name, c.Stream, c.Data))
 				}}
 				res, err := env.Exec(pctx, name, opts)
@@ -553,8 +554,8 @@ func TestConcurrentProcessesInterleaveByVirtualTime(t *testing.T) {
 		t.Errorf("merged output (-want +got):\n%s", diff)
 	}
 	wantEnds := map[string]ended{
-		"A": {Result: core.ExecResult{ExitCode: 1}, AtMs: 50},
-		"B": {Result: core.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 50}, // killed at 45, 5ms window
+		"A": {Result: agent.ExecResult{ExitCode: 1}, AtMs: 50},
+		"B": {Result: agent.ExecResult{ExitCode: proc.ExitCodeKilled, Killed: true}, AtMs: 50}, // killed at 45, 5ms window
 	}
 	if diff := cmp.Diff(wantEnds, ends); diff != "" {
 		t.Errorf("endings (-want +got):\n%s", diff)

@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// Stream names a chunk may carry; they are core.OutputChunk's.
+// Stream names a chunk may carry; they are agent.OutputChunk's.
 const (
 	StreamStdout = "stdout"
 	StreamStderr = "stderr"

@@ -1,4 +1,4 @@
-package core
+package agent
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
@@ -54,7 +55,7 @@ type GenerationConfig struct {
 }
 
 // readConfig reads a conversation's generation config from committed state.
-func readConfig(tx *Tx, conv storage.ID) (GenerationConfig, error) {
+func readConfig(tx *core.Tx, conv storage.ID) (GenerationConfig, error) {
 	var c GenerationConfig
 	var err error
 	read := func(addr storage.Address, into any) {
@@ -69,7 +70,7 @@ func readConfig(tx *Tx, conv storage.ID) (GenerationConfig, error) {
 		}
 		if ok {
 			if e := json.Unmarshal(v.Value, into); e != nil {
-				err = fmt.Errorf("core: config %s: %w", addr, e)
+				err = fmt.Errorf("agent: config %s: %w", addr, e)
 			}
 		}
 	}
@@ -105,7 +106,7 @@ func NewModels(sources ...ModelSource) *Models {
 type UnknownModelError struct{ Ref ModelRef }
 
 func (e *UnknownModelError) Error() string {
-	return fmt.Sprintf("core: no provider serves model %q of provider %q", e.Ref.ModelID, e.Ref.Provider)
+	return fmt.Sprintf("agent: no provider serves model %q of provider %q", e.Ref.ModelID, e.Ref.Provider)
 }
 
 // Resolve finds the provider and model for ref.
@@ -178,26 +179,42 @@ var (
 
 // recordUsage appends rows to pi.usage and adds the known ones to the
 // totals. Call it once per commit: the totals are read from committed state.
-func recordUsage(tx *Tx, rows ...UsageRow) error {
+func recordUsage(tx *core.Tx, rows ...UsageRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	totals, _, err := TxValue(tx, UsageTotals).Get(0)
+	totals, _, err := core.TxValue(tx, UsageTotals).Get(0)
 	if err != nil {
 		return err
 	}
 	known := false
 	for _, r := range rows {
-		TxList(tx, UsageList).Append(r)
+		core.TxList(tx, UsageList).Append(r)
 		if r.Usage != nil {
 			totals, known = totals.Add(*r.Usage), true
 		}
 	}
 	if known {
-		TxValue(tx, UsageTotals).Set(totals)
+		core.TxValue(tx, UsageTotals).Set(totals)
 	}
 	return nil
 }
 
-// nowMs is the runtime clock in the milliseconds messages carry.
-func nowMs(rt Runtime) int64 { return rt.Now().UnixMilli() }
+// UsageOf decodes a usage event of a session watch: the attempt's row and
+// the totals as its batch left them (zero before any known usage).
+func UsageOf(e core.SessionEvent) (UsageRow, ai.Usage, error) {
+	var row UsageRow
+	var totals ai.Usage
+	if e.Type != core.SessionEventUsage {
+		return row, totals, fmt.Errorf("agent: a %s session event is not a usage event", e.Type)
+	}
+	if err := json.Unmarshal(e.Row, &row); err != nil {
+		return row, totals, fmt.Errorf("agent: usage row: %w", err)
+	}
+	if len(e.Totals) > 0 {
+		if err := json.Unmarshal(e.Totals, &totals); err != nil {
+			return row, totals, fmt.Errorf("agent: usage totals: %w", err)
+		}
+	}
+	return row, totals, nil
+}

@@ -1,4 +1,4 @@
-package core
+package agent
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/storage"
@@ -259,7 +260,7 @@ func toolResultMessage(call ai.Block, st ToolOutputState, ts int64) ai.Message {
 // recorded when the call settles.
 type ToolOutput struct {
 	fold     *outputFold
-	progress *Progress
+	progress *core.Progress
 	preview  *delta.Tracker
 	Details  map[string]any
 }
@@ -268,7 +269,7 @@ func (o *ToolOutput) emit(op SinkOp) {
 	o.fold.apply(op)
 	o.trackPreview()
 	if o.progress != nil {
-		o.progress.Write(func(sc ScratchTx) error {
+		o.progress.Write(func(sc core.ScratchTx) error {
 			sc.Append(sinkOpsList.Address, op)
 			return nil
 		})
@@ -282,7 +283,7 @@ func (o *ToolOutput) trackPreview() {
 	if o.preview == nil {
 		return
 	}
-	v, err := previewValue(o.fold.result(nil, nil))
+	v, err := delta.ValueOf(o.fold.result(nil, nil))
 	if err != nil {
 		return
 	}

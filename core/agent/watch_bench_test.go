@@ -1,4 +1,4 @@
-package core_test
+package agent_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage/memory"
@@ -21,7 +22,7 @@ const watchListenersBench = 10
 // reports events delivered per second (all listeners together).
 func BenchmarkWatchFanout(b *testing.B) {
 	ctx := context.Background()
-	h, err := core.Open(ctx, memory.New(), core.Options{})
+	h, err := agent.Open(ctx, memory.New(), agent.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,8 +68,8 @@ func BenchmarkStreamedTokenBytes(b *testing.B) {
 		rt := core.RealRuntime()
 		p := faux.New(rt, rand.New(rand.NewPCG(1, 2)), faux.Options{DiscardRequests: true})
 		p.SetResponses(faux.Reply(faux.Text(strings.Repeat("token ", 2000))))
-		h, err := core.Open(ctx, memory.New(), core.Options{Runtime: rt,
-			Models: core.NewModels(core.ModelSource{Provider: p, Models: p.Models()})})
+		h, err := agent.Open(ctx, memory.New(), agent.Options{Runtime: rt,
+			Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()})})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -87,7 +88,7 @@ func BenchmarkStreamedTokenBytes(b *testing.B) {
 				outputs.Add(1)
 			}
 		})
-		if _, err := c.Prompt(ctx, ai.PlainText("go"), core.AcceptOptions{}); err != nil {
+		if _, err := c.Prompt(ctx, ai.PlainText("go"), agent.AcceptOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		for w.View().ReadAt < h.Store().LastSeq() {

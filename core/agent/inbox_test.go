@@ -1,4 +1,4 @@
-package core_test
+package agent_test
 
 import (
 	"context"
@@ -12,10 +12,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -91,10 +93,10 @@ func (c *inboxCounter) GetTasks(ctx context.Context, ids []storage.ID) (map[stor
 }
 
 // inboxOf reads a conversation's queued items in admission order.
-func inboxOf(t testing.TB, ctx context.Context, h *core.Harness, conv storage.ID) []core.Elem[core.InboxItem] {
+func inboxOf(t testing.TB, ctx context.Context, h *agent.Harness, conv storage.ID) []core.Elem[agent.InboxItem] {
 	t.Helper()
-	p := must(h.Store().ReadList(ctx, core.InboxList.In(conv).Address, storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}))
-	out := make([]core.Elem[core.InboxItem], len(p.Items))
+	p := must(h.Store().ReadList(ctx, agent.InboxList.In(conv).Address, storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}))
+	out := make([]core.Elem[agent.InboxItem], len(p.Items))
 	for i, e := range p.Items {
 		out[i].ID = e.ID
 		if err := json.Unmarshal(e.Value, &out[i].Value); err != nil {
@@ -105,7 +107,7 @@ func inboxOf(t testing.TB, ctx context.Context, h *core.Harness, conv storage.ID
 }
 
 // inboxIDs lists the ids of a conversation's queued items.
-func inboxIDs(t testing.TB, ctx context.Context, h *core.Harness, conv storage.ID) []storage.ID {
+func inboxIDs(t testing.TB, ctx context.Context, h *agent.Harness, conv storage.ID) []storage.ID {
 	t.Helper()
 	var ids []storage.ID
 	for _, e := range inboxOf(t, ctx, h, conv) {
@@ -116,13 +118,13 @@ func inboxIDs(t testing.TB, ctx context.Context, h *core.Harness, conv storage.I
 
 // inputGroups lists the input group of every generation of a conversation,
 // in creation order.
-func inputGroups(t testing.TB, ctx context.Context, h *core.Harness, conv storage.ID) [][]storage.ID {
+func inputGroups(t testing.TB, ctx context.Context, h *agent.Harness, conv storage.ID) [][]storage.ID {
 	t.Helper()
 	p := must(h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax},
-		ConversationIDs: []storage.ID{conv}, Kind: core.GenerationKindName}))
+		ConversationIDs: []storage.ID{conv}, Kind: agent.GenerationKindName}))
 	var out [][]storage.ID
 	for _, task := range p.Items {
-		var st core.GenerationState
+		var st agent.GenerationState
 		if err := json.Unmarshal(task.State, &st); err != nil {
 			t.Fatalf("generation %d state: %v", task.ID, err)
 		}
@@ -132,21 +134,21 @@ func inputGroups(t testing.TB, ctx context.Context, h *core.Harness, conv storag
 }
 
 // tasksOf returns a conversation's tasks of one kind, in creation order.
-func tasksOf(t testing.TB, ctx context.Context, h *core.Harness, conv storage.ID, kind string) []*storage.Task {
+func tasksOf(t testing.TB, ctx context.Context, h *agent.Harness, conv storage.ID, kind string) []*storage.Task {
 	t.Helper()
 	return must(h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax},
 		ConversationIDs: []storage.ID{conv}, Kind: kind})).Items
 }
 
 // liveTasks returns a conversation's live tasks.
-func liveTasks(t testing.TB, ctx context.Context, h *core.Harness, conv storage.ID) []*storage.Task {
+func liveTasks(t testing.TB, ctx context.Context, h *agent.Harness, conv storage.ID) []*storage.Task {
 	t.Helper()
 	return must(h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax},
 		ConversationIDs: []storage.ID{conv}, Live: storage.Bool(true)})).Items
 }
 
 // note queues (or, idle, lands) a write: a notice the model sees as "note x".
-func note(ctx context.Context, c *core.Conversation, x string) (storage.ID, error) {
+func note(ctx context.Context, c *agent.Conversation, x string) (storage.ID, error) {
 	return c.Write(ctx, core.NoticeKind, core.EntryDraft{
 		Data:  map[string]string{"text": x},
 		Model: []ai.Message{ai.UserText("note "+x, 0)},
@@ -155,8 +157,8 @@ func note(ctx context.Context, c *core.Conversation, x string) (storage.ID, erro
 
 // sleepyTool sets started (if any) and then sleeps d of virtual time, so a
 // turn stays busy while the test queues input.
-func sleepyTool(name string, started core.Event, d time.Duration) core.Tool {
-	return toolFunc(name, func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+func sleepyTool(name string, started core.Event, d time.Duration) agent.Tool {
+	return toolFunc(name, func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 		if started != nil {
 			started.Set()
 		}
@@ -170,7 +172,7 @@ func sleepyTool(name string, started core.Event, d time.Duration) core.Tool {
 
 // inboxDriveAsync drives c in a second actor; the event is set when the
 // drive returned (idle).
-func inboxDriveAsync(t testing.TB, ctx context.Context, s *sim.Sim, c *core.Conversation) core.Event {
+func inboxDriveAsync(t testing.TB, ctx context.Context, s *sim.Sim, c *agent.Conversation) core.Event {
 	done := s.Runtime().NewEvent("drive-returned")
 	s.Runtime().Go(ctx, "drive", func(ctx context.Context) {
 		r, err := c.Drive(ctx)
@@ -184,7 +186,7 @@ func inboxDriveAsync(t testing.TB, ctx context.Context, s *sim.Sim, c *core.Conv
 
 // entryIDOf returns the id of the conversation's last entry of kind whose
 // summary is text.
-func entryIDOf(t testing.TB, ctx context.Context, a *agent, conv storage.ID, kind, text string) storage.ID {
+func entryIDOf(t testing.TB, ctx context.Context, a *loop, conv storage.ID, kind, text string) storage.ID {
 	t.Helper()
 	p := must(a.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax}))
 	var id storage.ID
@@ -200,8 +202,8 @@ func entryIDOf(t testing.TB, ctx context.Context, a *agent, conv storage.ID, kin
 }
 
 // resultKey is pi.inputResult[id] in conv, for direct commits.
-func resultKey(conv, id storage.ID) storage.Value[core.InputResult] {
-	return core.InputResultValue.In(conv).WithKey(strconv.FormatInt(int64(id), 10))
+func resultKey(conv, id storage.ID) storage.Value[agent.InputResult] {
+	return agent.InputResultValue.In(conv).WithKey(strconv.FormatInt(int64(id), 10))
 }
 
 // writesOf lists a batch's writes of one type to one namespace ("" = any).
@@ -225,11 +227,11 @@ func terminalWrites(t testing.TB, rec *inboxRecorder, conv storage.ID) map[strin
 	t.Helper()
 	n := map[string]int{}
 	for _, b := range rec.batches {
-		for _, w := range writesOf(b.batch, storage.WriteValueSet, core.InputResultValue.Namespace) {
+		for _, w := range writesOf(b.batch, storage.WriteValueSet, agent.InputResultValue.Namespace) {
 			if w.Addr.Scope.ID != conv {
 				continue
 			}
-			var r core.InputResult
+			var r agent.InputResult
 			if err := json.Unmarshal(w.Value, &r); err != nil {
 				t.Fatal(err)
 			}
@@ -249,13 +251,13 @@ func idKey(id storage.ID) string { return strconv.FormatInt(int64(id), 10) }
 // is the input id), places it as a user entry, removes it, writes its
 // result running and creates the generation; the inbox then reads empty.
 func TestIdleAcceptAppendsPlacesAndRemovesInOneCommit(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rec := newInboxRecorder()
 		a := openAgent(t, ctx, s, agentOptions{store: rec})
 		a.faux.SetResponses(answer("hello"))
 		c := a.h.Root()
 		before, n := a.h.Store().LastSeq(), len(rec.batches)
-		id := must(c.Accept(ctx, userText("hi"), core.AcceptOptions{}))
+		id := must(c.Accept(ctx, userText("hi"), agent.AcceptOptions{}))
 		after := a.h.Store().LastSeq()
 		batches := rec.since(n)
 		if len(batches) != 1 {
@@ -265,8 +267,8 @@ func TestIdleAcceptAppendsPlacesAndRemovesInOneCommit(t *testing.T) {
 		if b.rng.First != before+1 || b.rng.Last != after {
 			t.Fatalf("accept batch covers %d..%d; want %d..%d (lastSeq advanced by exactly that batch)", b.rng.First, b.rng.Last, before+1, after)
 		}
-		appends := writesOf(b.batch, storage.WriteListAppend, core.InboxList.Namespace)
-		removes := writesOf(b.batch, storage.WriteListRemove, core.InboxList.Namespace)
+		appends := writesOf(b.batch, storage.WriteListAppend, agent.InboxList.Namespace)
+		removes := writesOf(b.batch, storage.WriteListRemove, agent.InboxList.Namespace)
 		if len(appends) != 1 || len(removes) != 1 {
 			t.Fatalf("%d inbox appends and %d removes; want one of each", len(appends), len(removes))
 		}
@@ -285,7 +287,7 @@ func TestIdleAcceptAppendsPlacesAndRemovesInOneCommit(t *testing.T) {
 		if user == 0 {
 			t.Fatalf("the accept batch placed no user entry: %+v", b.batch.Writes)
 		}
-		sets := writesOf(b.batch, storage.WriteValueSet, core.InputResultValue.Namespace)
+		sets := writesOf(b.batch, storage.WriteValueSet, agent.InputResultValue.Namespace)
 		if len(sets) != 1 || sets[0].Addr.Key != idKey(id) || !strings.Contains(string(sets[0].Value), `"running"`) {
 			t.Fatalf("result writes in the accept batch = %+v; want input %d set running", sets, id)
 		}
@@ -298,12 +300,12 @@ func TestIdleAcceptAppendsPlacesAndRemovesInOneCommit(t *testing.T) {
 		if diff := cmp.Diff([][]storage.ID{{id}}, inputGroups(t, ctx, a.h, c.ID)); diff != "" {
 			t.Fatalf("generation groups (-want +got):\n%s", diff)
 		}
-		if got, want := a.result(ctx, c, id), (core.InputResult{Status: core.InputRunning, PlacementEntryID: user}); got != want {
+		if got, want := a.result(ctx, c, id), (agent.InputResult{Status: agent.InputRunning, PlacementEntryID: user}); got != want {
 			t.Fatalf("result after accept = %+v; want %+v", got, want)
 		}
 		must(c.Drive(ctx))
 		answerID := entryIDOf(t, ctx, a, c.ID, "assistant", "hello")
-		if got, want := a.result(ctx, c, id), (core.InputResult{Status: core.InputDone, PlacementEntryID: user, ResultEntryID: answerID}); got != want {
+		if got, want := a.result(ctx, c, id), (agent.InputResult{Status: agent.InputDone, PlacementEntryID: user, ResultEntryID: answerID}); got != want {
 			t.Fatalf("result after the turn = %+v; want %+v", got, want)
 		}
 		must(0, a.h.Close(ctx))
@@ -314,23 +316,23 @@ func TestIdleAcceptAppendsPlacesAndRemovesInOneCommit(t *testing.T) {
 // placement, no task), and the queued element carries the complete draft,
 // so the image renders from the inbox before it lands.
 func TestBusyImageAcceptIsOneAppendAndRendersFromTheQueuedItem(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rec := newInboxRecorder()
 		a := openAgent(t, ctx, s, agentOptions{store: rec})
 		a.faux.SetResponses(answer("one"), answer("saw it"))
 		c := a.h.Root()
-		first := must(c.Accept(ctx, userText("go"), core.AcceptOptions{})) // the generation makes it busy
+		first := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{})) // the generation makes it busy
 		img := ai.Block{Type: ai.BlockImage, Data: "iVBORw0KGgoAAAANSUhEUg==", MimeType: "image/png"}
 		content := ai.Blocks(ai.Text("what is this?"), img)
 		n := len(rec.batches)
-		id := must(c.Accept(ctx, content, core.AcceptOptions{RequestID: "img-1"}))
+		id := must(c.Accept(ctx, content, agent.AcceptOptions{RequestID: "img-1"}))
 		batches := rec.since(n)
 		if len(batches) != 1 {
 			t.Fatalf("busy accept committed %d batches; want 1", len(batches))
 		}
 		b := batches[0].batch
 		appends := writesOf(b, storage.WriteListAppend, "")
-		if len(appends) != 1 || appends[0].Addr.Namespace != core.InboxList.Namespace || batches[0].rng.First+storage.ID(slices.IndexFunc(b.Writes, func(w storage.Write) bool { return w.Type == storage.WriteListAppend })) != id {
+		if len(appends) != 1 || appends[0].Addr.Namespace != agent.InboxList.Namespace || batches[0].rng.First+storage.ID(slices.IndexFunc(b.Writes, func(w storage.Write) bool { return w.Type == storage.WriteListAppend })) != id {
 			t.Fatalf("busy accept appended %+v; want exactly one inbox append, element %d", appends, id)
 		}
 		for _, typ := range []storage.WriteType{storage.WriteListRemove, storage.WriteEntry, storage.WriteTask, storage.WriteListClear} {
@@ -343,19 +345,19 @@ func TestBusyImageAcceptIsOneAppendAndRendersFromTheQueuedItem(t *testing.T) {
 			t.Fatalf("inbox = %+v; want only input %d", queued, id)
 		}
 		item := queued[0].Value
-		if item.Mode != core.ModeFollowUp || item.RequestID != "img-1" || item.Entry.Kind != core.UserKind.Kind() || len(item.Entry.Model) != 1 {
+		if item.Mode != agent.ModeFollowUp || item.RequestID != "img-1" || item.Entry.Kind != core.UserKind.Kind() || len(item.Entry.Model) != 1 {
 			t.Fatalf("queued item = %+v; want a followUp user draft with request id img-1", item)
 		}
 		if diff := cmp.Diff(content, item.Entry.Model[0].Content); diff != "" {
 			t.Fatalf("queued draft content (-want +got):\n%s", diff)
 		}
-		if got, want := a.result(ctx, c, id), (core.InputResult{Status: core.InputQueued, RequestID: "img-1"}); got != want {
+		if got, want := a.result(ctx, c, id), (agent.InputResult{Status: agent.InputQueued, RequestID: "img-1"}); got != want {
 			t.Fatalf("queued result = %+v; want %+v", got, want)
 		}
 		must(c.Drive(ctx))
 		r := a.result(ctx, c, id)
 		placed, ok := must2(a.h.GetEntry(ctx, r.PlacementEntryID))
-		if r.Status != core.InputDone || !ok || len(placed.Model) != 1 {
+		if r.Status != agent.InputDone || !ok || len(placed.Model) != 1 {
 			t.Fatalf("result after drive = %+v (placement found %v); want done with a placed user entry", r, ok)
 		}
 		if diff := cmp.Diff(content, placed.Model[0].Content); diff != "" {
@@ -366,7 +368,7 @@ func TestBusyImageAcceptIsOneAppendAndRendersFromTheQueuedItem(t *testing.T) {
 		if diff := cmp.Diff(content, last[len(last)-1].Content); diff != "" {
 			t.Fatalf("the model was sent (-want +got):\n%s", diff)
 		}
-		if got := a.result(ctx, c, first); got.Status != core.InputDone || got.ResultEntryID == r.ResultEntryID {
+		if got := a.result(ctx, c, first); got.Status != agent.InputDone || got.ResultEntryID == r.ResultEntryID {
 			t.Fatalf("first input = %+v; want done by its own answer", got)
 		}
 		must(0, a.h.Close(ctx))
@@ -391,47 +393,47 @@ func TestInputModesLandAtTheirBoundaries(t *testing.T) {
 	type want struct {
 		transcript []string
 		groups     func(goID, id storage.ID) [][]storage.ID
-		status     core.InputStatus
+		status     agent.InputStatus
 		sameAnswer bool // the input resolves with "go"'s answer
 		queued     bool // still queued when the drive is idle
 	}
 	head := []string{"user:go", "system:system", "assistant:call slow", "tool_result:slow done"}
 	modes := []struct {
-		mode  core.InputMode
-		queue func(ctx context.Context, c *core.Conversation) (storage.ID, error)
+		mode  agent.InputMode
+		queue func(ctx context.Context, c *agent.Conversation) (storage.ID, error)
 		want  want
 	}{
-		{core.ModeWrite, func(ctx context.Context, c *core.Conversation) (storage.ID, error) { return note(ctx, c, "x") },
+		{agent.ModeWrite, func(ctx context.Context, c *agent.Conversation) (storage.ID, error) { return note(ctx, c, "x") },
 			want{transcript: append(slices.Clone(head), "notice:note x", "assistant:one"),
-				groups: func(g, _ storage.ID) [][]storage.ID { return [][]storage.ID{{g}, {g}} }, status: core.InputPlaced}},
-		{core.ModeSteer, func(ctx context.Context, c *core.Conversation) (storage.ID, error) {
+				groups: func(g, _ storage.ID) [][]storage.ID { return [][]storage.ID{{g}, {g}} }, status: agent.InputPlaced}},
+		{agent.ModeSteer, func(ctx context.Context, c *agent.Conversation) (storage.ID, error) {
 			return c.Steer(ctx, userText("x"))
 		},
 			want{transcript: append(slices.Clone(head), "user:x", "assistant:one"),
-				groups: func(g, x storage.ID) [][]storage.ID { return [][]storage.ID{{g}, {g, x}} }, status: core.InputDone, sameAnswer: true}},
-		{core.ModeFollowUp, func(ctx context.Context, c *core.Conversation) (storage.ID, error) {
+				groups: func(g, x storage.ID) [][]storage.ID { return [][]storage.ID{{g}, {g, x}} }, status: agent.InputDone, sameAnswer: true}},
+		{agent.ModeFollowUp, func(ctx context.Context, c *agent.Conversation) (storage.ID, error) {
 			return c.FollowUp(ctx, userText("x"))
 		},
 			want{transcript: append(slices.Clone(head), "assistant:one", "user:x", "assistant:two"),
-				groups: func(g, x storage.ID) [][]storage.ID { return [][]storage.ID{{g}, {g}, {x}} }, status: core.InputDone}},
-		{core.ModeNextRun, func(ctx context.Context, c *core.Conversation) (storage.ID, error) {
+				groups: func(g, x storage.ID) [][]storage.ID { return [][]storage.ID{{g}, {g}, {x}} }, status: agent.InputDone}},
+		{agent.ModeNextRun, func(ctx context.Context, c *agent.Conversation) (storage.ID, error) {
 			return c.NextRun(ctx, userText("x"))
 		},
 			want{transcript: append(slices.Clone(head), "assistant:one"),
-				groups: func(g, _ storage.ID) [][]storage.ID { return [][]storage.ID{{g}, {g}} }, status: core.InputQueued, queued: true}},
+				groups: func(g, _ storage.ID) [][]storage.ID { return [][]storage.ID{{g}, {g}} }, status: agent.InputQueued, queued: true}},
 	}
 	for _, m := range modes {
 		t.Run(string(m.mode), func(t *testing.T) {
-			sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+			simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 				started := s.Runtime().NewEvent("tool-started")
-				a := openAgent(t, ctx, s, agentOptions{tools: []core.Tool{sleepyTool("slow", started, time.Minute)}})
+				a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{sleepyTool("slow", started, time.Minute)}})
 				a.faux.SetResponses(calls("slow"), answer("one"), answer("two"))
 				c := a.h.Root()
-				goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+				goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 				done := inboxDriveAsync(t, ctx, s, c)
 				started.Wait(ctx)
 				id := must(m.queue(ctx, c))
-				if got := a.result(ctx, c, id); got.Status != core.InputQueued {
+				if got := a.result(ctx, c, id); got.Status != agent.InputQueued {
 					t.Fatalf("result while the tool runs = %+v; want queued", got)
 				}
 				if q := inboxOf(t, ctx, a.h, c.ID); len(q) != 1 || q[0].ID != id || q[0].Value.Mode != m.mode {
@@ -446,7 +448,7 @@ func TestInputModesLandAtTheirBoundaries(t *testing.T) {
 				}
 				goRes, r := a.result(ctx, c, goID), a.result(ctx, c, id)
 				one := entryIDOf(t, ctx, a, c.ID, "assistant", "one")
-				if goRes.Status != core.InputDone || goRes.ResultEntryID != one {
+				if goRes.Status != agent.InputDone || goRes.ResultEntryID != one {
 					t.Fatalf("go = %+v; want done by answer %d", goRes, one)
 				}
 				if r.Status != m.want.status {
@@ -455,25 +457,25 @@ func TestInputModesLandAtTheirBoundaries(t *testing.T) {
 				switch {
 				case m.want.sameAnswer && r.ResultEntryID != one:
 					t.Fatalf("input %s resolved to %d; want the group's answer %d", m.mode, r.ResultEntryID, one)
-				case m.mode == core.ModeFollowUp && r.ResultEntryID != entryIDOf(t, ctx, a, c.ID, "assistant", "two"):
+				case m.mode == agent.ModeFollowUp && r.ResultEntryID != entryIDOf(t, ctx, a, c.ID, "assistant", "two"):
 					t.Fatalf("followUp resolved to %d; want its own group's answer", r.ResultEntryID)
-				case m.mode == core.ModeWrite && (r.ResultEntryID != 0 || r.PlacementEntryID != entryIDOf(t, ctx, a, c.ID, "notice", "note x")):
+				case m.mode == agent.ModeWrite && (r.ResultEntryID != 0 || r.PlacementEntryID != entryIDOf(t, ctx, a, c.ID, "notice", "note x")):
 					t.Fatalf("write result = %+v; want placed at the notice with no result entry", r)
 				}
 				if got := len(inboxIDs(t, ctx, a.h, c.ID)) == 1; got != m.want.queued {
 					t.Fatalf("still queued after the drive: %v; want %v", got, m.want.queued)
 				}
-				if m.mode == core.ModeNextRun {
+				if m.mode == agent.ModeNextRun {
 					// The next explicit idle accept places it first and it
 					// joins that group.
-					later := must(c.Accept(ctx, userText("later"), core.AcceptOptions{}))
+					later := must(c.Accept(ctx, userText("later"), agent.AcceptOptions{}))
 					groups := inputGroups(t, ctx, a.h, c.ID)
 					if diff := cmp.Diff([]storage.ID{id, later}, groups[len(groups)-1]); diff != "" {
 						t.Fatalf("group of the idle accept (-want +got):\n%s", diff)
 					}
 					must(c.Drive(ctx))
 					two := entryIDOf(t, ctx, a, c.ID, "assistant", "two")
-					if r, l := a.result(ctx, c, id), a.result(ctx, c, later); r.Status != core.InputDone || r.ResultEntryID != two || l.ResultEntryID != two {
+					if r, l := a.result(ctx, c, id), a.result(ctx, c, later); r.Status != agent.InputDone || r.ResultEntryID != two || l.ResultEntryID != two {
 						t.Fatalf("nextRun %+v, later %+v; want both done by answer %d", r, l, two)
 					}
 				}
@@ -490,14 +492,14 @@ func TestInputModesLandAtTheirBoundaries(t *testing.T) {
 // post_tools; steering queued during a final answer starts the next group.
 func TestSteerJoinsAtPostToolsButStartsANewGroupAfterAFinalAnswer(t *testing.T) {
 	t.Run("post_tools", func(t *testing.T) {
-		sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 			a := openAgent(t, ctx, s, agentOptions{})
 			a.faux.SetResponses(calls("a").WithDelay(time.Second), answer("one"), answer("unused"))
 			c := a.h.Root()
-			goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+			goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 			done := inboxDriveAsync(t, ctx, s, c)
 			steer := must(c.Steer(ctx, userText("focus")))
-			if got := a.result(ctx, c, steer).Status; got != core.InputQueued {
+			if got := a.result(ctx, c, steer).Status; got != agent.InputQueued {
 				t.Fatalf("steer while the turn runs is %s; want queued", got)
 			}
 			done.Wait(ctx)
@@ -510,7 +512,7 @@ func TestSteerJoinsAtPostToolsButStartsANewGroupAfterAFinalAnswer(t *testing.T) 
 			}
 			one := entryIDOf(t, ctx, a, c.ID, "assistant", "one")
 			for _, id := range []storage.ID{goID, steer} {
-				if r := a.result(ctx, c, id); r.Status != core.InputDone || r.ResultEntryID != one {
+				if r := a.result(ctx, c, id); r.Status != agent.InputDone || r.ResultEntryID != one {
 					t.Fatalf("input %d = %+v; want done by the one answer %d", id, r, one)
 				}
 			}
@@ -521,14 +523,14 @@ func TestSteerJoinsAtPostToolsButStartsANewGroupAfterAFinalAnswer(t *testing.T) 
 		})
 	})
 	t.Run("final answer", func(t *testing.T) {
-		sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 			a := openAgent(t, ctx, s, agentOptions{})
 			a.faux.SetResponses(answer("one").WithDelay(time.Second), answer("two"))
 			c := a.h.Root()
-			goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+			goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 			done := inboxDriveAsync(t, ctx, s, c)
 			steer := must(c.Steer(ctx, userText("focus")))
-			if got := a.result(ctx, c, steer).Status; got != core.InputQueued {
+			if got := a.result(ctx, c, steer).Status; got != agent.InputQueued {
 				t.Fatalf("steer while the turn runs is %s; want queued", got)
 			}
 			done.Wait(ctx)
@@ -540,7 +542,7 @@ func TestSteerJoinsAtPostToolsButStartsANewGroupAfterAFinalAnswer(t *testing.T) 
 				t.Fatalf("transcript (-want +got):\n%s", diff)
 			}
 			if g, st := a.result(ctx, c, goID), a.result(ctx, c, steer); g.ResultEntryID != entryIDOf(t, ctx, a, c.ID, "assistant", "one") ||
-				st.Status != core.InputDone || st.ResultEntryID != entryIDOf(t, ctx, a, c.ID, "assistant", "two") {
+				st.Status != agent.InputDone || st.ResultEntryID != entryIDOf(t, ctx, a, c.ID, "assistant", "two") {
 				t.Fatalf("go %+v, steer %+v; want each done by its own answer", g, st)
 			}
 			must(0, a.h.Close(ctx))
@@ -552,17 +554,17 @@ func TestSteerJoinsAtPostToolsButStartsANewGroupAfterAFinalAnswer(t *testing.T) 
 // join at post_tools; after the final answer it starts the next group, in
 // admission order.
 func TestFollowUpStartsTheNextGroup(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(calls("a").WithDelay(time.Second), answer("one"), answer("two"))
 		c := a.h.Root()
-		goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		done := inboxDriveAsync(t, ctx, s, c)
 		f1 := must(c.FollowUp(ctx, userText("f1")))
-		acc := must(c.Accept(ctx, userText("f2"), core.AcceptOptions{}))
+		acc := must(c.Accept(ctx, userText("f2"), agent.AcceptOptions{}))
 		f3 := must(c.FollowUp(ctx, userText("f3")))
 		q := inboxOf(t, ctx, a.h, c.ID)
-		if len(q) != 3 || q[1].ID != acc || q[1].Value.Mode != core.ModeFollowUp {
+		if len(q) != 3 || q[1].ID != acc || q[1].Value.Mode != agent.ModeFollowUp {
 			t.Fatalf("inbox = %+v; want three items, the busy accept queued as followUp", q)
 		}
 		done.Wait(ctx)
@@ -578,7 +580,7 @@ func TestFollowUpStartsTheNextGroup(t *testing.T) {
 			t.Fatalf("go = %+v; want done by %d", r, one)
 		}
 		for _, id := range []storage.ID{f1, acc, f3} {
-			if r := a.result(ctx, c, id); r.Status != core.InputDone || r.ResultEntryID != two {
+			if r := a.result(ctx, c, id); r.Status != agent.InputDone || r.ResultEntryID != two {
 				t.Fatalf("followUp %d = %+v; want done by the next group's answer %d", id, r, two)
 			}
 		}
@@ -591,7 +593,7 @@ func TestFollowUpStartsTheNextGroup(t *testing.T) {
 // post_tools or final boundary; the next explicit idle accept places it in
 // the same commit and it joins that group.
 func TestNextRunWaitsForTheNextIdleAcceptAndJoinsItsGroup(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rec := newInboxRecorder()
 		a := openAgent(t, ctx, s, agentOptions{store: rec})
 		a.faux.SetResponses(calls("a"), answer("one"), answer("two"))
@@ -602,11 +604,11 @@ func TestNextRunWaitsForTheNextIdleAcceptAndJoinsItsGroup(t *testing.T) {
 		}
 		must(note(ctx, c, "w"))
 		must(c.Drive(ctx))
-		if a.faux.Calls() != 0 || a.result(ctx, c, idle).Status != core.InputQueued {
+		if a.faux.Calls() != 0 || a.result(ctx, c, idle).Status != agent.InputQueued {
 			t.Fatalf("after an idle write and drive: %d model calls, nextRun %+v; want none and queued", a.faux.Calls(), a.result(ctx, c, idle))
 		}
 		// A Prompt is an explicit idle accept, so use Accept + queue while busy.
-		goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		busy := must(c.NextRun(ctx, userText("n2")))
 		must(c.Drive(ctx))
 		if diff := cmp.Diff([][]storage.ID{{idle, goID}, {idle, goID}}, inputGroups(t, ctx, a.h, c.ID)); diff != "" {
@@ -616,7 +618,7 @@ func TestNextRunWaitsForTheNextIdleAcceptAndJoinsItsGroup(t *testing.T) {
 			t.Fatalf("inbox after a tool turn = %v; want only the busy nextRun %d", got, busy)
 		}
 		n := len(rec.batches)
-		later := must(c.Accept(ctx, userText("later"), core.AcceptOptions{}))
+		later := must(c.Accept(ctx, userText("later"), agent.AcceptOptions{}))
 		if got := len(rec.since(n)); got != 1 {
 			t.Fatalf("the idle accept took %d commits; want 1", got)
 		}
@@ -634,7 +636,7 @@ func TestNextRunWaitsForTheNextIdleAcceptAndJoinsItsGroup(t *testing.T) {
 		}
 		two := entryIDOf(t, ctx, a, c.ID, "assistant", "two")
 		for _, id := range []storage.ID{busy, later} {
-			if r := a.result(ctx, c, id); r.Status != core.InputDone || r.ResultEntryID != two {
+			if r := a.result(ctx, c, id); r.Status != agent.InputDone || r.ResultEntryID != two {
 				t.Fatalf("input %d = %+v; want done by %d", id, r, two)
 			}
 		}
@@ -647,7 +649,7 @@ func TestNextRunWaitsForTheNextIdleAcceptAndJoinsItsGroup(t *testing.T) {
 // followUp input placed at that boundary even when queued after them.
 func TestWritesArePlacedWithoutJoining(t *testing.T) {
 	t.Run("idle", func(t *testing.T) {
-		simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+		simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 			rec := newInboxRecorder()
 			a := openAgent(t, ctx, s, agentOptions{store: rec})
 			c := a.h.Root()
@@ -657,7 +659,7 @@ func TestWritesArePlacedWithoutJoining(t *testing.T) {
 				t.Fatalf("an idle write took %d commits; want 1", got)
 			}
 			w := entryIDOf(t, ctx, a, c.ID, "notice", "note w")
-			if r, want := a.result(ctx, c, id), (core.InputResult{Status: core.InputPlaced, PlacementEntryID: w}); r != want {
+			if r, want := a.result(ctx, c, id), (agent.InputResult{Status: agent.InputPlaced, PlacementEntryID: w}); r != want {
 				t.Fatalf("idle write = %+v; want %+v", r, want)
 			}
 			if in := must(a.h.Inspect(ctx)); len(in.Start)+len(in.Inflight) != 0 || len(inboxIDs(t, ctx, a.h, c.ID)) != 0 {
@@ -667,16 +669,16 @@ func TestWritesArePlacedWithoutJoining(t *testing.T) {
 		})
 	})
 	t.Run("an older write left queued lands first", func(t *testing.T) {
-		simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+		simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 			a := openAgent(t, ctx, s, agentOptions{})
 			a.faux.SetResponses(answer("never").WithDelay(time.Hour))
 			c := a.h.Root()
-			must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+			must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 			done := inboxDriveAsync(t, ctx, s, c)
 			w1 := must(note(ctx, c, "w1"))
 			must(0, c.Abort(ctx)) // an abort places nothing; w1 stays queued
 			done.Wait(ctx)
-			if r := a.result(ctx, c, w1); r.Status != core.InputQueued {
+			if r := a.result(ctx, c, w1); r.Status != agent.InputQueued {
 				t.Fatalf("w1 after the abort = %+v; want queued", r)
 			}
 			w2 := must(note(ctx, c, "w2"))
@@ -685,7 +687,7 @@ func TestWritesArePlacedWithoutJoining(t *testing.T) {
 				t.Fatalf("transcript ends %v; want w1 then w2", got)
 			}
 			for _, id := range []storage.ID{w1, w2} {
-				if r := a.result(ctx, c, id); r.Status != core.InputPlaced {
+				if r := a.result(ctx, c, id); r.Status != agent.InputPlaced {
 					t.Fatalf("write %d = %+v; want placed", id, r)
 				}
 			}
@@ -693,11 +695,11 @@ func TestWritesArePlacedWithoutJoining(t *testing.T) {
 		})
 	})
 	t.Run("final boundary", func(t *testing.T) {
-		sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 			a := openAgent(t, ctx, s, agentOptions{})
 			a.faux.SetResponses(answer("one").WithDelay(time.Second), answer("two"))
 			c := a.h.Root()
-			goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+			goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 			done := inboxDriveAsync(t, ctx, s, c)
 			f := must(c.FollowUp(ctx, userText("f")))
 			w := must(note(ctx, c, "w"))
@@ -710,7 +712,7 @@ func TestWritesArePlacedWithoutJoining(t *testing.T) {
 				t.Fatalf("groups (-want +got):\n%s", diff)
 			}
 			placedAt := entryIDOf(t, ctx, a, c.ID, "notice", "note w")
-			if r, want := a.result(ctx, c, w), (core.InputResult{Status: core.InputPlaced, PlacementEntryID: placedAt}); r != want {
+			if r, want := a.result(ctx, c, w), (agent.InputResult{Status: agent.InputPlaced, PlacementEntryID: placedAt}); r != want {
 				t.Fatalf("write = %+v; want %+v (placed, never resolved to an answer)", r, want)
 			}
 			must(0, a.h.Close(ctx))
@@ -721,13 +723,13 @@ func TestWritesArePlacedWithoutJoining(t *testing.T) {
 // Inputs gathered from every way in (two waiting nextRuns, the accept that
 // releases them, steering joined at post_tools) resolve to one answer.
 func TestSeveralInputsResolveToOneAnswer(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(calls("a", "b"), answer("all"))
 		c := a.h.Root()
 		n1 := must(c.NextRun(ctx, userText("n1")))
 		n2 := must(c.NextRun(ctx, userText("n2")))
-		x := must(c.Accept(ctx, userText("x"), core.AcceptOptions{}))
+		x := must(c.Accept(ctx, userText("x"), agent.AcceptOptions{}))
 		s1 := must(c.Steer(ctx, userText("s1")))
 		s2 := must(c.Steer(ctx, userText("s2")))
 		must(c.Drive(ctx))
@@ -739,7 +741,7 @@ func TestSeveralInputsResolveToOneAnswer(t *testing.T) {
 		var placements []storage.ID
 		for _, id := range all {
 			r := a.result(ctx, c, id)
-			if r.Status != core.InputDone || r.ResultEntryID != answerID {
+			if r.Status != agent.InputDone || r.ResultEntryID != answerID {
 				t.Fatalf("input %d = %+v; want done by the one answer %d", id, r, answerID)
 			}
 			placements = append(placements, r.PlacementEntryID)
@@ -757,19 +759,19 @@ func TestSeveralInputsResolveToOneAnswer(t *testing.T) {
 // first wins, the input gets exactly one terminal result, and CancelQueued
 // says cancelled or not_found accordingly.
 func TestCancelQueuedVersusLanding(t *testing.T) {
-	setup := func(t testing.TB, ctx context.Context, s *sim.Sim) (*agent, *core.Conversation, *inboxRecorder, storage.ID, storage.ID, core.Event, core.Event) {
+	setup := func(t testing.TB, ctx context.Context, s *sim.Sim) (*loop, *agent.Conversation, *inboxRecorder, storage.ID, storage.ID, core.Event, core.Event) {
 		started := s.Runtime().NewEvent("tool-started")
 		rec := newInboxRecorder()
-		a := openAgent(t, ctx, s, agentOptions{store: rec, tools: []core.Tool{sleepyTool("slow", started, time.Second)}})
+		a := openAgent(t, ctx, s, agentOptions{store: rec, tools: []agent.Tool{sleepyTool("slow", started, time.Second)}})
 		a.faux.SetResponses(calls("slow"), answer("one"))
 		c := a.h.Root()
-		goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		steer := must(c.Steer(ctx, userText("s")))
 		return a, c, rec, goID, steer, started, inboxDriveAsync(t, ctx, s, c)
 	}
-	checkCancelled := func(t testing.TB, ctx context.Context, a *agent, c *core.Conversation, goID, steer storage.ID) {
+	checkCancelled := func(t testing.TB, ctx context.Context, a *loop, c *agent.Conversation, goID, steer storage.ID) {
 		t.Helper()
-		if r := a.result(ctx, c, steer); r.Status != core.InputCancelled || r.PlacementEntryID != 0 || r.ResultEntryID != 0 {
+		if r := a.result(ctx, c, steer); r.Status != agent.InputCancelled || r.PlacementEntryID != 0 || r.ResultEntryID != 0 {
 			t.Fatalf("cancelled steer = %+v; want cancelled, never placed", r)
 		}
 		if diff := cmp.Diff([][]storage.ID{{goID}, {goID}}, inputGroups(t, ctx, a.h, c.ID)); diff != "" {
@@ -779,9 +781,9 @@ func TestCancelQueuedVersusLanding(t *testing.T) {
 			t.Fatalf("a cancelled steer landed: %v", a.transcript(ctx, c.ID))
 		}
 	}
-	checkLanded := func(t testing.TB, ctx context.Context, a *agent, c *core.Conversation, goID, steer storage.ID) {
+	checkLanded := func(t testing.TB, ctx context.Context, a *loop, c *agent.Conversation, goID, steer storage.ID) {
 		t.Helper()
-		if r := a.result(ctx, c, steer); r.Status != core.InputDone || r.PlacementEntryID == 0 {
+		if r := a.result(ctx, c, steer); r.Status != agent.InputDone || r.PlacementEntryID == 0 {
 			t.Fatalf("landed steer = %+v; want done with its placement", r)
 		}
 		if diff := cmp.Diff([][]storage.ID{{goID}, {goID, steer}}, inputGroups(t, ctx, a.h, c.ID)); diff != "" {
@@ -789,14 +791,14 @@ func TestCancelQueuedVersusLanding(t *testing.T) {
 		}
 	}
 	t.Run("cancel first", func(t *testing.T) {
-		sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 			a, c, rec, goID, steer, started, done := setup(t, ctx, s)
 			started.Wait(ctx)
-			if got := must(c.CancelQueued(ctx, steer)); got != core.Cancelled {
+			if got := must(c.CancelQueued(ctx, steer)); got != agent.Cancelled {
 				t.Fatalf("cancel before landing = %s; want cancelled", got)
 			}
 			last := a.h.Store().LastSeq()
-			if got := must(c.CancelQueued(ctx, steer)); got != core.NotFound {
+			if got := must(c.CancelQueued(ctx, steer)); got != agent.NotFound {
 				t.Fatalf("second cancel = %s; want not_found", got)
 			}
 			if a.h.Store().LastSeq() != last {
@@ -811,11 +813,11 @@ func TestCancelQueuedVersusLanding(t *testing.T) {
 		})
 	})
 	t.Run("land first", func(t *testing.T) {
-		sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 			a, c, rec, goID, steer, _, done := setup(t, ctx, s)
 			done.Wait(ctx)
 			last := a.h.Store().LastSeq()
-			if got := must(c.CancelQueued(ctx, steer)); got != core.NotFound {
+			if got := must(c.CancelQueued(ctx, steer)); got != agent.NotFound {
 				t.Fatalf("cancel after landing = %s; want not_found", got)
 			}
 			if a.h.Store().LastSeq() != last {
@@ -829,15 +831,15 @@ func TestCancelQueuedVersusLanding(t *testing.T) {
 		})
 	})
 	t.Run("race", func(t *testing.T) {
-		outcomes := map[core.CancelResult]int{}
-		sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		outcomes := map[agent.CancelResult]int{}
+		simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 			wait := time.Duration(s.Rand().Int64N(int64(2 * time.Second)))
 			a, c, rec, goID, steer, _, done := setup(t, ctx, s)
 			s.Runtime().Sleep(ctx, wait)
 			got := must(c.CancelQueued(ctx, steer))
 			outcomes[got]++
 			done.Wait(ctx)
-			if got == core.Cancelled {
+			if got == agent.Cancelled {
 				checkCancelled(t, ctx, a, c, goID, steer)
 			} else {
 				checkLanded(t, ctx, a, c, goID, steer)
@@ -847,7 +849,7 @@ func TestCancelQueuedVersusLanding(t *testing.T) {
 			}
 			must(0, a.h.Close(ctx))
 		})
-		if outcomes[core.Cancelled] == 0 || outcomes[core.NotFound] == 0 {
+		if outcomes[agent.Cancelled] == 0 || outcomes[agent.NotFound] == 0 {
 			t.Fatalf("outcomes over the sweep: %v; want both orders exercised", outcomes)
 		}
 	})
@@ -857,12 +859,12 @@ func TestCancelQueuedVersusLanding(t *testing.T) {
 // the same commit, cancels queued steer and followUp while keeping write
 // and nextRun queued.
 func TestAbortCancelsQueuedTurnsInTheMarkCommit(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rec := newInboxRecorder()
 		a := openAgent(t, ctx, s, agentOptions{store: rec})
 		a.faux.SetResponses(answer("one").WithDelay(time.Minute), answer("later"))
 		c := a.h.Root()
-		goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		gen := inputGroups(t, ctx, a.h, c.ID)
 		if len(gen) != 1 {
 			t.Fatalf("groups %v; want one generation", gen)
@@ -886,18 +888,18 @@ func TestAbortCancelsQueuedTurnsInTheMarkCommit(t *testing.T) {
 			t.Fatalf("%d commits carry an abort mark; want 1", len(marking))
 		}
 		b := marking[0]
-		if marks := writesOf(b, storage.WritePatch, ""); len(marks) != 1 || marks[0].ID != tasksOf(t, ctx, a.h, c.ID, core.GenerationKindName)[0].ID {
+		if marks := writesOf(b, storage.WritePatch, ""); len(marks) != 1 || marks[0].ID != tasksOf(t, ctx, a.h, c.ID, agent.GenerationKindName)[0].ID {
 			t.Fatalf("the abort commit's patches = %+v; want only the generation's mark", marks)
 		}
 		var removed []storage.ID
-		for _, w := range writesOf(b, storage.WriteListRemove, core.InboxList.Namespace) {
+		for _, w := range writesOf(b, storage.WriteListRemove, agent.InboxList.Namespace) {
 			removed = append(removed, w.Element)
 		}
 		if diff := cmp.Diff([]storage.ID{steer, follow}, removed); diff != "" {
 			t.Fatalf("removed in the mark commit (-want +got):\n%s", diff)
 		}
 		for _, id := range []storage.ID{steer, follow} {
-			if r := a.result(ctx, c, id); r.Status != core.InputCancelled || r.PlacementEntryID != 0 {
+			if r := a.result(ctx, c, id); r.Status != agent.InputCancelled || r.PlacementEntryID != 0 {
 				t.Fatalf("queued turn input %d after abort = %+v; want cancelled, unplaced", id, r)
 			}
 		}
@@ -905,11 +907,11 @@ func TestAbortCancelsQueuedTurnsInTheMarkCommit(t *testing.T) {
 			t.Fatalf("inbox after abort = %v; want nextRun and write kept [%d %d]", got, next, write)
 		}
 		done.Wait(ctx)
-		if r := a.result(ctx, c, goID); r.Status != core.InputCancelled {
+		if r := a.result(ctx, c, goID); r.Status != agent.InputCancelled {
 			t.Fatalf("go after abort = %+v; want cancelled", r)
 		}
 		for _, id := range []storage.ID{next, write} {
-			if r := a.result(ctx, c, id); r.Status != core.InputQueued {
+			if r := a.result(ctx, c, id); r.Status != agent.InputQueued {
 				t.Fatalf("kept input %d = %+v; want still queued", id, r)
 			}
 		}
@@ -927,36 +929,36 @@ func TestAbortCancelsQueuedTurnsInTheMarkCommit(t *testing.T) {
 func TestAbortVersusGroupTransfer(t *testing.T) {
 	type scenario struct {
 		name   string
-		script func(a *agent)
-		queue  func(ctx context.Context, c *core.Conversation) (storage.ID, error)
-		tools  func(s *sim.Sim) []core.Tool
+		script func(a *loop)
+		queue  func(ctx context.Context, c *agent.Conversation) (storage.ID, error)
+		tools  func(s *sim.Sim) []agent.Tool
 	}
 	scenarios := []scenario{
 		{name: "post_tools",
-			script: func(a *agent) { a.faux.SetResponses(calls("slow"), answer("two").WithDelay(time.Second)) },
-			queue: func(ctx context.Context, c *core.Conversation) (storage.ID, error) {
+			script: func(a *loop) { a.faux.SetResponses(calls("slow"), answer("two").WithDelay(time.Second)) },
+			queue: func(ctx context.Context, c *agent.Conversation) (storage.ID, error) {
 				return c.Steer(ctx, userText("late"))
 			},
-			tools: func(s *sim.Sim) []core.Tool { return []core.Tool{sleepyTool("slow", nil, time.Second)} }},
+			tools: func(s *sim.Sim) []agent.Tool { return []agent.Tool{sleepyTool("slow", nil, time.Second)} }},
 		{name: "final answer",
-			script: func(a *agent) {
+			script: func(a *loop) {
 				a.faux.SetResponses(answer("one").WithDelay(time.Second), answer("two").WithDelay(time.Second))
 			},
-			queue: func(ctx context.Context, c *core.Conversation) (storage.ID, error) {
+			queue: func(ctx context.Context, c *agent.Conversation) (storage.ID, error) {
 				return c.FollowUp(ctx, userText("late"))
 			},
-			tools: func(s *sim.Sim) []core.Tool { return nil }},
+			tools: func(s *sim.Sim) []agent.Tool { return nil }},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			orders := map[string]int{}
-			sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+			simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 				wait := time.Duration(s.Rand().Int64N(int64(2 * time.Second)))
 				rec := newInboxRecorder()
 				a := openAgent(t, ctx, s, agentOptions{store: rec, tools: sc.tools(s)})
 				sc.script(a)
 				c := a.h.Root()
-				goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+				goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 				late := must(sc.queue(ctx, c))
 				done := inboxDriveAsync(t, ctx, s, c)
 				s.Runtime().Sleep(ctx, wait)
@@ -973,18 +975,18 @@ func TestAbortVersusGroupTransfer(t *testing.T) {
 				g, l := a.result(ctx, c, goID), a.result(ctx, c, late)
 				order := "aborted after both resolved"
 				switch {
-				case g.Status == core.InputDone && l.Status == core.InputDone:
+				case g.Status == agent.InputDone && l.Status == agent.InputDone:
 				case l.PlacementEntryID == 0:
 					order = "abort before the transfer"
-					if l.Status != core.InputCancelled || g.Status != core.InputCancelled {
+					if l.Status != agent.InputCancelled || g.Status != agent.InputCancelled {
 						t.Fatalf("abort at %v before the transfer: go %+v, late %+v; want both cancelled", wait, g, l)
 					}
 				default:
 					order = "abort after the transfer"
-					if l.Status != core.InputCancelled || l.Reason != "aborted" {
+					if l.Status != agent.InputCancelled || l.Reason != "aborted" {
 						t.Fatalf("abort at %v after the transfer: late %+v; want cancelled by its owner's abort", wait, l)
 					}
-					if sc.name == "post_tools" && g.Status != core.InputCancelled || sc.name == "final answer" && g.Status != core.InputDone {
+					if sc.name == "post_tools" && g.Status != agent.InputCancelled || sc.name == "final answer" && g.Status != agent.InputDone {
 						t.Fatalf("abort at %v after the transfer: go %+v", wait, g)
 					}
 				}
@@ -998,7 +1000,7 @@ func TestAbortVersusGroupTransfer(t *testing.T) {
 				// Exactly one owner held the active group when the mark
 				// landed, unless everything had already resolved.
 				aborted := 0
-				for _, kind := range []string{core.GenerationKindName, core.PostToolsKindName} {
+				for _, kind := range []string{agent.GenerationKindName, agent.PostToolsKindName} {
 					for _, task := range tasksOf(t, ctx, a.h, c.ID, kind) {
 						if task.Status == "aborted" {
 							aborted++
@@ -1022,46 +1024,46 @@ func TestAbortVersusGroupTransfer(t *testing.T) {
 // need a successor.
 func TestGroupFailureAndTerminateResolveTheGroupOnly(t *testing.T) {
 	t.Run("failure", func(t *testing.T) {
-		sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 			a := openAgent(t, ctx, s, agentOptions{})
 			a.faux.SetResponses(calls("a"), faux.Reply().WithError("boom"))
 			c := a.h.Root()
-			goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+			goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 			steer := must(c.Steer(ctx, userText("s")))
 			must(c.Drive(ctx))
 			for _, id := range []storage.ID{goID, steer} {
-				if r := a.result(ctx, c, id); r.Status != core.InputFailed || r.Reason != "boom" {
+				if r := a.result(ctx, c, id); r.Status != agent.InputFailed || r.Reason != "boom" {
 					t.Fatalf("input %d = %+v; want failed (boom)", id, r)
 				}
 			}
 			follow := must(c.FollowUp(ctx, userText("f"))) // idle now: it lands at once
-			if r := a.result(ctx, c, follow); r.Status != core.InputRunning {
+			if r := a.result(ctx, c, follow); r.Status != agent.InputRunning {
 				t.Fatalf("followUp after the failure = %+v; want running", r)
 			}
 			must(0, a.h.Close(ctx))
 		})
 	})
 	t.Run("terminate", func(t *testing.T) {
-		sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-			term := toolFunc("term", func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, _ *core.ToolRuntime) error {
+		simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+			term := toolFunc("term", func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
 				out.Write("bye")
 				out.Terminate(true)
 				return nil
 			})
-			a := openAgent(t, ctx, s, agentOptions{tools: []core.Tool{term}})
+			a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{term}})
 			a.faux.SetResponses(calls("term"))
 			c := a.h.Root()
-			goID := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+			goID := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 			steer := must(c.Steer(ctx, userText("s")))
 			write := must(note(ctx, c, "w"))
 			must(c.Drive(ctx))
-			if r := a.result(ctx, c, goID); r.Status != core.InputStopped {
+			if r := a.result(ctx, c, goID); r.Status != agent.InputStopped {
 				t.Fatalf("go = %+v; want stopped", r)
 			}
-			if r := a.result(ctx, c, write); r.Status != core.InputPlaced {
+			if r := a.result(ctx, c, write); r.Status != agent.InputPlaced {
 				t.Fatalf("write = %+v; want placed at the stop", r)
 			}
-			if r := a.result(ctx, c, steer); r.Status != core.InputQueued {
+			if r := a.result(ctx, c, steer); r.Status != agent.InputQueued {
 				t.Fatalf("steer = %+v; want still queued (it needs a successor)", r)
 			}
 			if got := inboxIDs(t, ctx, a.h, c.ID); !slices.Equal(got, []storage.ID{steer}) {
@@ -1079,20 +1081,20 @@ func TestGroupFailureAndTerminateResolveTheGroupOnly(t *testing.T) {
 // item and result; the live generation then runs its group and a later
 // idle accept places the waiting nextRun.
 func TestQueuedAndPlacedInputSurviveACrashUnchanged(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		store := fault.Wrap(s.Runtime(), memory.New(), fault.Plan{}, nil)
 		a1 := openAgent(t, ctx, s, agentOptions{store: store})
 		c1 := a1.h.Root()
 		// No drive in this process: an attachment would run the generation.
 		earlier := must(note(ctx, c1, "earlier")) // idle: placed at once
-		goID := must(c1.Accept(ctx, userText("go"), core.AcceptOptions{RequestID: "req-go"}))
+		goID := must(c1.Accept(ctx, userText("go"), agent.AcceptOptions{RequestID: "req-go"}))
 		steer := must(c1.Steer(ctx, userText("s")))
 		follow := must(c1.FollowUp(ctx, userText("f")))
 		next := must(c1.NextRun(ctx, userText("n")))
 		write := must(note(ctx, c1, "w"))
 		ids := []storage.ID{earlier, goID, steer, follow, next, write}
 		inbox := inboxOf(t, ctx, a1.h, c1.ID)
-		results := map[storage.ID]core.InputResult{}
+		results := map[storage.ID]agent.InputResult{}
 		for _, id := range ids {
 			results[id] = a1.result(ctx, c1, id)
 		}
@@ -1130,38 +1132,38 @@ func TestQueuedAndPlacedInputSurviveACrashUnchanged(t *testing.T) {
 		a2.faux.SetResponses(answer("one"), answer("two"), answer("three"))
 		must(c2.Drive(ctx))
 		one, two := entryIDOf(t, ctx, a2, c2.ID, "assistant", "one"), entryIDOf(t, ctx, a2, c2.ID, "assistant", "two")
-		if r := a2.result(ctx, c2, goID); r.Status != core.InputDone || r.ResultEntryID != one || r.PlacementEntryID != results[goID].PlacementEntryID {
+		if r := a2.result(ctx, c2, goID); r.Status != agent.InputDone || r.ResultEntryID != one || r.PlacementEntryID != results[goID].PlacementEntryID {
 			t.Fatalf("go after reopen = %+v; want done by %d at its original placement", r, one)
 		}
 		for _, id := range []storage.ID{steer, follow} {
-			if r := a2.result(ctx, c2, id); r.Status != core.InputDone || r.ResultEntryID != two {
+			if r := a2.result(ctx, c2, id); r.Status != agent.InputDone || r.ResultEntryID != two {
 				t.Fatalf("input %d = %+v; want done by %d", id, r, two)
 			}
 		}
-		if r := a2.result(ctx, c2, write); r.Status != core.InputPlaced {
+		if r := a2.result(ctx, c2, write); r.Status != agent.InputPlaced {
 			t.Fatalf("write = %+v; want placed", r)
 		}
 		if got := inboxIDs(t, ctx, a2.h, c2.ID); !slices.Equal(got, []storage.ID{next}) {
 			t.Fatalf("inbox after the turns = %v; want only the nextRun %d", got, next)
 		}
-		later := must(c2.Accept(ctx, userText("later"), core.AcceptOptions{}))
+		later := must(c2.Accept(ctx, userText("later"), agent.AcceptOptions{}))
 		groups := inputGroups(t, ctx, a2.h, c2.ID)
 		if diff := cmp.Diff([]storage.ID{next, later}, groups[len(groups)-1]); diff != "" {
 			t.Fatalf("the later accept's group (-want +got):\n%s", diff)
 		}
 		must(c2.Drive(ctx))
-		if r := a2.result(ctx, c2, next); r.Status != core.InputDone {
+		if r := a2.result(ctx, c2, next); r.Status != agent.InputDone {
 			t.Fatalf("nextRun = %+v; want done", r)
 		}
 		must(0, a2.h.Close(ctx))
-		closeCrashed(ctx, a1.h)
+		simtest.CloseCrashed(ctx, a1.h)
 	})
 }
 
 // An idle conversation whose only queued input is a nextRun reopens to no
 // work at all: a drive after reopen calls no model and writes nothing.
 func TestReopenInfersNoWorkFromAWaitingNextRun(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		store := fault.Wrap(s.Runtime(), memory.New(), fault.Plan{}, nil)
 		a1 := openAgent(t, ctx, s, agentOptions{store: store})
 		next := must(a1.h.Root().NextRun(ctx, userText("n")))
@@ -1173,11 +1175,11 @@ func TestReopenInfersNoWorkFromAWaitingNextRun(t *testing.T) {
 		if a2.faux.Calls() != 0 || a2.h.Store().LastSeq() != last {
 			t.Fatalf("after reopen and drive: %d model calls, lastSeq %d → %d; want nothing", a2.faux.Calls(), last, a2.h.Store().LastSeq())
 		}
-		if r := a2.result(ctx, c, next); r.Status != core.InputQueued {
+		if r := a2.result(ctx, c, next); r.Status != agent.InputQueued {
 			t.Fatalf("nextRun = %+v; want queued", r)
 		}
 		must(0, a2.h.Close(ctx))
-		closeCrashed(ctx, a1.h)
+		simtest.CloseCrashed(ctx, a1.h)
 	})
 }
 
@@ -1185,23 +1187,23 @@ func TestReopenInfersNoWorkFromAWaitingNextRun(t *testing.T) {
 // entry or request ever carries it, and its result is cancelled with the
 // request id kept.
 func TestCancelledUnplacedPayloadIsUnavailable(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(answer("one"), answer("unused"))
 		c := a.h.Root()
-		must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
-		id := must(c.Accept(ctx, userText("secret payload"), core.AcceptOptions{RequestID: "req-secret"}))
+		must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
+		id := must(c.Accept(ctx, userText("secret payload"), agent.AcceptOptions{RequestID: "req-secret"}))
 		if got := inboxIDs(t, ctx, a.h, c.ID); !slices.Equal(got, []storage.ID{id}) {
 			t.Fatalf("inbox = %v; want [%d]", got, id)
 		}
-		if got := must(c.CancelQueued(ctx, id)); got != core.Cancelled {
+		if got := must(c.CancelQueued(ctx, id)); got != agent.Cancelled {
 			t.Fatalf("cancel = %s; want cancelled", got)
 		}
 		if got := inboxOf(t, ctx, a.h, c.ID); len(got) != 0 {
 			t.Fatalf("inbox after cancel = %+v; want the element gone", got)
 		}
 		r := a.result(ctx, c, id)
-		if r.Status != core.InputCancelled || r.RequestID != "req-secret" || r.PlacementEntryID != 0 || r.ResultEntryID != 0 {
+		if r.Status != agent.InputCancelled || r.RequestID != "req-secret" || r.PlacementEntryID != 0 || r.ResultEntryID != 0 {
 			t.Fatalf("result = %+v; want cancelled with request id req-secret and nothing placed", r)
 		}
 		raw, _ := must2(a.h.Store().GetValue(ctx, resultKey(c.ID, id).Address, 0))
@@ -1243,15 +1245,15 @@ func TestCancelledUnplacedPayloadIsUnavailable(t *testing.T) {
 // request id; accepting again under that id reports the first receipt and
 // writes nothing, in any conversation.
 func TestLostAcceptReplyIsRecoveredByRequestID(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(calls("a"), answer("one"), answer("two"))
 		c := a.h.Root()
 		if _, ok := must2(a.h.Acceptance(ctx, "req-42")); ok {
 			t.Fatal("an unused request id was found")
 		}
-		idle := must(c.Accept(ctx, userText("go"), core.AcceptOptions{RequestID: "req-42"}))
-		busy := must(c.Accept(ctx, userText("more"), core.AcceptOptions{RequestID: "req-43"}))
+		idle := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{RequestID: "req-42"}))
+		busy := must(c.Accept(ctx, userText("more"), agent.AcceptOptions{RequestID: "req-43"}))
 		var other storage.ID
 		must(a.h.Commit(ctx, func(tx *core.Tx) error {
 			other = tx.CreateConversation(core.ConversationSpec{})
@@ -1261,9 +1263,9 @@ func TestLostAcceptReplyIsRecoveredByRequestID(t *testing.T) {
 		for _, tc := range []struct {
 			req  string
 			id   storage.ID
-			conv *core.Conversation
+			conv *agent.Conversation
 		}{{"req-42", idle, c}, {"req-43", busy, c}} {
-			want := core.Receipt{RequestID: tc.req, ConversationID: c.ID, InputID: tc.id}
+			want := agent.Receipt{RequestID: tc.req, ConversationID: c.ID, InputID: tc.id}
 			got, ok := must2(a.h.Acceptance(ctx, tc.req))
 			if !ok || got != want {
 				t.Fatalf("acceptance(%s) = %+v, %v; want %+v", tc.req, got, ok, want)
@@ -1272,10 +1274,10 @@ func TestLostAcceptReplyIsRecoveredByRequestID(t *testing.T) {
 			if r := a.result(ctx, conv, got.InputID); r.RequestID != tc.req {
 				t.Fatalf("result of the recovered input = %+v; want request id %s", r, tc.req)
 			}
-			for _, into := range []*core.Conversation{c, oc} {
+			for _, into := range []*agent.Conversation{c, oc} {
 				last, inbox := a.h.Store().LastSeq(), inboxIDs(t, ctx, a.h, into.ID)
-				_, err := into.Accept(ctx, userText("again"), core.AcceptOptions{RequestID: tc.req})
-				var dup *core.RequestAlreadyAcceptedError
+				_, err := into.Accept(ctx, userText("again"), agent.AcceptOptions{RequestID: tc.req})
+				var dup *agent.RequestAlreadyAcceptedError
 				if !errors.As(err, &dup) || dup.First != want {
 					t.Fatalf("duplicate accept of %s in conversation %d = %v; want RequestAlreadyAccepted with first %+v", tc.req, into.ID, err, want)
 				}
@@ -1285,7 +1287,7 @@ func TestLostAcceptReplyIsRecoveredByRequestID(t *testing.T) {
 			}
 		}
 		must(c.Drive(ctx))
-		if r := a.result(ctx, c, busy); r.Status != core.InputDone {
+		if r := a.result(ctx, c, busy); r.Status != agent.InputDone {
 			t.Fatalf("the recovered busy input = %+v; want done", r)
 		}
 		must(0, a.h.Close(ctx))
@@ -1295,7 +1297,7 @@ func TestLostAcceptReplyIsRecoveredByRequestID(t *testing.T) {
 // Two concurrent accepts under one request id: exactly one is accepted and
 // the other identifies its receipt.
 func TestConcurrentDuplicateAcceptReportsTheFirstReceipt(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(answer("one"))
 		c := a.h.Root()
@@ -1309,7 +1311,7 @@ func TestConcurrentDuplicateAcceptReportsTheFirstReceipt(t *testing.T) {
 		for i := range outs {
 			evs[i] = rt.NewEvent("accepted")
 			rt.Go(ctx, "accept-"+strconv.Itoa(i), func(ctx context.Context) {
-				outs[i].id, outs[i].err = c.Accept(ctx, userText("hi "+strconv.Itoa(i)), core.AcceptOptions{RequestID: "req-dup"})
+				outs[i].id, outs[i].err = c.Accept(ctx, userText("hi "+strconv.Itoa(i)), agent.AcceptOptions{RequestID: "req-dup"})
 				evs[i].Set()
 			})
 		}
@@ -1321,7 +1323,7 @@ func TestConcurrentDuplicateAcceptReportsTheFirstReceipt(t *testing.T) {
 			win, lose = lose, win
 		}
 		rc, ok := must2(a.h.Acceptance(ctx, "req-dup"))
-		var dup *core.RequestAlreadyAcceptedError
+		var dup *agent.RequestAlreadyAcceptedError
 		if win.err != nil || !ok || rc.InputID != win.id || !errors.As(lose.err, &dup) || dup.First != rc {
 			t.Fatalf("outcomes %+v, receipt %+v (%v); want one accepted and one RequestAlreadyAccepted naming it", outs, rc, ok)
 		}
@@ -1337,15 +1339,15 @@ func TestConcurrentDuplicateAcceptReportsTheFirstReceipt(t *testing.T) {
 
 // Results stay readable by one point read after further turns, unchanged.
 func TestResultsStayPointReadableAfterFurtherTurns(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		store := &inboxCounter{Storage: memory.New(), calls: map[string]int{}}
 		a := openAgent(t, ctx, s, agentOptions{store: store})
 		a.faux.SetResponses(answer("one"), calls("a"), answer("two"), answer("three"))
 		c := a.h.Root()
 		var ids []storage.ID
-		var first []core.InputResult
+		var first []agent.InputResult
 		for _, text := range []string{"p1", "p2", "p3"} {
-			id := must(c.Accept(ctx, userText(text), core.AcceptOptions{}))
+			id := must(c.Accept(ctx, userText(text), agent.AcceptOptions{}))
 			must(c.Drive(ctx))
 			ids = append(ids, id)
 			first = append(first, a.result(ctx, c, id))
@@ -1376,19 +1378,19 @@ func TestResultsStayPointReadableAfterFurtherTurns(t *testing.T) {
 // its result, clear the inbox, or move or delete a terminal result; a
 // rejected commit writes nothing.
 func TestInboxRulesRejectBadCommitsAndWriteNothing(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(answer("one"))
 		c := a.h.Root()
-		done := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		done := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		must(c.Drive(ctx))
 		queued := must(c.NextRun(ctx, userText("n")))
 		placed := must(note(ctx, c, "w"))
 		conv := c.ID
 		rewritten := a.result(ctx, c, done)
 		rewritten.ResultEntryID = rewritten.PlacementEntryID
-		inbox := func(tx *core.Tx) core.ListTx[core.InboxItem] { return core.TxList(tx, core.InboxList.In(conv)) }
-		result := func(tx *core.Tx, id storage.ID) core.ValueTx[core.InputResult] {
+		inbox := func(tx *core.Tx) core.ListTx[agent.InboxItem] { return core.TxList(tx, agent.InboxList.In(conv)) }
+		result := func(tx *core.Tx, id storage.ID) core.ValueTx[agent.InputResult] {
 			return core.TxValue(tx, resultKey(conv, id))
 		}
 		cases := []struct {
@@ -1398,28 +1400,28 @@ func TestInboxRulesRejectBadCommitsAndWriteNothing(t *testing.T) {
 			{"remove without a result", func(tx *core.Tx) { inbox(tx).Remove(queued) }},
 			{"remove leaving the result queued", func(tx *core.Tx) {
 				inbox(tx).Remove(queued)
-				result(tx, queued).Set(core.InputResult{Status: core.InputQueued})
+				result(tx, queued).Set(agent.InputResult{Status: agent.InputQueued})
 			}},
 			{"clear the inbox", func(tx *core.Tx) { inbox(tx).Clear() }},
-			{"done to running", func(tx *core.Tx) { result(tx, done).Set(core.InputResult{Status: core.InputRunning}) }},
-			{"done to cancelled", func(tx *core.Tx) { result(tx, done).Set(core.InputResult{Status: core.InputCancelled}) }},
+			{"done to running", func(tx *core.Tx) { result(tx, done).Set(agent.InputResult{Status: agent.InputRunning}) }},
+			{"done to cancelled", func(tx *core.Tx) { result(tx, done).Set(agent.InputResult{Status: agent.InputCancelled}) }},
 			{"done rewritten as done", func(tx *core.Tx) { result(tx, done).Set(rewritten) }},
-			{"placed to done", func(tx *core.Tx) { result(tx, placed).Set(core.InputResult{Status: core.InputDone}) }},
+			{"placed to done", func(tx *core.Tx) { result(tx, placed).Set(agent.InputResult{Status: agent.InputDone}) }},
 			{"delete a terminal result", func(tx *core.Tx) { result(tx, done).Delete() }},
 			{"a new result that starts terminal", func(tx *core.Tx) {
-				result(tx, queued+100000).Set(core.InputResult{Status: core.InputDone})
+				result(tx, queued+100000).Set(agent.InputResult{Status: agent.InputDone})
 			}},
 		}
-		snapshot := func() (storage.ID, []core.Elem[core.InboxItem], []core.InputResult) {
+		snapshot := func() (storage.ID, []core.Elem[agent.InboxItem], []agent.InputResult) {
 			return a.h.Store().LastSeq(), inboxOf(t, ctx, a.h, conv),
-				[]core.InputResult{a.result(ctx, c, queued), a.result(ctx, c, done), a.result(ctx, c, placed)}
+				[]agent.InputResult{a.result(ctx, c, queued), a.result(ctx, c, done), a.result(ctx, c, placed)}
 		}
 		for _, tc := range cases {
 			last, items, results := snapshot()
 			_, err := a.h.Commit(ctx, func(tx *core.Tx) error { tc.plan(tx); return nil })
 			var ce *core.CommitError
-			if !errors.As(err, &ce) || ce.Rule != core.RuleInputResult {
-				t.Fatalf("%s: commit = %v; want a CommitError of rule %s", tc.name, err, core.RuleInputResult)
+			if !errors.As(err, &ce) || ce.Rule != agent.RuleInputResult {
+				t.Fatalf("%s: commit = %v; want a CommitError of rule %s", tc.name, err, agent.RuleInputResult)
 			}
 			l2, i2, r2 := snapshot()
 			if l2 != last || !cmp.Equal(items, i2) || !cmp.Equal(results, r2) {
@@ -1429,10 +1431,10 @@ func TestInboxRulesRejectBadCommitsAndWriteNothing(t *testing.T) {
 		// The rule is specific: removal with a terminal result is fine.
 		must(a.h.Commit(ctx, func(tx *core.Tx) error {
 			inbox(tx).Remove(queued)
-			result(tx, queued).Set(core.InputResult{Status: core.InputCancelled, Reason: "by hand"})
+			result(tx, queued).Set(agent.InputResult{Status: agent.InputCancelled, Reason: "by hand"})
 			return nil
 		}))
-		if r := a.result(ctx, c, queued); r.Status != core.InputCancelled || len(inboxIDs(t, ctx, a.h, conv)) != 0 {
+		if r := a.result(ctx, c, queued); r.Status != agent.InputCancelled || len(inboxIDs(t, ctx, a.h, conv)) != 0 {
 			t.Fatalf("after a valid removal: %+v, inbox %v", r, inboxIDs(t, ctx, a.h, conv))
 		}
 		must(0, a.h.Close(ctx))

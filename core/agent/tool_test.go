@@ -1,4 +1,4 @@
-package core_test
+package agent_test
 
 import (
 	"context"
@@ -10,16 +10,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/sim/proc"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
 
 // toolResults returns the tool-result entries of a conversation by call id.
-func (a *agent) toolResults(ctx context.Context, conv storage.ID) map[string]*storage.Entry {
+func (a *loop) toolResults(ctx context.Context, conv storage.ID) map[string]*storage.Entry {
 	a.t.Helper()
 	p := must(a.h.Store().ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, ConversationID: conv, Kind: "tool_result"}))
 	out := map[string]*storage.Entry{}
@@ -29,7 +31,7 @@ func (a *agent) toolResults(ctx context.Context, conv storage.ID) map[string]*st
 	return out
 }
 
-func (a *agent) tasksOf(ctx context.Context, kind string) []*storage.Task {
+func (a *loop) tasksOf(ctx context.Context, kind string) []*storage.Task {
 	a.t.Helper()
 	p := must(a.h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, Kind: kind}))
 	return p.Items
@@ -40,9 +42,9 @@ func resultText(e *storage.Entry) string { return e.Model[0].Content.TextOf() }
 func isError(e *storage.Entry) bool { return e.Model[0].IsError != nil && *e.Model[0].IsError }
 
 func TestParallelToolsStartPostToolsOnceInEitherOrder(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		slow := func(name string) core.Tool {
-			return toolFunc(name, func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		slow := func(name string) agent.Tool {
+			return toolFunc(name, func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 				// Each tool takes a seeded virtual time, so seeds settle them in both orders.
 				if err := rt.Sleep(ctx, rt.Now().Add(time.Duration(s.Rand().IntN(3))*time.Millisecond)); err != nil {
 					return err
@@ -51,16 +53,16 @@ func TestParallelToolsStartPostToolsOnceInEitherOrder(t *testing.T) {
 				return nil
 			})
 		}
-		a := openAgent(t, ctx, s, agentOptions{tools: []core.Tool{slow("a"), slow("b")}})
+		a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{slow("a"), slow("b")}})
 		a.faux.SetResponses(calls("a", "b"), answer("both ran"))
 		c := a.h.Root()
-		if got := must(c.Prompt(ctx, userText("go"), core.AcceptOptions{})); got == nil {
+		if got := must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{})); got == nil {
 			t.Fatal("no answer")
 		}
-		if n := len(a.tasksOf(ctx, core.PostToolsKindName)); n != 1 {
+		if n := len(a.tasksOf(ctx, agent.PostToolsKindName)); n != 1 {
 			t.Fatalf("%d post_tools tasks; want 1", n)
 		}
-		if n := len(a.tasksOf(ctx, core.GenerationKindName)); n != 2 {
+		if n := len(a.tasksOf(ctx, agent.GenerationKindName)); n != 2 {
 			t.Fatalf("%d generations; want 2 (the call turn and its continuation)", n)
 		}
 		res := a.toolResults(ctx, c.ID)
@@ -72,10 +74,10 @@ func TestParallelToolsStartPostToolsOnceInEitherOrder(t *testing.T) {
 }
 
 func TestSequentialToolsRunInDependencyOrder(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		var order []string
-		record := func(name string) core.Tool {
-			return toolFunc(name, func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+		record := func(name string) agent.Tool {
+			return toolFunc(name, func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 				order = append(order, name+" start")
 				if err := rt.Sleep(ctx, rt.Now().Add(time.Duration(s.Rand().IntN(3))*time.Millisecond)); err != nil {
 					return err
@@ -84,22 +86,22 @@ func TestSequentialToolsRunInDependencyOrder(t *testing.T) {
 				return nil
 			})
 		}
-		a := openAgent(t, ctx, s, agentOptions{tools: []core.Tool{record("a"), record("b")}})
+		a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{record("a"), record("b")}})
 		c := a.h.Root()
 		var first, second storage.ID
 		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
-			state := func(name string) core.ToolState {
-				return core.ToolState{Call: faux.ToolCall("call-"+name, name, "{}"), Offered: true, BudgetMs: 1000}
+			state := func(name string) agent.ToolState {
+				return agent.ToolState{Call: faux.ToolCall("call-"+name, name, "{}"), Offered: true, BudgetMs: 1000}
 			}
-			first = tx.Task(core.ToolKind, core.TaskSpec{State: state("a")})
-			second = tx.Task(core.ToolKind, core.TaskSpec{State: state("b"), After: []storage.ID{first}})
+			first = tx.Task(agent.ToolKind, core.TaskSpec{State: state("a")})
+			second = tx.Task(agent.ToolKind, core.TaskSpec{State: state("b"), After: []storage.ID{first}})
 			return nil
 		}))
 		must(c.Drive(ctx))
 		if diff := cmp.Diff([]string{"a start", "a end", "b start", "b end"}, order); diff != "" {
 			t.Fatalf("order (-want +got):\n%s", diff)
 		}
-		if status(t, ctx, a.h, first) != "done" || status(t, ctx, a.h, second) != "done" {
+		if simtest.Status(t, ctx, a.h, first) != "done" || simtest.Status(t, ctx, a.h, second) != "done" {
 			t.Fatal("tools did not settle done")
 		}
 		must(0, a.h.Close(ctx))
@@ -107,25 +109,25 @@ func TestSequentialToolsRunInDependencyOrder(t *testing.T) {
 }
 
 func TestThrowingToolIsAnErrorResultAndTerminateIsHonoured(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		boom := toolFunc("boom", func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		boom := toolFunc("boom", func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			out.Write("partial work")
 			out.Terminate(true)
 			return errors.New("disk on fire")
 		})
-		a := openAgent(t, ctx, s, agentOptions{tools: []core.Tool{boom}})
+		a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{boom}})
 		a.faux.SetResponses(calls("boom"))
 		c := a.h.Root()
-		input := must(c.Accept(ctx, userText("try"), core.AcceptOptions{}))
+		input := must(c.Accept(ctx, userText("try"), agent.AcceptOptions{}))
 		must(c.Drive(ctx))
 		res := a.toolResults(ctx, c.ID)["call-boom-0"]
 		if res == nil || !isError(res) || resultText(res) != "partial work\ndisk on fire" {
 			t.Fatalf("result = %+v", res)
 		}
-		if r := a.result(ctx, c, input); r.Status != core.InputStopped {
+		if r := a.result(ctx, c, input); r.Status != agent.InputStopped {
 			t.Fatalf("input result = %+v; want stopped", r)
 		}
-		if n := len(a.tasksOf(ctx, core.GenerationKindName)); n != 1 {
+		if n := len(a.tasksOf(ctx, agent.GenerationKindName)); n != 1 {
 			t.Fatalf("%d generations; terminate must leave no successor", n)
 		}
 		if a.faux.Pending() != 0 || len(a.faux.Requests()) != 1 {
@@ -136,25 +138,25 @@ func TestThrowingToolIsAnErrorResultAndTerminateIsHonoured(t *testing.T) {
 }
 
 func TestSinkTruncatesAndSaysSoInADiag(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		long := toolFunc("long", func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		long := toolFunc("long", func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			for i := range 10 {
 				out.Write(strings.Repeat("x", i) + "\n")
 			}
 			out.Diag("info", "scanned 10 lines", "scan")
 			return nil
 		})
-		long.Output = core.OutputLimits{MaxLines: 3}
-		a := openAgent(t, ctx, s, agentOptions{tools: []core.Tool{long}})
+		long.Output = agent.OutputLimits{MaxLines: 3}
+		a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{long}})
 		a.faux.SetResponses(calls("long"), answer("ok"))
 		c := a.h.Root()
-		must(c.Prompt(ctx, userText("go"), core.AcceptOptions{}))
+		must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{}))
 		res := a.toolResults(ctx, c.ID)["call-long-0"]
 		want := "\nx\nxx\n<harness>\n[warn] output truncated: 3 of 10 lines (6 of 55 bytes) shown, head kept\n[info] scanned 10 lines\n</harness>"
 		if got := resultText(res); got != want {
 			t.Fatalf("rendered result = %q; want %q", got, want)
 		}
-		var data core.ToolResultData
+		var data agent.ToolResultData
 		must(0, json.Unmarshal(res.Data, &data))
 		if !data.Truncation.Truncated || data.Truncation.TotalLines != 10 || data.Truncation.ShownLines != 3 || len(data.Diags) != 2 {
 			t.Fatalf("result data = %+v", data)
@@ -174,30 +176,30 @@ func TestToolsThatCannotRunGetTheirOwnErrorResultWithoutInvocation(t *testing.T)
 		{name: "missing argument", call: faux.ToolCall("c1", "a", "{}"), want: "invalid arguments for a: arguments.v is required"},
 		{name: "wrong type", call: faux.ToolCall("c1", "a", `{"v":3}`), want: "invalid arguments for a: arguments.v is number, not string"},
 		{name: "blocked", call: faux.ToolCall("c1", "a", `{"v":"x"}`), want: "blocked: plan mode",
-			hook: core.Hook(func(ctx context.Context, in core.BeforeToolInput) (core.BeforeToolOutput, error) {
-				return core.BeforeToolOutput{Block: &core.ToolBlock{Reason: "plan mode"}}, nil
+			hook: core.Hook(func(ctx context.Context, in agent.BeforeToolInput) (agent.BeforeToolOutput, error) {
+				return agent.BeforeToolOutput{Block: &agent.ToolBlock{Reason: "plan mode"}}, nil
 			})},
 		{name: "hook throws: fails closed", call: faux.ToolCall("c1", "a", `{"v":"x"}`), want: "blocked: before_tool failed: denied by policy service",
-			hook: core.Hook(func(ctx context.Context, in core.BeforeToolInput) (core.BeforeToolOutput, error) {
-				return core.BeforeToolOutput{}, errors.New("denied by policy service")
+			hook: core.Hook(func(ctx context.Context, in agent.BeforeToolInput) (agent.BeforeToolOutput, error) {
+				return agent.BeforeToolOutput{}, errors.New("denied by policy service")
 			})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+			simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 				invoked := 0
-				tool := toolFunc("a", func(context.Context, json.RawMessage, *core.ToolOutput, *core.ToolRuntime) error {
+				tool := toolFunc("a", func(context.Context, json.RawMessage, *agent.ToolOutput, *agent.ToolRuntime) error {
 					invoked++
 					return nil
 				})
 				tool.Definition.Parameters = argsSchema // v: a required string
-				a := openAgent(t, ctx, s, agentOptions{tools: []core.Tool{tool}})
+				a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{tool}})
 				if tc.hook != nil {
-					a.h.Hooks().On(core.ToolKind, core.HookBeforeTool, tc.hook, core.HookOptions{})
+					a.h.Hooks().On(agent.ToolKind, agent.HookBeforeTool, tc.hook, core.HookOptions{})
 				}
 				a.faux.SetResponses(faux.Reply(tc.call).WithStop(ai.StopToolUse), answer("noted"))
 				c := a.h.Root()
-				if got := must(c.Prompt(ctx, userText("go"), core.AcceptOptions{})); got == nil {
+				if got := must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{})); got == nil {
 					t.Fatal("the turn did not finish with an answer")
 				}
 				res := a.toolResults(ctx, c.ID)["c1"]
@@ -214,22 +216,22 @@ func TestToolsThatCannotRunGetTheirOwnErrorResultWithoutInvocation(t *testing.T)
 }
 
 func TestBeforeToolRewritesArgumentsAndAfterToolFailureIsReported(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
-		a.h.Hooks().On(core.ToolKind, core.HookBeforeTool, core.Hook(func(ctx context.Context, in core.BeforeToolInput) (core.BeforeToolOutput, error) {
-			return core.BeforeToolOutput{Args: json.RawMessage(`{"v":"rewritten"}`)}, nil
+		a.h.Hooks().On(agent.ToolKind, agent.HookBeforeTool, core.Hook(func(ctx context.Context, in agent.BeforeToolInput) (agent.BeforeToolOutput, error) {
+			return agent.BeforeToolOutput{Args: json.RawMessage(`{"v":"rewritten"}`)}, nil
 		}), core.HookOptions{})
-		a.h.Hooks().On(core.ToolKind, core.HookAfterTool, core.Hook(func(ctx context.Context, in core.AfterToolInput) (any, error) {
+		a.h.Hooks().On(agent.ToolKind, agent.HookAfterTool, core.Hook(func(ctx context.Context, in agent.AfterToolInput) (any, error) {
 			return nil, errors.New("metrics down")
 		}), core.HookOptions{})
 		a.faux.SetResponses(calls("a"), answer("ok"))
 		c := a.h.Root()
-		must(c.Prompt(ctx, userText("go"), core.AcceptOptions{}))
+		must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{}))
 		if got := resultText(a.toolResults(ctx, c.ID)["call-a-0"]); got != "a(rewritten)" {
 			t.Fatalf("result = %q; want the rewritten arguments' output", got)
 		}
 		var he *core.HookError
-		if len(a.reports) != 1 || !errors.As(a.reports[0], &he) || he.Point != core.HookAfterTool {
+		if len(a.reports) != 1 || !errors.As(a.reports[0], &he) || he.Point != agent.HookAfterTool {
 			t.Fatalf("reports = %v; want one after_tool HookError", a.reports)
 		}
 		must(0, a.h.Close(ctx))
@@ -237,13 +239,13 @@ func TestBeforeToolRewritesArgumentsAndAfterToolFailureIsReported(t *testing.T) 
 }
 
 func TestNewContextResetsAfterTheExchangeNeverInsideIt(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		a := openAgent(t, ctx, s, agentOptions{tools: []core.Tool{echoTool("a"), core.NewContextTool()}})
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{echoTool("a"), agent.NewContextTool()}})
 		a.faux.SetResponses(
 			faux.Reply(faux.ToolCall("c1", "new_context", `{"message":"Summary: parser inspected."}`), faux.ToolCall("c2", "a", `{"v":"x"}`)).WithStop(ai.StopToolUse),
 			answer("fresh start"))
 		c := a.h.Root()
-		must(c.Prompt(ctx, userText("go"), core.AcceptOptions{}))
+		must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{}))
 		tr := a.transcript(ctx, c.ID)
 		// user, system, assistant(calls), two results, handoff, new baseline, answer
 		if len(tr) != 8 || !strings.HasPrefix(tr[5], "handoff:") || tr[6] != "system:system" {
@@ -264,19 +266,19 @@ func TestNewContextResetsAfterTheExchangeNeverInsideIt(t *testing.T) {
 }
 
 func TestAddToolsWritesTheLoadoutBeforeAnyEntryOfTheSettlementCommit(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		discover := toolFunc("discover", func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		discover := toolFunc("discover", func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			out.AddTools([]string{"calc"})
 			out.Handoff("Continue with calc.")
 			return nil
 		})
 		calc := echoTool("calc")
-		a := openAgent(t, ctx, s, agentOptions{tools: []core.Tool{discover, calc}})
+		a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{discover, calc}})
 		c := a.h.Root()
 		must(0, must(c.Settings()).Set(ctx, map[string]any{"selectedTools": []string{"discover"}}))
 		a.faux.SetResponses(calls("discover"), answer("done"))
-		must(c.Prompt(ctx, userText("go"), core.AcceptOptions{}))
-		v, ok, err := a.h.Store().GetValue(ctx, core.SelectedToolsValue.In(c.ID).Address, 0)
+		must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{}))
+		v, ok, err := a.h.Store().GetValue(ctx, agent.SelectedToolsValue.In(c.ID).Address, 0)
 		if err != nil || !ok || string(v.Value) != `["discover","calc"]` {
 			t.Fatalf("selected tools = %s (%v, %v)", v.Value, ok, err)
 		}
@@ -301,18 +303,18 @@ func toolNamesOf(ts []ai.Tool) []string {
 }
 
 func TestAbortedGenerationCreatesNoToolsWhileAnAbortedToolWritesItsOwnResult(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		started := rt.NewEvent("tool started")
-		hang := toolFunc("hang", func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, trt *core.ToolRuntime) error {
+		hang := toolFunc("hang", func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, trt *agent.ToolRuntime) error {
 			out.Write("working")
 			started.Set()
 			return trt.Sleep(ctx, trt.Now().Add(time.Hour))
 		})
-		a := openAgent(t, ctx, s, agentOptions{tools: []core.Tool{hang}})
+		a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{hang}})
 		a.faux.SetResponses(calls("hang"))
 		c := a.h.Root()
-		input := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		input := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		done := rt.NewEvent("drive")
 		rt.Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
 		must(0, started.Wait(ctx))
@@ -322,17 +324,17 @@ func TestAbortedGenerationCreatesNoToolsWhileAnAbortedToolWritesItsOwnResult(t *
 		if res == nil || !isError(res) || resultText(res) != "working\naborted" {
 			t.Fatalf("tool result = %+v; want the tool's own aborted error result", res)
 		}
-		if r := a.result(ctx, c, input); r.Status != core.InputCancelled {
+		if r := a.result(ctx, c, input); r.Status != agent.InputCancelled {
 			t.Fatalf("input = %+v; want cancelled", r)
 		}
-		for _, kind := range []string{core.ToolKindName, core.PostToolsKindName} {
+		for _, kind := range []string{agent.ToolKindName, agent.PostToolsKindName} {
 			for _, task := range a.tasksOf(ctx, kind) {
 				if task.Status != "aborted" {
 					t.Fatalf("%s %d is %s; want aborted", kind, task.ID, task.Status)
 				}
 			}
 		}
-		if n := len(a.tasksOf(ctx, core.GenerationKindName)); n != 1 {
+		if n := len(a.tasksOf(ctx, agent.GenerationKindName)); n != 1 {
 			t.Fatalf("%d generations; an abort creates no successor", n)
 		}
 		must(0, a.h.Close(ctx))
@@ -340,18 +342,18 @@ func TestAbortedGenerationCreatesNoToolsWhileAnAbortedToolWritesItsOwnResult(t *
 }
 
 func TestAbortedStreamingGenerationCreatesNoToolTasks(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(calls("a", "b").WithDelay(time.Second))
 		c := a.h.Root()
-		must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		done := rt.NewEvent("drive")
 		rt.Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
 		must(0, rt.Sleep(ctx, 500*time.Millisecond))
 		must(0, c.Abort(ctx))
 		must(0, done.Wait(ctx))
-		if n := len(a.tasksOf(ctx, core.ToolKindName)); n != 0 {
+		if n := len(a.tasksOf(ctx, agent.ToolKindName)); n != 0 {
 			t.Fatalf("%d tool tasks; an aborted generation creates none", n)
 		}
 		if n := len(a.toolResults(ctx, c.ID)); n != 0 {
@@ -362,12 +364,12 @@ func TestAbortedStreamingGenerationCreatesNoToolTasks(t *testing.T) {
 }
 
 func TestRecoverReplaysSafeToolsAndReportsInterruptedOnes(t *testing.T) {
-	for _, replay := range []core.ReplayPolicy{core.ReplaySafe, core.ReplayNever} {
+	for _, replay := range []agent.ReplayPolicy{agent.ReplaySafe, agent.ReplayNever} {
 		t.Run(string(replay), func(t *testing.T) {
-			simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-				store := reopenable{memory.New()}
+			simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+				store := simtest.Reopenable{Store: memory.New()}
 				runs := 0
-				tool := toolFunc("work", func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+				tool := toolFunc("work", func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 					runs++
 					out.Write("step one\n")
 					if runs == 1 {
@@ -377,28 +379,28 @@ func TestRecoverReplaysSafeToolsAndReportsInterruptedOnes(t *testing.T) {
 					return nil
 				})
 				tool.Replay = replay
-				a := openAgent(t, ctx, s, agentOptions{store: store, tools: []core.Tool{tool}})
+				a := openAgent(t, ctx, s, agentOptions{store: store, tools: []agent.Tool{tool}})
 				a.faux.SetResponses(calls("work"))
 				c := a.h.Root()
-				must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+				must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 				rt := s.Runtime()
 				rt.Go(ctx, "driver", func(ctx context.Context) { _, _ = c.Drive(ctx) })
-				for len(a.tasksOf(ctx, core.ToolKindName)) == 0 || a.tasksOf(ctx, core.ToolKindName)[0].Status != "running" {
+				for len(a.tasksOf(ctx, agent.ToolKindName)) == 0 || a.tasksOf(ctx, agent.ToolKindName)[0].Status != "running" {
 					must(0, rt.Sleep(ctx, time.Millisecond))
 				}
 				must(0, rt.Sleep(ctx, time.Millisecond))
 				must(0, a.h.Close(ctx)) // a crash as far as durable state goes: nothing settles
 
-				b := openAgent(t, ctx, s, agentOptions{store: store, tools: []core.Tool{tool}})
+				b := openAgent(t, ctx, s, agentOptions{store: store, tools: []agent.Tool{tool}})
 				b.faux.SetResponses(answer("ok"))
 				must(b.h.Root().Drive(ctx))
 				res := b.toolResults(ctx, c.ID)["call-work-0"]
 				switch replay {
-				case core.ReplaySafe:
+				case agent.ReplaySafe:
 					if runs != 2 || isError(res) || resultText(res) != "step one\nfinished" {
 						t.Fatalf("runs %d, result %q; want a clean second run", runs, resultText(res))
 					}
-				case core.ReplayNever:
+				case agent.ReplayNever:
 					if runs != 1 || !isError(res) || !strings.HasPrefix(resultText(res), "step one\ninterrupted") {
 						t.Fatalf("runs %d, result %q; want the durable output and an interrupted error", runs, resultText(res))
 					}
@@ -410,10 +412,10 @@ func TestRecoverReplaysSafeToolsAndReportsInterruptedOnes(t *testing.T) {
 }
 
 func TestBuiltinFileToolsActOnTheExecutionEnvironment(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		env := proc.New(s.Runtime(), proc.Scripts{})
 		must(0, env.WriteFile(ctx, "/src/main.go", []byte("package main\nfunc main() {}\n")))
-		a := openAgent(t, ctx, s, agentOptions{env: env, tools: []core.Tool{core.ReadTool(), core.WriteTool(), core.EditTool()}})
+		a := openAgent(t, ctx, s, agentOptions{env: env, tools: []agent.Tool{agent.ReadTool(), agent.WriteTool(), agent.EditTool()}})
 		a.faux.SetResponses(
 			faux.Reply(
 				faux.ToolCall("r", "read", `{"path":"/src/main.go","offset":2}`),
@@ -423,7 +425,7 @@ func TestBuiltinFileToolsActOnTheExecutionEnvironment(t *testing.T) {
 			).WithStop(ai.StopToolUse),
 			answer("done"))
 		c := a.h.Root()
-		must(c.Prompt(ctx, userText("go"), core.AcceptOptions{}))
+		must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{}))
 		res := a.toolResults(ctx, c.ID)
 		if got := resultText(res["r"]); got != "func main() {}\n" && got != "func main() { run() }\n" {
 			t.Fatalf("read = %q", got)
@@ -445,13 +447,13 @@ func TestBuiltinFileToolsActOnTheExecutionEnvironment(t *testing.T) {
 }
 
 func TestAnEmptyToolSelectionOffersNoToolsWhileNoSelectionOffersAll(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(answer("one"), answer("two"))
 		c := a.h.Root()
-		must(c.Prompt(ctx, userText("all"), core.AcceptOptions{}))
+		must(c.Prompt(ctx, userText("all"), agent.AcceptOptions{}))
 		must(0, must(c.Settings()).Set(ctx, map[string]any{"selectedTools": []string{}}))
-		must(c.Prompt(ctx, userText("none"), core.AcceptOptions{}))
+		must(c.Prompt(ctx, userText("none"), agent.AcceptOptions{}))
 		reqs := a.faux.Requests()
 		if got := toolNamesOf(reqs[0].Tools); !cmp.Equal(got, []string{"a", "b"}) {
 			t.Fatalf("unset selection offers %v; want every registered tool", got)

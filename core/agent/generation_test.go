@@ -1,4 +1,4 @@
-package core_test
+package agent_test
 
 // The generation kind (reference §8.2; usage guide "System Prompt and Tool
 // Loadout"): system entries that carry only what changed, fresh baselines
@@ -17,10 +17,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -38,13 +40,13 @@ var genFrames = storage.ScratchList[ai.Frame]("pi.frames")
 
 // genCatalogue is the tool catalogue of the loadout tests: echo tools, a
 // calculator nobody selects at first, and a discovery tool that adds it.
-func genCatalogue() []core.Tool {
-	discover := toolFunc("discover", func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, _ *core.ToolRuntime) error {
+func genCatalogue() []agent.Tool {
+	discover := toolFunc("discover", func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
 		out.AddTools([]string{"calc"})
 		out.Write("found calc")
 		return nil
 	})
-	return []core.Tool{echoTool("read"), echoTool("write"), echoTool("bash"), echoTool("grep"), echoTool("calc"), discover}
+	return []agent.Tool{echoTool("read"), echoTool("write"), echoTool("bash"), echoTool("grep"), echoTool("calc"), discover}
 }
 
 // genDefs returns the catalogue's definitions of the named tools, in order.
@@ -65,14 +67,14 @@ func genSection(key, text string) core.SystemSection {
 }
 
 // genIdentityHook registers the host's harness-wide identity section.
-func genIdentityHook(h *core.Harness) {
-	h.Hooks().On(core.GenerationKind, core.HookSystemInstructions,
-		core.Hook(func(ctx context.Context, in core.SystemInstructionsInput) (core.SystemInstructionsOutput, error) {
-			return core.SystemInstructionsOutput{Sections: []core.SystemSection{genSection("identity", genIdentity)}}, nil
+func genIdentityHook(h *agent.Harness) {
+	h.Hooks().On(agent.GenerationKind, agent.HookSystemInstructions,
+		core.Hook(func(ctx context.Context, in agent.SystemInstructionsInput) (agent.SystemInstructionsOutput, error) {
+			return agent.SystemInstructionsOutput{Sections: []core.SystemSection{genSection("identity", genIdentity)}}, nil
 		}), core.HookOptions{})
 }
 
-func genSelect(t testing.TB, ctx context.Context, c *core.Conversation, names ...string) {
+func genSelect(t testing.TB, ctx context.Context, c *agent.Conversation, names ...string) {
 	t.Helper()
 	cfg, err := c.Settings()
 	if err != nil {
@@ -83,7 +85,7 @@ func genSelect(t testing.TB, ctx context.Context, c *core.Conversation, names ..
 	}
 }
 
-func genSelected(t testing.TB, ctx context.Context, c *core.Conversation) []string {
+func genSelected(t testing.TB, ctx context.Context, c *agent.Conversation) []string {
 	t.Helper()
 	cfg := must(c.Settings())
 	raw, ok := must(cfg.Get(ctx))["selectedTools"]
@@ -98,7 +100,7 @@ func genSelected(t testing.TB, ctx context.Context, c *core.Conversation) []stri
 }
 
 // genSystemEntries returns conv's system entries with ids after after.
-func genSystemEntries(ctx context.Context, h *core.Harness, conv, after storage.ID) []*storage.Entry {
+func genSystemEntries(ctx context.Context, h *agent.Harness, conv, after storage.ID) []*storage.Entry {
 	p := must(h.Store().ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, ConversationID: conv, Kind: "system"}))
 	var out []*storage.Entry
 	for _, e := range p.Items {
@@ -191,7 +193,7 @@ func genCheckRequest(t testing.TB, req ai.Request, baseline *storage.Entry, tool
 	}
 }
 
-func genLastRequest(t testing.TB, a *agent) ai.Request {
+func genLastRequest(t testing.TB, a *loop) ai.Request {
 	t.Helper()
 	reqs := a.faux.Requests()
 	if len(reqs) == 0 {
@@ -201,28 +203,28 @@ func genLastRequest(t testing.TB, a *agent) ai.Request {
 }
 
 // genTasks returns conv's tasks of one kind, in creation order.
-func genTasks(ctx context.Context, h *core.Harness, conv storage.ID, kind string) []*storage.Task {
+func genTasks(ctx context.Context, h *agent.Harness, conv storage.ID, kind string) []*storage.Task {
 	p := must(h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, ConversationIDs: []storage.ID{conv}, Kind: kind}))
 	return p.Items
 }
 
 // genOnly returns conv's one generation.
-func genOnly(t testing.TB, ctx context.Context, h *core.Harness, conv storage.ID) (*storage.Task, core.GenerationState) {
+func genOnly(t testing.TB, ctx context.Context, h *agent.Harness, conv storage.ID) (*storage.Task, agent.GenerationState) {
 	t.Helper()
-	gens := genTasks(ctx, h, conv, core.GenerationKindName)
+	gens := genTasks(ctx, h, conv, agent.GenerationKindName)
 	if len(gens) != 1 {
 		t.Fatalf("got %d generations; want 1", len(gens))
 	}
-	var st core.GenerationState
+	var st agent.GenerationState
 	if err := json.Unmarshal(gens[0].State, &st); err != nil {
 		t.Fatal(err)
 	}
 	return gens[0], st
 }
 
-func genUsage(ctx context.Context, h *core.Harness) []core.UsageRow {
-	p := must(h.Store().ReadList(ctx, core.UsageList.Address, storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}))
-	out := make([]core.UsageRow, len(p.Items))
+func genUsage(ctx context.Context, h *agent.Harness) []agent.UsageRow {
+	p := must(h.Store().ReadList(ctx, agent.UsageList.Address, storage.ListQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}}))
+	out := make([]agent.UsageRow, len(p.Items))
 	for i, e := range p.Items {
 		if err := json.Unmarshal(e.Value, &out[i]); err != nil {
 			panic(err)
@@ -232,7 +234,7 @@ func genUsage(ctx context.Context, h *core.Harness) []core.UsageRow {
 }
 
 // genOutcomes lists the attempts' outcomes of usage rows.
-func genOutcomes(rows []core.UsageRow) []string {
+func genOutcomes(rows []agent.UsageRow) []string {
 	out := make([]string, len(rows))
 	for i, r := range rows {
 		out[i] = r.Outcome
@@ -311,8 +313,8 @@ func genStreamingStep() faux.Step {
 type genTraceRun struct {
 	t    testing.TB
 	ctx  context.Context
-	a    *agent
-	c    *core.Conversation
+	a    *loop
+	c    *agent.Conversation
 	host map[string]string // what the host's handlers render
 }
 
@@ -330,9 +332,9 @@ type genTurn struct {
 // nothing changed writes none.
 func TestSystemEntriesCarryOnlyWhatChangedSinceTheBaseline(t *testing.T) {
 	hostSections := func(r *genTraceRun) {
-		r.a.h.Root().Hooks().On(core.GenerationKind, core.HookSystemInstructions,
-			core.Hook(func(ctx context.Context, in core.SystemInstructionsInput) (core.SystemInstructionsOutput, error) {
-				return core.SystemInstructionsOutput{Sections: []core.SystemSection{
+		r.a.h.Root().Hooks().On(agent.GenerationKind, agent.HookSystemInstructions,
+			core.Hook(func(ctx context.Context, in agent.SystemInstructionsInput) (agent.SystemInstructionsOutput, error) {
+				return agent.SystemInstructionsOutput{Sections: []core.SystemSection{
 					genSection("cwd", "Working directory: /src"), genSection("skills", r.host["skills"]),
 				}}, nil
 			}), core.HookOptions{Subtree: true})
@@ -341,36 +343,36 @@ func TestSystemEntriesCarryOnlyWhatChangedSinceTheBaseline(t *testing.T) {
 	bashV2 := genDefs("bash")[0]
 	bashV2.Parameters = mcpSchema
 	mcpTools := func(r *genTraceRun) {
-		r.a.h.Root().Hooks().On(core.GenerationKind, core.HookSystemInstructions,
-			core.Hook(func(ctx context.Context, in core.SystemInstructionsInput) (core.SystemInstructionsOutput, error) {
+		r.a.h.Root().Hooks().On(agent.GenerationKind, agent.HookSystemInstructions,
+			core.Hook(func(ctx context.Context, in agent.SystemInstructionsInput) (agent.SystemInstructionsOutput, error) {
 				tools := r.a.h.Tools(in.Config.SelectedTools)
 				for i := range tools {
 					if tools[i].Name == "bash" && r.host["bash"] == "v2" {
 						tools[i].Parameters = mcpSchema
 					}
 				}
-				return core.SystemInstructionsOutput{Tools: tools}, nil
+				return agent.SystemInstructionsOutput{Tools: tools}, nil
 			}), core.HookOptions{Subtree: true})
 	}
 	guidance := "Plan mode: propose a plan and change nothing."
 	planPlugin := func(r *genTraceRun) {
-		r.a.h.Hooks().On(core.GenerationKind, core.HookSystemInstructions,
-			core.Hook(func(ctx context.Context, in core.SystemInstructionsInput) (core.SystemInstructionsOutput, error) {
+		r.a.h.Hooks().On(agent.GenerationKind, agent.HookSystemInstructions,
+			core.Hook(func(ctx context.Context, in agent.SystemInstructionsInput) (agent.SystemInstructionsOutput, error) {
 				on := false
 				v, ok, err := r.a.h.Store().GetValue(ctx, genPlanMode.In(in.ConversationID).Address, 0)
 				if err != nil {
-					return core.SystemInstructionsOutput{}, err
+					return agent.SystemInstructionsOutput{}, err
 				}
 				if ok {
 					if err := json.Unmarshal(v.Value, &on); err != nil {
-						return core.SystemInstructionsOutput{}, err
+						return agent.SystemInstructionsOutput{}, err
 					}
 				}
 				s := core.SystemSection{Key: "plan_mode"}
 				if on {
 					s.Text = &guidance
 				}
-				return core.SystemInstructionsOutput{Sections: []core.SystemSection{s}}, nil
+				return agent.SystemInstructionsOutput{Sections: []core.SystemSection{s}}, nil
 			}), core.HookOptions{})
 	}
 	setPlan := func(on bool) func(r *genTraceRun) {
@@ -472,7 +474,7 @@ func TestSystemEntriesCarryOnlyWhatChangedSinceTheBaseline(t *testing.T) {
 					if len(results) != 1 || system.ID < results[0] {
 						r.t.Fatalf("system entry %d, tool results %v; want the delta from the generation after post_tools", system.ID, results)
 					}
-					if n := len(genTasks(r.ctx, r.a.h, r.c.ID, core.GenerationKindName)); n != 3 {
+					if n := len(genTasks(r.ctx, r.a.h, r.c.ID, agent.GenerationKindName)); n != 3 {
 						r.t.Fatalf("got %d generations; want 3 (baseline turn, the call, the continuation)", n)
 					}
 				},
@@ -481,7 +483,7 @@ func TestSystemEntriesCarryOnlyWhatChangedSinceTheBaseline(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+			simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 				a := openAgent(t, ctx, s, agentOptions{tools: genCatalogue()})
 				r := &genTraceRun{t: t, ctx: ctx, a: a, c: a.h.Root(), host: map[string]string{}}
 				genIdentityHook(a.h)
@@ -496,7 +498,7 @@ func TestSystemEntriesCarryOnlyWhatChangedSinceTheBaseline(t *testing.T) {
 					}
 					a.faux.SetResponses(script...)
 					mark := a.h.Store().LastSeq()
-					if got := must(r.c.Prompt(ctx, userText("go on"), core.AcceptOptions{})); got == nil {
+					if got := must(r.c.Prompt(ctx, userText("go on"), agent.AcceptOptions{})); got == nil {
 						t.Fatal("the turn ended without an answer")
 					}
 					return genSystemEntries(ctx, a.h, r.c.ID, mark)
@@ -549,13 +551,13 @@ func TestSystemEntriesCarryOnlyWhatChangedSinceTheBaseline(t *testing.T) {
 func TestAHeadMakesTheNextGenerationWriteAFreshBaseline(t *testing.T) {
 	cases := []struct {
 		name   string
-		before func(ctx context.Context, c *core.Conversation) // between the turns
+		before func(ctx context.Context, c *agent.Conversation) // between the turns
 		script []faux.Step
 		head   string // the head entry's kind
 	}{
 		{
 			name: "reset",
-			before: func(ctx context.Context, c *core.Conversation) {
+			before: func(ctx context.Context, c *agent.Conversation) {
 				must(c.Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, c.ID); return nil }))
 			},
 			script: []faux.Step{answer("fresh")},
@@ -572,18 +574,18 @@ func TestAHeadMakesTheNextGenerationWriteAFreshBaseline(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-				tools := []core.Tool{echoTool("read"), echoTool("write"), core.NewContextTool()}
+			simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+				tools := []agent.Tool{echoTool("read"), echoTool("write"), agent.NewContextTool()}
 				a := openAgent(t, ctx, s, agentOptions{tools: tools})
 				genIdentityHook(a.h)
 				c := a.h.Root()
 				a.faux.SetResponses(answer("first"))
-				must(c.Prompt(ctx, userText("first"), core.AcceptOptions{}))
+				must(c.Prompt(ctx, userText("first"), agent.AcceptOptions{}))
 				if tc.before != nil {
 					tc.before(ctx, c)
 				}
 				a.faux.SetResponses(tc.script...)
-				if got := must(c.Prompt(ctx, userText("second"), core.AcceptOptions{})); got == nil || got.Model[0].Content.TextOf() != "fresh" {
+				if got := must(c.Prompt(ctx, userText("second"), agent.AcceptOptions{})); got == nil || got.Model[0].Content.TextOf() != "fresh" {
 					t.Fatalf("second answer = %+v; want fresh", got)
 				}
 				systems := genSystemEntries(ctx, a.h, c.ID, 0)
@@ -616,13 +618,13 @@ func TestAHeadMakesTheNextGenerationWriteAFreshBaseline(t *testing.T) {
 // A fork carries the shared baseline and diffs its own config against it;
 // the source conversation is unaffected.
 func TestForkDiffsItsOwnConfigAgainstTheSharedBaseline(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{tools: genCatalogue()})
 		genIdentityHook(a.h)
 		c := a.h.Root()
 		genSelect(t, ctx, c, "read", "write", "bash")
 		a.faux.SetResponses(answer("first"))
-		first := must(c.Prompt(ctx, userText("inspect the parser"), core.AcceptOptions{}))
+		first := must(c.Prompt(ctx, userText("inspect the parser"), agent.AcceptOptions{}))
 		baselines := genSystemEntries(ctx, a.h, c.ID, 0)
 		if first == nil || len(baselines) != 1 {
 			t.Fatalf("first turn: answer %v, %d system entries; want an answer and one baseline", first, len(baselines))
@@ -632,7 +634,7 @@ func TestForkDiffsItsOwnConfigAgainstTheSharedBaseline(t *testing.T) {
 		b := must(c.Fork(ctx, first.ID, core.ForkOptions{}))
 		genSelect(t, ctx, b, "read")
 		a.faux.SetResponses(answer("fork answer"))
-		if got := must(b.Prompt(ctx, userText("only read"), core.AcceptOptions{})); got == nil {
+		if got := must(b.Prompt(ctx, userText("only read"), agent.AcceptOptions{})); got == nil {
 			t.Fatal("the fork's turn ended without an answer")
 		}
 		forkSystems := genSystemEntries(ctx, a.h, b.ID, 0)
@@ -643,7 +645,7 @@ func TestForkDiffsItsOwnConfigAgainstTheSharedBaseline(t *testing.T) {
 		genCheckRequest(t, genLastRequest(t, a), baseline, genDefs("read"))
 
 		a.faux.SetResponses(answer("source answer"))
-		if got := must(c.Prompt(ctx, userText("again"), core.AcceptOptions{})); got == nil {
+		if got := must(c.Prompt(ctx, userText("again"), agent.AcceptOptions{})); got == nil {
 			t.Fatal("the source's turn ended without an answer")
 		}
 		if got := genSystemEntries(ctx, a.h, c.ID, 0); len(got) != 1 || got[0].ID != baseline.ID {
@@ -672,19 +674,19 @@ func TestRestartEmitsOnlyTheHostSectionsThatChanged(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-				store := reopenable{memory.New()}
-				host := func(h *core.Harness, cwd string) {
+			simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+				store := simtest.Reopenable{Store: memory.New()}
+				host := func(h *agent.Harness, cwd string) {
 					genIdentityHook(h)
-					h.Hooks().On(core.GenerationKind, core.HookSystemInstructions,
-						core.Hook(func(ctx context.Context, in core.SystemInstructionsInput) (core.SystemInstructionsOutput, error) {
-							return core.SystemInstructionsOutput{Sections: []core.SystemSection{genSection("cwd", cwd), genSection("skills", "Skills: none.")}}, nil
+					h.Hooks().On(agent.GenerationKind, agent.HookSystemInstructions,
+						core.Hook(func(ctx context.Context, in agent.SystemInstructionsInput) (agent.SystemInstructionsOutput, error) {
+							return agent.SystemInstructionsOutput{Sections: []core.SystemSection{genSection("cwd", cwd), genSection("skills", "Skills: none.")}}, nil
 						}), core.HookOptions{})
 				}
 				a1 := openAgent(t, ctx, s, agentOptions{store: store})
 				host(a1.h, "Working directory: /src")
 				a1.faux.SetResponses(answer("before"))
-				must(a1.h.Root().Prompt(ctx, userText("one"), core.AcceptOptions{}))
+				must(a1.h.Root().Prompt(ctx, userText("one"), agent.AcceptOptions{}))
 				baselines := genSystemEntries(ctx, a1.h, a1.h.Root().ID, 0)
 				if len(baselines) != 1 {
 					t.Fatalf("got %d system entries before the restart; want 1", len(baselines))
@@ -695,7 +697,7 @@ func TestRestartEmitsOnlyTheHostSectionsThatChanged(t *testing.T) {
 				host(a2.h, tc.cwd)
 				a2.faux.SetResponses(answer("after"))
 				mark := store.LastSeq()
-				if got := must(a2.h.Root().Prompt(ctx, userText("two"), core.AcceptOptions{})); got == nil {
+				if got := must(a2.h.Root().Prompt(ctx, userText("two"), agent.AcceptOptions{})); got == nil {
 					t.Fatal("the turn after the restart ended without an answer")
 				}
 				got := genSystemEntries(ctx, a2.h, a2.h.Root().ID, mark)
@@ -717,13 +719,13 @@ func TestRestartEmitsOnlyTheHostSectionsThatChanged(t *testing.T) {
 // A retryable error keeps the generation: it waits in retry_wait and its
 // next attempt answers; each attempt has its usage row.
 func TestRateLimitedAttemptRetriesInTheSameGeneration(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		log := &genBatchLog{Storage: memory.New()}
 		a := openAgent(t, ctx, s, agentOptions{store: log})
 		a.faux.SetResponses(faux.RateLimited(), answer("after the wait"))
 		c := a.h.Root()
 		start := s.Now()
-		got := must(c.Prompt(ctx, userText("hi"), core.AcceptOptions{}))
+		got := must(c.Prompt(ctx, userText("hi"), agent.AcceptOptions{}))
 		if got == nil || got.Model[0].Content.TextOf() != "after the wait" {
 			t.Fatalf("answer = %+v; want after the wait", got)
 		}
@@ -742,7 +744,7 @@ func TestRateLimitedAttemptRetriesInTheSameGeneration(t *testing.T) {
 			t.Fatalf("usage outcomes (-want +got):\n%s", diff)
 		}
 		for i, r := range rows {
-			if r.TaskID != gen.ID || r.Attempt != i+1 || r.Kind != core.GenerationKindName {
+			if r.TaskID != gen.ID || r.Attempt != i+1 || r.Kind != agent.GenerationKindName {
 				t.Fatalf("usage row %d = %+v; want generation %d attempt %d", i, r, gen.ID, i+1)
 			}
 		}
@@ -756,11 +758,11 @@ func TestRateLimitedAttemptRetriesInTheSameGeneration(t *testing.T) {
 // An exhausted retry budget fails the generation and its input group, and
 // nothing else starts.
 func TestExhaustedRetryBudgetFailsTheTurnWithoutASuccessor(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		a := openAgent(t, ctx, s, agentOptions{retry: core.RetryPolicy{Attempts: 2}})
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{retry: agent.RetryPolicy{Attempts: 2}})
 		a.faux.SetResponses(faux.RateLimited(), faux.RateLimited(), answer("never sent"))
 		c := a.h.Root()
-		got, err := c.Prompt(ctx, userText("hi"), core.AcceptOptions{RequestID: "req-1"})
+		got, err := c.Prompt(ctx, userText("hi"), agent.AcceptOptions{RequestID: "req-1"})
 		if err != nil || got != nil {
 			t.Fatalf("prompt = %v, %v; want nil, nil", got, err)
 		}
@@ -771,7 +773,7 @@ func TestExhaustedRetryBudgetFailsTheTurnWithoutASuccessor(t *testing.T) {
 		if gen.Status != "failed" || !strings.Contains(st.Reason, reason) || st.Attempt != 2 {
 			t.Fatalf("generation %s, reason %q, attempt %d; want failed, %q, attempt 2", gen.Status, st.Reason, st.Attempt, reason)
 		}
-		if r := a.result(ctx, c, input); r.Status != core.InputFailed || r.Reason != st.Reason {
+		if r := a.result(ctx, c, input); r.Status != agent.InputFailed || r.Reason != st.Reason {
 			t.Fatalf("input = %+v; want failed with the generation's reason", r)
 		}
 		if diff := cmp.Diff([]string{"retry", "failed"}, genOutcomes(genUsage(ctx, a.h))); diff != "" {
@@ -792,7 +794,7 @@ func TestExhaustedRetryBudgetFailsTheTurnWithoutASuccessor(t *testing.T) {
 // A crash after frames reached scratch: recover publishes the partial as an
 // error answer, fails the input as interrupted and creates no tools.
 func TestCrashWhileStreamingPublishesThePartialAndFailsTheTurn(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		// The fourth scratch commit (start, text start, one delta before it)
 		// is where the process dies.
 		store := fault.Wrap(s.Runtime(), memory.New(), fault.Plan{Faults: []fault.Fault{
@@ -801,8 +803,8 @@ func TestCrashWhileStreamingPublishesThePartialAndFailsTheTurn(t *testing.T) {
 		a1 := openAgent(t, ctx, s, agentOptions{store: store})
 		a1.faux.SetResponses(genStreamingStep())
 		c1 := a1.h.Root()
-		input := must(c1.Accept(ctx, userText("stream"), core.AcceptOptions{}))
-		driving := driveInActor(ctx, s, a1.h, c1, nil)
+		input := must(c1.Accept(ctx, userText("stream"), agent.AcceptOptions{}))
+		driving := simtest.DriveInActor(ctx, s, c1, nil)
 		must(0, store.WaitHeld(ctx, "frame-4"))
 
 		a2 := openAgent(t, ctx, s, agentOptions{store: store.Reopen(fault.Plan{})})
@@ -817,10 +819,10 @@ func TestCrashWhileStreamingPublishesThePartialAndFailsTheTurn(t *testing.T) {
 		}
 		partial, _ := genMust2(a2.h.GetEntry(ctx, st.Assistant))
 		genCheckPartial(t, partial, ai.StopError)
-		if r := a2.result(ctx, c, input); r.Status != core.InputFailed || !strings.HasPrefix(r.Reason, "interrupted") {
+		if r := a2.result(ctx, c, input); r.Status != agent.InputFailed || !strings.HasPrefix(r.Reason, "interrupted") {
 			t.Fatalf("input = %+v; want failed, interrupted", r)
 		}
-		for _, kind := range []string{core.ToolKindName, core.PostToolsKindName} {
+		for _, kind := range []string{agent.ToolKindName, agent.PostToolsKindName} {
 			if n := len(genTasks(ctx, a2.h, c.ID, kind)); n != 0 {
 				t.Fatalf("got %d %s tasks; want none", n, kind)
 			}
@@ -833,7 +835,7 @@ func TestCrashWhileStreamingPublishesThePartialAndFailsTheTurn(t *testing.T) {
 			t.Fatalf("transcript (-want +got):\n%s", diff)
 		}
 		must(0, a2.h.Close(ctx))
-		closeCrashed(ctx, a1.h)
+		simtest.CloseCrashed(ctx, a1.h)
 		must(0, driving.Wait(ctx))
 	})
 }
@@ -841,15 +843,15 @@ func TestCrashWhileStreamingPublishesThePartialAndFailsTheTurn(t *testing.T) {
 // A crash before any frame reached scratch: recover retries the attempt,
 // which answers.
 func TestCrashBeforeAnyFrameRetriesTheAttempt(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		store := fault.Wrap(s.Runtime(), memory.New(), fault.Plan{Faults: []fault.Fault{
 			{Name: "frame-1", Kind: fault.Hold, Commit: 1, Batch: storage.BatchScratch},
 		}}, nil)
 		a1 := openAgent(t, ctx, s, agentOptions{store: store})
 		a1.faux.SetResponses(genStreamingStep())
 		c1 := a1.h.Root()
-		input := must(c1.Accept(ctx, userText("stream"), core.AcceptOptions{}))
-		driving := driveInActor(ctx, s, a1.h, c1, nil)
+		input := must(c1.Accept(ctx, userText("stream"), agent.AcceptOptions{}))
+		driving := simtest.DriveInActor(ctx, s, c1, nil)
 		must(0, store.WaitHeld(ctx, "frame-1"))
 
 		log := &genBatchLog{Storage: store.Reopen(fault.Plan{})}
@@ -868,7 +870,7 @@ func TestCrashBeforeAnyFrameRetriesTheAttempt(t *testing.T) {
 		}
 		r := a2.result(ctx, c, input)
 		answerEntry, _ := genMust2(a2.h.GetEntry(ctx, r.ResultEntryID))
-		if r.Status != core.InputDone || answerEntry == nil || answerEntry.Model[0].Content.TextOf() != "second attempt" {
+		if r.Status != agent.InputDone || answerEntry == nil || answerEntry.Model[0].Content.TextOf() != "second attempt" {
 			t.Fatalf("input = %+v; want done with the second attempt's answer", r)
 		}
 		want := []string{"user:stream", "system:system", "assistant:second attempt"}
@@ -881,7 +883,7 @@ func TestCrashBeforeAnyFrameRetriesTheAttempt(t *testing.T) {
 			t.Fatalf("usage outcomes (-want +got):\n%s\nfirst usage %v; want nil", diff, rows[0].Usage)
 		}
 		must(0, a2.h.Close(ctx))
-		closeCrashed(ctx, a1.h)
+		simtest.CloseCrashed(ctx, a1.h)
 		must(0, driving.Wait(ctx))
 	})
 }
@@ -933,14 +935,14 @@ func TestAbortWhileStreamingSettlesInOneCommit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+			simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 				su := tc.setup(s)
 				a := openAgent(t, ctx, s, agentOptions{store: su.store})
 				a.faux.SetResponses(su.step)
 				c := a.h.Root()
-				input := must(c.Accept(ctx, userText("stream"), core.AcceptOptions{}))
+				input := must(c.Accept(ctx, userText("stream"), agent.AcceptOptions{}))
 				var result core.DriveResult
-				done := driveInActor(ctx, s, a.h, c, func(r core.DriveResult, err error) { result = must(r, err) })
+				done := simtest.DriveInActor(ctx, s, c, func(r core.DriveResult, err error) { result = must(r, err) })
 				su.wait(ctx, s)
 				gen, _ := genOnly(t, ctx, a.h, c.ID)
 				if gen.Status != "streaming" {
@@ -969,7 +971,7 @@ func TestAbortWhileStreamingSettlesInOneCommit(t *testing.T) {
 				} else if st.Assistant != 0 || len(a.entriesOf(ctx, c.ID, "assistant")) != 0 {
 					t.Fatalf("assistant %d, entries %v; want no partial without frames", st.Assistant, a.entriesOf(ctx, c.ID, "assistant"))
 				}
-				if r := a.result(ctx, c, input); r.Status != core.InputCancelled {
+				if r := a.result(ctx, c, input); r.Status != agent.InputCancelled {
 					t.Fatalf("input = %+v; want cancelled", r)
 				}
 				rows := genUsage(ctx, a.h)
@@ -983,7 +985,7 @@ func TestAbortWhileStreamingSettlesInOneCommit(t *testing.T) {
 				if diff := cmp.Diff(wantUsage, rows[0].Usage); diff != "" {
 					t.Fatalf("aborted attempt usage (-want +got):\n%s", diff)
 				}
-				for _, kind := range []string{core.ToolKindName, core.PostToolsKindName} {
+				for _, kind := range []string{agent.ToolKindName, agent.PostToolsKindName} {
 					if n := len(genTasks(ctx, a.h, c.ID, kind)); n != 0 {
 						t.Fatalf("got %d %s tasks; want none", n, kind)
 					}
@@ -1002,14 +1004,14 @@ func TestAbortWhileStreamingSettlesInOneCommit(t *testing.T) {
 							t.Fatalf("settling batch appends assistant %d (%s); want the partial %d", w.Entry.ID, w.Entry.Model[0].StopReason, st.Assistant)
 						}
 						wrote = append(wrote, "partial")
-					case w.Type == storage.WriteValueSet && w.Addr.Namespace == core.InputResultValue.Namespace:
-						var r core.InputResult
+					case w.Type == storage.WriteValueSet && w.Addr.Namespace == agent.InputResultValue.Namespace:
+						var r agent.InputResult
 						must(0, json.Unmarshal(w.Value, &r))
-						if w.Addr.Key != strconv.FormatInt(int64(input), 10) || r.Status != core.InputCancelled {
+						if w.Addr.Key != strconv.FormatInt(int64(input), 10) || r.Status != agent.InputCancelled {
 							t.Fatalf("settling batch writes input result %s = %+v; want input %d cancelled", w.Addr.Key, r, input)
 						}
 						wrote = append(wrote, "input")
-					case w.Type == storage.WriteListAppend && w.Addr.Namespace == core.UsageList.Namespace:
+					case w.Type == storage.WriteListAppend && w.Addr.Namespace == agent.UsageList.Namespace:
 						wrote = append(wrote, "usage")
 					case w.Type == storage.WriteSettle:
 						wrote = append(wrote, "settle")
@@ -1034,7 +1036,7 @@ func TestAbortWhileStreamingSettlesInOneCommit(t *testing.T) {
 // ones included; an attempt without a report is recorded as unknown (nil),
 // never as zero.
 func TestUsageTotalsSumTheKnownUsageOfEveryAttempt(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		c := a.h.Root()
 		usage := func(in, out int64, cost float64) ai.Usage {
@@ -1043,17 +1045,17 @@ func TestUsageTotalsSumTheKnownUsageOfEveryAttempt(t *testing.T) {
 		u1, u2, u3, u4 := usage(100, 20, 0.5), usage(110, 0, 0.25), usage(120, 30, 1), usage(130, 5, 0.125)
 
 		a.faux.SetResponses(answer("one").WithUsage(u1))
-		must(c.Prompt(ctx, userText("one"), core.AcceptOptions{}))
+		must(c.Prompt(ctx, userText("one"), agent.AcceptOptions{}))
 		a.faux.SetResponses(faux.RateLimited().WithUsage(u2), answer("two").WithUsage(u3))
-		must(c.Prompt(ctx, userText("two"), core.AcceptOptions{}))
+		must(c.Prompt(ctx, userText("two"), agent.AcceptOptions{}))
 		a.faux.SetResponses(faux.Reply().WithError("boom").WithUsage(u4))
-		if got := must(c.Prompt(ctx, userText("three"), core.AcceptOptions{})); got != nil {
+		if got := must(c.Prompt(ctx, userText("three"), agent.AcceptOptions{})); got != nil {
 			t.Fatalf("failed turn answered %+v; want nil", got)
 		}
 		// An attempt aborted before anything reached scratch reported nothing.
 		a.faux.SetResponses(answer("four").WithDelay(time.Hour))
-		must(c.Accept(ctx, userText("four"), core.AcceptOptions{}))
-		done := driveInActor(ctx, s, a.h, c, nil)
+		must(c.Accept(ctx, userText("four"), agent.AcceptOptions{}))
+		done := simtest.DriveInActor(ctx, s, c, nil)
 		must(0, s.Runtime().Sleep(ctx, time.Minute))
 		must(0, c.Abort(ctx))
 		must(0, done.Wait(ctx))
@@ -1074,7 +1076,7 @@ func TestUsageTotalsSumTheKnownUsageOfEveryAttempt(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("usage rows (-want +got):\n%s", diff)
 		}
-		v, ok := genMust2(a.h.Store().GetValue(ctx, core.UsageTotals.Address, 0))
+		v, ok := genMust2(a.h.Store().GetValue(ctx, agent.UsageTotals.Address, 0))
 		var totals ai.Usage
 		if !ok {
 			t.Fatal("no pi.usage.totals")
@@ -1095,11 +1097,11 @@ func TestUsageTotalsSumTheKnownUsageOfEveryAttempt(t *testing.T) {
 // A provider error fails the generation and ends the run: the drive returns
 // idle, nothing stays live, and the conversation takes the next input.
 func TestFailedGenerationEndsItsRun(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(faux.Reply().WithError("boom"))
 		c := a.h.Root()
-		input := must(c.Accept(ctx, userText("hi"), core.AcceptOptions{}))
+		input := must(c.Accept(ctx, userText("hi"), agent.AcceptOptions{}))
 		if got := must(c.Drive(ctx)); got != core.Idle {
 			t.Fatalf("drive = %s; want idle", got)
 		}
@@ -1107,14 +1109,14 @@ func TestFailedGenerationEndsItsRun(t *testing.T) {
 		if gen.Status != "failed" || st.Reason != "boom" {
 			t.Fatalf("generation %s, reason %q; want failed, boom", gen.Status, st.Reason)
 		}
-		if r := a.result(ctx, c, input); r.Status != core.InputFailed || r.Reason != "boom" {
+		if r := a.result(ctx, c, input); r.Status != agent.InputFailed || r.Reason != "boom" {
 			t.Fatalf("input = %+v; want failed, boom", r)
 		}
 		if in := must(a.h.Inspect(ctx)); len(in.Start)+len(in.Inflight) != 0 {
 			t.Fatalf("live tasks %v %v; want none", in.Start, in.Inflight)
 		}
 		a.faux.SetResponses(answer("fine now"))
-		if got := must(c.Prompt(ctx, userText("again"), core.AcceptOptions{})); got == nil || got.Model[0].Content.TextOf() != "fine now" {
+		if got := must(c.Prompt(ctx, userText("again"), agent.AcceptOptions{})); got == nil || got.Model[0].Content.TextOf() != "fine now" {
 			t.Fatalf("next prompt = %+v; want fine now", got)
 		}
 		must(0, a.h.Close(ctx))
@@ -1126,7 +1128,7 @@ func TestFailedGenerationEndsItsRun(t *testing.T) {
 // (§8.3), stores exactly those ids and reads them back after reopen; so does
 // a patch of the task created in that commit.
 func TestTaskPatchReferencesToIDsOfTheSameCommitReadBackExactly(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		type holderState struct {
 			Note   string       `json:"note"`
 			Child  storage.ID   `json:"child"`
@@ -1139,9 +1141,9 @@ func TestTaskPatchReferencesToIDsOfTheSameCommitReadBackExactly(t *testing.T) {
 		}
 		var child, notice storage.ID
 		var minted storage.Range
-		var h *core.Harness
+		var h *agent.Harness
 		kinds := func() []core.TaskKind {
-			holder := stepKind("holder", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			holder := simtest.StepKind("holder", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 				childKind, _ := h.Kinds().Task("child")
 				var err error
 				minted, err = rt.Commit(ctx, func(tx *core.ConversationTx) error {
@@ -1153,14 +1155,14 @@ func TestTaskPatchReferencesToIDsOfTheSameCommitReadBackExactly(t *testing.T) {
 				})
 				return err
 			})
-			return []core.TaskKind{holder, stepKind("child", nil)}
+			return []core.TaskKind{holder, simtest.StepKind("child", nil)}
 		}
-		store := reopenable{memory.New()}
+		store := simtest.Reopenable{Store: memory.New()}
 		a := openAgent(t, ctx, s, agentOptions{store: store, kinds: kinds()})
 		h = a.h
 		holderKind, _ := a.h.Kinds().Task("holder")
 		c := a.h.Root()
-		holder := createTask(t, ctx, c, holderKind, core.TaskSpec{State: holderState{Note: "keep"}})
+		holder := simtest.CreateTask(t, ctx, c, holderKind, core.TaskSpec{State: holderState{Note: "keep"}})
 		if got := must(c.Drive(ctx)); got != core.Idle {
 			t.Fatalf("drive = %s; want idle", got)
 		}
@@ -1168,7 +1170,7 @@ func TestTaskPatchReferencesToIDsOfTheSameCommitReadBackExactly(t *testing.T) {
 			t.Fatalf("minted child %d, notice %d in commit %+v; want %d and %d", child, notice, minted, minted.First, minted.First+1)
 		}
 		want := holderState{Note: "keep", Child: child, Notice: notice, Refs: []storage.ID{child, notice}}
-		check := func(h *core.Harness, when string) {
+		check := func(h *agent.Harness, when string) {
 			t.Helper()
 			tasks := must(h.GetTasks(ctx, []storage.ID{holder, child}))
 			var got holderState
@@ -1202,15 +1204,15 @@ func TestTaskPatchReferencesToIDsOfTheSameCommitReadBackExactly(t *testing.T) {
 // While a generation waits in retry_wait, nothing signals quiescence: the
 // drive returns idle only after the retry went out and answered.
 func TestDriveStaysBusyThroughARetryWait(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
-		a := openAgent(t, ctx, s, agentOptions{retry: core.RetryPolicy{Delay: 10 * time.Second}})
+		a := openAgent(t, ctx, s, agentOptions{retry: agent.RetryPolicy{Delay: 10 * time.Second}})
 		a.faux.SetResponses(faux.RateLimited(), answer("after the wait"))
 		c := a.h.Root()
-		input := must(c.Accept(ctx, userText("hi"), core.AcceptOptions{}))
+		input := must(c.Accept(ctx, userText("hi"), agent.AcceptOptions{}))
 		var result core.DriveResult
 		var returnedAt time.Time
-		done := driveInActor(ctx, s, a.h, c, func(r core.DriveResult, err error) {
+		done := simtest.DriveInActor(ctx, s, c, func(r core.DriveResult, err error) {
 			result, returnedAt = must(r, err), rt.Now()
 		})
 		must(0, rt.Sleep(ctx, 5*time.Second))
@@ -1225,7 +1227,7 @@ func TestDriveStaysBusyThroughARetryWait(t *testing.T) {
 		if result != core.Idle || returnedAt.UnixMilli() < st.NotBefore {
 			t.Fatalf("drive returned %s at %d; want idle at or after notBefore %d", result, returnedAt.UnixMilli(), st.NotBefore)
 		}
-		if r := a.result(ctx, c, input); r.Status != core.InputDone {
+		if r := a.result(ctx, c, input); r.Status != agent.InputDone {
 			t.Fatalf("input = %+v; want done", r)
 		}
 		must(0, a.h.Close(ctx))

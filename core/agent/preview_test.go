@@ -1,4 +1,4 @@
-package core_test
+package agent_test
 
 import (
 	"context"
@@ -9,10 +9,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -40,20 +42,20 @@ func (s scratchOf) ReadList(a storage.Address, q storage.ListQuery) (storage.Pag
 // preview built from durable scratch are all the same value.
 type previewRun struct {
 	t       testing.TB
-	h       *core.Harness
+	h       *agent.Harness
 	faux    *faux.Provider
 	store   storage.Storage
 	outputs map[storage.ID][]core.TaskOutput
 	replica map[storage.ID]any
 }
 
-func openPreviewRun(t testing.TB, ctx context.Context, s *sim.Sim, tools []core.Tool) *previewRun {
+func openPreviewRun(t testing.TB, ctx context.Context, s *sim.Sim, tools []agent.Tool) *previewRun {
 	r := &previewRun{t: t, store: memory.New(), outputs: map[storage.ID][]core.TaskOutput{}, replica: map[storage.ID]any{}}
 	r.faux = faux.New(s.Runtime(), s.Rand(), faux.Options{})
 	var err error
-	r.h, err = core.Open(ctx, r.store, core.Options{
-		Runtime: s.Runtime(), Tools: tools,
-		Models:       core.NewModels(core.ModelSource{Provider: r.faux, Models: r.faux.Models()}),
+	r.h, err = agent.Open(ctx, r.store, agent.Options{
+		Runtime: s.Runtime(), Tools: tools, CheckInvariants: true,
+		Models:       agent.NewModels(agent.ModelSource{Provider: r.faux, Models: r.faux.Models()}),
 		OnTaskOutput: func(o core.TaskOutput) { r.check(ctx, o) },
 	})
 	if err != nil {
@@ -96,12 +98,12 @@ func (r *previewRun) check(ctx context.Context, o core.TaskOutput) {
 }
 
 func TestAStreamedTokenIsOneAppendOpAndNothingElse(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		r := openPreviewRun(t, ctx, s, nil)
 		r.faux.SetResponses(faux.Reply(faux.Thinking("let me think about it"), faux.Text(strings.Repeat("word ", 40))))
 		c := r.h.Root()
-		must(c.Prompt(ctx, userText("go"), core.AcceptOptions{}))
-		gens := must(r.h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: 10}, Kind: core.GenerationKindName})).Items
+		must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{}))
+		gens := must(r.h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: 10}, Kind: agent.GenerationKindName})).Items
 		outs := r.outputs[gens[0].ID]
 		if len(outs) < 10 {
 			t.Fatalf("%d outputs; want one per streamed frame", len(outs))
@@ -131,18 +133,18 @@ func TestAStreamedTokenIsOneAppendOpAndNothingElse(t *testing.T) {
 }
 
 func TestASlidingToolTailIsTruncateThenAppend(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		tail := toolFunc("tail", func(ctx context.Context, _ json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		tail := toolFunc("tail", func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			for i := range 8 {
 				out.Write(strings.Repeat(string(rune('a'+i)), 3) + "\n")
 			}
 			return nil
 		})
-		tail.Output = core.OutputLimits{MaxLines: 3, Retain: "tail"}
-		r := openPreviewRun(t, ctx, s, []core.Tool{tail})
+		tail.Output = agent.OutputLimits{MaxLines: 3, Retain: "tail"}
+		r := openPreviewRun(t, ctx, s, []agent.Tool{tail})
 		r.faux.SetResponses(calls("tail"), answer("done"))
-		must(r.h.Root().Prompt(ctx, userText("go"), core.AcceptOptions{}))
-		tools := must(r.h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: 10}, Kind: core.ToolKindName})).Items
+		must(r.h.Root().Prompt(ctx, userText("go"), agent.AcceptOptions{}))
+		tools := must(r.h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: 10}, Kind: agent.ToolKindName})).Items
 		textPath := delta.Path{"content", 0, "text"}
 		slid := 0
 		for i, o := range r.outputs[tools[0].ID] {
@@ -169,29 +171,29 @@ func TestASlidingToolTailIsTruncateThenAppend(t *testing.T) {
 // A process that restarts mid-stream builds the preview from the frames on
 // disk, and it equals what the first process had live.
 func TestPreviewAfterReopenEqualsTheLivePreview(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		store := reopenable{memory.New()}
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		store := simtest.Reopenable{Store: memory.New()}
 		var live any
 		var gen storage.ID
 		p := faux.New(s.Runtime(), s.Rand(), faux.Options{TokensPerSecond: 10})
 		p.SetResponses(faux.Reply(faux.Text(strings.Repeat("slow words ", 30))))
-		var h *core.Harness
-		h = must(core.Open(ctx, store, core.Options{Runtime: s.Runtime(),
-			Models: core.NewModels(core.ModelSource{Provider: p, Models: p.Models()}),
+		var h *agent.Harness
+		h = must(agent.Open(ctx, store, agent.Options{Runtime: s.Runtime(), CheckInvariants: true,
+			Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()}),
 			OnTaskOutput: func(o core.TaskOutput) {
 				gen = o.Task
 				live, _ = must2(h.Preview(ctx, o.Task))
 			}}))
 		c := h.Root()
-		must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		s.Runtime().Go(ctx, "driver", func(ctx context.Context) { _, _ = c.Drive(ctx) })
 		must(0, s.Runtime().Sleep(ctx, time.Duration(500+s.Rand().IntN(5000))*time.Millisecond))
 		if gen == 0 {
 			t.Fatal("nothing streamed before the restart")
 		}
-		closeCrashed(ctx, h)
+		simtest.CloseCrashed(ctx, h)
 
-		again := must(core.Open(ctx, store, core.Options{Runtime: s.Runtime()}))
+		again := must(agent.Open(ctx, store, agent.Options{Runtime: s.Runtime(), CheckInvariants: true}))
 		got, ok := must2(again.Preview(ctx, gen))
 		if !ok {
 			t.Fatalf("generation %d has no preview after reopen", gen)

@@ -1,4 +1,4 @@
-package core_test
+package agent_test
 
 import (
 	"context"
@@ -9,19 +9,21 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
 
 func TestPromptAnswersWithOneTurn(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(answer("hello there"))
 		c := a.h.Root()
-		got := must(c.Prompt(ctx, userText("hi"), core.AcceptOptions{}))
+		got := must(c.Prompt(ctx, userText("hi"), agent.AcceptOptions{}))
 		if got == nil || got.Model[0].Content.TextOf() != "hello there" {
 			t.Fatalf("answer = %+v", got)
 		}
@@ -37,11 +39,11 @@ func TestPromptAnswersWithOneTurn(t *testing.T) {
 }
 
 func TestToolTurnRunsToolsThenAnswers(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(calls("a", "b"), answer("after tools"))
 		c := a.h.Root()
-		got := must(c.Prompt(ctx, userText("tool:a,b"), core.AcceptOptions{}))
+		got := must(c.Prompt(ctx, userText("tool:a,b"), agent.AcceptOptions{}))
 		if got == nil || got.Model[0].Content.TextOf() != "after tools" {
 			t.Fatalf("answer = %+v", got)
 		}
@@ -68,12 +70,12 @@ func TestToolTurnRunsToolsThenAnswers(t *testing.T) {
 }
 
 func TestDeferredResponseIsPolledWithSleepsUntilItAnswers(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{faux: faux.Options{Deferred: faux.DeferredOptions{PendingFetches: 1, PollAfterMs: 500}}})
 		a.faux.SetResponses(faux.Reply().WithStop(ai.StopDeferred), answer("later"))
 		c := a.h.Root()
 		start := s.Runtime().Now()
-		got := must(c.Prompt(ctx, userText("go"), core.AcceptOptions{}))
+		got := must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{}))
 		if got == nil || got.Model[0].Content.TextOf() != "later" {
 			t.Fatalf("answer = %+v; want the deferred answer", got)
 		}
@@ -86,10 +88,10 @@ func TestDeferredResponseIsPolledWithSleepsUntilItAnswers(t *testing.T) {
 		if calls := a.faux.Calls(); calls != 1 {
 			t.Fatalf("%d provider calls; a poll is a fetch, not a new request", calls)
 		}
-		p := must(a.h.Store().ReadList(ctx, core.UsageList.Address, storage.ListQuery{Cursor: storage.Cursor{Limit: 10}}))
+		p := must(a.h.Store().ReadList(ctx, agent.UsageList.Address, storage.ListQuery{Cursor: storage.Cursor{Limit: 10}}))
 		var outcomes []string
 		for _, e := range p.Items {
-			var row core.UsageRow
+			var row agent.UsageRow
 			must(0, json.Unmarshal(e.Value, &row))
 			outcomes = append(outcomes, row.Outcome)
 		}
@@ -106,19 +108,19 @@ func TestDeferredResponseIsPolledWithSleepsUntilItAnswers(t *testing.T) {
 // A provider's in-band stopReason "aborted" is not a durable mark: without
 // one, the kind commits its own failure outcome and the run ends.
 func TestInBandProviderAbortWithoutAMarkFailsTheTurn(t *testing.T) {
-	sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})
 		a.faux.SetResponses(faux.Reply(faux.Text("half an ans")).WithStop(ai.StopAborted))
 		c := a.h.Root()
-		input := must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		input := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		if got := must(c.Drive(ctx)); got != core.Idle {
 			t.Fatalf("drive = %s; want idle", got)
 		}
 		r := a.result(ctx, c, input)
-		if r.Status != core.InputFailed {
+		if r.Status != agent.InputFailed {
 			t.Fatalf("input = %+v; want failed", r)
 		}
-		gens := a.tasksOf(ctx, core.GenerationKindName)
+		gens := a.tasksOf(ctx, agent.GenerationKindName)
 		if len(gens) != 1 || gens[0].Status != "failed" || gens[0].Abort {
 			t.Fatalf("generations = %+v; want one failed and unmarked", gens)
 		}
@@ -134,15 +136,15 @@ func TestInBandProviderAbortWithoutAMarkFailsTheTurn(t *testing.T) {
 // until its owner resolves it) is not a domain outcome: breaking it faults
 // the session, naming the task, and writes nothing.
 func TestABrokenInputGroupFaultsTheSession(t *testing.T) {
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
-		store := reopenable{memory.New()}
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		store := simtest.Reopenable{Store: memory.New()}
 		a := openAgent(t, ctx, s, agentOptions{store: store})
 		a.faux.SetResponses(answer("orphan answer"))
 		c := a.h.Root()
-		gen := createTask(t, ctx, c, core.GenerationKind, core.TaskSpec{State: core.GenerationState{Inputs: []storage.ID{999}, MaxAttempts: 1}})
+		gen := simtest.CreateTask(t, ctx, c, agent.GenerationKind, core.TaskSpec{State: agent.GenerationState{Inputs: []storage.ID{999}, MaxAttempts: 1}})
 		_, err := c.Drive(ctx)
 		var fe *core.FaultError
-		if !errors.As(err, &fe) || fe.Task != gen || fe.Kind != core.GenerationKindName || fe.Method != "execute" {
+		if !errors.As(err, &fe) || fe.Task != gen || fe.Kind != agent.GenerationKindName || fe.Method != "execute" {
 			t.Fatalf("drive error = %v; want a fault of generation %d's execute", err, gen)
 		}
 		p := must(store.ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: 10}, ConversationID: c.ID, Kind: "assistant"}))
@@ -150,5 +152,42 @@ func TestABrokenInputGroupFaultsTheSession(t *testing.T) {
 			t.Fatalf("%d assistant entries; the rejected settlement must write nothing", len(p.Items))
 		}
 		_ = a.h.Close(ctx)
+	})
+}
+
+func TestSettingsRoundTripTheGenerationsDeclaredValues(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := openAgent(t, ctx, s, agentOptions{}).h
+		settings := must(h.Root().Settings())
+		if err := settings.Set(ctx, map[string]any{"model": agent.ModelRef{ModelID: "faux-1"}, "budgetMs": 120000}); err != nil {
+			t.Fatal(err)
+		}
+		got := must(settings.Get(ctx))
+		if string(got["model"]) != `{"modelId":"faux-1"}` || string(got["budgetMs"]) != "120000" {
+			t.Fatalf("settings = %v", got)
+		}
+		if err := settings.Set(ctx, map[string]any{"colour": "red"}); err == nil {
+			t.Fatal("setting an undeclared value was accepted")
+		}
+		h.Close(ctx)
+	})
+}
+
+func TestAcceptanceReturnsTheStoredReceipt(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := openAgent(t, ctx, s, agentOptions{}).h
+		want := agent.Receipt{RequestID: "req-42", ConversationID: h.Root().ID, InputID: 400}
+		must(h.Commit(ctx, func(tx *core.Tx) error {
+			core.TxValue(tx, agent.RequestValue.WithKey("req-42")).Set(want)
+			return nil
+		}))
+		got, ok, err := h.Acceptance(ctx, "req-42")
+		if err != nil || !ok || got != want {
+			t.Fatalf("acceptance = %+v, %v, %v; want %+v", got, ok, err, want)
+		}
+		if _, ok, _ := h.Acceptance(ctx, "req-0"); ok {
+			t.Fatal("an unknown request id was found")
+		}
+		h.Close(ctx)
 	})
 }

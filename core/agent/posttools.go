@@ -1,10 +1,11 @@
-package core
+package agent
 
 import (
 	"context"
 	"fmt"
 	"slices"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
@@ -23,19 +24,23 @@ type PostToolsState struct {
 // PostToolsKind is the built-in post_tools kind (§5.5): it starts once
 // every tool of an exchange is terminal and decides what happens next, in
 // one commit.
-var PostToolsKind TaskKind = postToolsKind{Statuses{Name: PostToolsKindName, Initial: "pending", Roles: map[string]storage.TaskRole{
+var PostToolsKind core.TaskKind = postToolsKind{core.Statuses{Name: PostToolsKindName, Initial: "pending", Roles: map[string]storage.TaskRole{
 	"pending": storage.RoleStart, "done": storage.RoleTerminal, "failed": storage.RoleTerminal, "aborted": storage.RoleTerminal,
 }}}
 
-type postToolsKind struct{ Statuses }
+type postToolsKind struct{ core.Statuses }
 
-func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 	st, err := decodeState[PostToolsState](task)
 	if err != nil {
 		return err
 	}
-	h, conv := rt.h, task.ConversationID
-	_, err = rt.Commit(ctx, func(tx *ConversationTx) error {
+	cfg, err := configOf(rt.Harness())
+	if err != nil {
+		return err
+	}
+	conv := task.ConversationID
+	_, err = rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		tasks, err := tx.GetTasks(st.Tools)
 		if err != nil {
 			return err
@@ -44,7 +49,7 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *Task
 		for _, id := range st.Tools {
 			t, ok := tasks[id]
 			if !ok || t.Live() {
-				return fmt.Errorf("core: post_tools %d: tool task %d is missing or not terminal", task.ID, id)
+				return fmt.Errorf("agent: post_tools %d: tool task %d is missing or not terminal", task.ID, id)
 			}
 			ts, err := decodeState[ToolState](t)
 			if err != nil {
@@ -91,13 +96,13 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *Task
 		}
 		var selected []string
 		if len(added) > 0 {
-			cfg, err := readConfig(tx.Tx, conv)
+			gen, err := readConfig(tx.Tx, conv)
 			if err != nil {
 				return err
 			}
-			selected = cfg.SelectedTools
+			selected = gen.SelectedTools
 			if selected == nil {
-				selected = h.tools.order
+				selected = cfg.tools.order
 			}
 			selected = slices.Clone(selected)
 			for _, n := range added {
@@ -109,13 +114,13 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *Task
 			tx.SetValue(SelectedToolsValue.Address, selected)
 		}
 		if handoff != "" {
-			AppendHandoff(tx.Tx, conv, handoff, ai.UserText(handoff, nowMs(h.rt)))
+			core.AppendHandoff(tx.Tx, conv, handoff, ai.UserText(handoff, rt.Now().UnixMilli()))
 		}
 		joined, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer})
 		if err != nil {
 			return err
 		}
-		if _, err := h.createGeneration(tx.Tx, conv, append(slices.Clone(st.Inputs), joined...), func(c *GenerationConfig) {
+		if _, err := cfg.createGeneration(tx.Tx, conv, append(slices.Clone(st.Inputs), joined...), func(c *GenerationConfig) {
 			if selected != nil {
 				c.SelectedTools = selected
 			}
@@ -129,18 +134,18 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *Task
 }
 
 // Recover never runs: post_tools has no inflight status.
-func (k postToolsKind) Recover(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
-	return fmt.Errorf("core: post_tools %d has no inflight status to recover from", task.ID)
+func (k postToolsKind) Recover(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+	return fmt.Errorf("agent: post_tools %d has no inflight status to recover from", task.ID)
 }
 
 // Abort resolves the carried group as cancelled and settles with no
 // successor.
-func (k postToolsKind) Abort(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+func (k postToolsKind) Abort(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 	st, err := decodeState[PostToolsState](task)
 	if err != nil {
 		return err
 	}
-	_, err = rt.Commit(ctx, func(tx *ConversationTx) error {
+	_, err = rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if err := resolveInputs(tx.Tx, task.ConversationID, st.Inputs, func(r InputResult) InputResult {
 			r.Status, r.Reason = InputCancelled, "aborted"
 			return r

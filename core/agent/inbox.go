@@ -1,4 +1,4 @@
-package core
+package agent
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
@@ -57,7 +58,7 @@ func (d AcceptedEntryDraft) MarshalJSON() ([]byte, error) {
 		Head any `json:"head,omitempty"`
 	}{plain: plain(d)}
 	switch {
-	case d.Head == HeadSelf:
+	case d.Head == core.HeadSelf:
 		out.Head = "self"
 	case d.Head > 0:
 		out.Head = d.Head
@@ -79,17 +80,17 @@ func (d *AcceptedEntryDraft) UnmarshalJSON(data []byte) error {
 	switch h := string(in.Head); {
 	case h == "" || h == "null":
 	case h == `"self"`:
-		d.Head = HeadSelf
+		d.Head = core.HeadSelf
 	default:
 		if err := json.Unmarshal(in.Head, &d.Head); err != nil || d.Head <= 0 {
-			return fmt.Errorf("core: entry draft head %s is neither \"self\" nor an entry id", h)
+			return fmt.Errorf("agent: entry draft head %s is neither \"self\" nor an entry id", h)
 		}
 	}
 	return nil
 }
 
-func (d AcceptedEntryDraft) draft() EntryDraft {
-	e := EntryDraft{Key: d.Key, Model: d.Model, Head: d.Head, Edits: d.Edits}
+func (d AcceptedEntryDraft) draft() core.EntryDraft {
+	e := core.EntryDraft{Key: d.Key, Model: d.Model, Head: d.Head, Edits: d.Edits}
 	if len(d.Data) > 0 {
 		e.Data = d.Data
 	}
@@ -150,6 +151,30 @@ func inputResultAddr(conv, input storage.ID) storage.Value[InputResult] {
 	return InputResultValue.In(conv).WithKey(strconv.FormatInt(int64(input), 10))
 }
 
+// Receipt identifies an accepted input (§3.4).
+type Receipt struct {
+	RequestID      string     `json:"requestId"`
+	ConversationID storage.ID `json:"conversationId"`
+	InputID        storage.ID `json:"inputId"`
+}
+
+// RequestValue is the session value that maps a request id to its receipt.
+var RequestValue = storage.SessionValue[Receipt]("pi.request")
+
+// Acceptance looks up the receipt of an earlier acceptance by request id:
+// how a caller whose accept reply was lost recovers its input id.
+func (h *Harness) Acceptance(ctx context.Context, requestID string) (Receipt, bool, error) {
+	v, ok, err := h.Store().GetValue(ctx, RequestValue.WithKey(requestID).Address, 0)
+	if err != nil || !ok {
+		return Receipt{}, false, err
+	}
+	var r Receipt
+	if err := json.Unmarshal(v.Value, &r); err != nil {
+		return Receipt{}, false, fmt.Errorf("agent: request %q: %w", requestID, err)
+	}
+	return r, true, nil
+}
+
 // RequestAlreadyAcceptedError rejects a second acceptance with a request id
 // that was already used; First is the original receipt.
 type RequestAlreadyAcceptedError struct {
@@ -157,7 +182,7 @@ type RequestAlreadyAcceptedError struct {
 }
 
 func (e *RequestAlreadyAcceptedError) Error() string {
-	return fmt.Sprintf("core: request %q was already accepted as input %d of conversation %d",
+	return fmt.Sprintf("agent: request %q was already accepted as input %d of conversation %d",
 		e.First.RequestID, e.First.InputID, e.First.ConversationID)
 }
 
@@ -197,12 +222,12 @@ func (c *Conversation) NextRun(ctx context.Context, input ai.Content) (storage.I
 
 // Write queues an entry that lands at the next safe boundary without
 // starting or joining a turn; in an idle conversation it lands at once.
-func (c *Conversation) Write(ctx context.Context, kind storage.Kinder, d EntryDraft) (storage.ID, error) {
+func (c *Conversation) Write(ctx context.Context, kind storage.Kinder, d core.EntryDraft) (storage.ID, error) {
 	draft := AcceptedEntryDraft{Kind: kind.Kind(), Key: d.Key, Model: d.Model, Head: d.Head, Edits: d.Edits}
 	if d.Data != nil {
-		raw, err := marshal(d.Data)
+		raw, err := core.Marshal(d.Data)
 		if err != nil {
-			return 0, &CommitError{Rule: RuleBadPayload, Detail: "entry data", Err: err}
+			return 0, &core.CommitError{Rule: core.RuleBadPayload, Detail: "entry data", Err: err}
 		}
 		draft.Data = raw
 	}
@@ -210,26 +235,27 @@ func (c *Conversation) Write(ctx context.Context, kind storage.Kinder, d EntryDr
 }
 
 func (c *Conversation) userDraft(input ai.Content) AcceptedEntryDraft {
-	msg := ai.Message{Role: ai.RoleUser, Content: input, Timestamp: nowMs(c.h.rt)}
-	return AcceptedEntryDraft{Kind: UserKind.Kind(), Model: []ai.Message{msg}}
+	msg := ai.Message{Role: ai.RoleUser, Content: input, Timestamp: c.Harness().Runtime().Now().UnixMilli()}
+	return AcceptedEntryDraft{Kind: core.UserKind.Kind(), Model: []ai.Message{msg}}
 }
 
 // enqueue is every acceptance: append the item and its queued result, then,
 // if the conversation is idle and the mode lands when idle, place it.
 func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bool, draft AcceptedEntryDraft, requestID string) (storage.ID, error) {
-	if _, ok := c.h.kinds.Entry(draft.Kind); !ok {
-		return 0, rejectf(RuleUnknownEntryKind, 0, "entry kind %q is not registered", draft.Kind)
+	kinds := c.h.Kinds()
+	if _, ok := kinds.Entry(draft.Kind); !ok {
+		return 0, core.Rejectf(core.RuleUnknownEntryKind, 0, "entry kind %q is not registered", draft.Kind)
 	}
-	if mode != ModeWrite && !c.h.hasTask(GenerationKindName) {
-		return 0, fmt.Errorf("core: no %q task kind is registered to answer input", GenerationKindName)
+	if _, ok := kinds.Task(GenerationKindName); mode != ModeWrite && !ok {
+		return 0, fmt.Errorf("agent: no %q task kind is registered to answer input", GenerationKindName)
 	}
-	if inv := invocationOf(ctx); inv != nil && inv.method == MethodAbort {
-		return 0, rejectf(RuleAbortCreates, inv.task, "an abort handler cannot queue future work")
+	if inv, ok := core.InvocationOf(ctx); ok && inv.Method == core.MethodAbort {
+		return 0, core.Rejectf(core.RuleAbortCreates, inv.Task, "an abort handler cannot queue future work")
 	}
 	var id storage.ID
-	_, err := c.Commit(ctx, func(tx *ConversationTx) error {
+	_, err := c.Commit(ctx, func(tx *core.ConversationTx) error {
 		if requestID != "" {
-			first, ok, err := TxValue(tx.Tx, RequestValue.WithKey(requestID)).Get(0)
+			first, ok, err := core.TxValue(tx.Tx, RequestValue.WithKey(requestID)).Get(0)
 			if err != nil {
 				return err
 			}
@@ -238,12 +264,12 @@ func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bo
 			}
 		}
 		item := InboxItem{Mode: mode, Entry: draft, RequestID: requestID}
-		id = TxList(tx.Tx, InboxList.In(c.ID)).Append(item)
+		id = core.TxList(tx.Tx, InboxList.In(c.ID)).Append(item)
 		if requestID != "" {
-			TxValue(tx.Tx, RequestValue.WithKey(requestID)).Set(Receipt{RequestID: requestID, ConversationID: c.ID, InputID: id})
+			core.TxValue(tx.Tx, RequestValue.WithKey(requestID)).Set(Receipt{RequestID: requestID, ConversationID: c.ID, InputID: id})
 		}
-		if !landsIdle || c.h.d.fg[c.ID] > 0 {
-			TxValue(tx.Tx, inputResultAddr(c.ID, id)).Set(InputResult{Status: InputQueued, RequestID: requestID})
+		if !landsIdle || tx.Busy(c.ID) {
+			core.TxValue(tx.Tx, inputResultAddr(c.ID, id)).Set(InputResult{Status: InputQueued, RequestID: requestID})
 			return nil
 		}
 		if mode == ModeWrite {
@@ -263,53 +289,35 @@ func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bo
 		}
 		placeItem(tx.Tx, c.ID, id, item)
 		group = append(group, id)
-		_, err = c.h.createGeneration(tx.Tx, c.ID, group, nil)
+		_, err = c.h.cfg.createGeneration(tx.Tx, c.ID, group, nil)
 		return err
 	})
 	return id, err
 }
 
-func (h *Harness) hasTask(name string) bool {
-	_, ok := h.kinds.Task(name)
-	return ok
-}
-
 // readInbox reads a conversation's queued items in admission order.
-func readInbox(tx *Tx, conv storage.ID) ([]Elem[InboxItem], error) {
-	addr := InboxList.In(conv).Address
-	elems, err := allPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
-		return tx.ReadList(addr, storage.ListQuery{Cursor: c})
-	})
-	if err != nil {
-		return nil, err
-	}
-	out, _, err := decodeElems[InboxItem](addr, storage.Page[storage.Element]{Items: elems})
-	return out, err
+func readInbox(tx *core.Tx, conv storage.ID) ([]core.Elem[InboxItem], error) {
+	return core.TxList(tx, InboxList.In(conv)).All()
 }
 
 // placeItem lands one inbox item: its entry, the element's removal and its
 // result, in the current commit. A write is placed; anything else is
 // running and joins a group, which placeItem reports.
-func placeItem(tx *Tx, conv, input storage.ID, item InboxItem) (joins bool) {
-	entry := tx.Entry(entryKindName(item.Entry.Kind), conv, item.Entry.draft())
-	TxList(tx, InboxList.In(conv)).Remove(input)
+func placeItem(tx *core.Tx, conv, input storage.ID, item InboxItem) (joins bool) {
+	entry := tx.Entry(kindName(item.Entry.Kind), conv, item.Entry.draft())
+	core.TxList(tx, InboxList.In(conv)).Remove(input)
 	status := InputRunning
 	if item.Mode == ModeWrite {
 		status = InputPlaced
 	}
-	TxValue(tx, inputResultAddr(conv, input)).Set(InputResult{Status: status, RequestID: item.RequestID, PlacementEntryID: entry})
+	core.TxValue(tx, inputResultAddr(conv, input)).Set(InputResult{Status: status, RequestID: item.RequestID, PlacementEntryID: entry})
 	return item.Mode != ModeWrite
 }
-
-// entryKindName is a kind known only by its name, for drafts that carry it.
-type entryKindName string
-
-func (k entryKindName) Kind() string { return string(k) }
 
 // placeAtBoundary lands queued items at a boundary: one pass per mode set,
 // each in admission order (writes first, then the input that joins a
 // group). It returns the ids that join a group.
-func placeAtBoundary(tx *Tx, conv storage.ID, passes ...[]InputMode) ([]storage.ID, error) {
+func placeAtBoundary(tx *core.Tx, conv storage.ID, passes ...[]InputMode) ([]storage.ID, error) {
 	queued, err := readInbox(tx, conv)
 	if err != nil || len(queued) == 0 {
 		return nil, err
@@ -328,15 +336,15 @@ func placeAtBoundary(tx *Tx, conv storage.ID, passes ...[]InputMode) ([]storage.
 // resolveInputs moves every input of a group from running to its outcome.
 // An input that is not running is a broken invariant: the group's owner is
 // the only writer of its results.
-func resolveInputs(tx *Tx, conv storage.ID, inputs []storage.ID, outcome func(InputResult) InputResult) error {
+func resolveInputs(tx *core.Tx, conv storage.ID, inputs []storage.ID, outcome func(InputResult) InputResult) error {
 	for _, id := range inputs {
-		v := TxValue(tx, inputResultAddr(conv, id))
+		v := core.TxValue(tx, inputResultAddr(conv, id))
 		cur, ok, err := v.Get(0)
 		if err != nil {
 			return err
 		}
 		if !ok || cur.Status != InputRunning {
-			return fmt.Errorf("core: input %d of conversation %d is %q, not running; its group owner cannot resolve it", id, conv, cur.Status)
+			return fmt.Errorf("agent: input %d of conversation %d is %q, not running; its group owner cannot resolve it", id, conv, cur.Status)
 		}
 		v.Set(outcome(cur))
 	}
@@ -351,7 +359,7 @@ func (c *Conversation) Result(ctx context.Context, input storage.ID) (InputResul
 	}
 	var r InputResult
 	if err := json.Unmarshal(v.Value, &r); err != nil {
-		return InputResult{}, false, fmt.Errorf("core: input result %d: %w", input, err)
+		return InputResult{}, false, fmt.Errorf("agent: input result %d: %w", input, err)
 	}
 	return r, true, nil
 }
@@ -360,12 +368,10 @@ func (c *Conversation) Result(ctx context.Context, input storage.ID) (InputResul
 // returns the answer entry when the input's result is done; a failed,
 // cancelled, stopped or merely placed input returns nil.
 func (c *Conversation) Prompt(ctx context.Context, input ai.Content, opts AcceptOptions) (*storage.Entry, error) {
-	if inv := invocationOf(ctx); inv != nil {
-		// A task prompting its own foreground scope would wait for itself;
-		// reject before anything is accepted (§6.2).
-		if err := c.h.line.Read(ctx, func(context.Context) error { return c.h.d.checkDrive(inv, c.ID) }); err != nil {
-			return nil, err
-		}
+	// A task prompting its own foreground scope would wait for itself;
+	// reject before anything is accepted (§6.2).
+	if err := c.CheckDrive(ctx); err != nil {
+		return nil, err
 	}
 	id, err := c.Accept(ctx, input, opts)
 	if err != nil {
@@ -395,12 +401,12 @@ const (
 // existed, is not_found.
 func (c *Conversation) CancelQueued(ctx context.Context, input storage.ID) (CancelResult, error) {
 	res := NotFound
-	_, err := c.Commit(ctx, func(tx *ConversationTx) error {
+	_, err := c.Commit(ctx, func(tx *core.ConversationTx) error {
 		queued, err := readInbox(tx.Tx, c.ID)
 		if err != nil {
 			return err
 		}
-		i := slices.IndexFunc(queued, func(e Elem[InboxItem]) bool { return e.ID == input })
+		i := slices.IndexFunc(queued, func(e core.Elem[InboxItem]) bool { return e.ID == input })
 		if i < 0 {
 			return nil
 		}
@@ -411,14 +417,14 @@ func (c *Conversation) CancelQueued(ctx context.Context, input storage.ID) (Canc
 	return res, err
 }
 
-func cancelItem(tx *Tx, conv storage.ID, e Elem[InboxItem], reason string) {
-	TxList(tx, InboxList.In(conv)).Remove(e.ID)
-	TxValue(tx, inputResultAddr(conv, e.ID)).Set(InputResult{Status: InputCancelled, RequestID: e.Value.RequestID, Reason: reason})
+func cancelItem(tx *core.Tx, conv storage.ID, e core.Elem[InboxItem], reason string) {
+	core.TxList(tx, InboxList.In(conv)).Remove(e.ID)
+	core.TxValue(tx, inputResultAddr(conv, e.ID)).Set(InputResult{Status: InputCancelled, RequestID: e.Value.RequestID, Reason: reason})
 }
 
 // cancelQueuedTurns cancels the queued steer and followUp items of conv,
 // keeping write and nextRun: the explicit conversation-abort policy.
-func cancelQueuedTurns(tx *Tx, conv storage.ID) error {
+func cancelQueuedTurns(tx *core.Tx, conv storage.ID) error {
 	queued, err := readInbox(tx, conv)
 	if err != nil {
 		return err
@@ -429,79 +435,4 @@ func cancelQueuedTurns(tx *Tx, conv storage.ID) error {
 		}
 	}
 	return nil
-}
-
-// checkInputResults enforces §7.3's inbox rules on a batch: input results
-// move forward only (terminal ones never change), and removing an inbox
-// element writes its result in the same batch.
-func (tx *Tx) checkInputResults() error {
-	type input struct{ conv, id storage.ID }
-	results := map[input]InputResult{} // as this batch leaves them
-	var removed []input
-	for _, w := range tx.writes {
-		if w.Addr == nil || w.Addr.Scope.Kind != storage.ScopeConversation {
-			continue
-		}
-		a := *w.Addr
-		switch {
-		case a.Namespace == InputResultValue.Namespace:
-			if w.Type != storage.WriteValueSet {
-				return rejectf(RuleInputResult, 0, "%s: input results are never deleted", a)
-			}
-			id, err := strconv.ParseInt(a.Key, 10, 64)
-			if err != nil || id <= 0 {
-				return rejectf(RuleInputResult, 0, "%s: the key is not an input id", a)
-			}
-			var next InputResult
-			if err := json.Unmarshal(w.Value, &next); err != nil {
-				return &CommitError{Rule: RuleInputResult, Detail: a.String(), Err: err}
-			}
-			in := input{a.Scope.ID, storage.ID(id)}
-			prev, had := results[in]
-			if !had {
-				v, ok, err := tx.store.GetValue(tx.ctx, a, 0)
-				if err != nil {
-					return err
-				}
-				if ok {
-					if err := json.Unmarshal(v.Value, &prev); err != nil {
-						return &CommitError{Rule: RuleInputResult, Detail: a.String(), Err: err}
-					}
-					had = true
-				}
-			}
-			if !inputTransition(prev.Status, had, next.Status) {
-				from := "nothing"
-				if had {
-					from = string(prev.Status)
-				}
-				return rejectf(RuleInputResult, in.id, "%s: an input result cannot go from %s to %s", a, from, next.Status)
-			}
-			results[in] = next
-		case a.Namespace == InboxList.Namespace && w.Type == storage.WriteListRemove:
-			removed = append(removed, input{a.Scope.ID, w.Element})
-		case a.Namespace == InboxList.Namespace && w.Type == storage.WriteListClear:
-			return rejectf(RuleInputResult, 0, "%s: clearing the inbox would drop inputs without results; cancel them one by one", a)
-		}
-	}
-	for _, in := range removed {
-		if r, ok := results[in]; !ok || r.Status == InputQueued {
-			return rejectf(RuleInputResult, in.id, "inbox element %d of conversation %d is removed without writing its result", in.id, in.conv)
-		}
-	}
-	return nil
-}
-
-// inputTransition is the input-result state machine.
-func inputTransition(from InputStatus, had bool, to InputStatus) bool {
-	if !had {
-		return to == InputQueued || to == InputRunning || to == InputPlaced
-	}
-	switch from {
-	case InputQueued:
-		return to == InputRunning || to == InputPlaced || to == InputCancelled
-	case InputRunning:
-		return to == InputDone || to == InputFailed || to == InputCancelled || to == InputStopped
-	}
-	return false
 }

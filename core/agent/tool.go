@@ -1,4 +1,4 @@
-package core
+package agent
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -32,12 +34,17 @@ type Tool struct {
 	Execute func(ctx context.Context, callID string, args json.RawMessage, out *ToolOutput, rt *ToolRuntime) error
 }
 
-// ToolRuntime is what a tool gets: its task's runtime and its blocking
-// budget.
+// ToolRuntime is what a tool gets: its task's runtime, its blocking budget
+// and the execution environment.
 type ToolRuntime struct {
-	*TaskRuntime
+	*core.TaskRuntime
 	Budget time.Duration
+	env    ExecutionEnv
 }
+
+// Env is the execution environment the session was opened with (nil when
+// none was given).
+func (r *ToolRuntime) Env() ExecutionEnv { return r.env }
 
 // toolRegistry is the catalogue of tools, in registration order.
 type toolRegistry struct {
@@ -51,20 +58,20 @@ func newToolRegistry(tools []Tool) (*toolRegistry, error) {
 		name := t.Definition.Name
 		switch {
 		case name == "":
-			return nil, errors.New("core: a tool without a name")
+			return nil, errors.New("agent: a tool without a name")
 		case t.Execute == nil:
-			return nil, fmt.Errorf("core: tool %q has no Execute", name)
+			return nil, fmt.Errorf("agent: tool %q has no Execute", name)
 		case t.Replay != "" && t.Replay != ReplaySafe && t.Replay != ReplayNever:
-			return nil, fmt.Errorf("core: tool %q: unknown replay policy %q", name, t.Replay)
+			return nil, fmt.Errorf("agent: tool %q: unknown replay policy %q", name, t.Replay)
 		}
 		if _, dup := r.byName[name]; dup {
-			return nil, fmt.Errorf("core: tool %q is registered twice", name)
+			return nil, fmt.Errorf("agent: tool %q is registered twice", name)
 		}
 		if len(t.Definition.Parameters) == 0 {
 			t.Definition.Parameters = json.RawMessage(`{"type":"object"}`)
 		}
 		if _, err := parseSchema(t.Definition.Parameters); err != nil {
-			return nil, fmt.Errorf("core: tool %q: %w", name, err)
+			return nil, fmt.Errorf("agent: tool %q: %w", name, err)
 		}
 		r.byName[name] = t
 		r.order = append(r.order, name)
@@ -87,10 +94,6 @@ func (r *toolRegistry) definitions(selected []string) []ai.Tool {
 	}
 	return out
 }
-
-// Tools returns the definitions of the named registered tools; nil names
-// every tool.
-func (h *Harness) Tools(names []string) []ai.Tool { return h.tools.definitions(names) }
 
 // Tool hook points (§8.7).
 const (
@@ -145,30 +148,34 @@ type ToolState struct {
 }
 
 // ToolKind is the built-in tool kind: planned → running → done, or aborted.
-var ToolKind TaskKind = toolKind{Statuses{Name: ToolKindName, Initial: "planned", Roles: map[string]storage.TaskRole{
+var ToolKind core.TaskKind = toolKind{core.Statuses{Name: ToolKindName, Initial: "planned", Roles: map[string]storage.TaskRole{
 	"planned": storage.RoleStart, "running": storage.RoleInflight,
 	"done": storage.RoleTerminal, "aborted": storage.RoleTerminal,
 }}}
 
-type toolKind struct{ Statuses }
+type toolKind struct{ core.Statuses }
 
 func decodeState[S any](t *storage.Task) (S, error) {
 	var s S
 	if len(t.State) > 0 {
 		if err := json.Unmarshal(t.State, &s); err != nil {
-			return s, fmt.Errorf("core: task %d (%s) state: %w", t.ID, t.Kind, err)
+			return s, fmt.Errorf("agent: task %d (%s) state: %w", t.ID, t.Kind, err)
 		}
 	}
 	return s, nil
 }
 
-func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 	st, err := decodeState[ToolState](task)
 	if err != nil {
 		return err
 	}
+	cfg, err := configOf(rt.Harness())
+	if err != nil {
+		return err
+	}
 	call := st.Call
-	tool, known := rt.h.tools.byName[call.Name]
+	tool, known := cfg.tools.byName[call.Name]
 	switch {
 	case !known:
 		return settleToolError(ctx, rt, task, st, fmt.Errorf("tool %q is not available", call.Name), nil)
@@ -189,52 +196,50 @@ func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *TaskRunti
 	if replay == "" {
 		replay = ReplayNever
 	}
-	if _, err := rt.Commit(ctx, func(tx *ConversationTx) error {
-		tx.Patch(task.ID, TaskPatch{Status: "running", State: map[string]any{"args": args, "replay": replay, "limits": tool.Output}})
+	if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+		tx.Patch(task.ID, core.TaskPatch{Status: "running", State: map[string]any{"args": args, "replay": replay, "limits": tool.Output}})
 		return nil
 	}); err != nil {
 		return err
 	}
 	st.Args, st.Replay, st.Limits = args, replay, tool.Output
-	return runTool(ctx, rt, task, st, tool)
+	return runTool(ctx, rt, cfg, task, st, tool)
 }
 
 // beforeTool runs the before_tool handlers, each seeing the arguments as
 // the ones before it left them. It fails closed: a handler error blocks.
-func beforeTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, call ai.Block) (json.RawMessage, *ToolBlock, error) {
+func beforeTool(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, call ai.Block) (json.RawMessage, *ToolBlock, error) {
 	in := BeforeToolInput{ConversationID: task.ConversationID, ToolCallID: call.ID, ToolName: call.Name, Args: call.Arguments}
 	var block *ToolBlock
-	_, err := rt.h.runHooks(ctx, toolHooks, HookBeforeTool, task.ConversationID, in, func(o HookOutcome) any {
-		if block != nil {
+	in, err := core.RunHookChain(ctx, rt, toolHooks, HookBeforeTool, in,
+		func(in BeforeToolInput, out BeforeToolOutput, ok bool, err error) BeforeToolInput {
+			switch {
+			case block != nil:
+			case err != nil:
+				rt.Report(&core.HookError{Kind: ToolKindName, Point: HookBeforeTool, Task: task.ID, Err: err})
+				block = &ToolBlock{Reason: fmt.Sprintf("before_tool failed: %v", err)}
+			case ok && out.Block != nil:
+				block = out.Block
+			case ok && out.Args != nil:
+				in.Args = out.Args
+			}
 			return in
-		}
-		out, ok, err := hookOutput[BeforeToolOutput](o)
-		switch {
-		case err != nil:
-			rt.h.report(&HookError{Kind: ToolKindName, Point: HookBeforeTool, Task: task.ID, Err: err})
-			block = &ToolBlock{Reason: fmt.Sprintf("before_tool failed: %v", err)}
-		case ok && out.Block != nil:
-			block = out.Block
-		case ok && out.Args != nil:
-			in.Args = out.Args
-		}
-		return in
-	})
+		})
 	return in.Args, block, err
 }
 
-var toolHooks = entryKindName(ToolKindName)
+var toolHooks = kindName(ToolKindName)
 
 // runTool invokes the tool with a fresh sink and settles with its result.
-func runTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, st ToolState, tool Tool) error {
+func runTool(ctx context.Context, rt *core.TaskRuntime, cfg *config, task *storage.Task, st ToolState, tool Tool) error {
 	progress, err := rt.Progress(ctx)
 	if err != nil {
 		return err
 	}
 	// A replay starts from a clean output: what the interrupted run wrote
 	// is not the current run's.
-	if rt.Method() == MethodRecover {
-		if !progress.Write(func(sc ScratchTx) error { sc.Clear(sinkOpsList.Address); return nil }) {
+	if rt.Method() == core.MethodRecover {
+		if !progress.Write(func(sc core.ScratchTx) error { sc.Clear(sinkOpsList.Address); return nil }) {
 			if err := progress.Drain(); err != nil {
 				return err
 			}
@@ -247,11 +252,11 @@ func runTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, st ToolSt
 	}
 	out := &ToolOutput{fold: newOutputFold(st.Limits), progress: progress, preview: tr, Details: map[string]any{}}
 	budget := time.Duration(st.BudgetMs) * time.Millisecond
-	runErr := invokeTool(ctx, tool, st.Call.ID, st.Args, out, &ToolRuntime{TaskRuntime: rt, Budget: budget})
+	runErr := invokeTool(ctx, tool, st.Call.ID, st.Args, out, &ToolRuntime{TaskRuntime: rt, Budget: budget, env: cfg.env})
 	if err := progress.Drain(); err != nil {
 		return err
 	}
-	if runErr != nil && (errors.Is(runErr, ErrTaskCancelled) || errors.Is(runErr, ErrClosed)) {
+	if runErr != nil && (errors.Is(runErr, core.ErrTaskCancelled) || errors.Is(runErr, core.ErrClosed)) {
 		return runErr
 	}
 	result := out.fold.result(out.Details, runErr)
@@ -269,18 +274,18 @@ func invokeTool(ctx context.Context, tool Tool, callID string, args json.RawMess
 }
 
 // afterTool runs the after_tool handlers; failures are reported and skipped.
-func afterTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, call ai.Block, result ToolOutputState) {
+func afterTool(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, call ai.Block, result ToolOutputState) {
 	in := AfterToolInput{ConversationID: task.ConversationID, ToolCallID: call.ID, Output: result}
-	outs, _ := rt.h.runHooks(ctx, toolHooks, HookAfterTool, task.ConversationID, in, nil)
+	outs, _ := rt.RunHooks(ctx, toolHooks, HookAfterTool, in)
 	for _, o := range outs {
 		if o.Err != nil {
-			rt.h.report(&HookError{Kind: ToolKindName, Point: HookAfterTool, Task: task.ID, Err: o.Err})
+			rt.Report(&core.HookError{Kind: ToolKindName, Point: HookAfterTool, Task: task.ID, Err: o.Err})
 		}
 	}
 }
 
 // settleToolError settles a call that never ran with its own error result.
-func settleToolError(ctx context.Context, rt *TaskRuntime, task *storage.Task, st ToolState, cause error, base *ToolOutputState) error {
+func settleToolError(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, st ToolState, cause error, base *ToolOutputState) error {
 	f := newOutputFold(OutputLimits{})
 	if base != nil {
 		f.state = *base
@@ -290,15 +295,15 @@ func settleToolError(ctx context.Context, rt *TaskRuntime, task *storage.Task, s
 
 // settleTool writes the result entry, the call's usage and the terminal
 // status in one commit.
-func settleTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, st ToolState, out ToolOutputState, status string) error {
-	_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+func settleTool(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, st ToolState, out ToolOutputState, status string) error {
+	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if out.Usage != nil {
 			if err := recordUsage(tx.Tx, UsageRow{ConversationID: task.ConversationID, TaskID: task.ID, Kind: ToolKindName, Outcome: status, Usage: out.Usage}); err != nil {
 				return err
 			}
 		}
-		msg := toolResultMessage(st.Call, out, nowMs(rt.h.rt))
-		result := tx.Entry(ToolResultKind, EntryDraft{Key: st.Call.ID, Data: out.ToolResultData, Model: []ai.Message{msg}})
+		msg := toolResultMessage(st.Call, out, rt.Now().UnixMilli())
+		result := tx.Entry(core.ToolResultKind, core.EntryDraft{Key: st.Call.ID, Data: out.ToolResultData, Model: []ai.Message{msg}})
 		tx.Settle(task.ID, status, map[string]any{"output": out, "result": result})
 		return nil
 	})
@@ -308,14 +313,18 @@ func settleTool(ctx context.Context, rt *TaskRuntime, task *storage.Task, st Too
 // Recover runs a call found running again when its tool declared replay
 // safe; otherwise it settles with an interrupted error result built from
 // what the sink made durable.
-func (k toolKind) Recover(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+func (k toolKind) Recover(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 	st, err := decodeState[ToolState](task)
 	if err != nil {
 		return err
 	}
-	tool, known := rt.h.tools.byName[st.Call.Name]
+	cfg, err := configOf(rt.Harness())
+	if err != nil {
+		return err
+	}
+	tool, known := cfg.tools.byName[st.Call.Name]
 	if known && st.Replay == ReplaySafe {
-		return runTool(ctx, rt, task, st, tool)
+		return runTool(ctx, rt, cfg, task, st, tool)
 	}
 	out, err := durableOutput(ctx, rt, st.Limits)
 	if err != nil {
@@ -325,7 +334,7 @@ func (k toolKind) Recover(ctx context.Context, task *storage.Task, rt *TaskRunti
 }
 
 // Abort settles with an aborted error result built from the durable output.
-func (k toolKind) Abort(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+func (k toolKind) Abort(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 	st, err := decodeState[ToolState](task)
 	if err != nil {
 		return err
@@ -338,7 +347,7 @@ func (k toolKind) Abort(ctx context.Context, task *storage.Task, rt *TaskRuntime
 }
 
 // durableOutput folds the sink operations the task's scratch holds.
-func durableOutput(ctx context.Context, rt *TaskRuntime, limits OutputLimits) (*outputFold, error) {
+func durableOutput(ctx context.Context, rt *core.TaskRuntime, limits OutputLimits) (*outputFold, error) {
 	f := newOutputFold(limits)
 	ops, err := readScratchList[SinkOp](ctx, rt, sinkOpsList.Address)
 	for _, op := range ops {
@@ -348,9 +357,9 @@ func durableOutput(ctx context.Context, rt *TaskRuntime, limits OutputLimits) (*
 }
 
 // readScratchList reads a whole list from the task's scratch.
-func readScratchList[T any](ctx context.Context, rt *TaskRuntime, addr storage.Address) ([]T, error) {
+func readScratchList[T any](ctx context.Context, rt *core.TaskRuntime, addr storage.Address) ([]T, error) {
 	var out []T
-	_, err := rt.Scratch(ctx, func(sc ScratchTx) error {
+	_, err := rt.Scratch(ctx, func(sc core.ScratchTx) error {
 		var err error
 		out, err = readScratchFrom[T](sc, addr)
 		return err
@@ -359,8 +368,8 @@ func readScratchList[T any](ctx context.Context, rt *TaskRuntime, addr storage.A
 }
 
 // readScratchFrom reads a whole scratch list through a reader.
-func readScratchFrom[T any](sc ScratchReader, addr storage.Address) ([]T, error) {
-	elems, err := allPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
+func readScratchFrom[T any](sc core.ScratchReader, addr storage.Address) ([]T, error) {
+	elems, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
 		return sc.ReadList(addr, storage.ListQuery{Cursor: c})
 	})
 	if err != nil {
@@ -369,7 +378,7 @@ func readScratchFrom[T any](sc ScratchReader, addr storage.Address) ([]T, error)
 	out := make([]T, len(elems))
 	for i, e := range elems {
 		if err := json.Unmarshal(e.Value, &out[i]); err != nil {
-			return nil, fmt.Errorf("core: scratch %s element %d: %w", addr, e.ID, err)
+			return nil, fmt.Errorf("agent: scratch %s element %d: %w", addr, e.ID, err)
 		}
 	}
 	return out, nil
@@ -377,7 +386,7 @@ func readScratchFrom[T any](sc ScratchReader, addr storage.Address) ([]T, error)
 
 // InitPreview builds a tool's preview, its output state so far, from the
 // sink operations in scratch.
-func (toolKind) InitPreview(ctx context.Context, task *storage.Task, sc ScratchReader) (any, error) {
+func (toolKind) InitPreview(ctx context.Context, task *storage.Task, sc core.ScratchReader) (any, error) {
 	st, err := decodeState[ToolState](task)
 	if err != nil {
 		return nil, err
@@ -396,5 +405,5 @@ func toolPreview(limits OutputLimits, ops []SinkOp) (any, error) {
 	for _, op := range ops {
 		f.apply(op)
 	}
-	return previewValue(f.result(nil, nil))
+	return delta.ValueOf(f.result(nil, nil))
 }

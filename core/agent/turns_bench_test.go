@@ -1,4 +1,4 @@
-package core_test
+package agent_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/faux"
@@ -57,9 +58,9 @@ func fauxScript(p *faux.Provider, turns int) {
 func runFauxTurns(b *testing.B, ctx context.Context, rt core.Runtime, rng *rand.Rand, turns int) []time.Duration {
 	p := faux.New(rt, rng, faux.Options{DiscardRequests: true})
 	fauxScript(p, turns)
-	h, err := core.Open(ctx, memory.New(), core.Options{
-		Runtime: rt, Tools: []core.Tool{echoTool("a"), echoTool("b")},
-		Models: core.NewModels(core.ModelSource{Provider: p, Models: p.Models()}),
+	h, err := agent.Open(ctx, memory.New(), agent.Options{
+		Runtime: rt, Tools: []agent.Tool{echoTool("a"), echoTool("b")},
+		Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()}),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -68,7 +69,7 @@ func runFauxTurns(b *testing.B, ctx context.Context, rt core.Runtime, rng *rand.
 	lat := make([]time.Duration, turns)
 	for i := range turns {
 		start := time.Now()
-		got, err := c.Prompt(ctx, ai.PlainText("tool:a,b"), core.AcceptOptions{})
+		got, err := c.Prompt(ctx, ai.PlainText("tool:a,b"), agent.AcceptOptions{})
 		if err != nil || got == nil {
 			b.Fatalf("turn %d: %v (answer %v)", i, err, got)
 		}

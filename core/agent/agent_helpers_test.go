@@ -1,4 +1,4 @@
-package core_test
+package agent_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/faux"
@@ -15,36 +16,36 @@ import (
 	"github.com/pico-go/pico/storage/memory"
 )
 
-// agent is a harness with the faux provider and a set of tools, for the
+// loop is a harness with the faux provider and a set of tools, for the
 // agent-loop tests.
-type agent struct {
+type loop struct {
 	t       testing.TB
-	h       *core.Harness
+	h       *agent.Harness
 	faux    *faux.Provider
 	reports []error
 }
 
 type agentOptions struct {
 	store storage.Storage
-	tools []core.Tool
+	tools []agent.Tool
 	kinds []core.TaskKind
-	retry core.RetryPolicy
-	env   core.ExecutionEnv
+	retry agent.RetryPolicy
+	env   agent.ExecutionEnv
 	faux  faux.Options
 }
 
-func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *agent {
+func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *loop {
 	t.Helper()
-	a := &agent{t: t, faux: faux.New(s.Runtime(), s.Rand(), o.faux)}
+	a := &loop{t: t, faux: faux.New(s.Runtime(), s.Rand(), o.faux)}
 	if o.store == nil {
 		o.store = memory.New()
 	}
 	if o.tools == nil {
-		o.tools = []core.Tool{echoTool("a"), echoTool("b")}
+		o.tools = []agent.Tool{echoTool("a"), echoTool("b")}
 	}
-	h, err := core.Open(ctx, o.store, core.Options{
-		Runtime: s.Runtime(), TaskKinds: o.kinds, Tools: o.tools, Retry: o.retry, Env: o.env,
-		Models: core.NewModels(core.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
+	h, err := agent.Open(ctx, o.store, agent.Options{
+		Runtime: s.Runtime(), TaskKinds: o.kinds, Tools: o.tools, Retry: o.retry, Env: o.env, CheckInvariants: true,
+		Models: agent.NewModels(agent.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
 		Report: func(err error) { a.reports = append(a.reports, err) },
 	})
 	if err != nil {
@@ -57,11 +58,11 @@ func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *a
 var argsSchema = json.RawMessage(`{"type":"object","properties":{"v":{"type":"string"}},"required":["v"]}`)
 
 // echoTool writes name(v); it is safe to replay.
-func echoTool(name string) core.Tool {
-	return core.Tool{
+func echoTool(name string) agent.Tool {
+	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: argsSchema},
-		Replay:     core.ReplaySafe,
-		Execute: func(ctx context.Context, callID string, args json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+		Replay:     agent.ReplaySafe,
+		Execute: func(ctx context.Context, callID string, args json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			var p struct{ V string }
 			if err := json.Unmarshal(args, &p); err != nil {
 				return err
@@ -73,10 +74,10 @@ func echoTool(name string) core.Tool {
 }
 
 // toolFunc is a tool whose body the test supplies.
-func toolFunc(name string, body func(ctx context.Context, args json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error) core.Tool {
-	return core.Tool{
+func toolFunc(name string, body func(ctx context.Context, args json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error) agent.Tool {
+	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: name, Parameters: json.RawMessage(`{"type":"object"}`)},
-		Execute: func(ctx context.Context, _ string, args json.RawMessage, out *core.ToolOutput, rt *core.ToolRuntime) error {
+		Execute: func(ctx context.Context, _ string, args json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			return body(ctx, args, out, rt)
 		},
 	}
@@ -95,7 +96,7 @@ func answer(s string) faux.Step { return faux.Reply(faux.Text(s)) }
 func userText(s string) ai.Content { return ai.PlainText(s) }
 
 // transcript lists a conversation's entries as "kind:summary" strings.
-func (a *agent) transcript(ctx context.Context, conv storage.ID) []string {
+func (a *loop) transcript(ctx context.Context, conv storage.ID) []string {
 	a.t.Helper()
 	p := must(a.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax}))
 	out := make([]string, len(p.Items))
@@ -131,7 +132,7 @@ func summarize(e *storage.Entry) string {
 	return m.Content.TextOf()
 }
 
-func (a *agent) result(ctx context.Context, conv *core.Conversation, input storage.ID) core.InputResult {
+func (a *loop) result(ctx context.Context, conv *agent.Conversation, input storage.ID) agent.InputResult {
 	a.t.Helper()
 	r, ok, err := conv.Result(ctx, input)
 	if err != nil || !ok {
@@ -140,7 +141,7 @@ func (a *agent) result(ctx context.Context, conv *core.Conversation, input stora
 	return r
 }
 
-func (a *agent) systemData(ctx context.Context, id storage.ID) core.SystemData {
+func (a *loop) systemData(ctx context.Context, id storage.ID) core.SystemData {
 	a.t.Helper()
 	e, ok, err := a.h.GetEntry(ctx, id)
 	if err != nil || !ok {
@@ -154,7 +155,7 @@ func (a *agent) systemData(ctx context.Context, id storage.ID) core.SystemData {
 }
 
 // entriesOf returns the ids of a conversation's entries of one kind.
-func (a *agent) entriesOf(ctx context.Context, conv storage.ID, kind string) []storage.ID {
+func (a *loop) entriesOf(ctx context.Context, conv storage.ID, kind string) []storage.ID {
 	a.t.Helper()
 	p := must(a.h.Store().ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, ConversationID: conv, Kind: kind}))
 	ids := make([]storage.ID, len(p.Items))

@@ -1,4 +1,4 @@
-package core
+package agent
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -34,13 +36,13 @@ const deferredPollDefault = time.Second
 
 // GenerationKind is the built-in generation kind (§8.2): one stable task
 // per turn, through retries and deferral.
-var GenerationKind TaskKind = generationKind{Statuses{Name: GenerationKindName, Initial: "pending", Roles: map[string]storage.TaskRole{
+var GenerationKind core.TaskKind = generationKind{core.Statuses{Name: GenerationKindName, Initial: "pending", Roles: map[string]storage.TaskRole{
 	"pending": storage.RoleStart, "retry_wait": storage.RoleStart, "deferred": storage.RoleStart,
 	"streaming": storage.RoleInflight,
 	"done":      storage.RoleTerminal, "failed": storage.RoleTerminal, "aborted": storage.RoleTerminal,
 }}}
 
-type generationKind struct{ Statuses }
+type generationKind struct{ core.Statuses }
 
 // Config declares the values the generation reads (§5.2).
 func (generationKind) Config() map[string]storage.Address {
@@ -53,7 +55,7 @@ func (generationKind) Config() map[string]storage.Address {
 // createGeneration creates the generation that answers an input group,
 // capturing the conversation's config now; adjust changes what this commit
 // changes before the write lands.
-func (h *Harness) createGeneration(tx *Tx, conv storage.ID, inputs []storage.ID, adjust func(*GenerationConfig)) (storage.ID, error) {
+func (c *config) createGeneration(tx *core.Tx, conv storage.ID, inputs []storage.ID, adjust func(*GenerationConfig)) (storage.ID, error) {
 	cfg, err := readConfig(tx, conv)
 	if err != nil {
 		return 0, err
@@ -61,8 +63,8 @@ func (h *Harness) createGeneration(tx *Tx, conv storage.ID, inputs []storage.ID,
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	st := GenerationState{Inputs: inputs, Config: cfg, MaxAttempts: h.opts.Retry.attempts()}
-	return tx.Task(entryKindName(GenerationKindName), TaskSpec{ConversationID: conv, State: st}), nil
+	st := GenerationState{Inputs: inputs, Config: cfg, MaxAttempts: c.retry.attempts()}
+	return tx.Task(kindName(GenerationKindName), core.TaskSpec{ConversationID: conv, State: st}), nil
 }
 
 // BeforeRequestInput is what a before_request handler sees: the request as
@@ -99,7 +101,7 @@ type OnYieldOutput struct {
 	Continue string
 }
 
-func (k generationKind) Execute(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+func (k generationKind) Execute(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 	st, err := decodeState[GenerationState](task)
 	if err != nil {
 		return err
@@ -114,9 +116,13 @@ func (k generationKind) Execute(ctx context.Context, task *storage.Task, rt *Tas
 
 // attempt runs one attempt: bring the model's instructions up to date,
 // record the intent, stream, and commit the outcome.
-func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *TaskRuntime, st GenerationState) error {
-	h, conv := rt.h, task.ConversationID
-	model, provider, err := h.models.Resolve(st.Config.Model)
+func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *core.TaskRuntime, st GenerationState) error {
+	cfg, err := configOf(rt.Harness())
+	if err != nil {
+		return err
+	}
+	conv := task.ConversationID
+	model, provider, err := cfg.models.Resolve(st.Config.Model)
 	if err != nil {
 		return k.fail(ctx, rt, task, st, nil, err.Error(), nil)
 	}
@@ -127,36 +133,36 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *Tas
 			return k.fail(ctx, rt, task, st, nil, fmt.Sprintf("provider of model %q cannot fetch deferred responses", model.ID), nil)
 		}
 	}
-	want, err := h.systemInstructions(ctx, task.ID, conv, st.Config)
+	want, err := cfg.systemInstructions(ctx, rt, st.Config)
 	if err != nil {
 		return err
 	}
 	if task.Status != "pending" {
 		// What is on disk is always the current attempt's (§4.6).
-		if _, err := rt.Scratch(ctx, func(sc ScratchTx) error { sc.Clear(framesList.Address); return nil }); err != nil {
+		if _, err := rt.Scratch(ctx, func(sc core.ScratchTx) error { sc.Clear(framesList.Address); return nil }); err != nil {
 			return err
 		}
 	}
 	var msgs []ai.Message
 	var tools []ai.Tool
-	if _, err := rt.Commit(ctx, func(tx *ConversationTx) error {
-		fold, err := h.currentSystem(tx.ctx, tx.store, conv)
+	if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+		fold, err := tx.SystemFold(conv)
 		if err != nil {
 			return err
 		}
-		var pending []ContextEntry
+		var pending []core.ContextEntry
 		tools = fold.Tools
 		if change, ok := systemChange(fold, want); ok {
-			id := AppendSystem(tx.Tx, conv, change, systemMessage(change, nowMs(h.rt)))
-			if e := tx.entries[id]; e != nil {
-				pending = append(pending, ContextEntry{Entry: e, Messages: e.Model})
+			id := core.AppendSystem(tx.Tx, conv, change, systemMessage(change, rt.Now().UnixMilli()))
+			if e, ok := tx.PendingEntry(id); ok {
+				pending = append(pending, core.ContextEntry{Entry: e, Messages: e.Model})
 			}
 			tools = foldedTools(fold, change)
 		}
-		if msgs, err = h.currentRequest(tx.ctx, tx.store, conv, pending); err != nil {
+		if msgs, err = tx.RequestMessages(conv, pending); err != nil {
 			return err
 		}
-		tx.Patch(task.ID, TaskPatch{Status: "streaming", State: map[string]any{"attempt": st.Attempt + 1, "notBefore": 0}})
+		tx.Patch(task.ID, core.TaskPatch{Status: "streaming", State: map[string]any{"attempt": st.Attempt + 1, "notBefore": 0}})
 		return nil
 	}); err != nil {
 		return err
@@ -178,31 +184,31 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *Tas
 		return err
 	}
 	k.afterResponse(ctx, rt, task, final)
-	return k.settle(ctx, rt, task, st, req, model, final)
+	return k.settle(ctx, rt, cfg, task, st, req, model, final)
 }
 
 // beforeRequest runs the before_request handlers, each seeing the request
 // as the ones before it left it; failures are reported and skipped.
-func (k generationKind) beforeRequest(ctx context.Context, rt *TaskRuntime, task *storage.Task, req ai.Request) (ai.Request, error) {
+func (k generationKind) beforeRequest(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, req ai.Request) (ai.Request, error) {
 	in := BeforeRequestInput{ConversationID: task.ConversationID, Request: req}
-	_, err := rt.h.runHooks(ctx, generationHooks, HookBeforeRequest, task.ConversationID, in, func(o HookOutcome) any {
-		out, ok, err := hookOutput[BeforeRequestOutput](o)
-		if err != nil {
-			rt.h.report(&HookError{Kind: GenerationKindName, Point: HookBeforeRequest, Task: task.ID, Err: err})
-		} else if ok && out.Request != nil {
-			in.Request = *out.Request
-		}
-		return in
-	})
+	in, err := core.RunHookChain(ctx, rt, generationHooks, HookBeforeRequest, in,
+		func(in BeforeRequestInput, out BeforeRequestOutput, ok bool, err error) BeforeRequestInput {
+			if err != nil {
+				rt.Report(&core.HookError{Kind: GenerationKindName, Point: HookBeforeRequest, Task: task.ID, Err: err})
+			} else if ok && out.Request != nil {
+				in.Request = *out.Request
+			}
+			return in
+		})
 	return in.Request, err
 }
 
-func (k generationKind) afterResponse(ctx context.Context, rt *TaskRuntime, task *storage.Task, m *ai.Message) {
+func (k generationKind) afterResponse(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, m *ai.Message) {
 	in := AfterResponseInput{ConversationID: task.ConversationID, Response: *m, Usage: m.Usage}
-	outs, _ := rt.h.runHooks(ctx, generationHooks, HookAfterResponse, task.ConversationID, in, nil)
+	outs, _ := rt.RunHooks(ctx, generationHooks, HookAfterResponse, in)
 	for _, o := range outs {
 		if o.Err != nil {
-			rt.h.report(&HookError{Kind: GenerationKindName, Point: HookAfterResponse, Task: task.ID, Err: o.Err})
+			rt.Report(&core.HookError{Kind: GenerationKindName, Point: HookAfterResponse, Task: task.ID, Err: o.Err})
 		}
 	}
 }
@@ -211,7 +217,7 @@ func (k generationKind) afterResponse(ctx context.Context, rt *TaskRuntime, task
 // frame to scratch, and returns the final message. A stream that breaks
 // the event protocol ends as an error message: a provider failure, not a
 // session fault.
-func streamFrames(ctx context.Context, rt *TaskRuntime, stream ai.Stream) (*ai.Message, error) {
+func streamFrames(ctx context.Context, rt *core.TaskRuntime, stream ai.Stream) (*ai.Message, error) {
 	progress, err := rt.Progress(ctx)
 	if err != nil {
 		return nil, err
@@ -245,7 +251,7 @@ func streamFrames(ctx context.Context, rt *TaskRuntime, stream ai.Stream) (*ai.M
 			if err := preview.apply(frame); err != nil {
 				return nil, err
 			}
-			progress.Write(func(sc ScratchTx) error { sc.Append(framesList.Address, frame); return nil })
+			progress.Write(func(sc core.ScratchTx) error { sc.Append(framesList.Address, frame); return nil })
 		}
 	}
 	if err := progress.Drain(); err != nil {
@@ -256,7 +262,7 @@ func streamFrames(ctx context.Context, rt *TaskRuntime, stream ai.Stream) (*ai.M
 }
 
 // settle commits an attempt's outcome (§8.2).
-func (k generationKind) settle(ctx context.Context, rt *TaskRuntime, task *storage.Task, st GenerationState, req ai.Request, model ai.Model, m *ai.Message) error {
+func (k generationKind) settle(ctx context.Context, rt *core.TaskRuntime, cfg *config, task *storage.Task, st GenerationState, req ai.Request, model ai.Model, m *ai.Message) error {
 	row := UsageRow{ConversationID: task.ConversationID, TaskID: task.ID, Kind: GenerationKindName, Model: model.ID, Attempt: st.Attempt, Usage: m.Usage}
 	switch m.StopReason {
 	case ai.StopDeferred:
@@ -272,7 +278,7 @@ func (k generationKind) settle(ctx context.Context, rt *TaskRuntime, task *stora
 	case ai.StopError, ai.StopAborted:
 		if m.RawStopReason == ai.RawRateLimited && st.Attempt < st.MaxAttempts {
 			row.Outcome = "retry"
-			return k.wait(ctx, rt, task, "retry_wait", rt.Now().Add(rt.h.opts.Retry.delay(st.Attempt)), nil, row)
+			return k.wait(ctx, rt, task, "retry_wait", rt.Now().Add(cfg.retry.delay(st.Attempt)), nil, row)
 		}
 		reason := m.ErrorMessage
 		switch {
@@ -289,17 +295,17 @@ func (k generationKind) settle(ctx context.Context, rt *TaskRuntime, task *stora
 	if calls := m.ToolCalls(); len(calls) > 0 {
 		return k.settleCalls(ctx, rt, task, st, req, m, calls, row)
 	}
-	return k.settleFinal(ctx, rt, task, st, m, row)
+	return k.settleFinal(ctx, rt, cfg, task, st, m, row)
 }
 
 // wait records a retry or a deferred response: the status that makes the
 // driver execute the task again, and when.
-func (k generationKind) wait(ctx context.Context, rt *TaskRuntime, task *storage.Task, status string, notBefore time.Time, handle *ai.Deferred, row UsageRow) error {
-	_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+func (k generationKind) wait(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, status string, notBefore time.Time, handle *ai.Deferred, row UsageRow) error {
+	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if err := recordUsage(tx.Tx, row); err != nil {
 			return err
 		}
-		tx.Patch(task.ID, TaskPatch{Status: status, State: map[string]any{"notBefore": notBefore.UnixMilli(), "deferred": handle}})
+		tx.Patch(task.ID, core.TaskPatch{Status: status, State: map[string]any{"notBefore": notBefore.UnixMilli(), "deferred": handle}})
 		return nil
 	})
 	return err
@@ -307,22 +313,22 @@ func (k generationKind) wait(ctx context.Context, rt *TaskRuntime, task *storage
 
 // settleCalls publishes an exchange: the assistant, one tool task per call
 // and exactly one post_tools carrying the input group (§5.5).
-func (k generationKind) settleCalls(ctx context.Context, rt *TaskRuntime, task *storage.Task, st GenerationState, req ai.Request, m *ai.Message, calls []ai.Block, row UsageRow) error {
+func (k generationKind) settleCalls(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, st GenerationState, req ai.Request, m *ai.Message, calls []ai.Block, row UsageRow) error {
 	offered := map[string]bool{}
 	for _, t := range req.Tools {
 		offered[t.Name] = true
 	}
-	_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if err := recordUsage(tx.Tx, row); err != nil {
 			return err
 		}
-		assistant := AppendAssistant(tx.Tx, task.ConversationID, *m)
+		assistant := core.AppendAssistant(tx.Tx, task.ConversationID, *m)
 		tools := make([]storage.ID, len(calls))
 		for i, call := range calls {
-			tools[i] = tx.Task(entryKindName(ToolKindName), TaskSpec{State: ToolState{
+			tools[i] = tx.Task(kindName(ToolKindName), core.TaskSpec{State: ToolState{
 				Call: call, Assistant: assistant, Offered: offered[call.Name], BudgetMs: st.Config.BudgetMs}})
 		}
-		tx.Task(entryKindName(PostToolsKindName), TaskSpec{After: tools, State: PostToolsState{
+		tx.Task(kindName(PostToolsKindName), core.TaskSpec{After: tools, State: PostToolsState{
 			Assistant: assistant, Tools: tools, Inputs: st.Inputs}})
 		tx.Settle(task.ID, "done", map[string]any{"assistant": assistant})
 		return nil
@@ -334,24 +340,24 @@ func (k generationKind) settleCalls(ctx context.Context, rt *TaskRuntime, task *
 // every input of the group to the answer, places queued writes, then
 // starts the next group from queued steer and followUp input. An on_yield
 // continuation keeps the group instead.
-func (k generationKind) settleFinal(ctx context.Context, rt *TaskRuntime, task *storage.Task, st GenerationState, m *ai.Message, row UsageRow) error {
-	h, conv := rt.h, task.ConversationID
+func (k generationKind) settleFinal(ctx context.Context, rt *core.TaskRuntime, cfg *config, task *storage.Task, st GenerationState, m *ai.Message, row UsageRow) error {
+	conv := task.ConversationID
 	cont, err := k.onYield(ctx, rt, task, m)
 	if err != nil {
 		return err
 	}
-	_, err = rt.Commit(ctx, func(tx *ConversationTx) error {
+	_, err = rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if err := recordUsage(tx.Tx, row); err != nil {
 			return err
 		}
-		answer := AppendAssistant(tx.Tx, conv, *m)
+		answer := core.AppendAssistant(tx.Tx, conv, *m)
 		if cont != "" {
-			AppendUser(tx.Tx, conv, ai.UserText(cont, nowMs(h.rt)))
+			core.AppendUser(tx.Tx, conv, ai.UserText(cont, rt.Now().UnixMilli()))
 			joined, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer})
 			if err != nil {
 				return err
 			}
-			if _, err := h.createGeneration(tx.Tx, conv, append(st.Inputs, joined...), nil); err != nil {
+			if _, err := cfg.createGeneration(tx.Tx, conv, append(st.Inputs, joined...), nil); err != nil {
 				return err
 			}
 		} else {
@@ -366,7 +372,7 @@ func (k generationKind) settleFinal(ctx context.Context, rt *TaskRuntime, task *
 				return err
 			}
 			if len(next) > 0 {
-				if _, err := h.createGeneration(tx.Tx, conv, next, nil); err != nil {
+				if _, err := cfg.createGeneration(tx.Tx, conv, next, nil); err != nil {
 					return err
 				}
 			}
@@ -379,15 +385,15 @@ func (k generationKind) settleFinal(ctx context.Context, rt *TaskRuntime, task *
 
 // onYield asks the on_yield handlers whether the turn should continue; the
 // first continuation wins, failures are reported and skipped.
-func (k generationKind) onYield(ctx context.Context, rt *TaskRuntime, task *storage.Task, m *ai.Message) (string, error) {
-	outs, err := rt.h.runHooks(ctx, generationHooks, HookOnYield, task.ConversationID, OnYieldInput{ConversationID: task.ConversationID, Answer: *m}, nil)
+func (k generationKind) onYield(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, m *ai.Message) (string, error) {
+	outs, err := rt.RunHooks(ctx, generationHooks, HookOnYield, OnYieldInput{ConversationID: task.ConversationID, Answer: *m})
 	if err != nil {
 		return "", err
 	}
 	for _, o := range outs {
-		out, ok, err := hookOutput[OnYieldOutput](o)
+		out, ok, err := core.HookResult[OnYieldOutput](o)
 		if err != nil {
-			rt.h.report(&HookError{Kind: GenerationKindName, Point: HookOnYield, Task: task.ID, Err: err})
+			rt.Report(&core.HookError{Kind: GenerationKindName, Point: HookOnYield, Task: task.ID, Err: err})
 			continue
 		}
 		if ok && out.Continue != "" {
@@ -400,9 +406,9 @@ func (k generationKind) onYield(ctx context.Context, rt *TaskRuntime, task *stor
 // fail settles a failed generation: the failed response is kept for
 // display (requests exclude it), every input of the group fails, queued
 // writes are placed, and nothing else starts.
-func (k generationKind) fail(ctx context.Context, rt *TaskRuntime, task *storage.Task, st GenerationState, m *ai.Message, reason string, row *UsageRow) error {
+func (k generationKind) fail(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, st GenerationState, m *ai.Message, reason string, row *UsageRow) error {
 	conv := task.ConversationID
-	_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if row != nil {
 			row.Outcome = "failed"
 			if err := recordUsage(tx.Tx, *row); err != nil {
@@ -411,7 +417,7 @@ func (k generationKind) fail(ctx context.Context, rt *TaskRuntime, task *storage
 		}
 		state := map[string]any{"reason": reason}
 		if m != nil {
-			state["assistant"] = AppendAssistant(tx.Tx, conv, *m)
+			state["assistant"] = core.AppendAssistant(tx.Tx, conv, *m)
 		}
 		if err := resolveInputs(tx.Tx, conv, st.Inputs, func(r InputResult) InputResult {
 			r.Status, r.Reason = InputFailed, reason
@@ -431,7 +437,7 @@ func (k generationKind) fail(ctx context.Context, rt *TaskRuntime, task *storage
 // Recover handles a generation found streaming: frames in scratch are
 // published as the partial answer and the turn settles failed, without
 // tools or results; with no frames the attempt is retried within budget.
-func (k generationKind) Recover(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+func (k generationKind) Recover(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 	st, err := decodeState[GenerationState](task)
 	if err != nil {
 		return err
@@ -443,7 +449,7 @@ func (k generationKind) Recover(ctx context.Context, task *storage.Task, rt *Tas
 	const interrupted = "interrupted: the process stopped while the response streamed"
 	if partial == nil {
 		if st.Attempt < st.MaxAttempts {
-			_, err := rt.Commit(ctx, func(tx *ConversationTx) error {
+			_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 				// The interrupted attempt may have cost something nobody
 				// reported: unknown, never zero.
 				row := k.attemptRow(task, st, nil)
@@ -451,7 +457,7 @@ func (k generationKind) Recover(ctx context.Context, task *storage.Task, rt *Tas
 				if err := recordUsage(tx.Tx, *row); err != nil {
 					return err
 				}
-				tx.Patch(task.ID, TaskPatch{Status: "retry_wait", State: map[string]any{"notBefore": rt.Now().UnixMilli()}})
+				tx.Patch(task.ID, core.TaskPatch{Status: "retry_wait", State: map[string]any{"notBefore": rt.Now().UnixMilli()}})
 				return nil
 			})
 			return err
@@ -476,7 +482,7 @@ func (k generationKind) attemptRow(task *storage.Task, st GenerationState, parti
 
 // Abort settles a marked generation in one commit: the partial answer (if
 // any) for display, cancelled input results, the attempt's known usage.
-func (k generationKind) Abort(ctx context.Context, task *storage.Task, rt *TaskRuntime) error {
+func (k generationKind) Abort(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 	st, err := decodeState[GenerationState](task)
 	if err != nil {
 		return err
@@ -488,7 +494,7 @@ func (k generationKind) Abort(ctx context.Context, task *storage.Task, rt *TaskR
 		}
 	}
 	conv := task.ConversationID
-	_, err = rt.Commit(ctx, func(tx *ConversationTx) error {
+	_, err = rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if task.Status == "streaming" {
 			row := k.attemptRow(task, st, partial)
 			row.Outcome = "aborted"
@@ -499,7 +505,7 @@ func (k generationKind) Abort(ctx context.Context, task *storage.Task, rt *TaskR
 		state := map[string]any{"reason": "aborted"}
 		if partial != nil && len(partial.Content.Blocks) > 0 {
 			partial.StopReason, partial.ErrorMessage = ai.StopAborted, "aborted"
-			state["assistant"] = AppendAssistant(tx.Tx, conv, *partial)
+			state["assistant"] = core.AppendAssistant(tx.Tx, conv, *partial)
 		}
 		if err := resolveInputs(tx.Tx, conv, st.Inputs, func(r InputResult) InputResult {
 			r.Status, r.Reason = InputCancelled, "aborted"
@@ -515,7 +521,7 @@ func (k generationKind) Abort(ctx context.Context, task *storage.Task, rt *TaskR
 
 // InitPreview builds a generation's preview, its partial answer, from the
 // frames in scratch (null before the stream starts).
-func (generationKind) InitPreview(ctx context.Context, task *storage.Task, sc ScratchReader) (any, error) {
+func (generationKind) InitPreview(ctx context.Context, task *storage.Task, sc core.ScratchReader) (any, error) {
 	frames, err := readScratchFrom[ai.Frame](sc, framesList.Address)
 	if err != nil {
 		return nil, err
@@ -524,19 +530,19 @@ func (generationKind) InitPreview(ctx context.Context, task *storage.Task, sc Sc
 	if err != nil || m == nil {
 		return nil, err
 	}
-	return previewValue(m)
+	return delta.ValueOf(m)
 }
 
 // durablePartial rebuilds the partial answer from the frames in scratch;
 // nil when the stream had not started.
-func durablePartial(ctx context.Context, rt *TaskRuntime) (*ai.Message, error) {
+func durablePartial(ctx context.Context, rt *core.TaskRuntime) (*ai.Message, error) {
 	frames, err := readScratchList[ai.Frame](ctx, rt, framesList.Address)
 	if err != nil {
 		return nil, err
 	}
 	m, err := ai.ReduceFrames(frames)
 	if err != nil {
-		return nil, fmt.Errorf("core: task %d frames: %w", rt.TaskID(), err)
+		return nil, fmt.Errorf("agent: task %d frames: %w", rt.TaskID(), err)
 	}
 	return m, nil
 }

@@ -1,4 +1,4 @@
-package core
+package agent
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
@@ -24,7 +25,7 @@ const (
 type SystemInstructionsInput struct {
 	ConversationID storage.ID
 	Config         GenerationConfig
-	Sections       []SystemSection
+	Sections       []core.SystemSection
 	Tools          []ai.Tool
 }
 
@@ -33,58 +34,58 @@ type SystemInstructionsInput struct {
 // replaced in place, and a nil Text removes the key. Tools, when not nil,
 // replace the tool definitions merged so far.
 type SystemInstructionsOutput struct {
-	Sections []SystemSection
+	Sections []core.SystemSection
 	Tools    []ai.Tool
 }
 
 // desiredSystem is what the host wants the model to have been told now.
 type desiredSystem struct {
-	sections []SystemSection
+	sections []core.SystemSection
 	tools    []ai.Tool
 }
 
-// systemInstructions runs the system_instructions handlers for a
+// systemInstructions runs the system_instructions handlers for the task's
 // conversation. Without a handler that names tools, the tools are the
 // catalogue's selection by the config. A failing handler is reported and
 // skipped.
-func (h *Harness) systemInstructions(ctx context.Context, task storage.ID, conv storage.ID, cfg GenerationConfig) (desiredSystem, error) {
-	in := SystemInstructionsInput{ConversationID: conv, Config: cfg}
+func (c *config) systemInstructions(ctx context.Context, rt *core.TaskRuntime, cfg GenerationConfig) (desiredSystem, error) {
+	in := SystemInstructionsInput{ConversationID: rt.ConversationID(), Config: cfg}
 	toolsSet := false
-	_, err := h.runHooks(ctx, generationHooks, HookSystemInstructions, conv, in, func(o HookOutcome) any {
-		out, ok, err := hookOutput[SystemInstructionsOutput](o)
-		if err != nil {
-			h.report(&HookError{Kind: GenerationKindName, Point: HookSystemInstructions, Task: task, Err: err})
-			return in
-		}
-		if ok {
-			in.Sections = foldSections(slices.Clone(in.Sections), out.Sections)
-			if out.Tools != nil {
-				in.Tools, toolsSet = slices.Clone(out.Tools), true
+	in, err := core.RunHookChain(ctx, rt, generationHooks, HookSystemInstructions, in,
+		func(in SystemInstructionsInput, out SystemInstructionsOutput, ok bool, err error) SystemInstructionsInput {
+			if err != nil {
+				rt.Report(&core.HookError{Kind: GenerationKindName, Point: HookSystemInstructions, Task: rt.TaskID(), Err: err})
+				return in
 			}
-		}
-		return in
-	})
+			if ok {
+				in.Sections = core.FoldSections(slices.Clone(in.Sections), out.Sections)
+				if out.Tools != nil {
+					in.Tools, toolsSet = slices.Clone(out.Tools), true
+				}
+			}
+			return in
+		})
 	if err != nil {
 		return desiredSystem{}, err
 	}
 	if !toolsSet {
-		in.Tools = h.tools.definitions(cfg.SelectedTools)
+		in.Tools = c.tools.definitions(cfg.SelectedTools)
 	}
 	return desiredSystem{sections: in.Sections, tools: in.Tools}, nil
 }
 
 // generationHooks names the generation kind for hook routing, whatever
 // implementation is registered under the name.
-var generationHooks = entryKindName(GenerationKindName)
+var generationHooks = kindName(GenerationKindName)
 
 // systemChange is what a generation must append so that the model has been
 // told what the host wants: a baseline when the context has none, a delta
 // with what changed, or nothing (ok false).
-func systemChange(sent SystemFold, want desiredSystem) (SystemData, bool) {
+func systemChange(sent core.SystemFold, want desiredSystem) (core.SystemData, bool) {
 	if sent.Baseline == nil {
-		return SystemData{Baseline: true, Sections: slices.Clone(want.sections), ToolsAdded: slices.Clone(want.tools)}, true
+		return core.SystemData{Baseline: true, Sections: slices.Clone(want.sections), ToolsAdded: slices.Clone(want.tools)}, true
 	}
-	var d SystemData
+	var d core.SystemData
 	d.Sections = sectionChanges(sent.Sections, want.sections)
 	for _, t := range sent.Tools {
 		if !slices.ContainsFunc(want.tools, func(w ai.Tool) bool { return w.Name == t.Name }) {
@@ -104,17 +105,17 @@ func systemChange(sent SystemFold, want desiredSystem) (SystemData, bool) {
 // change in place; removed keys are removed; where the order differs, every
 // section from the first difference on is removed and added again in the
 // wanted order, because a fold can only append.
-func sectionChanges(cur, want []SystemSection) []SystemSection {
-	var out []SystemSection
-	has := func(list []SystemSection, key string) bool {
-		return slices.ContainsFunc(list, func(s SystemSection) bool { return s.Key == key })
+func sectionChanges(cur, want []core.SystemSection) []core.SystemSection {
+	var out []core.SystemSection
+	has := func(list []core.SystemSection, key string) bool {
+		return slices.ContainsFunc(list, func(s core.SystemSection) bool { return s.Key == key })
 	}
-	var kept []SystemSection
+	var kept []core.SystemSection
 	for _, s := range cur {
 		if has(want, s.Key) {
 			kept = append(kept, s)
 		} else {
-			out = append(out, SystemSection{Key: s.Key})
+			out = append(out, core.SystemSection{Key: s.Key})
 		}
 	}
 	split := 0
@@ -127,18 +128,18 @@ func sectionChanges(cur, want []SystemSection) []SystemSection {
 		}
 	}
 	for _, s := range kept[split:] {
-		out = append(out, SystemSection{Key: s.Key})
+		out = append(out, core.SystemSection{Key: s.Key})
 	}
 	return append(out, want[split:]...)
 }
 
 // foldedTools is the tool set after change lands on top of sent: what the
 // request offers in the turn that appends change.
-func foldedTools(sent SystemFold, change SystemData) []ai.Tool {
+func foldedTools(sent core.SystemFold, change core.SystemData) []ai.Tool {
 	if change.Baseline {
 		return slices.Clone(change.ToolsAdded)
 	}
-	return foldTools(slices.Clone(sent.Tools), change.ToolsRemoved, change.ToolsAdded)
+	return core.FoldTools(slices.Clone(sent.Tools), change.ToolsRemoved, change.ToolsAdded)
 }
 
 func sameTool(a, b ai.Tool) bool {
@@ -161,7 +162,7 @@ func sameJSON(a, b json.RawMessage) bool {
 // is the prompt, its sections rendered in order; a delta's content says what
 // changed. Sections, toolsAdded and toolsRemoved follow the message shape
 // (a removed section is null, a removed tool is its name).
-func systemMessage(d SystemData, ts int64) ai.Message {
+func systemMessage(d core.SystemData, ts int64) ai.Message {
 	m := ai.Message{Role: ai.RoleSystem, Timestamp: ts, ToolsAdded: d.ToolsAdded}
 	if len(d.Sections) > 0 {
 		m.Sections = map[string]*string{}

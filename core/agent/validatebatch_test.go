@@ -1,4 +1,4 @@
-package core_test
+package agent_test
 
 import (
 	"bytes"
@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -18,12 +20,12 @@ import (
 func historyOfASession(t *testing.T) []inboxBatch {
 	t.Helper()
 	var batches []inboxBatch
-	simRun(t, 1, func(ctx context.Context, s *sim.Sim) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		rec := newInboxRecorder()
 		a := openAgent(t, ctx, s, agentOptions{store: rec})
 		a.faux.SetResponses(calls("a", "b"), answer("done"), answer("followed up"), answer("on the fork"))
 		c := a.h.Root()
-		must(c.Accept(ctx, userText("go"), core.AcceptOptions{}))
+		must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		must(c.Steer(ctx, userText("focus")))
 		must(c.FollowUp(ctx, userText("then this")))
 		next := must(c.NextRun(ctx, userText("later")))
@@ -33,7 +35,7 @@ func historyOfASession(t *testing.T) []inboxBatch {
 		}
 		page := must(a.h.Entries(ctx, c.ID, storage.Cursor{Limit: 100}))
 		fork := must(c.Fork(ctx, page.Items[2].ID, core.ForkOptions{}))
-		must(fork.Accept(ctx, userText("fork"), core.AcceptOptions{}))
+		must(fork.Accept(ctx, userText("fork"), agent.AcceptOptions{}))
 		must(a.h.Drive(ctx))
 		batches = rec.batches
 		if err := a.h.Close(ctx); err != nil {
@@ -51,7 +53,7 @@ func replayValidating(t *testing.T, batches []inboxBatch) (int, error) {
 	ctx := context.Background()
 	store := memory.New()
 	for i, b := range batches {
-		if err := core.ValidateBatch(ctx, store, b.batch); err != nil {
+		if err := agent.ValidateBatch(ctx, store, b.batch); err != nil {
 			return i, err
 		}
 		if err := store.Apply(ctx, b.batch, b.rng.First); err != nil {
@@ -88,7 +90,7 @@ func TestValidateBatchAcceptsAHistoryAndRejectsBrokenBatches(t *testing.T) {
 	}
 	result := func(status string) func(storage.Write) bool {
 		return func(w storage.Write) bool {
-			return w.Type == storage.WriteValueSet && w.Addr.Namespace == core.InputResultValue.Namespace &&
+			return w.Type == storage.WriteValueSet && w.Addr.Namespace == agent.InputResultValue.Namespace &&
 				bytes.Contains(w.Value, []byte(`"status":"`+status+`"`))
 		}
 	}
@@ -98,10 +100,10 @@ func TestValidateBatchAcceptsAHistoryAndRejectsBrokenBatches(t *testing.T) {
 		match func(storage.Write) bool
 		edit  func(w *storage.Write) // nil: remove the write
 	}{
-		{"a finished input goes back to queued", core.RuleInputResult, result("done"), func(w *storage.Write) {
+		{"a finished input goes back to queued", agent.RuleInputResult, result("done"), func(w *storage.Write) {
 			w.Value = bytes.Replace(w.Value, []byte(`"done"`), []byte(`"queued"`), 1)
 		}},
-		{"an inbox element leaves without its result", core.RuleInputResult, result("cancelled"), nil},
+		{"an inbox element leaves without its result", agent.RuleInputResult, result("cancelled"), nil},
 		{"a head names a later entry", core.RuleHeadNotVisible, func(w storage.Write) bool {
 			return w.Type == storage.WriteEntry && w.Entry.Kind == core.AssistantKind.Kind()
 		}, func(w *storage.Write) {
@@ -117,7 +119,7 @@ func TestValidateBatchAcceptsAHistoryAndRejectsBrokenBatches(t *testing.T) {
 			w.Entry = &e
 		}},
 		{"a task depends on itself", core.RuleDependency, func(w storage.Write) bool {
-			return w.Type == storage.WriteTask && w.Task.Kind == core.PostToolsKindName
+			return w.Type == storage.WriteTask && w.Task.Kind == agent.PostToolsKindName
 		}, func(w *storage.Write) {
 			task := *w.Task
 			task.After = []storage.ID{task.ID}

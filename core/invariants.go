@@ -1,0 +1,188 @@
+package core
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/pico-go/pico/storage"
+)
+
+// DriverInvariantError names a driver index that no longer agrees with the
+// others or with the live set. It is a broken invariant of the harness, so
+// the check panics with it (Options.CheckInvariants).
+type DriverInvariantError struct {
+	Invariant string
+	Detail    string
+}
+
+func (e *DriverInvariantError) Error() string {
+	return fmt.Sprintf("core: driver invariant %q broken: %s", e.Invariant, e.Detail)
+}
+
+// checkIndexes recomputes what the driver's indexes must hold from the live
+// set and the attachments, and compares: the live set itself, tasks by
+// conversation, foreground counts, reverse dependencies, ownership pins and
+// their links, attachments, drive and task waiters, and running slots. It
+// runs on the line, after a commit has been applied and the waiters checked.
+func (d *driver) checkIndexes() error {
+	broken := func(name, format string, args ...any) error {
+		return &DriverInvariantError{Invariant: name, Detail: fmt.Sprintf(format, args...)}
+	}
+	if d.phase == phaseFaulted && d.fault == nil {
+		return broken("fault", "the session is faulted without a fault")
+	}
+	fg, fgTotal := map[storage.ID]int{}, 0
+	for _, id := range d.liveIDs() {
+		t := d.live[id].task
+		switch {
+		case t.ID != id:
+			return broken("live", "live[%d] holds task %d", id, t.ID)
+		case t.Role == storage.RoleTerminal:
+			return broken("live", "task %d is %s (terminal) but live", id, t.Status)
+		case d.taskConv[id] != t.ConversationID:
+			return broken("live", "task %d is in conversation %d, its link says %d", id, t.ConversationID, d.taskConv[id])
+		}
+		if _, ok := d.byConv[t.ConversationID][id]; !ok {
+			return broken("by-conversation", "live task %d is missing from conversation %d's set", id, t.ConversationID)
+		}
+		if !t.Background {
+			fg[t.ConversationID]++
+			fgTotal++
+		}
+		for _, dep := range t.After {
+			if _, live := d.live[dep]; live && !slices.Contains(d.dependents[dep], id) {
+				return broken("dependents", "task %d waits for live task %d but is not among its dependents", id, dep)
+			}
+		}
+	}
+	for _, c := range sortedIDs(d.byConv) {
+		set := d.byConv[c]
+		if len(set) == 0 {
+			return broken("by-conversation", "conversation %d has an empty set", c)
+		}
+		for _, id := range sortedIDs(set) {
+			if lt, ok := d.live[id]; !ok || lt.task.ConversationID != c {
+				return broken("by-conversation", "conversation %d's set holds task %d, which is not live there", c, id)
+			}
+		}
+	}
+	if fgTotal != d.fgTotal {
+		return broken("foreground", "%d live foreground tasks, the total says %d", fgTotal, d.fgTotal)
+	}
+	for _, c := range sortedIDs(d.fg) {
+		if n := d.fg[c]; fg[c] != n {
+			return broken("foreground", "conversation %d has %d live foreground tasks, its count says %d", c, fg[c], n)
+		}
+	}
+	for _, c := range sortedIDs(fg) {
+		if n := fg[c]; d.fg[c] != n {
+			return broken("foreground", "conversation %d has %d live foreground tasks, its count says %d", c, n, d.fg[c])
+		}
+	}
+	for _, dep := range sortedIDs(d.dependents) {
+		if _, live := d.live[dep]; !live {
+			return broken("dependents", "task %d has a dependents list but is not live", dep)
+		}
+	}
+	if err := d.checkPins(broken); err != nil {
+		return err
+	}
+	return d.checkWaitersIndex(broken)
+}
+
+// checkPins holds the ownership pins to their definition: every live task
+// pins the chain from its conversation to its ownership root, and so does
+// every attachment; a pinned conversation's link is known, and an owner's
+// count of pinned conversations matches.
+func (d *driver) checkPins(broken func(name, format string, args ...any) error) error {
+	want := map[storage.ID]int{}
+	pin := func(c storage.ID) {
+		for _, x := range d.ownerChain(c) {
+			want[x]++
+		}
+	}
+	for _, id := range d.liveIDs() {
+		pin(d.live[id].task.ConversationID)
+	}
+	for _, c := range sortedIDs(d.attached) {
+		if d.attached[c] {
+			pin(c)
+		}
+	}
+	for _, x := range sortedIDs(want) {
+		if n := want[x]; d.pins[x] != n {
+			return broken("pins", "conversation %d is needed %d times, pinned %d", x, n, d.pins[x])
+		}
+	}
+	owned := map[storage.ID]int{}
+	for _, x := range sortedIDs(d.pins) {
+		if n := d.pins[x]; want[x] != n {
+			return broken("pins", "conversation %d is pinned %d times, needed %d", x, n, want[x])
+		}
+		owner, known := d.convOwner[x]
+		if !known {
+			return broken("links", "pinned conversation %d has no known owner link", x)
+		}
+		if owner == 0 {
+			continue
+		}
+		if _, ok := d.taskConv[owner]; !ok {
+			return broken("links", "pinned conversation %d's owner task %d has no known conversation", x, owner)
+		}
+		owned[owner]++
+	}
+	for _, o := range sortedIDs(d.ownedPinned) {
+		if n := d.ownedPinned[o]; owned[o] != n {
+			return broken("links", "task %d owns %d pinned conversations, its count says %d", o, owned[o], n)
+		}
+	}
+	for _, o := range sortedIDs(owned) {
+		if n := owned[o]; d.ownedPinned[o] != n {
+			return broken("links", "task %d owns %d pinned conversations, its count says %d", o, n, d.ownedPinned[o])
+		}
+	}
+	return nil
+}
+
+// checkWaitersIndex holds the waiters to the rule checkWaiters enforces:
+// a drive waiter still waiting is unresolved and its scope is not idle; a
+// task waiter waits for a live task; a running slot belongs to its task.
+func (d *driver) checkWaitersIndex(broken func(name, format string, args ...any) error) error {
+	for _, w := range d.waiters {
+		switch {
+		case w.done:
+			return broken("waiters", "a resolved drive waiter of conversation %d is still listed", w.conv)
+		case d.idle(w):
+			return broken("waiters", "a drive waiter of conversation %d waits although its scope is idle", w.conv)
+		}
+	}
+	for _, target := range sortedIDs(d.tasksW) {
+		ws := d.tasksW[target]
+		if _, live := d.live[target]; !live {
+			return broken("task-waiters", "waiters wait for task %d, which is not live", target)
+		}
+		for _, w := range ws {
+			if w.done || w.target != target {
+				return broken("task-waiters", "task %d's waiter is resolved or waits for task %d", target, w.target)
+			}
+		}
+	}
+	for _, id := range d.runningIDs() {
+		inv := d.running[id]
+		if inv.task != id {
+			return broken("running", "slot %d holds an invocation of task %d", id, inv.task)
+		}
+	}
+	return nil
+}
+
+// assertIndexes panics when Options.CheckInvariants is set and an index is
+// broken.
+func (d *driver) assertIndexes() {
+	if !d.h.opts.CheckInvariants {
+		return
+	}
+	if err := d.checkIndexes(); err != nil {
+		panic(err.Error())
+	}
+}
