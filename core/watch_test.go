@@ -132,3 +132,26 @@ func TestConversationEventsHaveTheReferenceJSONShapes(t *testing.T) {
 		t.Error("an unknown event type decoded")
 	}
 }
+
+// A client's fold is all or nothing: an event whose second inbox op is bad
+// leaves the view as it was, the first op included.
+func TestApplyEventLeavesTheViewUnchangedWhenAnOpIsBad(t *testing.T) {
+	item := func(id storage.ID) *storage.Element { return &storage.Element{ID: id, Value: json.RawMessage(`"q"`)} }
+	v := &core.ConversationView{Inbox: []storage.Element{*item(1)}, ReadAt: 4}
+	bad := []core.ConversationEvent{
+		{Type: core.EventInbox, ReadAt: 9, Inbox: []core.InboxOp{{Type: "append", Item: item(2)}, {Type: "rename"}}},
+		{Type: core.EventInbox, ReadAt: 9, Inbox: []core.InboxOp{{Type: "remove", ID: 1}, {Type: "append"}}},
+	}
+	for _, e := range bad {
+		if err := core.ApplyEvent(v, e); err == nil {
+			t.Fatalf("%+v applied; want an error", e.Inbox)
+		}
+		if len(v.Inbox) != 1 || v.Inbox[0].ID != 1 || v.ReadAt != 4 {
+			t.Fatalf("after a rejected event the view is %+v; want it unchanged", v)
+		}
+	}
+	must(0, core.ApplyEvent(v, core.ConversationEvent{Type: core.EventInbox, ReadAt: 9, Inbox: []core.InboxOp{{Type: "append", Item: item(2)}, {Type: "remove", ID: 1}}}))
+	if len(v.Inbox) != 1 || v.Inbox[0].ID != 2 || v.ReadAt != 9 {
+		t.Fatalf("after a good event the view is %+v; want element 2 at 9", v)
+	}
+}

@@ -191,3 +191,33 @@ func TestAcceptanceReturnsTheStoredReceipt(t *testing.T) {
 		h.Close(ctx)
 	})
 }
+
+// The built-in kinds are plain values a host can wrap, so they can also be
+// registered on a kernel harness by mistake: they find no agent
+// configuration there and fault the session, naming why.
+func TestABuiltInKindOnAKernelHarnessFaultsWithErrNotAgentHarness(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := must(core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), TaskKinds: []core.TaskKind{agent.GenerationKind}}))
+		simtest.CreateTask(t, ctx, h.Root(), agent.GenerationKind, core.TaskSpec{State: agent.GenerationState{MaxAttempts: 1}})
+		_, err := h.Root().Drive(ctx)
+		var fe *core.FaultError
+		if !errors.As(err, &fe) || !errors.Is(err, agent.ErrNotAgentHarness) || fe.Kind != agent.GenerationKindName {
+			t.Fatalf("drive = %v; want the generation's fault wrapping ErrNotAgentHarness", err)
+		}
+		h.Close(ctx)
+	})
+}
+
+func TestUsageOfDecodesOnlyUsageEvents(t *testing.T) {
+	row, totals, err := agent.UsageOf(core.SessionEvent{Type: core.SessionEventUsage,
+		Row: json.RawMessage(`{"conversationId":1,"taskId":2,"kind":"generation","attempt":1,"outcome":"done","usage":{"input":3,"totalTokens":3}}`)})
+	if err != nil || row.TaskID != 2 || row.Usage == nil || row.Usage.Input != 3 || totals != (ai.Usage{}) {
+		t.Fatalf("UsageOf = %+v, %+v, %v; want the row and zero totals", row, totals, err)
+	}
+	if _, _, err := agent.UsageOf(core.SessionEvent{Type: core.SessionEventValue}); err == nil {
+		t.Fatal("a value event decoded as usage")
+	}
+	if _, _, err := agent.UsageOf(core.SessionEvent{Type: core.SessionEventUsage, Row: json.RawMessage(`[`)}); err == nil {
+		t.Fatal("a broken row decoded")
+	}
+}

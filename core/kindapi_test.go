@@ -1,0 +1,417 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/simtest"
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
+)
+
+// The doors of the kernel's kind API, one test each: what a package of
+// kinds registers (rules, watched state, abort composition, extensions) and
+// what a kind calls (reports, hook chains, pending entries, busy, marks,
+// invocation identity, the self-drive check, typed rejections, canonical
+// JSON, whole lists, the system fold's merge).
+
+var forbidden = storage.ConversationValue[string]("plugin.mode", storage.Sticky)
+
+// noForbidden is a plugin's batch rule: "forbidden" is never a mode.
+func noForbidden(ctx context.Context, before storage.Storage, b storage.CommitBatch) error {
+	for _, w := range b.Writes {
+		if w.Type == storage.WriteValueSet && w.Addr.Namespace == forbidden.Namespace && string(w.Value) == `"forbidden"` {
+			return core.Rejectf("plugin-mode", 0, "%s: forbidden is not a mode", w.Addr)
+		}
+	}
+	return nil
+}
+
+func TestARegisteredBatchRuleRejectsOnTheLineAndInValidateBatch(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		store := memory.New()
+		h := must(core.Open(ctx, store, core.Options{Runtime: s.Runtime(), Rules: []core.BatchRule{noForbidden}, CheckInvariants: true}))
+		c := h.Root()
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error { tx.SetValue(forbidden.Address, "careful"); return nil }))
+		last := store.LastSeq()
+		_, err := c.Commit(ctx, func(tx *core.ConversationTx) error { tx.SetValue(forbidden.Address, "forbidden"); return nil })
+		if core.RuleOf(err) != "plugin-mode" || store.LastSeq() != last {
+			t.Fatalf("commit = %v, lastSeq %d; want the plugin's rule and nothing written (%d)", err, store.LastSeq(), last)
+		}
+		addr := forbidden.In(c.ID).Address
+		batch := storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteValueSet, Addr: &addr, Value: json.RawMessage(`"forbidden"`)}}}
+		if err := core.ValidateBatch(ctx, store, batch); err != nil {
+			t.Fatalf("ValidateBatch without the rule = %v; want nil", err)
+		}
+		if err := core.ValidateBatch(ctx, store, batch, noForbidden); core.RuleOf(err) != "plugin-mode" {
+			t.Fatalf("ValidateBatch with the rule = %v; want plugin-mode", err)
+		}
+		must(0, h.Close(ctx))
+	})
+}
+
+var (
+	queueList  = storage.ConversationList[string]("plugin.queue", storage.Sticky)
+	costRows   = storage.SessionList[map[string]int]("plugin.cost")
+	costTotals = storage.SessionValue[int]("plugin.cost.total")
+)
+
+func TestWatchedStateIsWhatTheRegistrationNames(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		watched := core.Watched{Inbox: queueList.Address, UsageRows: costRows.Address, UsageTotals: costTotals.Address}
+		h := must(core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), Watched: watched, CheckInvariants: true}))
+		c := h.Root()
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error { tx.Append(queueList.Address, "queued before"); return nil }))
+		r := simtest.StartWatch(t, ctx, h, c.ID, nil)
+		var sessionEvents []core.SessionEvent
+		sw := must(h.WatchSession(ctx))
+		sw.Start(ctx, func(e core.SessionEvent) { sessionEvents = append(sessionEvents, e) })
+		if len(r.W.View().Inbox) != 1 {
+			t.Fatalf("captured inbox = %v; want the registered list's element", r.W.View().Inbox)
+		}
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error { tx.Append(queueList.Address, "queued after"); return nil }))
+		must(h.Commit(ctx, func(tx *core.Tx) error { core.TxList(tx, costRows).Append(map[string]int{"cost": 2}); return nil }))
+		must(h.Commit(ctx, func(tx *core.Tx) error {
+			core.TxList(tx, costRows).Append(map[string]int{"cost": 3})
+			core.TxValue(tx, costTotals).Set(3)
+			return nil
+		}))
+		simtest.CaughtUp(ctx, s, r, h.Store().LastSeq())
+		for i := 0; i < 1000 && sw.View().ReadAt < h.Store().LastSeq(); i++ {
+			must(0, s.Runtime().Sleep(ctx, 0))
+		}
+		if simtest.CountType(r.Events, core.EventInbox) != 1 || len(r.W.View().Inbox) != 2 {
+			t.Fatalf("inbox events %d, folded inbox %v; want one event and both elements", simtest.CountType(r.Events, core.EventInbox), r.W.View().Inbox)
+		}
+		var usage []core.SessionEvent
+		for _, e := range sessionEvents {
+			if e.Type == core.SessionEventUsage {
+				usage = append(usage, e)
+			}
+		}
+		totalsKey := costTotals.String()
+		if len(usage) != 2 || string(usage[0].Row) != `{"cost":2}` || usage[0].Totals != nil ||
+			string(usage[1].Totals) != "3" || usage[1].Addr != totalsKey {
+			t.Fatalf("usage events = %+v; want a row without totals, then a row with totals 3 under %s", usage, totalsKey)
+		}
+		if string(sw.View().Values[totalsKey]) != "3" {
+			t.Fatalf("session view values = %v; want the registered totals", sw.View().Values)
+		}
+		fresh := must(h.WatchSession(ctx))
+		if diff := cmp.Diff(fresh.View().Values, sw.View().Values); diff != "" {
+			t.Fatalf("session values (-capture +folded):\n%s", diff)
+		}
+
+		bare := must(core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime()}))
+		must(bare.Root().Commit(ctx, func(tx *core.ConversationTx) error { tx.Append(queueList.Address, "x"); return nil }))
+		if v := must(bare.Watch(ctx, bare.Root().ID, core.WatchOptions{})).View(); len(v.Inbox) != 0 {
+			t.Fatalf("an unregistered list shows as the inbox: %v", v.Inbox)
+		}
+		must(0, bare.Close(ctx))
+		must(0, h.Close(ctx))
+	})
+}
+
+func TestConversationAbortComposesIntoTheAbortCommit(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		kind := simtest.StepKind("work", nil)
+		var got []storage.ID
+		refuse := false
+		opts := core.Options{Runtime: s.Runtime(), TaskKinds: []core.TaskKind{kind}, CheckInvariants: true,
+			ConversationAbort: func(tx *core.Tx, convs []storage.ID) error {
+				if refuse {
+					return errors.New("the plugin refuses")
+				}
+				got = slices.Clone(convs)
+				core.TxValue(tx, storage.SessionValue[int]("aborts")).Set(len(convs))
+				return nil
+			}}
+		h := must(core.Open(ctx, memory.New(), opts))
+		root := h.Root()
+		var owner, child, childTask storage.ID
+		must(root.Commit(ctx, func(tx *core.ConversationTx) error {
+			owner = tx.Task(kind, core.TaskSpec{})
+			child = tx.CreateConversation(core.ConversationSpec{Owner: owner})
+			childTask = tx.Tx.Task(kind, core.TaskSpec{ConversationID: child})
+			return nil
+		}))
+		refuse = true
+		last := h.Store().LastSeq()
+		if err := root.Abort(ctx); err == nil || h.Store().LastSeq() != last {
+			t.Fatalf("abort with a refusing composition = %v; want its error and no marks", err)
+		}
+		refuse = false
+		must(0, root.Abort(ctx))
+		r := must(h.Store().GetTasks(ctx, []storage.ID{owner, childTask}))
+		if !slices.Equal(got, []storage.ID{root.ID, child}) || !r[owner].Abort || !r[childTask].Abort || h.Store().LastSeq() != last+3 {
+			t.Fatalf("composition saw %v, marks %v %v, %d writes; want [%d %d], both marked, and the value in the same commit",
+				got, r[owner].Abort, r[childTask].Abort, h.Store().LastSeq()-last, root.ID, child)
+		}
+		must(0, h.Close(ctx))
+	})
+}
+
+type extensionKey struct{}
+
+func TestAKindFindsItsSessionsExtensionAndReports(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		var found any
+		var inv core.Invocation
+		var invOK bool
+		var self *core.Harness
+		kind := simtest.StepKind("ext", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			self = rt.Harness()
+			found = rt.Harness().Extension(extensionKey{})
+			inv, invOK = core.InvocationOf(ctx)
+			rt.Report(&core.HookError{Kind: "ext", Point: "p", Task: task.ID, Err: errors.New("reported, not fatal")})
+			return nil
+		})
+		var reports []error
+		h := must(core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), TaskKinds: []core.TaskKind{kind}, CheckInvariants: true,
+			Extensions: map[any]any{extensionKey{}: "models and tools"},
+			Report:     func(err error) { reports = append(reports, err) }}))
+		var sessionEvents []core.SessionEvent
+		sw := must(h.WatchSession(ctx))
+		sw.Start(ctx, func(e core.SessionEvent) { sessionEvents = append(sessionEvents, e) })
+		if _, ok := core.InvocationOf(ctx); ok {
+			t.Fatal("the host's ctx carries an invocation")
+		}
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		must(h.Root().Drive(ctx))
+		for i := 0; i < 1000 && len(sessionEvents) == 0; i++ {
+			must(0, s.Runtime().Sleep(ctx, 0))
+		}
+		if self != h || found != "models and tools" || h.Extension("nobody") != nil {
+			t.Fatalf("harness %v, extension %v; want this harness and its extension", self == h, found)
+		}
+		if !invOK || inv != (core.Invocation{Task: id, ConversationID: h.Root().ID, Method: core.MethodExecute}) {
+			t.Fatalf("invocation = %+v, %v; want task %d's execute", inv, invOK, id)
+		}
+		i := slices.IndexFunc(sessionEvents, func(e core.SessionEvent) bool { return e.Type == core.SessionEventReport })
+		if len(reports) != 1 || i < 0 || sessionEvents[i].Task != id || sessionEvents[i].Kind != "ext" || sessionEvents[i].Method != "p" {
+			t.Fatalf("reports %v, session events %+v; want one report naming task %d", reports, sessionEvents, id)
+		}
+		if simtest.Status(t, ctx, h, id) != "done" {
+			t.Fatal("a report failed the task")
+		}
+		must(0, h.Close(ctx))
+	})
+}
+
+func TestRunHookChainFoldsEachOutcomeIntoTheNextInput(t *testing.T) {
+	type in struct{ Seen []string }
+	type out struct{ Name string }
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		var final in
+		var errs []string
+		point := "chain"
+		kind := simtest.StepKind("chained", nil)
+		kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			var err error
+			final, err = core.RunHookChain(ctx, rt, kind, point, in{}, func(cur in, o out, ok bool, err error) in {
+				switch {
+				case err != nil:
+					errs = append(errs, err.Error())
+				case ok:
+					cur.Seen = append(slices.Clone(cur.Seen), o.Name)
+				default:
+					cur.Seen = append(slices.Clone(cur.Seen), "-")
+				}
+				return cur
+			})
+			if err != nil {
+				return err
+			}
+			_, err = rt.Commit(ctx, func(tx *core.ConversationTx) error { tx.Settle(task.ID, "done", nil); return nil })
+			return err
+		}
+		h := open(t, ctx, s, nil, kind)
+		on := func(fn func(ctx context.Context, v in) (any, error)) {
+			h.Hooks().On(kind, point, core.Hook(fn), core.HookOptions{})
+		}
+		on(func(_ context.Context, v in) (any, error) { return out{Name: "a" + string(rune('0'+len(v.Seen)))}, nil })
+		on(func(_ context.Context, v in) (any, error) {
+			return &out{Name: "b" + string(rune('0'+len(v.Seen)))}, nil
+		})
+		on(func(context.Context, in) (any, error) { return nil, nil })
+		on(func(context.Context, in) (any, error) { return "not an out", nil })
+		on(func(context.Context, in) (any, error) { return nil, errors.New("handler failed") })
+		on(func(context.Context, in) (any, error) { panic("handler panicked") })
+		simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		must(h.Root().Drive(ctx))
+		if diff := cmp.Diff([]string{"a0", "b1", "-"}, final.Seen); diff != "" {
+			t.Fatalf("chain (-want +got):\n%s", diff)
+		}
+		if len(errs) != 3 || errs[1] != "handler failed" {
+			t.Fatalf("errors = %q; want the wrong type, the failure and the panic", errs)
+		}
+		if _, _, err := core.HookResult[out](core.HookOutcome{Output: (*out)(nil)}); err != nil {
+			t.Fatalf("a nil *O = %v; want nothing to say", err)
+		}
+		must(0, h.Close(ctx))
+	})
+}
+
+func TestTxDoorsSeeThePlanTheDriverAndTheForegroundSet(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		kind := simtest.StepKind("work", nil)
+		h := open(t, ctx, s, nil, kind)
+		c := h.Root()
+		var pending, committed storage.ID
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			committed = core.AppendUser(tx.Tx, tx.ID, ai.UserText("before", 0))
+			return nil
+		}))
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			pending = core.AppendUser(tx.Tx, tx.ID, ai.UserText("now", 0))
+			e, ok := tx.PendingEntry(pending)
+			if !ok || e.Model[0].Content.TextOf() != "now" {
+				t.Errorf("pending entry = %v, %v; want the entry this plan appended", e, ok)
+			}
+			if _, ok := tx.PendingEntry(committed); ok {
+				t.Error("a committed entry reads as pending")
+			}
+			if tx.Busy(tx.ID) {
+				t.Error("an idle conversation is busy")
+			}
+			return nil
+		}))
+		var bg storage.ID
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			bg = tx.Task(kind, core.TaskSpec{Background: true})
+			return nil
+		}))
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			if tx.Busy(tx.ID) {
+				t.Error("a background task makes its conversation busy")
+			}
+			return nil
+		}))
+		fg := simtest.CreateTask(t, ctx, c, kind, core.TaskSpec{})
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			if !tx.Busy(tx.ID) {
+				t.Error("a conversation with a live foreground task is idle")
+			}
+			if convs := tx.MarkForeground(tx.ID); !slices.Equal(convs, []storage.ID{c.ID}) {
+				t.Errorf("marked set = %v; want [%d]", convs, c.ID)
+			}
+			return nil
+		}))
+		tasks := must(h.GetTasks(ctx, []storage.ID{bg, fg}))
+		if tasks[bg].Abort || !tasks[fg].Abort {
+			t.Fatalf("marks: background %v, foreground %v; want only the foreground task marked", tasks[bg].Abort, tasks[fg].Abort)
+		}
+		if c.Harness() != h {
+			t.Fatal("the handle's harness is another one")
+		}
+		must(0, h.Close(ctx))
+	})
+}
+
+func TestCheckDriveRejectsATaskDrivingItsOwnScopeBeforeAnythingHappens(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		var selfErr, otherErr error
+		var other *core.Conversation
+		kind := simtest.StepKind("driver", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			own := must(rt.Conversation(ctx, task.ConversationID))
+			selfErr = own.CheckDrive(ctx)
+			otherErr = other.CheckDrive(ctx)
+			return nil
+		})
+		h := open(t, ctx, s, nil, kind)
+		var otherID storage.ID
+		must(h.Commit(ctx, func(tx *core.Tx) error { otherID = tx.CreateConversation(core.ConversationSpec{}); return nil }))
+		other = must(h.Conversation(ctx, otherID))
+		if err := h.Root().CheckDrive(ctx); err != nil {
+			t.Fatalf("the host's check = %v; want nil", err)
+		}
+		simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		must(h.Root().Drive(ctx))
+		var sw *core.SelfWaitError
+		if !errors.As(selfErr, &sw) || otherErr != nil {
+			t.Fatalf("own scope %v, another conversation %v; want a SelfWaitError and nil", selfErr, otherErr)
+		}
+		must(0, h.Close(ctx))
+	})
+}
+
+func TestRejectfMarshalAndListAllAreTheLinesOwn(t *testing.T) {
+	err := error(core.Rejectf("plugin-rule", 7, "value %d is odd", 3))
+	var ce *core.CommitError
+	if !errors.As(err, &ce) || core.RuleOf(err) != "plugin-rule" || ce.ID != 7 || ce.Detail != "value 3 is odd" {
+		t.Fatalf("Rejectf = %#v; want the rule, the id and the detail", err)
+	}
+	if got := string(must(core.Marshal(json.RawMessage("{ \"a\" : \"<b>\" }")))); got != `{"a":"<b>"}` {
+		t.Fatalf("Marshal(raw) = %s; want it compacted as written", got)
+	}
+	if _, err := core.Marshal(json.RawMessage("{nope")); err == nil {
+		t.Fatal("invalid raw JSON was marshalled")
+	}
+	if got := string(must(core.Marshal(map[string]int{"n": 1}))); got != `{"n":1}` {
+		t.Fatalf("Marshal(map) = %s", got)
+	}
+
+	f := newFixture(t)
+	conv := f.conversation()
+	list := queueList.In(conv)
+	const n = storage.PageLimitMax + 3 // more than one page
+	f.commit(func(tx *core.Tx) {
+		for i := range n {
+			core.TxList(tx, list).Append(string(rune('a' + i%26)))
+		}
+	})
+	var all []core.Elem[string]
+	f.commit(func(tx *core.Tx) {
+		all = must(core.TxList(tx, list).All())
+		core.TxList(tx, list).Remove(all[0].ID)
+	})
+	if len(all) != n || all[n-1].Value != string(rune('a'+(n-1)%26)) || all[0].ID >= all[1].ID {
+		t.Fatalf("All read %d elements; want %d in element order", len(all), n)
+	}
+	f.commit(func(tx *core.Tx) { all = must(core.TxList(tx, list).All()) })
+	if len(all) != n-1 {
+		t.Fatalf("after a removal All read %d; want %d", len(all), n-1)
+	}
+}
+
+func TestFoldSectionsAndToolsAreTheSystemEntrysMerge(t *testing.T) {
+	text := func(s string) *string { return &s }
+	got := core.FoldSections([]core.SystemSection{{Key: "a", Text: text("1")}, {Key: "b", Text: text("2")}},
+		[]core.SystemSection{{Key: "b", Text: text("3")}, {Key: "a"}, {Key: "c", Text: text("4")}, {Key: "zz"}})
+	if diff := cmp.Diff([]core.SystemSection{{Key: "b", Text: text("3")}, {Key: "c", Text: text("4")}}, got); diff != "" {
+		t.Fatalf("sections (-want +got):\n%s", diff)
+	}
+	tools := core.FoldTools([]ai.Tool{{Name: "read"}, {Name: "edit", Description: "old"}},
+		[]ai.Tool{{Name: "read"}}, []ai.Tool{{Name: "edit", Description: "new"}, {Name: "bash"}})
+	if diff := cmp.Diff([]ai.Tool{{Name: "edit", Description: "new"}, {Name: "bash"}}, tools); diff != "" {
+		t.Fatalf("tools (-want +got):\n%s", diff)
+	}
+}
+
+func TestTheCachedContextDoorsOfABareLineDeriveAfresh(t *testing.T) {
+	f := newFixture(t)
+	conv := f.conversation()
+	f.user(conv, "one")
+	f.assistant(conv, "two")
+	want := f.context(conv, 0)
+	wantRequest := must(want.Request())
+	f.commit(func(tx *core.Tx) {
+		c := must(tx.DerivedContext(conv))
+		fold := must(tx.SystemFold(conv))
+		req := must(tx.RequestMessages(conv, nil))
+		if !slices.Equal(c.IDs(), want.IDs()) || fold.Baseline != nil || !cmp.Equal(req, wantRequest) {
+			t.Errorf("bare-line doors: context %v, baseline %v, request %d messages; want %v, none, %d", c.IDs(), fold.Baseline, len(req), want.IDs(), len(wantRequest))
+		}
+		if tx.Busy(conv) || !slices.Equal(tx.MarkForeground(conv), []storage.ID{conv}) {
+			t.Error("a bare line sees live work")
+		}
+		tx.SetValue(storage.SessionValue[int]("touched").Address, 1)
+	})
+}
