@@ -1,13 +1,10 @@
-// Package memory is the in-memory backend: current maps, ordered entries per
-// conversation, version histories and lookup indexes that all reference the
-// same immutable records. It is also the model the durable backends are held
-// to, and the base the JSONL backend replays into.
 package memory
 
 import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pico-go/pico/storage"
 )
@@ -34,7 +31,9 @@ type Store struct {
 	namespaces   map[string][]string
 	scratchAddrs map[ID][]storage.Address // task → its scratch state, retired on settle
 
-	work int64 // index probes and records visited by reads; see Work
+	// work counts the index probes and records reads visit (see Work);
+	// reads run concurrently under the read lock, so it is atomic.
+	work atomic.Int64
 }
 
 type conv struct {
@@ -96,11 +95,7 @@ var _ storage.Storage = (*Store)(nil)
 // Work returns a running count of the index probes and records the store's
 // reads have visited. Tests use it to show that a read's cost grows with fork
 // depth and result size, not with unrelated history.
-func (s *Store) Work() int64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.work
-}
+func (s *Store) Work() int64 { return s.work.Load() }
 
 // LastSeq is the last committed sequence.
 func (s *Store) LastSeq() ID {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/pico-go/pico/storage"
 )
@@ -29,7 +30,7 @@ func (s *Store) chain(id, at ID) []level {
 	}
 	var levels []level
 	for c := s.convs[id]; c != nil; {
-		s.work++
+		s.work.Add(1)
 		levels = append(levels, level{c, at})
 		p := c.rec.Parent
 		if p == nil {
@@ -57,14 +58,14 @@ func (s *Store) entryVisible(convID, id ID) bool {
 // span walks the ids of sorted slices that make up a logical sequence — one
 // slice per fork level, oldest level first — within [lo, hi], forward or
 // backward, until fn returns false.
-func span[T any](segs []segment[T], idOf func(T) ID, lo, hi ID, backward bool, work *int64, fn func(T) bool) {
+func span[T any](segs []segment[T], idOf func(T) ID, lo, hi ID, backward bool, work *atomic.Int64, fn func(T) bool) {
 	if !backward {
 		for _, sg := range segs {
 			top := min(hi, sg.cap)
 			i := sort.Search(len(sg.items), func(i int) bool { return idOf(sg.items[i]) >= max(lo, sg.lo) })
-			*work++
+			work.Add(1)
 			for ; i < len(sg.items) && idOf(sg.items[i]) <= top; i++ {
-				*work++
+				work.Add(1)
 				if !fn(sg.items[i]) {
 					return
 				}
@@ -76,9 +77,9 @@ func span[T any](segs []segment[T], idOf func(T) ID, lo, hi ID, backward bool, w
 		sg := segs[k]
 		bottom := max(lo, sg.lo)
 		i := sort.Search(len(sg.items), func(i int) bool { return idOf(sg.items[i]) > min(hi, sg.cap) }) - 1
-		*work++
+		work.Add(1)
 		for ; i >= 0 && idOf(sg.items[i]) >= bottom; i-- {
-			*work++
+			work.Add(1)
 			if !fn(sg.items[i]) {
 				return
 			}
@@ -187,7 +188,7 @@ func (s *Store) GetEntries(_ context.Context, ids []ID) (map[ID]*storage.Entry, 
 	defer s.mu.RUnlock()
 	out := make(map[ID]*storage.Entry, len(ids))
 	for _, id := range ids {
-		s.work++
+		s.work.Add(1)
 		if e := s.entries[id]; e != nil {
 			out[id] = e
 		}
@@ -246,7 +247,7 @@ func (s *Store) NewestHead(_ context.Context, conversationID, at ID) (*storage.E
 	}
 	for _, l := range s.chain(conversationID, at) {
 		i := sort.Search(len(l.c.heads), func(i int) bool { return l.c.heads[i].ID > l.cap })
-		s.work++
+		s.work.Add(1)
 		if i > 0 {
 			return l.c.heads[i-1], true, nil
 		}
@@ -276,7 +277,7 @@ func (s *Store) GetTasks(_ context.Context, ids []ID) (map[ID]*storage.Task, err
 	defer s.mu.RUnlock()
 	out := make(map[ID]*storage.Task, len(ids))
 	for _, id := range ids {
-		s.work++
+		s.work.Add(1)
 		if t := s.tasks[id]; t != nil {
 			out[id] = t
 		}
@@ -391,7 +392,7 @@ func (s *Store) GetValue(_ context.Context, a storage.Address, at ID) (storage.V
 func (s *Store) value(a storage.Address, at ID) (version, bool) {
 	a = s.storedPolicy(a)
 	if !a.Historical() {
-		s.work++
+		s.work.Add(1)
 		st := s.states[a.StateKey()]
 		if st == nil || st.list || len(st.versions) == 0 || st.versions[len(st.versions)-1].deleted {
 			return version{}, false
@@ -402,7 +403,7 @@ func (s *Store) value(a storage.Address, at ID) (version, bool) {
 		b := a
 		b.Scope.ID = l.c.rec.ID
 		st := s.states[b.StateKey()]
-		s.work++
+		s.work.Add(1)
 		if st == nil || st.list || !st.rewind {
 			continue
 		}
@@ -505,7 +506,7 @@ func (s *Store) ReadList(_ context.Context, a storage.Address, q storage.ListQue
 func (s *Store) eachListElement(a storage.Address, at, lo, hi ID, fn func(element) bool, backward bool) {
 	a = s.storedPolicy(a)
 	if !a.Historical() {
-		s.work++
+		s.work.Add(1)
 		st := s.states[a.StateKey()]
 		if st == nil || !st.list {
 			return
@@ -525,7 +526,7 @@ func (s *Store) eachListElement(a storage.Address, at, lo, hi ID, fn func(elemen
 		b := a
 		b.Scope.ID = l.c.rec.ID
 		st := s.states[b.StateKey()]
-		s.work++
+		s.work.Add(1)
 		if st == nil || !st.list || !st.rewind {
 			continue
 		}
