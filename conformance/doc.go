@@ -3,4 +3,13 @@
 // the memory, JSONL and SQLite backends must read back identically through
 // every query of storage.Storage, before and after a reopen. The package has
 // no API; everything lives in its tests.
+//
+// # Files
+//
+// Every file but this one is a test file:
+//
+//   - backends_bench_test.go: the durable backends under the agent-loop workload: commit latency, bytes, SQLite's heap.
+//   - conformance_test.go: the three backends in lockstep: random batch streams, every query compared, deep forks.
+//   - crashpoints_test.go: crash points of the agent loop (§7.4, §10.2): a crash after or inside every batch, then recovery.
+//   - inbox_disk_test.go: what JSONL and SQLite keep on disk of an accepted input and its placement.
 package conformance

@@ -1,11 +1,3 @@
-// Package core is the pico harness: the commit line and its transactions,
-// kinds, context derivation and, as it grows, the driver, handles, built-in
-// kinds, inbox and watch. It depends on storage and never on a backend.
-//
-// Concurrency contract (DESIGN §5): core never starts a goroutine, reads the
-// clock, sleeps or blocks on another goroutine except through Runtime, so the
-// same code runs under the real runtime and under the simulated scheduler of
-// package sim, where a seed fixes every interleaving.
 package core
 
 import (

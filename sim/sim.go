@@ -1,12 +1,3 @@
-// Package sim runs harness code deterministically: every actor is a
-// goroutine, but exactly one runs at a time. At each blocking point (taking a
-// lock, waiting for an event or a context, sleeping) the actor hands control
-// back and the scheduler picks the next runnable actor with its strategy,
-// which draws only from a seeded generator. Virtual time (package clock)
-// advances only when nothing is runnable and a timer is pending; nothing
-// runnable and nothing pending is a deadlock, reported with every actor's name
-// and what it waits for. So a seed fixes the interleaving, the ids and the
-// bytes of a run, and any failure replays.
 package sim
 
 import (
@@ -22,8 +13,9 @@ import (
 	"github.com/pico-go/pico/sim/clock"
 )
 
-// stepsMax bounds a run's scheduling decisions, so that a livelock ends in a
-// reported failure instead of a hung test.
+// stepsMaxDefault bounds a run's scheduling decisions unless Options.StepsMax
+// says otherwise, so that a livelock ends in a reported failure instead of a
+// hung test.
 const stepsMaxDefault = 5_000_000
 
 // Options configures a simulation.
@@ -254,9 +246,7 @@ func (s *Sim) schedule(from *actor) {
 			return
 		}
 		if s.clock.Pending() {
-			for _, t := range s.clock.Advance() {
-				_ = t // fired timers make their sleepers eligible
-			}
+			s.clock.Advance() // fired timers make their sleepers eligible
 			s.trace.record(event{Kind: "time", At: s.clock.Now().Sub(clock.Epoch).Milliseconds()})
 			continue
 		}

@@ -1,12 +1,3 @@
-// Package storage holds the records of a pico session and the Storage
-// interface that persists them: objects and atomic batches, nothing about
-// tasks, kinds or context. Backends live in the subpackages memory, jsonl and
-// sqlite and must answer every query identically; the shared batch checks in
-// this package are what keeps them honest about structure.
-//
-// Records returned by a backend are shared and immutable: callers must not
-// modify them (their slices and raw JSON included). Values read through
-// GetValue and ReadList are copies.
 package storage
 
 import (

@@ -1,11 +1,3 @@
-// Command picosim runs pico scenarios under the deterministic simulation
-// harness. Without arguments it runs the built-in scenario suite over a
-// default set of seeds on JSONL; `list`, `run`, `replay` and `bench` are
-// its other commands, and `demo` walks through the
-// kernel (a turn, a compaction and a fork, with derived contexts printed),
-// then a seeded sweep of a small task pipeline under the simulated runtime,
-// every seed run twice and compared by trace digest. It exits 1 on any
-// failure.
 package main
 
 import (

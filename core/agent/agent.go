@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
@@ -166,5 +165,3 @@ func (c *Conversation) Settings() (core.Config, error) {
 type kindName string
 
 func (k kindName) Kind() string { return string(k) }
-
-func (k kindName) String() string { return fmt.Sprintf("kind %q", string(k)) }

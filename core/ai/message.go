@@ -1,11 +1,3 @@
-// Package ai holds the provider-neutral vocabulary the harness stores and
-// sends: messages and their content blocks, tool definitions, usage and stop
-// reasons. It is a leaf package (standard library only) so that a thin client
-// or a port can read stored model projections without the harness.
-//
-// The JSON forms keep the reference field names (role, toolCallId, stopReason,
-// …). Decoding is strict about the discriminators: an unknown role, block type
-// or stop reason is an error that names it.
 package ai
 
 import (

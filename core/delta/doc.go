@@ -52,4 +52,19 @@
 // Encoder and Decoder are the optional path-interning codec: a path equal to
 // the previous op's is omitted, a path used a second time is defined as a
 // numeric id, and r resets both dictionaries.
+//
+// # Files
+//
+//   - apply.go: Apply and ApplyImmutable: the editor that applies a batch in place or copy-on-write, all or nothing.
+//   - diff.go: Diff and the rules of §1.5: the string rule, objects key by key, arrays aligned into splices or one m.
+//   - errors.go: OpError and the four classes of rejected op (malformed, path, range, type).
+//   - op.go: Op, the seven verbs and their constructors, the checks of an op on its own, and the tuple JSON form.
+//   - path.go: Path, its segments and bound, and the keys no path may carry.
+//   - tracker.go: Tracker, the producer's value: copy-on-write mutations, and Flush, which turns a window into ops.
+//   - value.go: what a value is: ParseValue and ValueOf, value checks, equality, identity and UTF-16 lengths.
+//   - wire.go: Encoder and Decoder, the path-interning wire codec (§1.4).
+//
+// Tests: examples_test.go (the tables of §1.6), property_test.go (flushes,
+// diffs and the wire codec replay; Apply is all or nothing),
+// strings_internal_test.go (UTF-16 arithmetic and the overlap search).
 package delta

@@ -1,6 +1,3 @@
-// Package clock is the simulation's faux clock: virtual time that starts at a
-// fixed instant and moves only when the scheduler advances it to the next
-// pending timer. It never reads the wall clock.
 package clock
 
 import (

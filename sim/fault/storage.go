@@ -1,19 +1,3 @@
-// Package fault wraps any storage.Storage and injects the storage faults of
-// DESIGN §5 at the commits a Plan selects: hold a constructed commit before
-// persistence until released, fail it cleanly, make it uncertain (persisted,
-// error returned), crash the process at it, or fail the unlink that retires
-// settled tasks' scratch. Every fault is named by its plan, drawn from a seed
-// when the plan is random, and written to a Recorder (a *sim.Sim puts it in
-// the run's trace) at the moment it fires.
-//
-// The wrapper stands for one process's handle on durable storage. Over a
-// memory store (Wrap) the inner store stands for the durable bytes: a crash
-// kills the handle and keeps the inner store, and Reopen is the restarted
-// process's new handle on it. Over a file-backed store (WrapDisk) the files
-// are the durable bytes: a crash keeps only what was written, optionally
-// tearing the crashing batch's line at a seeded offset, and Restart closes
-// the dead process's store and opens the files again, so recovery is
-// exactly the backend's own replay of the bytes on disk.
 package fault
 
 import (

@@ -1,21 +1,3 @@
-// Package faux is a scripted model provider for the deterministic
-// simulation harness (reference delta-and-messages §3). A scenario queues
-// responses (Steps); each Stream call plays the next one as the event
-// sequence a real provider would send: start, each block's start, deltas and
-// end, then done or error.
-//
-// Every source of variation comes from outside: chunk sizes from the rng
-// given to New (the simulator's, so a seed fixes them), time and waiting from
-// the core.Runtime (the simulator's virtual clock, so pacing costs no wall
-// time). Each chunk is a scheduling point, which lets the simulator
-// interleave other actors mid-answer.
-//
-// The stream is pulled: Next computes, waits for and returns one event on
-// the caller's actor. So no extra actor is started per call, and the live
-// partial message is only ever touched by the goroutine reading the stream.
-//
-// How retryable errors and context overflows are told apart: see
-// RawRateLimited and RawContextOverflow.
 package faux
 
 import (

@@ -1,12 +1,3 @@
-// Package proc is the simulation's execution environment: fake processes
-// that print scripted output at scripted virtual times and end the scripted
-// way, and an in-memory file system. It implements agent.ExecutionEnv, so the
-// harness's tools run against it unchanged.
-//
-// Every wait goes through the core.Runtime it is given (Sleep and events),
-// never through package time or a bare goroutine, so under the simulated
-// runtime each output chunk, kill and exit happens at a virtual time and in
-// an order fixed by the seed (DESIGN §5).
 package proc
 
 import (

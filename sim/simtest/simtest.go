@@ -1,7 +1,3 @@
-// Package simtest holds what the harness's tests share to run a session
-// under the simulator: one seeded run, a sweep of seeds, a panicking must
-// for actors, and the small task helpers the kernel's and the agent's tests
-// both use. It is imported only by tests.
 package simtest
 
 import (

@@ -1,11 +1,3 @@
-// Package jsonl is the JSON Lines backend (§7.4): the memory backend plus
-// one line per committed batch. Main batches go to the session's main file;
-// each live task's scratch batches go to a file of their own in the
-// session's scratch directory, so every commit writes exactly one file.
-// Bytes are written before the batch is published to memory. Open replays
-// the main file, then the scratch of the tasks still live; an unterminated
-// final line is a torn write, discarded and cut off before the next append;
-// a malformed complete line fails open with the file and line named.
 package jsonl
 
 import (
@@ -37,7 +29,7 @@ type Options struct {
 	// before the batch. An error fails the open with a *FileError naming
 	// the file and line. A reader that holds a session to more rules than
 	// the storage layer checks sets it (picosim check passes
-	// core.ValidateBatch).
+	// agent.ValidateBatch).
 	Verify func(ctx context.Context, before storage.Storage, batch storage.CommitBatch) error
 }
 

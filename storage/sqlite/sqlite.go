@@ -1,7 +1,3 @@
-// Package sqlite is the SQLite backend: one database file holds any number of
-// sessions, every table keyed by the session id first. Commits are single
-// transactions validated by storage.CheckBatch against SQL lookups inside the
-// transaction; reads follow the memory backend's semantics exactly.
 package sqlite
 
 import (

@@ -1,15 +1,3 @@
-// Package storagetest is the conformance suite every storage backend runs.
-// It checks a backend only through the storage.Storage interface: the same
-// hand-built batches (reference pico-v3 §4, §7.2, §7.3) and the same
-// randomized histories with forks, compared against a deliberately dumb model
-// computed from the raw list of committed writes. Memory, JSONL and SQLite
-// pass the same suite, so they answer every query identically.
-//
-// A backend's test calls Run with a function that opens a fresh, empty store:
-//
-//	func TestStorage(t *testing.T) {
-//		storagetest.Run(t, func(t *testing.T) storage.Storage { return memory.New() })
-//	}
 package storagetest
 
 import (

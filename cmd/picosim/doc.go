@@ -1,0 +1,32 @@
+// Command picosim runs pico scenarios under the deterministic simulation
+// harness. Without arguments it runs the built-in scenario suite over a
+// default set of seeds on JSONL and exits 1 on any failure. Its commands:
+// `list` and `run` (one deterministic run of a scenario), `replay` (re-run a
+// trace and report the first line that differs), `fuzz` (explore schedules
+// and fault plans in parallel and shrink the runs that fail), `check`
+// (validate a JSONL session or a SQLite database without writing to it),
+// `bench` (the peer's faux-turn workload), `demo` (the kernel walk-through:
+// a turn, a compaction and a fork with derived contexts printed, then a
+// seeded sweep of a small task pipeline, every seed run twice and compared
+// by trace digest) and `help`.
+//
+// # Files
+//
+//   - bench.go: `picosim bench`: the peer's faux-turn workload under the real runtime, reported in the peer's fields.
+//   - check.go: `picosim check`: a session's copy replayed under the harness's rules, then its state checked.
+//   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict.
+//   - faults.go: reading --faults and --drop, the fault plans the suite and fuzz draw, and failure signatures.
+//   - fuzz.go: `picosim fuzz`: seeds explored in parallel, failures shrunk to fewest faults, preemptions and actions.
+//   - help.go: the top-level usage text.
+//   - main.go: command dispatch and `picosim demo`'s kernel walk-through.
+//   - replay.go: `picosim replay`: a trace's run repeated from its header and compared line by line.
+//   - run.go: `picosim run` and `list`: one deterministic run of a scenario, its trace header and result.
+//   - scenario.go: the built-in agent-loop scenarios and the checks each ends with.
+//   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
+//   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
+//
+// Tests: run_test.go (scenarios, traces, replay, faults, dropped actions),
+// fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
+// main_test.go (the demo's golden output), binary_test.go (the built command
+// and its help texts against testdata).
+package main

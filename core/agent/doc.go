@@ -1,0 +1,54 @@
+// Package agent is pico's agent loop: the built-in generation, tool and
+// post_tools kinds, the tool sink and its output limits, argument checks,
+// system instructions, models, retries and usage, the built-in file tools,
+// and the inbox with its input modes (§5.5, §8). It is written against the
+// kernel's exported kind API (package core) and nothing else, the way a
+// database/sql driver is written against database/sql/driver: whatever the
+// built-ins do, a plugin kind can do.
+//
+// Open registers the built-ins on a kernel session and returns a Harness
+// whose conversations carry the reference's agent verbs: Accept, Prompt,
+// Steer, FollowUp, NextRun, Write, CancelQueued, Result and Settings. The
+// kinds themselves (GenerationKind, ToolKind, PostToolsKind) are plain
+// values a host can wrap and pass as a replacement; they find the session's
+// models, tools, retry policy and execution environment through the
+// harness's extension (core.Options.Extensions), so they carry no state.
+//
+// The inbox lives here rather than in the kernel. The view does carry it
+// (ConversationView.Inbox, inbox events), but only as a list the kernel is
+// told to watch: what an item means, how modes land at boundaries, the
+// input-result machine and its rule (RuleInputResult, a core.BatchRule), and
+// the abort policy that cancels queued steer and followUp input (composed
+// into core.Conversation.Abort's commit) are the agent loop's decisions, and
+// a session opened with core.Open alone has none of them.
+//
+// # Files
+//
+//   - agent.go: Open and Options, the Harness and Conversation handles, the
+//     per-session configuration the kinds look up, the agent's batch rules.
+//   - models.go: model references and the generation's config values, the
+//     model registry, the retry policy, usage rows and totals.
+//   - generation.go: the generation kind: attempts, streaming to scratch,
+//     retries and deferral, settlement, recovery and abort.
+//   - system.go: system instructions and the baseline or delta a generation
+//     appends when they change.
+//   - tool.go: the Tool type, the tool registry and the tool kind: checks,
+//     before_tool and after_tool, replay policies, recovery and abort.
+//   - sink.go: the tool sink (ToolOutput), the fold of its operations with
+//     output limits and truncation, and the result message.
+//   - schema.go: the JSON-schema subset tool arguments are checked against.
+//   - posttools.go: the post_tools kind, which decides what follows an
+//     exchange in one commit.
+//   - inbox.go: input modes, inbox items and input results, the agent verbs
+//     and request receipts.
+//   - rules.go: the input-result batch rule.
+//   - preview.go: the generation's preview, the partial answer kept in step
+//     with its frames.
+//   - tools_builtin.go: the built-in read, write, edit and new_context tools.
+//   - env.go: ExecutionEnv, where tools act.
+//
+// Tests run every scenario under the simulated runtime with fixed seeds and
+// sweeps: generation, tools, the inbox's modes and races, previews, watch
+// folds of agent sessions, stored-batch validation, and the faux-turn
+// benchmarks.
+package agent

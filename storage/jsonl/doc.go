@@ -1,0 +1,18 @@
+// Package jsonl is the JSON Lines backend (§7.4): the memory backend plus
+// one line per committed batch. Main batches go to the session's main file;
+// each live task's scratch batches go to a file of their own in the
+// session's scratch directory, so every commit writes exactly one file.
+// Bytes are written before the batch is published to memory. Open replays
+// the main file, then the scratch of the tasks still live; an unterminated
+// final line is a torn write, discarded and cut off before the next append;
+// a malformed complete line fails open with the file and line named.
+//
+// # Files
+//
+//   - jsonl.go: the Store: open and replay, one line per commit to the main or a scratch file, fsync and unlink.
+//
+// Tests: jsonl_test.go (the storagetest suite, also reopened after every
+// commit; replay order, torn and malformed lines, retired scratch, private
+// files), fuzz_test.go (replay of arbitrary files), bench_test.go (commit
+// cost with and without fsync).
+package jsonl
