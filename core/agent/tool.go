@@ -165,17 +165,25 @@ func decodeState[S any](t *storage.Task) (S, error) {
 	return s, nil
 }
 
-func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
-	st, err := decodeState[ToolState](task)
-	if err != nil {
-		return err
+// call is what a tool task's method starts from: its state, the session's
+// configuration and the registered tool the call names, if any.
+func (k toolKind) call(task *storage.Task, rt *core.TaskRuntime) (st ToolState, cfg *config, tool Tool, known bool, err error) {
+	if st, err = decodeState[ToolState](task); err != nil {
+		return st, nil, tool, false, err
 	}
-	cfg, err := configOf(rt.Harness())
+	if cfg, err = configOf(rt.Harness()); err != nil {
+		return st, nil, tool, false, err
+	}
+	tool, known = cfg.tools.byName[st.Call.Name]
+	return st, cfg, tool, known, nil
+}
+
+func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+	st, cfg, tool, known, err := k.call(task, rt)
 	if err != nil {
 		return err
 	}
 	call := st.Call
-	tool, known := cfg.tools.byName[call.Name]
 	switch {
 	case !known:
 		return settleToolError(ctx, rt, task, st, fmt.Errorf("tool %q is not available", call.Name), nil)
@@ -314,15 +322,10 @@ func settleTool(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, s
 // safe; otherwise it settles with an interrupted error result built from
 // what the sink made durable.
 func (k toolKind) Recover(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
-	st, err := decodeState[ToolState](task)
+	st, cfg, tool, known, err := k.call(task, rt)
 	if err != nil {
 		return err
 	}
-	cfg, err := configOf(rt.Harness())
-	if err != nil {
-		return err
-	}
-	tool, known := cfg.tools.byName[st.Call.Name]
 	if known && st.Replay == ReplaySafe {
 		return runTool(ctx, rt, cfg, task, st, tool)
 	}
