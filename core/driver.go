@@ -1066,6 +1066,7 @@ func (d *driver) startCloser(ctx context.Context, acts *actions) {
 			if err := d.h.line.Store().Close(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, storage.ErrClosed) {
 				d.closeErr = err
 			}
+			d.h.release()
 			_ = d.h.line.Do(context.WithoutCancel(ctx), func() (func(), error) {
 				if d.phase != phaseFaulted {
 					d.setPhase(phaseClosed)

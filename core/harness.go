@@ -107,6 +107,9 @@ type Harness struct {
 	opts       Options
 
 	unregistered []string
+	// release gives up the claim on the store; the closer calls it once
+	// the store is closed.
+	release func()
 }
 
 type shutdownKey struct{}
@@ -117,7 +120,30 @@ type shutdownKey struct{}
 // rejects a live task of an unknown kind, creates the root conversation of
 // an empty session, and starts nothing. It registers no task kind of its
 // own: agent.Open adds pico's built-in kinds.
+//
+// A session has one writer (DESIGN §9a): a store that admits one harness at
+// a time (storage.Claimer, as every backend does) is claimed until the
+// harness closes, and a second Open on it fails with a *storage.LockedError.
 func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, error) {
+	release := func() {}
+	if c, ok := store.(storage.Claimer); ok {
+		r, err := c.Claim()
+		if err != nil {
+			return nil, err
+		}
+		release = sync.OnceFunc(r) // the closer and a failed open may both give it up
+	}
+	h, err := open(ctx, store, opts, release)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return h, nil
+}
+
+// open is Open once the store is claimed; release gives the claim up (a
+// fault while opening already runs the closer).
+func open(ctx context.Context, store storage.Storage, opts Options, release func()) (*Harness, error) {
 	if opts.Runtime == nil {
 		opts.Runtime = RealRuntime()
 	}
@@ -141,7 +167,7 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 			return nil, err
 		}
 	}
-	h := &Harness{rt: opts.Runtime, kinds: kinds, opts: opts}
+	h := &Harness{rt: opts.Runtime, kinds: kinds, opts: opts, release: release}
 	h.hooks.Store(&hookTable{})
 	h.tracer = noop.NewTracerProvider().Tracer("pico")
 	if opts.TracerProvider != nil {

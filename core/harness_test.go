@@ -443,3 +443,45 @@ func TestDeleteRejectsAnOutstandingTerminalInvocation(t *testing.T) {
 		h.Close(ctx)
 	})
 }
+
+// A session has one writer: a second harness on a store an open harness
+// holds is refused with a LockedError, and the store is free again once the
+// first harness closes (also when it faulted: its closer releases it).
+func TestASecondHarnessOnALiveStoreIsRefused(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		store := memory.New()
+		h := open(t, ctx, s, store)
+		_, err := core.Open(ctx, store, core.Options{Runtime: s.Runtime()})
+		var le *storage.LockedError
+		if !errors.As(err, &le) || !errors.Is(err, storage.ErrLocked) {
+			t.Fatalf("a second harness on a live store = %v; want a LockedError", err)
+		}
+		must(h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
+			core.AppendUser(tx.Tx, tx.ID, ai.UserText("the first harness still writes", 0))
+			return nil
+		}))
+		must(0, h.Close(ctx))
+	})
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		store := simtest.Reopenable{Store: memory.New()}
+		h := open(t, ctx, s, store)
+		must(0, h.Close(ctx))
+		h2 := open(t, ctx, s, store) // released by the first harness's close
+		must(0, h2.Close(ctx))
+	})
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		broken := simtest.StepKind("broken", func(context.Context, *storage.Task, *core.TaskRuntime) error {
+			return errors.New("a contract fault")
+		})
+		store := simtest.Reopenable{Store: memory.New()}
+		h := open(t, ctx, s, store, broken)
+		simtest.CreateTask(t, ctx, h.Root(), broken, core.TaskSpec{})
+		var fe *core.FaultError
+		if _, err := h.Root().Drive(ctx); !errors.As(err, &fe) {
+			t.Fatalf("drive = %v; want the fault", err)
+		}
+		_ = h.Close(ctx) // joins the closer, which released the store
+		h2 := open(t, ctx, s, store, simtest.StepKind("broken", nil))
+		must(0, h2.Close(ctx))
+	})
+}

@@ -39,6 +39,9 @@ type BatchError struct {
 
 func (e *BatchError) Error() string {
 	if e.Index < 0 {
+		if e.Err != nil {
+			return "storage: batch rejected: " + e.Rule + ": " + e.Err.Error()
+		}
 		return "storage: batch rejected: " + e.Rule
 	}
 	msg := fmt.Sprintf("storage: batch rejected: write %d (%s, seq %d): %s", e.Index, e.Type, e.Seq, e.Rule)
@@ -75,3 +78,56 @@ func CheckTaskQuery(q TaskQuery) error {
 	}
 	return nil
 }
+
+// ErrLocked is what opening a session that another writer holds returns
+// (wrapped in a *LockedError): a session has exactly one writer (DESIGN
+// §9a), and a second one would interleave its commits with the first's.
+var ErrLocked = errors.New("storage: the session is held by another writer")
+
+// LockedError names the session a second writer tried to open and who
+// holds it.
+type LockedError struct {
+	// Session is the session's file, or the file and session name.
+	Session string
+	// Holder says who holds it as far as known: "pid 4242", "another handle
+	// in this process".
+	Holder string
+}
+
+func (e *LockedError) Error() string {
+	msg := fmt.Sprintf("storage: %s is held by another writer", e.Session)
+	if e.Holder != "" {
+		msg += " (" + e.Holder + ")"
+	}
+	return msg
+}
+
+func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// BatchBytesMax bounds one batch as a durable backend encodes it: the JSON
+// line a JSONL session writes, the JSON a SQLite session stores. Readers
+// accept exactly this much, so a batch a backend acknowledges is always one
+// it can read back.
+const BatchBytesMax = 256 << 20
+
+// BatchTooLargeError rejects a batch over BatchBytesMax before anything is
+// written.
+type BatchTooLargeError struct {
+	Bytes int // the batch encoded
+	Max   int // the limit it broke
+}
+
+func (e *BatchTooLargeError) Error() string {
+	return fmt.Sprintf("storage: batch of %d bytes encoded is over the limit of %d", e.Bytes, e.Max)
+}
+
+// PoisonedError is what every commit of a backend returns after a write
+// failed in a way it could not undo (the file may hold part of a batch):
+// Err is that first failure. Reopening recovers from what is on disk.
+type PoisonedError struct{ Err error }
+
+func (e *PoisonedError) Error() string {
+	return "storage: an earlier write failed and could not be undone; reopen the session: " + e.Err.Error()
+}
+
+func (e *PoisonedError) Unwrap() error { return e.Err }

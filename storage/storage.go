@@ -53,3 +53,12 @@ type Storage interface {
 	// Close releases the backend. Later calls fail with ErrClosed.
 	Close(ctx context.Context) error
 }
+
+// Claimer is a store that admits one harness at a time. A harness claims
+// its store when it opens and releases it when it closes; a second claim
+// while the first holds fails with a *LockedError. The backends implement
+// it (the durable ones also lock their files against other handles and
+// processes); a wrapper that does not simply goes unclaimed.
+type Claimer interface {
+	Claim() (release func(), err error)
+}

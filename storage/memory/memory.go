@@ -31,6 +31,8 @@ type Store struct {
 	namespaces   map[string][]string
 	scratchAddrs map[ID][]storage.Address // task → its scratch state, retired on settle
 
+	claimed bool // a harness holds the store (Claim)
+
 	// work counts the index probes and records reads visit (see Work);
 	// reads run concurrently under the read lock, so it is atomic.
 	work atomic.Int64
@@ -102,6 +104,22 @@ func (s *Store) LastSeq() ID {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.lastSeq
+}
+
+// Claim admits one harness at a time (storage.Claimer): two harnesses on
+// one store would interleave their commits.
+func (s *Store) Claim() (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claimed {
+		return nil, &storage.LockedError{Session: "the memory store", Holder: "another open harness in this process"}
+	}
+	s.claimed = true
+	return func() {
+		s.mu.Lock()
+		s.claimed = false
+		s.mu.Unlock()
+	}, nil
 }
 
 // Close marks the store closed.
