@@ -482,9 +482,6 @@ func crashOn(ctx context.Context, b backend, dir string, o order) error {
 	if err != nil {
 		return err
 	}
-	// The crashed handle is never used again; it is closed only at the end
-	// to release its file descriptors.
-	defer crashed.Close(ctx)
 	if err := fileSession(ctx, crashed, 98, 50); err != nil {
 		return err
 	}
@@ -496,6 +493,10 @@ func crashOn(ctx context.Context, b backend, dir string, o order) error {
 			return fmt.Errorf("tearing batch 151: %w", err)
 		}
 	}
+	// The process dies: its descriptors and its session lock go with it.
+	// Closing writes nothing a crash would not have left, and releases the
+	// lock as the kernel would.
+	check(crashed.Close(ctx))
 	st, err := b.open(ctx, dir)
 	if err != nil {
 		return fmt.Errorf("reopen after the crash: %w", err)

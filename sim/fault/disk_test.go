@@ -195,8 +195,8 @@ func TestCrashAfterACommittedJSONLBatchKeepsIt(t *testing.T) {
 		if f := p.store.Fired(); len(f) != 1 || !f[0].Persisted || f[0].Torn != nil {
 			t.Fatalf("firings = %+v; want one persisted crash, nothing torn", f)
 		}
-		if data := readFile(path); !bytes.HasSuffix(data, []byte("\n")) || bytes.Count(data, []byte("\n")) != 3 {
-			t.Fatalf("main file after the crash:\n%s\nwant three complete lines", data)
+		if data := readFile(path); !bytes.HasSuffix(data, []byte("\n")) || bytes.Count(data, []byte("\n")) != 4 {
+			t.Fatalf("main file after the crash:\n%s\nwant the header and three complete lines", data)
 		}
 		q := p.restart(ctx, fault.Plan{})
 		want := view{LastSeq: 5, Transcript: []ID{3, id}, Entries: []ID{3, id}, Mode: "at the crash", Context: []ID{3, id}}

@@ -1,7 +1,6 @@
 package jsonl
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/internal/filelock"
 	"github.com/pico-go/pico/storage/memory"
 )
 
@@ -33,9 +33,28 @@ type Options struct {
 	Verify func(ctx context.Context, before storage.Storage, batch storage.CommitBatch) error
 }
 
-// lineMax bounds one batch line, so a corrupt file cannot make open read
-// without limit.
-const lineMax = 256 << 20
+// FormatVersion is the version of the file format this package reads and
+// writes: the header line and one batch per line after it.
+const FormatVersion = 1
+
+// The header's magic names: a session's main file, and a task's scratch.
+const (
+	magicMain    = "session"
+	magicScratch = "scratch"
+)
+
+// header is the first line of every file of a session. A file that does
+// not start with one is not a session's, and is never modified.
+type header struct {
+	Pico   string     `json:"pico"`
+	Format int        `json:"format"`
+	Task   storage.ID `json:"task,omitempty"`
+}
+
+// batchBytesMax is the longest batch line, newline aside, that Commit
+// writes and the reader accepts: storage.BatchBytesMax. It is a variable
+// only so that this package's tests can lower it.
+var batchBytesMax = storage.BatchBytesMax
 
 // fileMode and dirMode keep session data private to its user.
 const (
@@ -43,22 +62,46 @@ const (
 	dirMode  fs.FileMode = 0o700
 )
 
-// Store is a JSONL session.
+// ErrNotSession is the cause of the *FileError for a file that is not a
+// pico session file (no header, another program's JSON Lines).
+var ErrNotSession = errors.New("not a pico session file: it has no pico header line")
+
+// appendFile is what a store writes its lines to: an *os.File, or a test's
+// file that fails on demand.
+type appendFile interface {
+	Write(p []byte) (int, error)
+	Truncate(size int64) error
+	Sync() error
+	Close() error
+	Name() string
+}
+
+// Store is a JSONL session: a main file and a scratch file per live task,
+// replayed into memory on open.
 type Store struct {
 	*memory.Store
 	path       string
 	scratchDir string
 	opts       Options
-	main       *os.File
+	lock       *filelock.Lock
+	main       appendFile
+	// sizes are the files' lengths through their last complete line: where
+	// a failed write is cut back to.
+	sizes map[string]int64
+	// poisoned is the first write failure the store could not undo; every
+	// later commit returns it.
+	poisoned error
 	// scratch holds the open scratch files of live tasks, so a streaming
 	// task's frames cost a write each, not an open and a close; at most
 	// scratchFilesOpenMax stay open.
-	scratch map[storage.ID]*os.File
+	scratch map[storage.ID]appendFile
 	// scratchDirReady is set once the scratch directory exists.
 	scratchDirReady bool
 	// unlinkFailures lists settled tasks whose retired scratch file could
 	// not be removed; the main file's settlement makes them irrelevant.
 	unlinkFailures []storage.ID
+	// tornTails are the torn final lines open found and cut.
+	tornTails []TornTail
 }
 
 // scratchFilesOpenMax bounds the scratch files a store keeps open.
@@ -89,34 +132,121 @@ func (e *FileError) Error() string {
 
 func (e *FileError) Unwrap() error { return e.Err }
 
+// TornTail is a final line that did not parse: the process died while
+// writing it. Open cuts it off, once everything before it is known good.
+type TornTail struct {
+	Path   string
+	Offset int64 // where the torn line starts
+	Bytes  int   // how long it was
+}
+
 // Open opens (creating if needed) the session whose main file is path; its
-// scratch files live in the directory path without ".jsonl" plus ".scratch".
+// scratch files live in the directory path without ".jsonl" plus ".scratch",
+// and its lock is the file path plus ".lock". A session has one writer: a
+// second Open while the first is open, in this process or another, fails
+// with a *storage.LockedError. A file that is not a session's is refused
+// and left as it is; an open that fails changes nothing on disk.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	lock, err := filelock.Acquire(path+".lock", path)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{
-		Store: memory.New(), path: path, opts: opts,
+		Store: memory.New(), path: path, opts: opts, lock: lock, sizes: map[string]int64{},
 		scratchDir: strings.TrimSuffix(path, ".jsonl") + ".scratch",
 	}
-	if err := s.replayFile(ctx, path, 0); err != nil {
+	if err := s.open(ctx); err != nil {
+		lock.Release()
 		return nil, err
-	}
-	if err := s.replayScratch(ctx); err != nil {
-		return nil, err
-	}
-	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, fileMode)
-	if err != nil {
-		return nil, &FileError{Path: path, Err: err}
-	}
-	s.main = f
-	if errors.Is(statErr, fs.ErrNotExist) {
-		// A new file survives a power loss only once its directory entry
-		// is on disk too.
-		if err := s.syncDir(filepath.Dir(path)); err != nil {
-			f.Close()
-			return nil, err
-		}
 	}
 	return s, nil
+}
+
+// open replays the files, checks that they agree, and only then repairs
+// what a crash left (torn tails, a missing final newline, retired scratch)
+// and opens the main file for appending.
+func (s *Store) open(ctx context.Context) error {
+	main, exists, err := s.replayFile(ctx, s.path, 0)
+	if err != nil {
+		return err
+	}
+	files := []*replayed{main}
+	retired, err := s.replayScratch(ctx, &files)
+	if err != nil {
+		return err
+	}
+	if err := checkOverlaps(files); err != nil {
+		return err
+	}
+	for _, r := range files {
+		if err := r.repair(); err != nil {
+			return err
+		}
+		s.tornTails = append(s.tornTails, r.torn...)
+		s.sizes[r.path] = r.size
+	}
+	for _, p := range retired {
+		_ = os.Remove(p) // retired: finish the unlink if we can
+	}
+	if !exists {
+		return s.create()
+	}
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND, fileMode)
+	if err != nil {
+		return &FileError{Path: s.path, Err: err}
+	}
+	s.main = f
+	return nil
+}
+
+// create writes a new session's main file, header first, under a temporary
+// name and renames it into place, so that a file at path always starts
+// with its header.
+func (s *Store) create() error {
+	tmp := s.path + ".new"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, fileMode)
+	if err != nil {
+		return &FileError{Path: s.path, Err: err}
+	}
+	raw := headerLine(header{Pico: magicMain, Format: FormatVersion})
+	if _, err := f.Write(raw); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return &FileError{Path: s.path, Err: err}
+	}
+	if s.opts.Fsync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			os.Remove(tmp)
+			return &FileError{Path: s.path, Err: err}
+		}
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return &FileError{Path: s.path, Err: err}
+	}
+	if err := s.syncDir(filepath.Dir(s.path)); err != nil {
+		f.Close()
+		return err
+	}
+	s.main = &namedFile{File: f, name: s.path}
+	s.sizes[s.path] = int64(len(raw))
+	return nil
+}
+
+// namedFile is a file opened under one name and renamed: errors name where
+// it is now.
+type namedFile struct {
+	*os.File
+	name string
+}
+
+func (f *namedFile) Name() string { return f.name }
+
+func headerLine(h header) []byte {
+	raw, _ := json.Marshal(h)
+	return append(raw, '\n')
 }
 
 // syncDir makes directory entries durable, when the fsync policy asks for it.
@@ -135,43 +265,93 @@ func (s *Store) syncDir(dir string) error {
 	return nil
 }
 
-// replayFile applies every complete line of a file. A torn final line is
-// cut off the file; a malformed complete line fails. For a scratch file,
-// task names the task whose scope its batches must write.
-func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) error {
+// replayed is what replaying one file found: its batches' sequence ranges
+// (for the cross-file check), where its last complete line ends, and what a
+// crash left that open must repair.
+type replayed struct {
+	path   string
+	ranges []batchRange
+	size   int64 // through the last kept line, newline included
+	// cut is set when a torn final line must be cut at size; newline when
+	// a complete final line only lacks its newline.
+	cut, newline bool
+	torn         []TornTail
+}
+
+type batchRange struct {
+	first, last storage.ID
+	line        int
+}
+
+// repair cuts a torn tail or ends a complete final line, now that every
+// batch of the session is known good.
+func (r *replayed) repair() error {
+	switch {
+	case r.cut:
+		if err := os.Truncate(r.path, r.size); err != nil {
+			return &FileError{Path: r.path, Err: fmt.Errorf("cutting a torn final line: %w", err)}
+		}
+	case r.newline:
+		f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND, fileMode)
+		if err != nil {
+			return &FileError{Path: r.path, Err: err}
+		}
+		_, err = f.Write([]byte{'\n'})
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return &FileError{Path: r.path, Err: fmt.Errorf("ending the final line: %w", err)}
+		}
+	}
+	return nil
+}
+
+// replayFile applies every complete line of a file after checking its
+// header; task is the scratch file's task (0 for the main file). It reads
+// and changes nothing on disk; a missing file replays as empty (exists
+// false). A final line that does not parse is torn and left to repair; a
+// malformed line before it fails.
+func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r *replayed, exists bool, err error) {
+	r = &replayed{path: path}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return r, false, nil
 	}
 	if err != nil {
-		return &FileError{Path: path, Err: err}
+		return nil, true, &FileError{Path: path, Err: err}
 	}
-	complete := bytes.LastIndexByte(data, '\n') + 1
-	if complete < len(data) {
-		// A torn write: the process died mid-line. Remove it before anything
-		// is appended after it.
-		if err := os.Truncate(path, int64(complete)); err != nil {
-			return &FileError{Path: path, Err: fmt.Errorf("cutting a torn final line: %w", err)}
-		}
+	want := header{Pico: magicMain, Format: FormatVersion}
+	if task != 0 {
+		want = header{Pico: magicScratch, Format: FormatVersion, Task: task}
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data[:complete]))
-	sc.Buffer(make([]byte, 0, 64<<10), lineMax)
+	rest, err := checkHeader(data, want)
+	if err != nil {
+		return nil, true, &FileError{Path: path, Line: 1, Err: err}
+	}
+	r.size = int64(len(data) - len(rest))
 	prevLast := storage.ID(0)
-	for n := 1; sc.Scan(); n++ {
-		var l line
-		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&l); err != nil {
-			return &FileError{Path: path, Line: n, Err: err}
+	for n := 2; len(rest) > 0; n++ {
+		text, after, complete := bytes.Cut(rest, []byte{'\n'})
+		if len(text) > batchBytesMax {
+			return nil, true, &FileError{Path: path, Line: n, Err: &storage.BatchTooLargeError{Bytes: len(text), Max: batchBytesMax}}
 		}
-		if dec.More() {
-			return &FileError{Path: path, Line: n, Err: errors.New("trailing data after the batch")}
+		l, perr := parseLine(text)
+		if perr != nil {
+			if !complete {
+				// The process died while writing this line: nothing
+				// acknowledged it, so it is cut once the rest is good.
+				r.cut = true
+				r.torn = append(r.torn, TornTail{Path: path, Offset: r.size, Bytes: len(text)})
+				break
+			}
+			return nil, true, &FileError{Path: path, Line: n, Err: perr}
 		}
 		if l.First <= prevLast || len(l.Writes) == 0 {
-			return &FileError{Path: path, Line: n, Err: fmt.Errorf("batch at %d overlaps the previous one or is empty (ranges must increase)", l.First)}
+			return nil, true, &FileError{Path: path, Line: n, Err: fmt.Errorf("batch at %d overlaps the previous one or is empty (ranges must increase)", l.First)}
 		}
 		if l.Task != task {
-			return &FileError{Path: path, Line: n, Err: fmt.Errorf("batch of task %d in the file of task %d", l.Task, task)}
+			return nil, true, &FileError{Path: path, Line: n, Err: fmt.Errorf("batch of task %d in the file of task %d", l.Task, task)}
 		}
 		batch := storage.CommitBatch{Kind: storage.BatchMain, Writes: l.Writes}
 		if task != 0 {
@@ -179,30 +359,96 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) er
 		}
 		if s.opts.Verify != nil {
 			if err := s.opts.Verify(ctx, s.Store, batch); err != nil {
-				return &FileError{Path: path, Line: n, Err: err}
+				return nil, true, &FileError{Path: path, Line: n, Err: err}
 			}
 		}
 		if err := s.Store.Apply(ctx, batch, l.First); err != nil {
-			return &FileError{Path: path, Line: n, Err: err}
+			return nil, true, &FileError{Path: path, Line: n, Err: err}
 		}
 		prevLast = l.First + storage.ID(len(l.Writes)) - 1
+		r.ranges = append(r.ranges, batchRange{first: l.First, last: prevLast, line: n})
+		r.size += int64(len(text))
+		if complete {
+			r.size++
+		} else {
+			r.newline = true // a complete batch that only lacks its newline is kept
+		}
+		rest = after
 	}
-	if err := sc.Err(); err != nil {
-		return &FileError{Path: path, Err: err}
+	return r, true, nil
+}
+
+// checkHeader checks that data starts with the wanted header line and
+// returns what follows it.
+func checkHeader(data []byte, want header) ([]byte, error) {
+	first, rest, complete := bytes.Cut(data, []byte{'\n'})
+	var h header
+	dec := json.NewDecoder(bytes.NewReader(first))
+	dec.DisallowUnknownFields()
+	if !complete || dec.Decode(&h) != nil || dec.More() || h.Pico == "" {
+		return nil, ErrNotSession
+	}
+	switch {
+	case h.Pico != want.Pico:
+		return nil, fmt.Errorf("%w (its header names %q, want %q)", ErrNotSession, h.Pico, want.Pico)
+	case h.Format != want.Format:
+		return nil, fmt.Errorf("the file is format %d; this build reads format %d", h.Format, want.Format)
+	case h.Task != want.Task:
+		return nil, fmt.Errorf("the scratch file of task %d is named for task %d", h.Task, want.Task)
+	}
+	return rest, nil
+}
+
+// parseLine decodes one batch line strictly.
+func parseLine(text []byte) (line, error) {
+	var l line
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return l, err
+	}
+	if dec.More() {
+		return l, errors.New("trailing data after the batch")
+	}
+	return l, nil
+}
+
+// checkOverlaps holds the files to one sequence line (§7.4): no sequence
+// is used by two batches, across the main file and the live scratch files.
+func checkOverlaps(files []*replayed) error {
+	type owned struct {
+		batchRange
+		path string
+	}
+	var all []owned
+	for _, f := range files {
+		for _, r := range f.ranges {
+			all = append(all, owned{r, f.path})
+		}
+	}
+	slices.SortFunc(all, func(a, b owned) int { return int(a.first - b.first) })
+	for i := 1; i < len(all); i++ {
+		prev, cur := all[i-1], all[i]
+		if cur.first <= prev.last {
+			return &FileError{Path: cur.path, Line: cur.line, Err: fmt.Errorf(
+				"batch %d–%d overlaps batch %d–%d of %s line %d: two batches cannot share a sequence",
+				cur.first, cur.last, prev.first, prev.last, prev.path, prev.line)}
+		}
 	}
 	return nil
 }
 
 // replayScratch replays the scratch files of tasks that are still live
-// after the main file. Retired scratch (a settled task whose unlink failed)
-// is ignored even if malformed: its settlement covers its sequences.
-func (s *Store) replayScratch(ctx context.Context) error {
+// after the main file, adding them to files. Retired scratch (a settled
+// task whose unlink failed) is ignored even if malformed: its settlement
+// covers its sequences; its path is returned for open to remove.
+func (s *Store) replayScratch(ctx context.Context, files *[]*replayed) (retired []string, err error) {
 	names, err := os.ReadDir(s.scratchDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return &FileError{Path: s.scratchDir, Err: err}
+		return nil, &FileError{Path: s.scratchDir, Err: err}
 	}
 	var tasks []storage.ID
 	for _, n := range names {
@@ -215,43 +461,56 @@ func (s *Store) replayScratch(ctx context.Context) error {
 	slices.Sort(tasks)
 	got, err := s.Store.GetTasks(ctx, tasks)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, id := range tasks {
 		path := s.scratchFile(id)
 		if t, ok := got[id]; !ok || !t.Live() {
-			_ = os.Remove(path) // retired: finish the unlink if we can
+			retired = append(retired, path)
 			continue
 		}
-		if err := s.replayFile(ctx, path, id); err != nil {
-			return err
+		r, _, err := s.replayFile(ctx, path, id)
+		if err != nil {
+			return nil, err
 		}
+		*files = append(*files, r)
 	}
-	return nil
+	return retired, nil
 }
 
 func (s *Store) scratchFile(task storage.ID) string {
 	return filepath.Join(s.scratchDir, task.String())
 }
 
+// TornTails lists the torn final lines open cut: what a crash mid-write
+// left, for a checker to report.
+func (s *Store) TornTails() []TornTail { return slices.Clone(s.tornTails) }
+
 // Commit validates the batch, writes its line to the one file it belongs
-// to, then publishes it to memory. A settle also unlinks the settled task's
-// scratch file afterwards; failing to is harmless and recorded.
+// to, then publishes it to memory. A batch over storage.BatchBytesMax is
+// rejected before anything is written. A failed write is cut back to the
+// file's last complete line and returned; if it cannot be cut back, the
+// store is poisoned and every later commit returns a *storage.PoisonedError
+// with that first failure. A settle also unlinks the settled task's scratch
+// file afterwards; failing to is harmless and recorded.
 func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.Range, error) {
-	last := s.Store.LastSeq()
-	if len(batch.Writes) == 0 {
-		if err := s.Store.Validate(ctx, batch); err != nil {
-			return storage.Range{}, err
-		}
-		return storage.Range{First: last + 1, Last: last}, nil
+	if s.poisoned != nil {
+		return storage.Range{}, &storage.PoisonedError{Err: s.poisoned}
 	}
+	last := s.Store.LastSeq()
 	if err := s.Store.Validate(ctx, batch); err != nil {
 		return storage.Range{}, err
+	}
+	if len(batch.Writes) == 0 {
+		return storage.Range{First: last + 1, Last: last}, nil
 	}
 	first := last + 1
 	raw, err := json.Marshal(line{First: first, Task: batch.Task, Writes: batch.Writes})
 	if err != nil {
 		return storage.Range{}, fmt.Errorf("jsonl: encoding batch %d: %w", first, err)
+	}
+	if len(raw) > batchBytesMax {
+		return storage.Range{}, &storage.BatchError{Index: -1, Seq: first, Rule: "batch over the size limit", Err: &storage.BatchTooLargeError{Bytes: len(raw), Max: batchBytesMax}}
 	}
 	raw = append(raw, '\n')
 	if batch.Kind == storage.BatchScratch {
@@ -269,7 +528,9 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 				_ = f.Close() // retired: its bytes no longer matter
 				delete(s.scratch, w.ID)
 			}
-			if err := os.Remove(s.scratchFile(w.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			path := s.scratchFile(w.ID)
+			delete(s.sizes, path)
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				s.unlinkFailures = append(s.unlinkFailures, w.ID)
 			}
 		}
@@ -277,19 +538,36 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 	return storage.Range{First: first, Last: first + storage.ID(len(batch.Writes)) - 1}, nil
 }
 
-func (s *Store) write(f *os.File, raw []byte) error {
+// write appends one line to f. A failed write (a short write, a full disk)
+// is cut back to the file's last complete line, so the next line starts
+// clean; a failed sync may have lost bytes the file shows, so it poisons.
+func (s *Store) write(f appendFile, raw []byte) error {
 	if f == nil {
 		return storage.ErrClosed
 	}
+	path := f.Name()
 	if _, err := f.Write(raw); err != nil {
-		return &FileError{Path: f.Name(), Err: err}
+		good := s.sizes[path]
+		if terr := f.Truncate(good); terr != nil {
+			return s.poison(&FileError{Path: path, Err: fmt.Errorf("%w; cutting back to offset %d failed too: %v", err, good, terr)})
+		}
+		return &FileError{Path: path, Err: fmt.Errorf("%w (nothing of the batch is kept: the file was cut back to offset %d)", err, good)}
 	}
 	if s.opts.Fsync {
 		if err := f.Sync(); err != nil {
-			return &FileError{Path: f.Name(), Err: err}
+			return s.poison(&FileError{Path: path, Err: fmt.Errorf("sync: %w", err)})
 		}
 	}
+	s.sizes[path] += int64(len(raw))
 	return nil
+}
+
+// poison records the first failure the store cannot undo.
+func (s *Store) poison(err error) error {
+	if s.poisoned == nil {
+		s.poisoned = err
+	}
+	return err
 }
 
 func (s *Store) appendScratch(task storage.ID, raw []byte) error {
@@ -303,9 +581,9 @@ func (s *Store) appendScratch(task storage.ID, raw []byte) error {
 	return s.write(f, raw)
 }
 
-// openScratch opens (creating if need be) a task's scratch file for
-// appending and keeps it open.
-func (s *Store) openScratch(task storage.ID) (*os.File, error) {
+// openScratch opens a task's scratch file for appending and keeps it open,
+// creating it with its header first when the task has none yet.
+func (s *Store) openScratch(task storage.ID) (appendFile, error) {
 	if !s.scratchDirReady {
 		_, statErr := os.Stat(s.scratchDir)
 		if err := os.MkdirAll(s.scratchDir, dirMode); err != nil {
@@ -319,19 +597,30 @@ func (s *Store) openScratch(task storage.ID) (*os.File, error) {
 		s.scratchDirReady = true
 	}
 	path := s.scratchFile(task)
-	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, fileMode)
+	_, known := s.sizes[path]
+	flags := os.O_WRONLY | os.O_APPEND
+	if !known {
+		// No live file was replayed for this task: a new one. One that is
+		// there anyway is a retired leftover open could not remove.
+		flags |= os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, fileMode)
 	if err != nil {
 		return nil, &FileError{Path: path, Err: err}
 	}
-	if errors.Is(statErr, fs.ErrNotExist) {
+	if !known {
+		s.sizes[path] = 0
+		if err := s.write(f, headerLine(header{Pico: magicScratch, Format: FormatVersion, Task: task})); err != nil {
+			f.Close()
+			return nil, err
+		}
 		if err := s.syncDir(s.scratchDir); err != nil {
 			f.Close()
 			return nil, err
 		}
 	}
 	if s.scratch == nil {
-		s.scratch = map[storage.ID]*os.File{}
+		s.scratch = map[storage.ID]appendFile{}
 	}
 	if len(s.scratch) >= scratchFilesOpenMax {
 		s.closeScratch()
@@ -355,11 +644,12 @@ func (s *Store) closeScratch() error {
 // UnlinkFailures lists settled tasks whose scratch file could not be removed.
 func (s *Store) UnlinkFailures() []storage.ID { return slices.Clone(s.unlinkFailures) }
 
-// Close closes the main file and the store.
+// Close closes the files, releases the session's lock and closes the store.
 func (s *Store) Close(ctx context.Context) error {
 	if err := s.Store.Close(ctx); err != nil {
 		return err
 	}
+	defer s.lock.Release()
 	serr := s.closeScratch()
 	if s.main == nil {
 		return serr

@@ -251,8 +251,8 @@ func TestVerifyRunsOnEveryReplayedBatch(t *testing.T) {
 		return nil
 	}})
 	var fe *jsonl.FileError
-	if !errors.As(err, &fe) || fe.Path != path || fe.Line != 3 || !errors.Is(err, refuse) {
-		t.Fatalf("open = %v; want a FileError naming %s line 3 wrapping the verifier's error", err, path)
+	if !errors.As(err, &fe) || fe.Path != path || fe.Line != 4 || !errors.Is(err, refuse) {
+		t.Fatalf("open = %v; want a FileError naming %s line 4 (after the header) wrapping the verifier's error", err, path)
 	}
 	if diff := cmp.Diff([]storage.ID{0, 4, 5}, seen); diff != "" {
 		t.Fatalf("the session's last sequence before each verified batch (-want +got):\n%s", diff)
