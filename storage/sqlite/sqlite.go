@@ -2,17 +2,22 @@ package sqlite
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 
 	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
 
 	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/internal/filelock"
 )
 
 type ID = storage.ID
@@ -20,11 +25,34 @@ type ID = storage.ID
 // StorageVersion is the schema version this package reads and writes.
 const StorageVersion = "1"
 
+// ApplicationID is the SQLite header's application id of a pico database
+// ("pico" in ASCII), how Open tells its own database from anyone else's.
+const ApplicationID = 0x7069636f
+
 // Options configures Open.
 type Options struct {
 	// Session is the id of the session the store reads and writes; required.
 	Session string
+	// ReadOnly opens an existing pico database for reading only: no schema
+	// is created, nothing is written, no writer lock is taken (a checker
+	// reading a copy, or beside a live writer). Commit fails.
+	ReadOnly bool
 }
+
+// ErrNotPicoDatabase is the cause of the error for a SQLite database that
+// another program made: Open refuses it and leaves it as it is.
+var ErrNotPicoDatabase = errors.New("sqlite: not a pico database")
+
+// ErrReadOnly is what Commit returns on a store opened with ReadOnly.
+var ErrReadOnly = errors.New("sqlite: the store was opened read-only")
+
+// batchBytesMax is storage.BatchBytesMax, as a variable only so that this
+// package's tests can lower it.
+var batchBytesMax = storage.BatchBytesMax
+
+// fileMode keeps the database, its WAL and its shared memory private: SQLite
+// creates the latter two with the database file's permissions.
+const fileMode = 0o600
 
 // VersionError reports a session stored with another schema version.
 type VersionError struct {
@@ -67,11 +95,19 @@ func checkJSON(table string, row ID, column, raw string, optional bool) error {
 
 // Store is the SQLite backend for one session.
 type Store struct {
-	mu      sync.RWMutex
-	closed  bool
-	lastSeq ID
-	db      *sql.DB
-	session string
+	mu       sync.RWMutex
+	closed   bool
+	lastSeq  ID
+	db       *sql.DB
+	path     string
+	session  string
+	readOnly bool
+	lock     *filelock.Lock
+	claimed  bool // a harness holds this handle (Claim)
+	// poisoned is the first failure after which this handle can no longer
+	// trust what it knows (another writer moved last_seq); every later
+	// commit returns it.
+	poisoned error
 }
 
 var _ storage.Storage = (*Store)(nil)
@@ -135,33 +171,93 @@ CREATE TABLE IF NOT EXISTS list_removes(
 `
 
 // Open opens (creating if needed) the database at path and the session
-// named in opts.
+// named in opts. A new database is created 0600 with its schema and pico's
+// application id in one transaction; an existing one must be a pico
+// database, and anyone else's is refused untouched (ErrNotPicoDatabase).
+// A session has one writer: a second Open of the same session while the
+// first is open, in this process or another, fails with a
+// *storage.LockedError (ReadOnly opens take no lock).
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Session == "" {
 		return nil, errors.New("sqlite: Options.Session is required")
 	}
-	dsn := "file:" + url.PathEscape(path) + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL"
+	s := &Store{path: path, session: opts.Session, readOnly: opts.ReadOnly}
+	if !opts.ReadOnly {
+		lock, err := filelock.Acquire(lockPath(path, opts.Session), fmt.Sprintf("%s (session %q)", path, opts.Session))
+		if err != nil {
+			return nil, err
+		}
+		s.lock = lock
+		if err := createPrivate(path); err != nil {
+			lock.Release()
+			return nil, err
+		}
+	}
+	dsn := "file:" + url.PathEscape(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL"
+	if opts.ReadOnly {
+		dsn += "&mode=ro"
+	}
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
+		s.lock.Release()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	s := &Store{db: db, session: opts.Session}
+	s.db = db
 	if err := s.init(ctx); err != nil {
 		db.Close()
+		s.lock.Release()
 		return nil, err
 	}
 	return s, nil
 }
 
+// lockPath is the writer lock of one session of the database at path: a
+// file beside it, named by a hash of the session name, so any name is a
+// safe file name.
+func lockPath(path, session string) string {
+	sum := sha256.Sum256([]byte(session))
+	return fmt.Sprintf("%s.%s.lock", path, hex.EncodeToString(sum[:8]))
+}
+
+// createPrivate creates the database file 0600 if there is none, so that
+// SQLite (which gives its WAL and shared-memory files the database file's
+// mode) never makes a world-readable session.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fileMode)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("sqlite: create %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// init identifies the database before touching it, creates the schema of a
+// new one in one transaction, switches it to WAL, and reads the session's
+// version and last sequence (creating the session's rows if need be).
 func (s *Store) init(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("sqlite: create schema: %w", err)
+	fresh, err := s.identify(ctx)
+	if err != nil {
+		return err
+	}
+	if s.readOnly {
+		if fresh {
+			return fmt.Errorf("%w: %s holds no pico sessions", ErrNotPicoDatabase, s.path)
+		}
+		return s.readSession(ctx, s.db)
+	}
+	if _, err := s.db.ExecContext(ctx, `PRAGMA journal_mode=WAL`); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
 	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, schema+fmt.Sprintf("PRAGMA application_id=%d;", ApplicationID)); err != nil {
+		return fmt.Errorf("sqlite: create schema: %w", err)
+	}
 	var version string
 	err = tx.QueryRowContext(ctx, `SELECT value FROM session_metadata WHERE session=? AND key='version'`, s.session).Scan(&version)
 	switch {
@@ -172,19 +268,123 @@ func (s *Store) init(ctx context.Context) error {
 		}
 	case err != nil:
 		return fmt.Errorf("sqlite: read version: %w", err)
+	}
+	if err := s.readSession(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// identify tells a new, empty database (fresh) from a pico one, and refuses
+// anything else without writing to it. A database this package made before
+// it set an application id is recognized by its session table.
+func (s *Store) identify(ctx context.Context) (fresh bool, err error) {
+	var appID int64
+	if err := s.db.QueryRowContext(ctx, `PRAGMA application_id`).Scan(&appID); err != nil {
+		return false, fmt.Errorf("sqlite: %s: %w", s.path, err)
+	}
+	if appID == ApplicationID {
+		return false, nil
+	}
+	if appID != 0 {
+		return false, fmt.Errorf("%w: %s has application id %#x", ErrNotPicoDatabase, s.path, appID)
+	}
+	var tables int
+	var ours bool
+	rows, err := s.db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type='table'`)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return false, fmt.Errorf("sqlite: %s: %w", s.path, err)
+		}
+		tables++
+		ours = ours || name == "session_metadata"
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("sqlite: %s: %w", s.path, err)
+	}
+	switch {
+	case tables == 0:
+		return true, nil
+	case !ours:
+		return false, fmt.Errorf("%w: %s holds %d tables of another program", ErrNotPicoDatabase, s.path, tables)
+	}
+	return false, nil
+}
+
+// readSession reads the session's version and last sequence.
+func (s *Store) readSession(ctx context.Context, q queryer) error {
+	var version string
+	err := q.QueryRowContext(ctx, `SELECT value FROM session_metadata WHERE session=? AND key='version'`, s.session).Scan(&version)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return &SessionNotFoundError{Path: s.path, Session: s.session}
+	case err != nil:
+		return fmt.Errorf("sqlite: read version: %w", err)
 	case version != StorageVersion:
 		return &VersionError{Found: version, Wanted: StorageVersion}
 	}
+	last, err := readLastSeq(ctx, q, s.session)
+	if err != nil {
+		return err
+	}
+	s.lastSeq = last
+	return nil
+}
+
+func readLastSeq(ctx context.Context, q queryer, session string) (ID, error) {
 	var last string
-	if err := tx.QueryRowContext(ctx, `SELECT value FROM session_metadata WHERE session=? AND key='last_seq'`, s.session).Scan(&last); err != nil {
-		return fmt.Errorf("sqlite: read last_seq: %w", err)
+	if err := q.QueryRowContext(ctx, `SELECT value FROM session_metadata WHERE session=? AND key='last_seq'`, session).Scan(&last); err != nil {
+		return 0, fmt.Errorf("sqlite: read last_seq: %w", err)
 	}
 	n, err := strconv.ParseInt(last, 10, 64)
 	if err != nil {
-		return fmt.Errorf("sqlite: bad last_seq %q", last)
+		return 0, fmt.Errorf("sqlite: bad last_seq %q", last)
 	}
-	s.lastSeq = ID(n)
-	return tx.Commit()
+	return ID(n), nil
+}
+
+// SessionNotFoundError is what a read-only open of a session the database
+// does not hold returns.
+type SessionNotFoundError struct {
+	Path, Session string
+}
+
+func (e *SessionNotFoundError) Error() string {
+	return fmt.Sprintf("sqlite: %s holds no session %q", e.Path, e.Session)
+}
+
+// Sessions lists the sessions a pico database at path holds, reading it
+// only.
+func Sessions(ctx context.Context, path string) ([]string, error) {
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	defer db.Close()
+	s := &Store{db: db, path: path}
+	fresh, err := s.identify(ctx)
+	if err != nil || fresh {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT session FROM session_metadata ORDER BY session`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+		}
+		out = append(out, name)
+	}
+	return out, rows.Err()
 }
 
 // LastSeq is the last committed sequence.
@@ -194,7 +394,24 @@ func (s *Store) LastSeq() ID {
 	return s.lastSeq
 }
 
-// Close closes the database. Later calls fail with ErrClosed.
+// Claim admits one harness at a time on this handle (storage.Claimer);
+// other handles and processes are kept out by the session's lock file.
+func (s *Store) Claim() (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claimed {
+		return nil, &storage.LockedError{Session: fmt.Sprintf("%s (session %q)", s.path, s.session), Holder: "another open harness in this process"}
+	}
+	s.claimed = true
+	return func() {
+		s.mu.Lock()
+		s.claimed = false
+		s.mu.Unlock()
+	}, nil
+}
+
+// Close closes the database and releases the session's writer lock.
+// Later calls fail with ErrClosed.
 func (s *Store) Close(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -202,7 +419,11 @@ func (s *Store) Close(context.Context) error {
 		return storage.ErrClosed
 	}
 	s.closed = true
-	return s.db.Close()
+	err := s.db.Close()
+	if lerr := s.lock.Release(); err == nil {
+		err = lerr
+	}
+	return err
 }
 
 func (s *Store) rlock() error {
@@ -214,26 +435,51 @@ func (s *Store) rlock() error {
 	return nil
 }
 
-// Commit validates and applies one batch in one transaction.
+// Commit validates and applies one batch in one transaction. It reads
+// last_seq inside that transaction: if another writer moved it, nothing is
+// written and the handle is poisoned (its view of the session is stale). A
+// batch over storage.BatchBytesMax is refused before anything is written. A
+// failed transaction (a full disk, say) rolls back whole: nothing of the
+// batch is stored and the store stays usable.
 func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.Range, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	switch {
+	case s.closed:
 		return storage.Range{}, storage.ErrClosed
+	case s.readOnly:
+		return storage.Range{}, ErrReadOnly
+	case s.poisoned != nil:
+		return storage.Range{}, &storage.PoisonedError{Err: s.poisoned}
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return storage.Range{}, fmt.Errorf("sqlite: begin: %w", err)
 	}
 	defer tx.Rollback()
+	stored, err := readLastSeq(ctx, tx, s.session)
+	if err != nil {
+		return storage.Range{}, err
+	}
+	if stored != s.lastSeq {
+		s.poisoned = &storage.LockedError{Session: fmt.Sprintf("%s (session %q)", s.path, s.session),
+			Holder: fmt.Sprintf("another writer moved last_seq from %d to %d under this handle", s.lastSeq, stored)}
+		return storage.Range{}, s.poisoned
+	}
 	r := &reader{q: tx, session: s.session}
 	if err := storage.CheckBatch(ctx, lookup{r}, s.lastSeq, batch); err != nil {
 		return storage.Range{}, err
 	}
+	if n, err := encodedSize(batch); err != nil || n > batchBytesMax {
+		if err != nil {
+			return storage.Range{}, fmt.Errorf("sqlite: encoding batch %d: %w", s.lastSeq+1, err)
+		}
+		return storage.Range{}, &storage.BatchError{Index: -1, Seq: s.lastSeq + 1, Rule: "batch over the size limit", Err: &storage.BatchTooLargeError{Bytes: n, Max: batchBytesMax}}
+	}
 	rng := storage.Range{First: s.lastSeq + 1, Last: s.lastSeq + ID(len(batch.Writes))}
 	for i := range batch.Writes {
 		if err := r.apply(ctx, &batch.Writes[i], s.lastSeq+1+ID(i)); err != nil {
-			return storage.Range{}, fmt.Errorf("sqlite: apply write %d: %w", i, err)
+			return storage.Range{}, fmt.Errorf("sqlite: apply write %d (rolled back: nothing of the batch is stored): %w", i, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE session_metadata SET value=? WHERE session=? AND key='last_seq'`,
@@ -241,10 +487,17 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 		return storage.Range{}, fmt.Errorf("sqlite: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return storage.Range{}, fmt.Errorf("sqlite: commit: %w", err)
+		return storage.Range{}, fmt.Errorf("sqlite: commit (rolled back: nothing of the batch is stored): %w", err)
 	}
 	s.lastSeq = rng.Last
 	return rng, nil
+}
+
+// encodedSize is how many bytes of JSON the batch's writes encode to: what
+// the size limit holds a batch to, as JSONL holds its line.
+func encodedSize(batch storage.CommitBatch) (int, error) {
+	raw, err := json.Marshal(batch.Writes)
+	return len(raw), err
 }
 
 // reader runs the backend's queries against the database or a transaction.

@@ -1,0 +1,89 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pico-go/pico/storage"
+)
+
+func entry(id ID, key string) storage.CommitBatch {
+	return storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: id, ConversationID: 1, Kind: "user", Key: key}}}}
+}
+
+func openOne(t *testing.T) (*Store, string) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(ctx, path, Options{Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	return s, path
+}
+
+// A full disk (here: the database may not grow past its page limit) fails
+// the commit's transaction, which rolls back whole: nothing of the batch is
+// stored, the store stays usable, and a reopen sees exactly what was
+// acknowledged.
+func TestAFullDiskRollsTheCommitBackAndTheStoreGoesOn(t *testing.T) {
+	ctx := context.Background()
+	s, path := openOne(t)
+	s.db.SetMaxOpenConns(1) // the page limit is a setting of the connection
+	var pages int
+	if err := s.db.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `PRAGMA max_page_count=`+strconv.Itoa(pages)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Commit(ctx, entry(2, strings.Repeat("k", 64<<10)))
+	if err == nil || !strings.Contains(err.Error(), "full") || !strings.Contains(err.Error(), "rolled back") || s.LastSeq() != 1 {
+		t.Fatalf("commit on a full database = %v, lastSeq %d; want a rolled-back failure naming the full database", err, s.LastSeq())
+	}
+	if _, err := s.db.ExecContext(ctx, `PRAGMA max_page_count=1073741823`); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Commit(ctx, entry(2, "fits")); err != nil || r.First != 2 {
+		t.Fatalf("commit once there is room = %+v, %v; want it at 2", r, err)
+	}
+	s.Close(ctx)
+	r, err := Open(ctx, path, Options{Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	got, err := r.GetEntries(ctx, []ID{2})
+	if err != nil || r.LastSeq() != 2 || got[2] == nil || got[2].Key != "fits" {
+		t.Fatalf("reopened: lastSeq %d, entry 2 %+v, %v; want the acknowledged batch only", r.LastSeq(), got[2], err)
+	}
+}
+
+func TestABatchOverTheLimitIsRefusedBeforeAnythingIsStored(t *testing.T) {
+	saved := batchBytesMax
+	t.Cleanup(func() { batchBytesMax = saved })
+	batchBytesMax = 300
+	ctx := context.Background()
+	s, _ := openOne(t)
+	defer s.Close(ctx)
+	_, err := s.Commit(ctx, entry(2, strings.Repeat("k", 400)))
+	var be *storage.BatchError
+	var tl *storage.BatchTooLargeError
+	if !errors.As(err, &be) || !errors.As(err, &tl) || tl.Max != 300 || s.LastSeq() != 1 {
+		t.Fatalf("oversize commit = %v, lastSeq %d; want a BatchError wrapping BatchTooLargeError and nothing stored", err, s.LastSeq())
+	}
+	if got, _ := s.GetEntries(ctx, []ID{2}); len(got) != 0 {
+		t.Fatal("the oversize entry is readable")
+	}
+	if _, err := s.Commit(ctx, entry(2, "small")); err != nil {
+		t.Fatalf("a batch under the limit after the refusal = %v", err)
+	}
+}
