@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -43,6 +44,9 @@ type benchConfig struct {
 	JSON       bool
 	// CPUProfile, when set, is where the run's CPU profile is written.
 	CPUProfile string
+	// Dir, when set, is where the session's files go and stay; otherwise
+	// a temporary directory, removed afterwards.
+	Dir string
 }
 
 // usageError is a mistake in how picosim was called: one line, exit 2.
@@ -61,6 +65,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fl.BoolVar(&c.Fsync, "fsync", false, "sync every JSONL write")
 	fl.BoolVar(&c.JSON, "json", false, "print one JSON line with the peer benchmark's field names")
 	fl.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	fl.StringVar(&c.Dir, "dir", "", "keep the session's files in this directory (created if need be)")
 	if err := fl.Parse(args); err != nil {
 		return c, &usageError{err.Error()}
 	}
@@ -127,11 +132,17 @@ func benchStore(ctx context.Context, c benchConfig, dir string) (storage.Storage
 // ("tool:a,b" style), one call per tool, the tools, and a final answer.
 func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	res := benchResult{Impl: "pico-go", Backend: c.Backend, Fsync: c.Fsync, Turns: c.Turns, ToolsPerTurn: c.Tools, ResetEvery: c.ResetEvery}
-	dir, err := os.MkdirTemp("", "picosim-bench-")
-	if err != nil {
+	dir := c.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "picosim-bench-")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
 	rt := core.RealRuntime()
 	p := faux.New(rt, rand.New(rand.NewPCG(1, 2)), faux.Options{DiscardRequests: true})
 	names := []string{"a", "b", "c", "d"}[:c.Tools]
@@ -171,6 +182,9 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	store, err := benchStore(ctx, c, dir)
 	if err != nil {
 		return res, err
+	}
+	if at, ok := killPoint(); ok {
+		store = &killingStore{Storage: store, at: at}
 	}
 	var ru0 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
@@ -252,6 +266,49 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	return res, nil
 }
 
+// killAtEnv, for picosim's own tests only, names a commit at which the bench
+// process kills itself with SIGKILL: "N" just after commit N reached
+// storage, "N:before" just before. A kill -9 at a seeded point, with no
+// wall clock involved.
+const killAtEnv = "PICOSIM_KILL_AT"
+
+type commitKill struct {
+	commit int
+	before bool
+}
+
+func killPoint() (commitKill, bool) {
+	v := os.Getenv(killAtEnv)
+	if v == "" {
+		return commitKill{}, false
+	}
+	n, when, _ := strings.Cut(v, ":")
+	k, err := strconv.Atoi(n)
+	if err != nil || k < 1 {
+		return commitKill{}, false
+	}
+	return commitKill{commit: k, before: when == "before"}, true
+}
+
+// killingStore kills the process at its commit.
+type killingStore struct {
+	storage.Storage
+	at      commitKill
+	commits int
+}
+
+func (s *killingStore) Commit(ctx context.Context, b storage.CommitBatch) (storage.Range, error) {
+	s.commits++
+	if s.commits == s.at.commit && s.at.before {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	r, err := s.Storage.Commit(ctx, b)
+	if s.commits == s.at.commit {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	return r, err
+}
+
 func printBench(w io.Writer, c benchConfig, r benchResult) error {
 	if c.JSON {
 		return json.NewEncoder(w).Encode(r)
@@ -305,10 +362,11 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 const benchHelp = `usage: picosim bench [--turns N] [--tools K] [--reset-every R] [--backend memory|jsonl|sqlite] [--fsync] [--json]
-                     [--cpuprofile FILE]
+                     [--cpuprofile FILE] [--dir DIR]
 
 Runs the faux-turn workload of shared/peer (each turn: one input, K tool calls, a final answer)
 under the real runtime and prints turns per second, turn latency percentiles, process memory,
 bytes on disk and the cold reopen time. --json prints one line with the peer benchmark's fields;
---cpuprofile writes a CPU profile of the run for go tool pprof.
+--cpuprofile writes a CPU profile of the run for go tool pprof; --dir keeps the session's files in
+DIR (for picosim check) instead of a temporary directory.
 `

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,12 +25,18 @@ import (
 )
 
 // checkMain is `picosim check SESSION`: it validates a JSONL session or a
-// SQLite database without writing to it. The files are copied to a
-// temporary directory and opened there, so the backend's own replay checks
-// every batch (sequence ranges, references, roles, scratch ownership), a
+// SQLite database without writing to it. The backend is told by the file's
+// content, not its name. The files are copied to a temporary directory
+// (scratch before main for JSONL, so a task that settles meanwhile is only
+// retired; SQLite under a read transaction, so a checkpoint cannot tear the
+// copy) and opened there: the backend's own replay checks every batch
+// (sequence ranges across files, references, roles, scratch ownership), a
 // JSONL history batch by batch against the harness's rules too (heads,
-// edits, dependencies, input-result transitions: agent.ValidateBatch), and
-// then the harness-level invariants are checked on the opened state.
+// edits, dependencies, input-result transitions: agent.ValidateBatch), a
+// SQLite copy gets SQLite's integrity check, and then the harness-level
+// invariants are checked on the opened state. A torn final line is a
+// warning with its offset; an absent SQLite session is an error listing the
+// sessions the file holds.
 func checkMain(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("check", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
@@ -51,6 +60,11 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "picosim: check:", err)
 		return 2
 	}
+	backend, err := detectBackend(path)
+	if err != nil {
+		fmt.Fprintf(stdout, "✗ %s: %v\n", path, err)
+		return 1
+	}
 	tmp, err := os.MkdirTemp("", "picosim-check-")
 	if err != nil {
 		fmt.Fprintln(stderr, "picosim: check:", err)
@@ -58,16 +72,24 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	}
 	defer os.RemoveAll(tmp)
 	ctx := context.Background()
-	store, err := openCopy(ctx, path, tmp, *session)
+	// Name the original file, not the copy.
+	original := func(msg string) string {
+		return strings.ReplaceAll(msg, tmp+string(filepath.Separator), filepath.Dir(path)+string(filepath.Separator))
+	}
+	store, warnings, problems, err := openCopy(ctx, backend, path, tmp, *session)
 	if err != nil {
-		// Name the original file, not the copy.
-		fmt.Fprintf(stdout, "✗ %s: %s\n", path, strings.ReplaceAll(err.Error(), tmp+string(filepath.Separator), filepath.Dir(path)+string(filepath.Separator)))
+		fmt.Fprintf(stdout, "✗ %s: %s\n", path, original(err.Error()))
 		return 1
 	}
-	report, problems := checkState(ctx, store)
+	defer store.Close(ctx)
+	for _, w := range warnings {
+		fmt.Fprintf(stdout, "! %s: warning: %s\n", path, original(w))
+	}
+	report, more := checkState(ctx, store)
+	problems = append(problems, more...)
 	if len(problems) > 0 {
 		for _, p := range problems {
-			fmt.Fprintf(stdout, "✗ %s: %s\n", path, p)
+			fmt.Fprintf(stdout, "✗ %s: %s\n", path, original(p))
 		}
 		return 1
 	}
@@ -77,38 +99,167 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 
 const checkHelp = `usage: picosim check SESSION [--session NAME]
 
-Validates a JSONL session (SESSION.jsonl and its .scratch directory) or a SQLite database (the
-session NAME inside it) without writing to it, and prints the first problem with its file and line,
-or a summary. Every batch of a JSONL history is held to the storage rules (sequence ranges,
-references, roles, scratch ownership) and the harness rules (heads, edits, dependencies,
-input-result transitions) against the session before it; the final state of either backend to the
-harness invariants (task roles, contexts that derive, queued input in the inbox, running input
-owned by a live turn). Exit status 1 when something is wrong.
+Validates a JSONL session (SESSION and its .scratch directory) or a SQLite database (the session
+NAME inside it; the backend is told by the file's content) without writing to it, and prints every
+problem with its file and line, or a summary. Every batch of a JSONL history is held to the storage
+rules (sequence ranges, also across files, references, roles, scratch ownership) and the harness
+rules (heads, edits, dependencies, input-result transitions) against the session before it; a
+SQLite file gets SQLite's integrity check; the final state of either backend is held to the harness
+invariants (task roles, contexts that derive, queued input in the inbox, running input owned by a
+live turn, every call of a settled exchange answered, no live tool after its post_tools, the last
+sequence at or above every stored id). A torn final line is a warning with its offset. A session
+that is being written is checked on a consistent copy. Exit status 1 when something is wrong.
 `
 
-// openCopy copies a session's files into dir and opens the copy.
-func openCopy(ctx context.Context, path, dir, session string) (storage.Storage, error) {
+// sqliteMagic is how every SQLite database file begins.
+const sqliteMagic = "SQLite format 3\x00"
+
+// detectBackend tells a JSONL session from a SQLite database by content.
+func detectBackend(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	switch {
+	case strings.HasPrefix(string(head), sqliteMagic):
+		return "sqlite", nil
+	case strings.HasPrefix(string(head), `{"pico":"session"`):
+		return "jsonl", nil
+	case n == 0:
+		return "", errors.New("an empty file is not a pico session")
+	}
+	return "", errors.New("not a pico session: neither a JSONL session (no pico header line) nor a SQLite database")
+}
+
+// checkQuickBytesMin is the database size from which SQLite's quick_check,
+// which skips verifying index contents against their tables, replaces the
+// full integrity_check.
+const checkQuickBytesMin = 1 << 30
+
+// openCopy copies a session's files into dir and opens the copy read-only
+// as far as the backend allows; warnings and problems are what it found on
+// the way that does not stop the check.
+func openCopy(ctx context.Context, backend, path, dir, session string) (store storage.Storage, warnings, problems []string, err error) {
 	base := filepath.Base(path)
-	if strings.HasSuffix(path, ".jsonl") {
-		if err := copyFile(path, filepath.Join(dir, base)); err != nil {
-			return nil, err
-		}
+	if backend == "jsonl" {
+		// Scratch first: a task that settles while we copy has its file
+		// unlinked (we skip it) and its settlement in the main file we copy
+		// after, so the copy holds no scratch the main file does not own.
 		scratch := strings.TrimSuffix(path, ".jsonl") + ".scratch"
 		if st, err := os.Stat(scratch); err == nil && st.IsDir() {
-			if err := copyDir(scratch, filepath.Join(dir, filepath.Base(scratch))); err != nil {
-				return nil, err
+			if err := copyDir(scratch, filepath.Join(dir, strings.TrimSuffix(base, ".jsonl")+".scratch")); err != nil {
+				return nil, nil, nil, err
 			}
 		}
-		// Every batch is also held to the harness's own rules, against the
-		// session as it stood before it.
-		return jsonl.Open(ctx, filepath.Join(dir, base), jsonl.Options{Verify: agent.ValidateBatch})
+		copied := filepath.Join(dir, base) // its scratch is beside it, as beside the original
+		if err := copyFile(path, copied); err != nil {
+			return nil, nil, nil, err
+		}
+		s, err := jsonl.Open(ctx, copied, jsonl.Options{Verify: agent.ValidateBatch})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, t := range s.TornTails() {
+			warnings = append(warnings, fmt.Sprintf("%s: a torn final line of %d bytes at offset %d was discarded (a crash while it was written)", t.Path, t.Bytes, t.Offset))
+		}
+		return s, warnings, nil, nil
 	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := copyFile(path+suffix, filepath.Join(dir, base+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+	copied := filepath.Join(dir, base)
+	if err := copySQLite(ctx, path, copied); err != nil {
+		return nil, nil, nil, err
+	}
+	problems, err = integrityProblems(ctx, copied)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s, err := sqlite.Open(ctx, copied, sqlite.Options{Session: session, ReadOnly: true})
+	var nf *sqlite.SessionNotFoundError
+	if errors.As(err, &nf) {
+		names, lerr := sqlite.Sessions(ctx, copied)
+		if lerr != nil {
+			return nil, nil, nil, lerr
+		}
+		return nil, nil, nil, fmt.Errorf("%w; the sessions it holds: %s (pass one with --session)", err, strings.Join(quoted(names), ", "))
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return s, nil, problems, nil
+}
+
+func quoted(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strconv.Quote(n)
+	}
+	if len(out) == 0 {
+		return []string{"none"}
+	}
+	return out
+}
+
+// copySQLite copies a database and its WAL while a read transaction on the
+// original holds a snapshot, so that a checkpoint of a live writer cannot
+// reset the WAL under the copy. The reader writes nothing to the database
+// (SQLite may touch its shared-memory index, which holds no data).
+func copySQLite(ctx context.Context, path, to string) error {
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err == nil {
+		var n int
+		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&n); err == nil {
+			defer conn.ExecContext(ctx, "COMMIT")
 		}
 	}
-	return sqlite.Open(ctx, filepath.Join(dir, base), sqlite.Options{Session: session})
+	for _, suffix := range []string{"", "-wal"} {
+		if err := copyFile(path+suffix, to+suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// integrityProblems runs SQLite's own check of the copy's pages and
+// indexes: what a hand-overwritten page breaks without any row failing to
+// decode.
+func integrityProblems(ctx context.Context, path string) ([]string, error) {
+	pragma := "integrity_check"
+	if st, err := os.Stat(path); err == nil && st.Size() >= checkQuickBytesMin {
+		pragma = "quick_check"
+	}
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_busy_timeout=10000")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "PRAGMA "+pragma)
+	if err != nil {
+		return []string{fmt.Sprintf("SQLite's %s cannot run: %v", pragma, err)}, nil
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return nil, err
+		}
+		if line != "ok" {
+			problems = append(problems, fmt.Sprintf("SQLite's %s: %s", pragma, line))
+		}
+	}
+	return problems, rows.Err()
 }
 
 func copyFile(from, to string) error {
@@ -119,6 +270,8 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, data, 0o600)
 }
 
+// copyDir copies the files of a directory; one that vanishes while it is
+// copied (a scratch file unlinked by a settling task) is skipped.
 func copyDir(from, to string) error {
 	if err := os.MkdirAll(to, 0o700); err != nil {
 		return err
@@ -128,10 +281,11 @@ func copyDir(from, to string) error {
 		return err
 	}
 	for _, e := range entries {
-		if !e.IsDir() {
-			if err := copyFile(filepath.Join(from, e.Name()), filepath.Join(to, e.Name())); err != nil {
-				return err
-			}
+		if e.IsDir() {
+			continue
+		}
+		if err := copyFile(filepath.Join(from, e.Name()), filepath.Join(to, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 	}
 	return nil
@@ -139,8 +293,10 @@ func copyDir(from, to string) error {
 
 // checkState checks what the backend's replay cannot: live tasks of the
 // built-in kinds carry the role their status maps to, every conversation's
-// context derives and projects, queued input is in the inbox, and running
-// input belongs to a live generation or post_tools.
+// context derives and projects, queued input is in the inbox, running input
+// belongs to a live generation or post_tools, every call of a settled
+// exchange has its result and no tool of it is still live, and the last
+// sequence is at or above every stored id.
 func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 	var problems []string
 	convs, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
@@ -149,11 +305,29 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 	if err != nil {
 		return "", []string{err.Error()}
 	}
-	tasks, err := storage.AllPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
-		return store.ScanTasks(ctx, storage.TaskQuery{Cursor: c, Live: storage.Bool(true)})
+	all, err := storage.AllPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
+		return store.ScanTasks(ctx, storage.TaskQuery{Cursor: c})
 	})
 	if err != nil {
 		return "", []string{err.Error()}
+	}
+	var tasks []*storage.Task // the live ones
+	for _, t := range all {
+		if t.Live() {
+			tasks = append(tasks, t)
+		}
+	}
+	more, err := exchangeProblems(ctx, store, all)
+	if err != nil {
+		return "", []string{err.Error()}
+	}
+	problems = append(problems, more...)
+	maxID := storage.ID(0)
+	for _, c := range convs {
+		maxID = max(maxID, c.ID)
+	}
+	for _, t := range all {
+		maxID = max(maxID, t.ID)
 	}
 	kinds := map[string]core.TaskKind{agent.GenerationKindName: agent.GenerationKind, agent.ToolKindName: agent.ToolKind, agent.PostToolsKindName: agent.PostToolsKind}
 	owned := map[storage.ID]bool{} // inputs of live groups
@@ -173,6 +347,10 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 		}
 	}
 	for _, c := range convs {
+		entries, err := store.ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Before: math.MaxInt64, Limit: 1}, ConversationID: c.ID})
+		if err == nil && len(entries.Items) > 0 {
+			maxID = max(maxID, entries.Items[len(entries.Items)-1].ID)
+		}
 		cx, err := core.DeriveContext(ctx, store, c.ID, 0)
 		if err == nil {
 			_, err = cx.Request()
@@ -209,8 +387,57 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 			problems = append(problems, fmt.Sprintf("conversation %d: inbox element %d has no input result", c.ID, id))
 		}
 	}
+	if maxID > store.LastSeq() {
+		problems = append(problems, fmt.Sprintf("the last sequence is %d but id %d is stored: the next commit would reuse ids", store.LastSeq(), maxID))
+	}
 	slices.Sort(problems)
 	return fmt.Sprintf("%d conversations, %d live tasks, last sequence %d", len(convs), len(tasks), store.LastSeq()), problems
+}
+
+// exchangeProblems holds every settled exchange to what post_tools relies
+// on: it starts only once every tool of the exchange is terminal, and each
+// tool settles with its result entry, so a settled post_tools leaves no
+// live tool behind and no call of its assistant without a result.
+func exchangeProblems(ctx context.Context, store storage.Storage, all []*storage.Task) ([]string, error) {
+	byID := make(map[storage.ID]*storage.Task, len(all))
+	for _, t := range all {
+		byID[t.ID] = t
+	}
+	var problems []string
+	for _, t := range all {
+		if t.Kind != agent.PostToolsKindName || t.Live() {
+			continue
+		}
+		var st agent.PostToolsState
+		if err := json.Unmarshal(t.State, &st); err != nil {
+			problems = append(problems, fmt.Sprintf("post_tools %d: its state does not decode: %v", t.ID, err))
+			continue
+		}
+		for _, id := range st.Tools {
+			if tool, ok := byID[id]; !ok || tool.Live() {
+				problems = append(problems, fmt.Sprintf("tool task %d is missing or still live after its post_tools %d settled", id, t.ID))
+			}
+		}
+		got, err := store.GetEntries(ctx, []storage.ID{st.Assistant})
+		if err != nil {
+			return nil, err
+		}
+		a := got[st.Assistant]
+		if a == nil || len(a.Model) == 0 {
+			problems = append(problems, fmt.Sprintf("post_tools %d: its assistant entry %d is missing", t.ID, st.Assistant))
+			continue
+		}
+		for _, call := range a.Model[0].ToolCalls() {
+			p, err := store.ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: 1}, ConversationID: a.ConversationID, Kind: "tool_result", Key: call.ID})
+			if err != nil {
+				return nil, err
+			}
+			if len(p.Items) == 0 {
+				problems = append(problems, fmt.Sprintf("conversation %d: call %s of entry %d has no result though its exchange settled (post_tools %d)", a.ConversationID, call.ID, a.ID, t.ID))
+			}
+		}
+	}
+	return problems, nil
 }
 
 // inputResults reads every input result of a conversation, by input id.

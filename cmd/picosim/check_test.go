@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +11,9 @@ import (
 	"testing"
 
 	"github.com/pico-go/pico/sim/fault"
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/jsonl"
+	"github.com/pico-go/pico/storage/sqlite"
 )
 
 // sessionOnDisk leaves a finished scenario's session files in a directory.
@@ -111,5 +116,177 @@ func TestCheckHoldsEveryBatchToTheHarnessRules(t *testing.T) {
 	want := fmt.Sprintf("%s: line %d: ", path, edited+1)
 	if code != 1 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "input-result-transition") || !strings.Contains(out.String(), "from running to queued") {
 		t.Fatalf("exit %d, %q; want exit 1 naming %s and the input-result rule", code, out.String(), want)
+	}
+}
+
+func checkOut(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := checkMain(args, &out, &errOut)
+	return code, out.String() + errOut.String()
+}
+
+// The false greens a new user found, each now a failure that says why.
+
+func TestCheckOfAnAbsentSQLiteSessionListsTheSessionsTheFileHolds(t *testing.T) {
+	path := sessionOnDisk(t, "basic-turn", "sqlite")
+	before, _ := os.ReadFile(path)
+	code, out := checkOut(t, path, "--session", "nosuch")
+	if code != 1 || !strings.Contains(out, `no session "nosuch"`) || !strings.Contains(out, `"picosim"`) {
+		t.Fatalf("exit %d, %q; want exit 1 naming the absent session and listing \"picosim\"", code, out)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("check changed the database")
+	}
+}
+
+// An index page overwritten with an older copy of itself loses rows from
+// the index while every row still decodes: SQLite's integrity check finds
+// it.
+func TestCheckRunsSQLitesIntegrityCheck(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sessions.db")
+	write := func(ids ...storage.ID) {
+		s, err := sqlite.Open(ctx, path, sqlite.Options{Session: "picosim"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			w := storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: id, ConversationID: 1, Kind: "notice"}}
+			if id == 1 {
+				w = storage.Write{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}}
+			}
+			if _, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{w}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close(ctx) // the last connection checkpoints the WAL into the file
+	}
+	write(1, 2, 3)
+	older, _ := os.ReadFile(path)
+	write(4, 5, 6, 7)
+	newer, _ := os.ReadFile(path)
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root, pageSize int
+	if err := db.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name='entries_conv'`).Scan(&root); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`PRAGMA page_size`).Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	at := (root - 1) * pageSize
+	copy(newer[at:at+pageSize], older[at:at+pageSize])
+	if err := os.WriteFile(path, newer, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := checkOut(t, path)
+	if code != 1 || !strings.Contains(out, "integrity_check") {
+		t.Fatalf("exit %d, %q; want exit 1 with SQLite's integrity check findings", code, out)
+	}
+}
+
+func TestCheckCatchesALastSequenceBelowAStoredID(t *testing.T) {
+	path := sessionOnDisk(t, "basic-turn", "sqlite")
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE session_metadata SET value='3' WHERE session='picosim' AND key='last_seq'`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if code, out := checkOut(t, path); code != 1 || !strings.Contains(out, "the last sequence is 3 but id") {
+		t.Fatalf("exit %d, %q; want exit 1 naming the stale last sequence", code, out)
+	}
+}
+
+// Deleting the line that settles a tool leaves its exchange settled with a
+// live tool and an unanswered call, though every remaining line replays.
+func TestCheckCatchesALiveToolAfterItsPostToolsSettled(t *testing.T) {
+	path := sessionOnDisk(t, "parallel-tools", "jsonl")
+	data, _ := os.ReadFile(path)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	cut := -1
+	for i, l := range lines {
+		if bytes.Contains(l, []byte(`"type":"settle"`)) && bytes.Contains(l, []byte(`"kind":"tool_result"`)) {
+			cut = i
+			break
+		}
+	}
+	if cut < 0 {
+		t.Fatal("no line settles a tool")
+	}
+	os.WriteFile(path, bytes.Join(append(lines[:cut:cut], lines[cut+1:]...), nil), 0o600)
+	code, out := checkOut(t, path)
+	if code != 1 || !strings.Contains(out, "still live after its post_tools") || !strings.Contains(out, "has no result though its exchange settled") {
+		t.Fatalf("exit %d, %q; want exit 1 naming the live tool and the unanswered call", code, out)
+	}
+}
+
+func TestCheckWarnsOfATornTailWithItsOffset(t *testing.T) {
+	path := sessionOnDisk(t, "basic-turn", "jsonl")
+	data, _ := os.ReadFile(path)
+	os.WriteFile(path, append(data, `{"first":99,"wri`...), 0o600)
+	code, out := checkOut(t, path)
+	want := fmt.Sprintf("torn final line of 16 bytes at offset %d", len(data))
+	if code != 0 || !strings.Contains(out, "! "+path+": warning: ") || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, %q; want exit 0 with a warning %q", code, out, want)
+	}
+	if after, _ := os.ReadFile(path); len(after) != len(data)+16 {
+		t.Fatal("check cut the original's torn tail")
+	}
+}
+
+// The backend is told by content: a JSONL session named .db and a
+// database named .jsonl are each checked as what they are, and anything
+// else is not a session.
+func TestCheckToldTheBackendByContent(t *testing.T) {
+	dir := t.TempDir()
+	j, db := sessionOnDisk(t, "basic-turn", "jsonl"), sessionOnDisk(t, "basic-turn", "sqlite")
+	renamedJ, renamedDB := filepath.Join(dir, "looks-like.db"), filepath.Join(dir, "looks-like.jsonl")
+	copyFileOrFail(t, j, renamedJ)
+	copyFileOrFail(t, db, renamedDB)
+	for _, p := range []string{renamedJ, renamedDB} {
+		if code, out := checkOut(t, p); code != 0 {
+			t.Fatalf("%s: exit %d, %q", p, code, out)
+		}
+	}
+	notes := filepath.Join(dir, "notes.jsonl")
+	os.WriteFile(notes, []byte(`{"title":"groceries"}`+"\n"), 0o600)
+	if code, out := checkOut(t, notes); code != 1 || !strings.Contains(out, "not a pico session") {
+		t.Fatalf("notes: exit %d, %q; want exit 1, not a pico session", code, out)
+	}
+}
+
+func copyFileOrFail(t *testing.T, from, to string) {
+	t.Helper()
+	if err := copyFile(from, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A session its writer holds open is checked on a copy: the writer's lock
+// is no obstacle, and a scratch file that vanishes while it is copied (its
+// task settled) is skipped, not an error.
+func TestCheckOfALiveSessionUsesACopy(t *testing.T) {
+	ctx := context.Background()
+	path := sessionOnDisk(t, "basic-turn", "jsonl")
+	live, err := jsonl.Open(ctx, path, jsonl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close(ctx)
+	if code, out := checkOut(t, path); code != 0 {
+		t.Fatalf("check beside the live writer: exit %d, %q", code, out)
+	}
+	scratch := filepath.Join(t.TempDir(), "s.scratch")
+	os.MkdirAll(scratch, 0o700)
+	os.Symlink(filepath.Join(scratch, "gone"), filepath.Join(scratch, "7")) // reads as a file that vanished
+	if err := copyDir(scratch, filepath.Join(t.TempDir(), "copy")); err != nil {
+		t.Fatalf("copying a directory whose file vanished: %v", err)
 	}
 }
