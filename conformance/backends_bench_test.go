@@ -21,6 +21,7 @@ import (
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/jsonl"
 	"github.com/pico-go/pico/storage/memory"
@@ -137,7 +138,7 @@ type turnSession struct {
 func openTurnSession(b *testing.B, ctx context.Context, store storage.Storage, seed uint64, turns int) *turnSession {
 	b.Helper()
 	rt := core.RealRuntime()
-	p := faux.New(rt, rand.New(rand.NewPCG(seed, 2)), faux.Options{DiscardRequests: true})
+	p := simtest.Must(faux.New(rt, rand.New(rand.NewPCG(seed, 2)), faux.Options{DiscardRequests: true}))
 	scriptTurns(p, turns)
 	h, err := agent.Open(ctx, store, agent.Options{
 		Runtime: rt, Tools: []agent.Tool{benchEchoTool("a"), benchEchoTool("b")},

@@ -823,12 +823,10 @@ func (g *gen) drawMain(b *batchState) {
 			return
 		}
 		src := pick(rt, "forkSource", committed)
-		tr := g.transcript(src)
-		if len(tr) == 0 {
-			newConv(&storage.Conversation{ID: seq})
-			return
+		var at ID // the start of the transcript when it is drawn or there is nothing else
+		if tr := g.transcript(src); len(tr) > 0 && rapid.IntRange(0, 4).Draw(rt, "forkAtStart") > 0 {
+			at = pick(rt, "forkAt", tr).ID
 		}
-		at := pick(rt, "forkAt", tr).ID
 		c := &storage.Conversation{ID: seq, Parent: &storage.ParentRef{ConversationID: src, At: at}}
 		if len(g.order) > 0 && rapid.IntRange(0, 3).Draw(rt, "forkOwned") == 0 {
 			c.Owner = pick(rt, "forkOwner", g.order)

@@ -29,6 +29,7 @@ import (
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/jsonl"
 	"github.com/pico-go/pico/storage/memory"
@@ -250,7 +251,7 @@ type crashAgent struct {
 }
 
 func openCrashAgent(ctx context.Context, s *sim.Sim, store storage.Storage, running core.Event) (*crashAgent, error) {
-	a := &crashAgent{faux: faux.New(s.Runtime(), s.Rand(), faux.Options{})}
+	a := &crashAgent{faux: simtest.Must(faux.New(s.Runtime(), s.Rand(), faux.Options{}))}
 	var err error
 	a.h, err = agent.Open(ctx, store, agent.Options{
 		Runtime: s.Runtime(), CheckInvariants: true,
@@ -328,10 +329,11 @@ func crashFirstProcess(ctx context.Context, s *sim.Sim, store *fault.Storage, r 
 		})
 		crashMust(0, running.Wait(ctx))
 		if accepted("steer")(c.Steer(ctx, ai.PlainText("focus on b"))) {
-			accepted("write")(c.Write(ctx, core.NoticeKind, core.EntryDraft{
+			w, _, err := c.Write(ctx, core.NoticeKind, core.EntryDraft{
 				Data:  map[string]string{"text": "w"},
 				Model: []ai.Message{ai.UserText("note w", 0)},
-			}))
+			})
+			accepted("write")(w, err)
 		}
 		crashMust(0, drove.Wait(ctx))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/jsonl"
 	"github.com/pico-go/pico/storage/sqlite"
@@ -25,7 +26,7 @@ func inboxSession(t *testing.T, store storage.Storage, check func(ctx context.Co
 	t.Helper()
 	s := sim.New(sim.Options{Seed: 1})
 	err := s.Run(context.Background(), func(ctx context.Context) {
-		p := faux.New(s.Runtime(), s.Rand(), faux.Options{})
+		p := simtest.Must(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 		p.SetResponses(faux.Reply(faux.Text("first")).WithDelay(time.Second), faux.Reply(faux.Text("second")))
 		h, err := agent.Open(ctx, store, agent.Options{Runtime: s.Runtime(), CheckInvariants: true,
 			Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()})})

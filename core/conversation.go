@@ -126,19 +126,47 @@ func (c *Conversation) CheckDrive(ctx context.Context) error {
 	return c.h.line.Read(ctx, func(context.Context) error { return c.h.d.checkDrive(inv, c.ID) })
 }
 
+// ForkStart, as Fork's point, forks at the start of the transcript: the
+// fork inherits no entry and no rewindable state, only its provenance.
+const ForkStart storage.ID = 0
+
 // ForkOptions configures Fork.
 type ForkOptions struct {
 	// Abort marks the source's foreground set in the same commit that
 	// creates the fork ("go back to that point").
 	Abort bool
+	// Values are conversation values (unbound addresses, or bound to the
+	// source) whose current value in the source is written into the fork
+	// when it is created: how sticky state, which forks do not inherit,
+	// is carried over, or a rewindable value is taken as it is now rather
+	// than as of the fork point. A value the source does not have is
+	// skipped.
+	Values []storage.Address
 }
 
 // Fork creates a conversation whose transcript is this one's through entry
-// at, shared by reference, with the rewindable state in force there.
+// at (ForkStart: nothing of it), shared by reference, with the rewindable
+// state in force there and the values opts carries over.
 func (c *Conversation) Fork(ctx context.Context, at storage.ID, opts ForkOptions) (*Conversation, error) {
+	for _, a := range opts.Values {
+		if a.Scope.Kind != storage.ScopeConversation || (a.Scope.ID != 0 && a.Scope.ID != c.ID) {
+			return nil, fmt.Errorf("core: fork of conversation %d: %s is not one of its values", c.ID, a)
+		}
+	}
 	var id storage.ID
 	_, err := c.h.commit(ctx, func(tx *Tx) error {
 		id = tx.Fork(c.ID, at)
+		for _, a := range opts.Values {
+			a.Scope.ID = c.ID
+			v, ok, err := tx.GetValue(a, 0)
+			if err != nil {
+				return err
+			}
+			if ok {
+				a.Scope.ID = id
+				tx.SetValue(a, v.Value)
+			}
+		}
 		if opts.Abort {
 			tx.MarkForeground(c.ID)
 		}

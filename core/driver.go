@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 
 	"github.com/pico-go/pico/storage"
 	"go.opentelemetry.io/otel/attribute"
@@ -75,6 +76,8 @@ type invocation struct {
 	snap   *storage.Task
 
 	progress []*Progress // bridges the method opened; drained before completion
+	// returned is set once the method returned: its runtime is stale.
+	returned atomic.Bool
 }
 
 type invocationKey struct{}
@@ -700,6 +703,7 @@ func (d *driver) invoke(inv *invocation) {
 			err = fmt.Errorf("progress: %w", perr)
 		}
 	}
+	inv.returned.Store(true)
 	d.complete(inv, err)
 }
 

@@ -1,11 +1,15 @@
 package core_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -161,4 +165,70 @@ func TestForkAtAnEntryItCannotSeeRejects(t *testing.T) {
 	if core.RuleOf(err) != core.RuleStorage || f.store.LastSeq() != last {
 		t.Fatalf("fork at a foreign entry = %v; want a storage rejection and nothing written", err)
 	}
+}
+
+// Fork at ForkStart (the reference's "start") inherits nothing but its
+// provenance, and ForkOptions.Values carries chosen values over, sticky
+// ones included, as the source has them now (issue 23).
+func TestForkAtTheStartAndCarriedValues(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := open(t, ctx, s, nil)
+		c := h.Root()
+		model := storage.ConversationValue[string]("app.model", storage.Sticky)
+		mode := storage.ConversationValue[string]("app.mode", storage.Rewind)
+		must(0, core.ValueOf(c, model).Set(ctx, "big"))
+		must(0, core.ValueOf(c, mode).Set(ctx, "plan"))
+		var first storage.ID
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			first = core.AppendUser(tx.Tx, tx.ID, ai.UserText("one", 0))
+			core.AppendUser(tx.Tx, tx.ID, ai.UserText("two", 0))
+			return nil
+		}))
+
+		bare := must(c.Fork(ctx, core.ForkStart, core.ForkOptions{}))
+		rec := must(bare.Snapshot(ctx))
+		if rec.Parent == nil || rec.Parent.ConversationID != c.ID || rec.Parent.At != 0 {
+			t.Fatalf("fork record %+v; want provenance from %d at the start", rec, c.ID)
+		}
+		if cx := must(core.DeriveContext(ctx, h.Store(), bare.ID, 0)); len(cx.Entries) != 0 {
+			t.Fatalf("a fork at the start derives %v; want nothing", cx.IDs())
+		}
+		if _, ok := read(core.ValueOf(bare, mode).Get(ctx)); ok {
+			t.Fatal("a fork at the start inherited rewindable state")
+		}
+		forks := must(h.Conversations(ctx, core.ConversationFilter{Parent: c.ID}))
+		if len(forks.Items) != 1 || forks.Items[0].ID != bare.ID {
+			t.Fatalf("forks of the source = %+v; want the start fork", forks.Items)
+		}
+		must(bare.Commit(ctx, func(tx *core.ConversationTx) error { core.AppendUser(tx.Tx, tx.ID, ai.UserText("own", 0)); return nil }))
+		if cx := must(core.DeriveContext(ctx, h.Store(), bare.ID, 0)); len(cx.Entries) != 1 {
+			t.Fatalf("after its own entry the start fork derives %v; want that entry alone", cx.IDs())
+		}
+
+		must(0, core.ValueOf(c, mode).Set(ctx, "act"))
+		carried := must(c.Fork(ctx, first, core.ForkOptions{Values: []storage.Address{model.Address, mode.Address}}))
+		if got, _ := read(core.ValueOf(carried, model).Get(ctx)); got != "big" {
+			t.Fatalf("carried sticky value = %q; want big", got)
+		}
+		if got, _ := read(core.ValueOf(carried, mode).Get(ctx)); got != "act" {
+			t.Fatalf("carried rewindable value = %q; want the source's current act, not plan as of the fork point", got)
+		}
+		plain := must(c.Fork(ctx, first, core.ForkOptions{}))
+		if _, ok := read(core.ValueOf(plain, model).Get(ctx)); ok {
+			t.Fatal("a fork without Values inherited sticky state")
+		}
+		if got, _ := read(core.ValueOf(plain, mode).Get(ctx)); got != "plan" {
+			t.Fatalf("a plain fork's rewindable value = %q; want plan, in force at the fork point", got)
+		}
+		last := h.Store().LastSeq()
+		for _, bad := range []storage.Address{storage.SessionValue[int]("n").Address, mode.In(bare.ID).Address} {
+			if _, err := c.Fork(ctx, first, core.ForkOptions{Values: []storage.Address{bad}}); err == nil {
+				t.Fatalf("carrying %s was accepted", bad)
+			}
+		}
+		if h.Store().LastSeq() != last {
+			t.Fatal("a refused fork wrote")
+		}
+		must(0, h.Close(ctx))
+	})
 }

@@ -125,6 +125,9 @@ type shutdownKey struct{}
 // a time (storage.Claimer, as every backend does) is claimed until the
 // harness closes, and a second Open on it fails with a *storage.LockedError.
 func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, error) {
+	if store == nil {
+		return nil, ErrNoStore
+	}
 	release := func() {}
 	if c, ok := store.(storage.Claimer); ok {
 		r, err := c.Claim()
@@ -262,6 +265,9 @@ func (h *Harness) Conversation(ctx context.Context, id storage.ID) (*Conversatio
 	return &Conversation{h: h, ID: id}, nil
 }
 
+// ErrNoStore is what Open returns without a store.
+var ErrNoStore = errors.New("core: Open needs a store")
+
 // ErrNotFound reports a missing conversation, task or entry.
 var ErrNotFound = errors.New("core: not found")
 
@@ -274,14 +280,50 @@ type ConversationFilter struct {
 	Independent bool
 }
 
-// Conversations pages through conversations.
+// Conversations pages through conversations. With Independent, the page
+// holds up to Limit conversations owned by nobody: the scan reads on past
+// owned ones until the page is full or nothing is left, and Next is set
+// only when another independent conversation follows.
 func (h *Harness) Conversations(ctx context.Context, f ConversationFilter) (storage.Page[storage.Conversation], error) {
-	p, err := h.Store().ScanConversations(ctx, storage.ConversationQuery{Cursor: f.Cursor, Parent: f.Parent, OwnedFrom: f.OwnedFrom})
-	if err != nil || !f.Independent {
-		return p, err
+	f.Cursor = f.Cursor.Defaulted()
+	q := storage.ConversationQuery{Cursor: f.Cursor, Parent: f.Parent, OwnedFrom: f.OwnedFrom}
+	if !f.Independent {
+		return h.Store().ScanConversations(ctx, q)
 	}
-	p.Items = slices.DeleteFunc(p.Items, func(c storage.Conversation) bool { return c.Owner != 0 })
-	return p, nil
+	if err := storage.CheckCursor(f.Cursor); err != nil {
+		return storage.Page[storage.Conversation]{}, err
+	}
+	backward := f.Cursor.Backward()
+	var found []storage.Conversation // in scan order, one past the limit at most
+	var readAt storage.ID
+	for len(found) <= f.Limit {
+		p, err := h.Store().ScanConversations(ctx, q)
+		if err != nil {
+			return p, err
+		}
+		readAt = p.ReadAt
+		items := p.Items
+		if backward {
+			items = slices.Clone(items)
+			slices.Reverse(items)
+		}
+		for _, c := range items {
+			if c.Owner == 0 && len(found) <= f.Limit {
+				found = append(found, c)
+			}
+		}
+		if p.Next == 0 {
+			break
+		}
+		if backward {
+			q.Before = p.Next
+		} else {
+			q.After = p.Next
+		}
+	}
+	// found is in scan order (descending for a backward cursor), as
+	// NewPage takes it.
+	return storage.NewPage(f.Cursor, readAt, found, func(c storage.Conversation) storage.ID { return c.ID }), nil
 }
 
 // Inspection is the live work of a session: tasks that may start and tasks

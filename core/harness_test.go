@@ -3,7 +3,9 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,6 +220,25 @@ func TestStaleAndForeignTaskIdentitiesReject(t *testing.T) {
 		if !errors.Is(err, core.ErrStaleInvocation) {
 			t.Fatalf("stale runtime = %v; want ErrStaleInvocation", err)
 		}
+		// Regression (issue 23): its reads and its clock check the
+		// identity too; with the host's ctx a stale runtime read before.
+		_, _, getTask := kept.GetTask(ctx, a)
+		_, getTasks := kept.GetTasks(ctx, []ID{a})
+		_, _, getEntry := kept.GetEntry(ctx, 1)
+		sleep := kept.Sleep(ctx, s.Now())
+		for name, err := range map[string]error{"GetTask": getTask, "GetTasks": getTasks, "GetEntry": getEntry, "Sleep": sleep} {
+			if !errors.Is(err, core.ErrStaleInvocation) {
+				t.Fatalf("stale runtime's %s with a foreign ctx = %v; want ErrStaleInvocation", name, err)
+			}
+		}
+		func() {
+			defer func() {
+				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "stale runtime") {
+					t.Fatalf("stale runtime's Now panicked with %v; want it named stale", p)
+				}
+			}()
+			kept.Now()
+		}()
 		h.Close(ctx)
 	})
 }
@@ -379,6 +400,21 @@ func TestConversationsFilterForksOwnedAndIndependent(t *testing.T) {
 		if got := ids(must(h.Conversations(ctx, core.ConversationFilter{Cursor: lim, Independent: true}))); !slices.Equal(got, []ID{root.ID, fork}) {
 			t.Fatalf("independent = %v; want [%d %d]", got, root.ID, fork)
 		}
+		// Regression (issue 23, bug 5): the filter fills the page past the
+		// owned conversation between root and fork instead of cutting it.
+		two := must(h.Conversations(ctx, core.ConversationFilter{Cursor: storage.Cursor{Limit: 2}, Independent: true}))
+		if !slices.Equal(ids(two), []ID{root.ID, fork}) || two.Next != 0 {
+			t.Fatalf("independent, limit 2 = %v next %d; want [%d %d] and no next page", ids(two), two.Next, root.ID, fork)
+		}
+		one := must(h.Conversations(ctx, core.ConversationFilter{Cursor: storage.Cursor{Limit: 1}, Independent: true}))
+		rest := must(h.Conversations(ctx, core.ConversationFilter{Cursor: storage.Cursor{Limit: 1, After: one.Next}, Independent: true}))
+		if !slices.Equal(ids(one), []ID{root.ID}) || one.Next == 0 || !slices.Equal(ids(rest), []ID{fork}) || rest.Next != 0 {
+			t.Fatalf("independent by one: %v next %d, then %v next %d; want the root, then the fork, then nothing", ids(one), one.Next, ids(rest), rest.Next)
+		}
+		back := must(h.Conversations(ctx, core.ConversationFilter{Cursor: storage.Cursor{Limit: 1, Before: fork + 1}, Independent: true}))
+		if !slices.Equal(ids(back), []ID{fork}) || back.Next == 0 {
+			t.Fatalf("independent backward = %v next %d; want the fork and more before it", ids(back), back.Next)
+		}
 		h.Close(ctx)
 	})
 }
@@ -484,4 +520,11 @@ func TestASecondHarnessOnALiveStoreIsRefused(t *testing.T) {
 		h2 := open(t, ctx, s, store, simtest.StepKind("broken", nil))
 		must(0, h2.Close(ctx))
 	})
+}
+
+// Misuse that used to panic is an error (issue 23).
+func TestOpenWithoutAStoreIsAnError(t *testing.T) {
+	if _, err := core.Open(context.Background(), nil, core.Options{}); !errors.Is(err, core.ErrNoStore) {
+		t.Fatalf("Open(nil) = %v; want ErrNoStore", err)
+	}
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/pico-go/pico/storage"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,6 +24,10 @@ type Line struct {
 	lock   Lock
 	opts   LineOptions
 	tracer trace.Tracer
+	rt     Runtime
+	// holder is who runs a plan or decision on the line right now, so that
+	// a call from inside it is refused instead of waiting for itself.
+	holder atomic.Pointer[lineHolder]
 	// harness is the session the line serves, nil for a bare line: a Tx
 	// reaches the cached contexts and the driver's busy counts through it.
 	harness *Harness
@@ -63,7 +68,7 @@ type BatchRule func(ctx context.Context, before storage.Storage, batch storage.C
 
 // NewLine returns a line over store. kinds is read, never changed, by the line.
 func NewLine(rt Runtime, store storage.Storage, kinds *Kinds, opts LineOptions) *Line {
-	l := &Line{store: store, kinds: kinds, lock: rt.NewLock("line"), opts: opts, tracer: opts.Tracer}
+	l := &Line{store: store, kinds: kinds, lock: rt.NewLock("line"), opts: opts, tracer: opts.Tracer, rt: rt}
 	if l.tracer == nil {
 		l.tracer = noop.NewTracerProvider().Tracer("pico")
 	}
@@ -104,11 +109,15 @@ func (l *Line) Read(ctx context.Context, fn func(ctx context.Context) error) err
 // a registration); the function fn returns runs after the line is released.
 // Do observes ctx only while waiting for the line.
 func (l *Line) Do(ctx context.Context, fn func() (after func(), err error)) error {
+	if err := l.refuseNested(ctx); err != nil {
+		return err
+	}
 	if err := l.lock.Lock(ctx); err != nil {
 		return err
 	}
 	after, err := func() (func(), error) {
-		defer l.lock.Unlock()
+		defer l.release()
+		l.hold(ctx)
 		return fn()
 	}()
 	if after != nil {
@@ -118,6 +127,9 @@ func (l *Line) Do(ctx context.Context, fn func() (after func(), err error)) erro
 }
 
 func (l *Line) run(ctx context.Context, scratchTask storage.ID, plan func(tx *Tx) error) (storage.Range, error) {
+	if err := l.refuseNested(ctx); err != nil {
+		return storage.Range{}, err
+	}
 	if err := l.lock.Lock(context.WithoutCancel(ctx)); err != nil {
 		return storage.Range{}, err
 	}
@@ -146,7 +158,8 @@ func checkRules(ctx context.Context, before storage.Storage, batch storage.Commi
 // that a panicking plan releases the line; the panic itself propagates to
 // the caller after its writes were discarded.
 func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx *Tx) error) (storage.Range, func(), error) {
-	defer l.lock.Unlock()
+	defer l.release()
+	l.hold(ctx)
 	admitted := context.WithoutCancel(ctx)
 	if l.opts.Admit != nil {
 		if err := l.opts.Admit(admitted, scratchTask); err != nil {
@@ -215,4 +228,52 @@ func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx 
 		}
 	}
 	return r, after, nil
+}
+
+// ErrNestedLineCall refuses a line call (a commit, a read, a decision)
+// made from inside a plan running on the same line: it would wait for the
+// plan that makes it, forever. The outer plan goes on and may return it.
+var ErrNestedLineCall = errors.New("core: a line call from inside a plan on the same line: a plan never waits on the line")
+
+// ActorRuntime is a runtime that names the actor calling it (the simulated
+// one does: exactly one actor runs at a time). With it the line recognizes
+// a nested call from any caller; without it, from task code, whose
+// invocation identity rides in ctx.
+type ActorRuntime interface {
+	Runtime
+	Actor() any
+}
+
+// lineHolder is the caller running on the line.
+type lineHolder struct {
+	actor any
+	inv   *invocation
+}
+
+func (l *Line) hold(ctx context.Context) {
+	h := &lineHolder{inv: invocationOf(ctx)}
+	if ar, ok := l.rt.(ActorRuntime); ok {
+		h.actor = ar.Actor()
+	}
+	l.holder.Store(h)
+}
+
+func (l *Line) release() {
+	l.holder.Store(nil)
+	l.lock.Unlock()
+}
+
+// refuseNested refuses a call from the caller that holds the line.
+func (l *Line) refuseNested(ctx context.Context) error {
+	h := l.holder.Load()
+	if h == nil {
+		return nil
+	}
+	if h.inv != nil && h.inv == invocationOf(ctx) {
+		return ErrNestedLineCall
+	}
+	if ar, ok := l.rt.(ActorRuntime); ok && h.actor != nil && h.actor == ar.Actor() {
+		return ErrNestedLineCall
+	}
+	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -439,4 +441,45 @@ func TestUnknownEntryKindRejectsAndUnregisteredKindsAreReported(t *testing.T) {
 	if got := core.NewKinds().UnregisteredEntryKinds(stored); !slices.Equal(got, []string{"plan_note"}) {
 		t.Fatalf("unregistered kinds = %v; want [plan_note]", got)
 	}
+}
+
+// Regression (issue 23, bug 2): a commit from inside a plan waited for the
+// plan that makes it, and every later operation, Close included, hung. It is
+// refused at once, from a host plan and from a task's, and the outer plan
+// goes on.
+func TestALineCallFromInsideAPlanIsRefusedAndTheOuterPlanGoesOn(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		var fromTask error
+		kind := simtest.StepKind("nester", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+				_, fromTask = rt.Commit(ctx, func(*core.ConversationTx) error { return nil })
+				return nil
+			})
+			return err
+		})
+		h := open(t, ctx, s, nil, kind)
+		c := h.Root()
+		var commitErr, readErr error
+		r := must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			_, commitErr = c.Commit(ctx, func(tx *core.ConversationTx) error {
+				core.AppendUser(tx.Tx, tx.ID, ai.UserText("nested", 0))
+				return nil
+			})
+			_, readErr = c.Snapshot(ctx) // a store read, not a line call: allowed
+			core.AppendUser(tx.Tx, tx.ID, ai.UserText("outer", 0))
+			return nil
+		}))
+		if !errors.Is(commitErr, core.ErrNestedLineCall) || readErr != nil || r.Last != r.First {
+			t.Fatalf("nested commit %v, store read %v, outer range %+v; want ErrNestedLineCall, nil and the outer entry alone", commitErr, readErr, r)
+		}
+		if err := c.CheckDrive(ctx); err != nil {
+			t.Fatalf("the line after the refusal: %v", err)
+		}
+		simtest.CreateTask(t, ctx, c, kind, core.TaskSpec{})
+		must(c.Drive(ctx))
+		if !errors.Is(fromTask, core.ErrNestedLineCall) {
+			t.Fatalf("nested commit from a task's plan = %v; want ErrNestedLineCall", fromTask)
+		}
+		must(0, h.Close(ctx))
+	})
 }

@@ -168,7 +168,7 @@ func newMiniGeneration(provider ai.Provider, model ai.Model, seen *miniSeen) min
 
 func TestAPluginKindStreamsAGenerationThroughTheExportedKindAPI(t *testing.T) {
 	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		provider := faux.New(s.Runtime(), s.Rand(), faux.Options{})
+		provider := must(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 		reply := strings.Repeat("plugin token ", 12)
 		provider.SetResponses(faux.Reply(faux.Text(reply)))
 		var seen miniSeen

@@ -89,7 +89,7 @@ func scratchFrames(t testing.TB, ctx context.Context, trt *core.TaskRuntime) []a
 
 func TestScratchHoldsCompactFramesThatRebuildTheMessage(t *testing.T) {
 	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		provider := faux.New(s.Runtime(), s.Rand(), faux.Options{})
+		provider := must(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 		text := strings.Repeat("streamed token ", 20)
 		provider.SetResponses(faux.Reply(faux.Text(text)))
 		var joined producer
@@ -117,7 +117,7 @@ func TestScratchHoldsCompactFramesThatRebuildTheMessage(t *testing.T) {
 func TestARejectedFrameWriteCancelsAndJoinsTheProducerBeforeCompletion(t *testing.T) {
 	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
-		provider := faux.New(rt, s.Rand(), faux.Options{TokensPerSecond: 40})
+		provider := must(faux.New(rt, s.Rand(), faux.Options{TokensPerSecond: 40}))
 		provider.SetResponses(faux.Reply(faux.Text(strings.Repeat("slow token ", 40))))
 		var joined producer
 		var joinedBeforeAbort bool

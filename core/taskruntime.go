@@ -69,11 +69,21 @@ func (r *TaskRuntime) Scratch(ctx context.Context, plan func(sc ScratchTx) error
 	return r.h.scratch(ctx, r.inv.task, plan)
 }
 
-// Now is the runtime's clock, not the wall clock.
-func (r *TaskRuntime) Now() time.Time { return r.h.rt.Now() }
+// Now is the runtime's clock, not the wall clock. It has no ctx to check,
+// so a runtime used after its method returned panics instead: a stale
+// runtime is a bug of the kind that kept it.
+func (r *TaskRuntime) Now() time.Time {
+	if r.inv.returned.Load() {
+		panic(fmt.Sprintf("core: TaskRuntime.Now of task %d's %s, which has returned: a stale runtime", r.inv.task, r.inv.method))
+	}
+	return r.h.rt.Now()
+}
 
 // Sleep sleeps until until, observing ctx.
 func (r *TaskRuntime) Sleep(ctx context.Context, until time.Time) error {
+	if err := r.check(ctx); err != nil {
+		return err
+	}
 	d := until.Sub(r.h.rt.Now())
 	return r.h.rt.Sleep(ctx, d)
 }
@@ -104,18 +114,28 @@ func (r *TaskRuntime) AbortTask(ctx context.Context, id storage.ID) error {
 	return r.h.AbortTask(ctx, id)
 }
 
-// GetTask reads a task.
+// GetTask reads a task; like every TaskRuntime call, only with the
+// invocation's own ctx.
 func (r *TaskRuntime) GetTask(ctx context.Context, id storage.ID) (*storage.Task, bool, error) {
+	if err := r.check(ctx); err != nil {
+		return nil, false, err
+	}
 	return r.h.GetTask(ctx, id)
 }
 
 // GetTasks reads tasks by id.
 func (r *TaskRuntime) GetTasks(ctx context.Context, ids []storage.ID) (map[storage.ID]*storage.Task, error) {
+	if err := r.check(ctx); err != nil {
+		return nil, err
+	}
 	return r.h.GetTasks(ctx, ids)
 }
 
 // GetEntry reads an entry.
 func (r *TaskRuntime) GetEntry(ctx context.Context, id storage.ID) (*storage.Entry, bool, error) {
+	if err := r.check(ctx); err != nil {
+		return nil, false, err
+	}
 	return r.h.GetEntry(ctx, id)
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
@@ -108,10 +110,18 @@ func (tx *Tx) batch() storage.CommitBatch {
 // is compacted as it is; anything else goes through encoding/json. Kinds that
 // store a payload inside another one (the agent's inbox drafts) encode it
 // with Marshal so it reads back as an entry's data would.
+//
+// Text must be valid UTF-8: Marshal refuses anything else with a
+// *CommitError for RuleInvalidUTF8 rather than let encoding/json turn it
+// into U+FFFD, since the memory backend would then disagree with the
+// durable ones about what was written.
 func Marshal(v any) (json.RawMessage, error) {
 	if raw, ok := v.(json.RawMessage); ok {
 		if !json.Valid(raw) {
 			return nil, &json.SyntaxError{}
+		}
+		if !utf8.Valid(raw) {
+			return nil, Rejectf(RuleInvalidUTF8, 0, "raw JSON payload is not valid UTF-8")
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw); err != nil {
@@ -119,7 +129,24 @@ func Marshal(v any) (json.RawMessage, error) {
 		}
 		return buf.Bytes(), nil
 	}
-	return json.Marshal(v)
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if ce := marshalledUTF8(v, raw); ce != nil {
+		return nil, ce
+	}
+	return raw, nil
+}
+
+// payloadError is the rejection of a payload Marshal refused: its own
+// rule when it named one (invalid UTF-8), RuleBadPayload otherwise.
+func payloadError(err error, id storage.ID, what string) *CommitError {
+	var ce *CommitError
+	if errors.As(err, &ce) {
+		return &CommitError{Rule: ce.Rule, ID: id, Detail: what + ": " + ce.Detail}
+	}
+	return &CommitError{Rule: RuleBadPayload, ID: id, Detail: what, Err: err}
 }
 
 // --- state ---
@@ -147,7 +174,7 @@ func (tx *Tx) state(w storage.Write, payload any, hasPayload bool) storage.ID {
 	if hasPayload {
 		raw, err := Marshal(payload)
 		if err != nil {
-			return tx.fail(&CommitError{Rule: RuleBadPayload, Detail: a.String(), Err: err})
+			return tx.fail(payloadError(err, 0, a.String()))
 		}
 		w.Value = raw
 	}
@@ -220,9 +247,13 @@ func (tx *Tx) Entry(kind storage.Kinder, conversationID storage.ID, d EntryDraft
 	if d.Data != nil {
 		raw, err := Marshal(d.Data)
 		if err != nil {
-			return tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: "entry data", Err: err})
+			return tx.fail(payloadError(err, id, "entry data"))
 		}
 		e.Data = raw
+	}
+	if ce := invalidUTF8("entry model", d.Model); ce != nil {
+		ce.ID = id
+		return tx.fail(ce)
 	}
 	tx.sawEntry = true
 	if tx.entries == nil {
@@ -252,7 +283,7 @@ func (tx *Tx) Task(kind storage.Kinder, spec TaskSpec) storage.ID {
 	if spec.State != nil {
 		raw, err := Marshal(spec.State)
 		if err != nil {
-			return tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: "task state", Err: err})
+			return tx.fail(payloadError(err, id, "task state"))
 		}
 		t.State = raw
 	}
@@ -339,7 +370,7 @@ func (tx *Tx) Patch(id storage.ID, p TaskPatch) {
 	if p.State != nil {
 		merged, err := mergeState(t.State, p.State)
 		if err != nil {
-			tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: "task state", Err: err})
+			tx.fail(payloadError(err, id, "task state"))
 			return
 		}
 		w.State, next.State = merged, merged
@@ -374,7 +405,7 @@ func (tx *Tx) Settle(id storage.ID, status string, state any) {
 	if state != nil {
 		var err error
 		if merged, err = mergeState(t.State, state); err != nil {
-			tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: "task state", Err: err})
+			tx.fail(payloadError(err, id, "task state"))
 			return
 		}
 	}

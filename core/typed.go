@@ -70,13 +70,18 @@ func (l ListTx[T]) Read(q storage.ListQuery) ([]Elem[T], storage.ID, error) {
 
 // All reads the whole committed list in element order.
 func (l ListTx[T]) All() ([]Elem[T], error) {
+	return readAll[T](l.addr, func(q storage.ListQuery) (storage.Page[storage.Element], error) { return l.tx.ReadList(l.addr, q) })
+}
+
+// readAll reads every page of a list through read and decodes it.
+func readAll[T any](addr storage.Address, read func(q storage.ListQuery) (storage.Page[storage.Element], error)) ([]Elem[T], error) {
 	elems, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
-		return l.tx.ReadList(l.addr, storage.ListQuery{Cursor: c})
+		return read(storage.ListQuery{Cursor: c})
 	})
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := decodeElems[T](l.addr, storage.Page[storage.Element]{Items: elems})
+	out, _, err := decodeElems[T](addr, storage.Page[storage.Element]{Items: elems})
 	return out, err
 }
 

@@ -79,7 +79,7 @@ func (tx *Tx) checkEntry(e *storage.Entry, heads map[storage.ID]storage.ID) erro
 func (tx *Tx) committedHead(conv storage.ID) (storage.ID, error) {
 	at := storage.ID(0)
 	for c, ok := tx.convs[conv]; ok; c, ok = tx.convs[conv] {
-		if c.Parent == nil {
+		if c.Parent == nil || c.Parent.At == 0 { // at the start: no inherited head
 			return 0, nil
 		}
 		conv, at = c.Parent.ConversationID, storage.MinPos(at, c.Parent.At)
@@ -102,7 +102,7 @@ func (tx *Tx) visible(conv, id storage.ID) (bool, error) {
 	}
 	at := storage.ID(0)
 	for c, ok := tx.convs[conv]; ok; c, ok = tx.convs[conv] {
-		if c.Parent == nil {
+		if c.Parent == nil || c.Parent.At == 0 { // at the start: nothing inherited
 			return false, nil
 		}
 		conv, at = c.Parent.ConversationID, storage.MinPos(at, c.Parent.At)

@@ -155,3 +155,25 @@ func TestApplyEventLeavesTheViewUnchangedWhenAnOpIsBad(t *testing.T) {
 		t.Fatalf("after a good event the view is %+v; want element 2 at 9", v)
 	}
 }
+
+// A second Start is an error, not a panic, and the first listener keeps
+// the events (issue 23).
+func TestASecondStartOfAWatchIsRefused(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := open(t, ctx, s, nil)
+		r := simtest.StartWatch(t, ctx, h, h.Root().ID, nil)
+		second := 0
+		if err := r.W.Start(ctx, func(core.ConversationEvent) { second++ }); !errors.Is(err, core.ErrWatchStarted) {
+			t.Fatalf("second Start = %v; want ErrWatchStarted", err)
+		}
+		must(h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
+			tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]int{"n": 1}})
+			return nil
+		}))
+		simtest.CaughtUp(ctx, s, r, h.Store().LastSeq())
+		if len(r.Events) == 0 || second != 0 {
+			t.Fatalf("first listener got %d events, second %d; want the first alone", len(r.Events), second)
+		}
+		must(0, h.Close(ctx))
+	})
+}

@@ -120,18 +120,24 @@ func (w *Watch[V, E]) View() *V {
 	return w.view
 }
 
+// ErrWatchStarted is what a second Start of one watch returns: a watch has
+// one listener, and its events go out once.
+var ErrWatchStarted = errors.New("core: the watch was already started")
+
 // Start delivers everything since the capture, then live events, to
 // listener, on an actor of its own started from ctx's actor; cancelling
-// ctx does not stop the watch (Unsubscribe does). It runs once.
-func (w *Watch[V, E]) Start(ctx context.Context, listener func(E)) {
+// ctx does not stop the watch (Unsubscribe does). It runs once: a second
+// call returns ErrWatchStarted and changes nothing.
+func (w *Watch[V, E]) Start(ctx context.Context, listener func(E)) error {
 	w.mu.Lock()
 	if w.started {
 		w.mu.Unlock()
-		panic("core: WatchHandle.Start called twice")
+		return ErrWatchStarted
 	}
 	w.started, w.listener = true, listener
 	w.mu.Unlock()
 	w.h.rt.Go(context.WithoutCancel(ctx), w.name, w.deliver)
+	return nil
 }
 
 // deliver is the watch's actor: one commit's events at a time, each folded

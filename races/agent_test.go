@@ -50,7 +50,7 @@ type agentOptions struct {
 // by a commitWatch. Call it from an actor (the faux provider draws its chunk
 // sizes from the run's generator).
 func openAgent(ctx context.Context, s *sim.Sim, o agentOptions) *loop {
-	a := &loop{faux: faux.New(s.Runtime(), s.Rand(), faux.Options{})}
+	a := &loop{faux: must(faux.New(s.Runtime(), s.Rand(), faux.Options{}))}
 	if o.store == nil {
 		o.store = memory.New()
 	}

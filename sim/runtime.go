@@ -32,6 +32,12 @@ func (r runtimeOf) current(ctx context.Context, call string) *actor {
 
 func (r runtimeOf) Now() time.Time { return r.s.clock.Now() }
 
+// Actor is the running actor (core.ActorRuntime): exactly one runs at a
+// time, so it is the caller.
+func (r runtimeOf) Actor() any { return r.s.cur }
+
+var _ core.ActorRuntime = runtimeOf{}
+
 // yielded is the condition of a pure scheduling point.
 type yielded struct{}
 

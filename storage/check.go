@@ -264,12 +264,14 @@ func (c *checker) createConversation(w *Write, seq ID) error {
 		if !ok {
 			return reject("parent conversation %d does not exist", p.ConversationID)
 		}
-		visible, err := c.entryVisible(p.ConversationID, p.At)
-		if err != nil {
-			return err
-		}
-		if !visible {
-			return reject("fork point %d is not an entry of conversation %d", p.At, p.ConversationID)
+		if p.At != 0 { // 0 forks at the start: nothing is inherited
+			visible, err := c.entryVisible(p.ConversationID, p.At)
+			if err != nil {
+				return err
+			}
+			if !visible {
+				return reject("fork point %d is not an entry of conversation %d", p.At, p.ConversationID)
+			}
 		}
 	}
 	if conv.Owner != 0 {

@@ -57,7 +57,8 @@ func badQuery(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrBadQuery}, args...)...)
 }
 
-// CheckCursor validates a cursor's limit and bounds.
+// CheckCursor validates a cursor's limit and bounds, after Defaulted: a
+// limit below 1 (a negative one) or above PageLimitMax is a bad query.
 func CheckCursor(c Cursor) error {
 	if c.Limit < 1 || c.Limit > PageLimitMax {
 		return badQuery("limit %d outside 1..%d", c.Limit, PageLimitMax)

@@ -17,15 +17,30 @@ type Page[T any] struct {
 
 // Cursor bounds a scan. After and Before are exclusive ids. With only Before
 // set the scan reads backward: the Limit items immediately before it, still
-// returned in ascending order. Limit must be between 1 and PageLimitMax.
+// returned in ascending order. Limit is at most PageLimitMax; zero (so also
+// the zero Cursor) means PageLimitDefault.
 type Cursor struct {
 	After  ID  `json:"after,omitempty"`
 	Before ID  `json:"before,omitempty"`
 	Limit  int `json:"limit"`
 }
 
-// PageLimitMax bounds every scan's page size.
-const PageLimitMax = 10_000
+// PageLimitMax bounds every scan's page size; PageLimitDefault is the size
+// of a page whose cursor names none.
+const (
+	PageLimitMax     = 10_000
+	PageLimitDefault = 100
+)
+
+// Defaulted is the cursor a scan runs with: PageLimitDefault for a zero
+// Limit, the cursor as given otherwise. Every backend applies it before
+// CheckCursor.
+func (c Cursor) Defaulted() Cursor {
+	if c.Limit == 0 {
+		c.Limit = PageLimitDefault
+	}
+	return c
+}
 
 // Backward reports whether the cursor reads backward from Before.
 func (c Cursor) Backward() bool { return c.Before != 0 && c.After == 0 }

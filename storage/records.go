@@ -16,6 +16,10 @@ type ID int64
 func (id ID) String() string { return strconv.FormatInt(int64(id), 10) }
 
 // ParentRef says which conversation a fork was taken from, and at which entry.
+//
+// At is the last inherited entry of the source's logical transcript; 0 is
+// the start of it: the fork inherits no entry and no rewindable state,
+// only its provenance.
 type ParentRef struct {
 	ConversationID ID `json:"conversationId"`
 	At             ID `json:"at"`

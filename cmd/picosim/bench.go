@@ -144,7 +144,10 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 		return res, err
 	}
 	rt := core.RealRuntime()
-	p := faux.New(rt, rand.New(rand.NewPCG(1, 2)), faux.Options{DiscardRequests: true})
+	p, err := faux.New(rt, rand.New(rand.NewPCG(1, 2)), faux.Options{DiscardRequests: true})
+	if err != nil {
+		return res, err
+	}
 	names := []string{"a", "b", "c", "d"}[:c.Tools]
 	calls := 0
 	step := faux.Respond(func(req ai.Request) (faux.Step, error) {

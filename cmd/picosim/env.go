@@ -61,7 +61,11 @@ type env struct {
 }
 
 func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
-	return &env{s: s, spec: spec, dir: dir, faux: faux.New(s.Runtime(), s.Rand(), faux.Options{Recorder: s})}
+	p, err := faux.New(s.Runtime(), s.Rand(), faux.Options{Recorder: s})
+	if err != nil {
+		panic("picosim: " + err.Error()) // a runtime and a source are always given
+	}
+	return &env{s: s, spec: spec, dir: dir, faux: p}
 }
 
 // disk describes the backend's files; the memory backend has none. A
@@ -380,7 +384,7 @@ func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode agent.Input
 	case agent.ModeNextRun:
 		id, err = c.NextRun(ctx, content)
 	case agent.ModeWrite:
-		id, err = c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": text}})
+		id, _, err = c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": text}})
 	default:
 		id, err = c.Accept(ctx, content, agent.AcceptOptions{})
 	}

@@ -36,7 +36,7 @@ type agentOptions struct {
 
 func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *loop {
 	t.Helper()
-	a := &loop{t: t, faux: faux.New(s.Runtime(), s.Rand(), o.faux)}
+	a := &loop{t: t, faux: must(faux.New(s.Runtime(), s.Rand(), o.faux))}
 	if o.store == nil {
 		o.store = memory.New()
 	}

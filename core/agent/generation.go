@@ -446,13 +446,19 @@ func (k generationKind) Recover(ctx context.Context, task *storage.Task, rt *cor
 	if err != nil {
 		return err
 	}
+	model, err := resolvedModel(rt, st)
+	if err != nil {
+		return err
+	}
 	const interrupted = "interrupted: the process stopped while the response streamed"
-	if partial == nil {
+	if partial == nil || len(partial.Content.Blocks) == 0 {
+		// Nothing of the answer streamed (at most the start event): there is
+		// no partial to publish, so the attempt is retried.
 		if st.Attempt < st.MaxAttempts {
 			_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 				// The interrupted attempt may have cost something nobody
 				// reported: unknown, never zero.
-				row := k.attemptRow(task, st, nil)
+				row := k.attemptRow(task, st, model, partial)
 				row.Outcome = "interrupted"
 				if err := recordUsage(tx.Tx, *row); err != nil {
 					return err
@@ -462,17 +468,31 @@ func (k generationKind) Recover(ctx context.Context, task *storage.Task, rt *cor
 			})
 			return err
 		}
-		return k.fail(ctx, rt, task, st, nil, interrupted+"; retry budget exhausted", k.attemptRow(task, st, nil))
+		return k.fail(ctx, rt, task, st, nil, interrupted+"; retry budget exhausted", k.attemptRow(task, st, model, partial))
 	}
 	partial.StopReason, partial.ErrorMessage = ai.StopError, interrupted
-	return k.fail(ctx, rt, task, st, partial, interrupted, k.attemptRow(task, st, partial))
+	return k.fail(ctx, rt, task, st, partial, interrupted, k.attemptRow(task, st, model, partial))
+}
+
+// resolvedModel is the id of the model an attempt used: the config's, or
+// the default model when the config names none (a reference the session
+// no longer serves keeps its recorded id).
+func resolvedModel(rt *core.TaskRuntime, st GenerationState) (string, error) {
+	cfg, err := configOf(rt.Harness())
+	if err != nil {
+		return "", err
+	}
+	if m, _, err := cfg.models.Resolve(st.Config.Model); err == nil {
+		return m.ID, nil
+	}
+	return st.Config.Model.ModelID, nil
 }
 
 // attemptRow is the usage row of an attempt cut short: its usage is what
 // the frames reported, if anything, and otherwise unknown.
-func (k generationKind) attemptRow(task *storage.Task, st GenerationState, partial *ai.Message) *UsageRow {
+func (k generationKind) attemptRow(task *storage.Task, st GenerationState, model string, partial *ai.Message) *UsageRow {
 	row := &UsageRow{ConversationID: task.ConversationID, TaskID: task.ID, Kind: GenerationKindName,
-		Model: st.Config.Model.ModelID, Attempt: st.Attempt}
+		Model: model, Attempt: st.Attempt}
 	if partial != nil && partial.Usage != nil && partial.Usage.TotalTokens > 0 {
 		u := *partial.Usage
 		row.Usage = &u
@@ -487,6 +507,10 @@ func (k generationKind) Abort(ctx context.Context, task *storage.Task, rt *core.
 	if err != nil {
 		return err
 	}
+	model, err := resolvedModel(rt, st)
+	if err != nil {
+		return err
+	}
 	var partial *ai.Message
 	if task.Status == "streaming" {
 		if partial, err = durablePartial(ctx, rt); err != nil {
@@ -496,7 +520,7 @@ func (k generationKind) Abort(ctx context.Context, task *storage.Task, rt *core.
 	conv := task.ConversationID
 	_, err = rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if task.Status == "streaming" {
-			row := k.attemptRow(task, st, partial)
+			row := k.attemptRow(task, st, model, partial)
 			row.Outcome = "aborted"
 			if err := recordUsage(tx.Tx, *row); err != nil {
 				return err

@@ -9,6 +9,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -763,8 +764,9 @@ func TestExhaustedRetryBudgetFailsTheTurnWithoutASuccessor(t *testing.T) {
 		a.faux.SetResponses(faux.RateLimited(), faux.RateLimited(), answer("never sent"))
 		c := a.h.Root()
 		got, err := c.Prompt(ctx, userText("hi"), agent.AcceptOptions{RequestID: "req-1"})
-		if err != nil || got != nil {
-			t.Fatalf("prompt = %v, %v; want nil, nil", got, err)
+		var ie *agent.InputError
+		if !errors.As(err, &ie) || got != nil || ie.Result.Status != agent.InputFailed || !strings.Contains(ie.Result.Reason, "retry budget") {
+			t.Fatalf("prompt = %v, %v; want no answer and an InputError carrying the failed result", got, err)
 		}
 		receipt, _ := genMust2(a.h.Acceptance(ctx, "req-1"))
 		input := receipt.InputID
@@ -882,6 +884,46 @@ func TestCrashBeforeAnyFrameRetriesTheAttempt(t *testing.T) {
 		if diff := cmp.Diff([]string{"interrupted", "done"}, genOutcomes(rows)); diff != "" || rows[0].Usage != nil {
 			t.Fatalf("usage outcomes (-want +got):\n%s\nfirst usage %v; want nil", diff, rows[0].Usage)
 		}
+		if want := a2.faux.Models()[0].ID; rows[0].Model != want {
+			t.Fatalf("interrupted usage row names model %q; want the resolved default %q", rows[0].Model, want)
+		}
+		must(0, a2.h.Close(ctx))
+		simtest.CloseCrashed(ctx, a1.h)
+		must(0, driving.Wait(ctx))
+	})
+}
+
+// Regression (issue 23, bug 1): the provider's start event is a frame, so
+// a crash right after it used to publish an empty "partial" answer and fail
+// the input. An empty partial is no partial: recover retries within the
+// budget, with one more provider call, and the input ends done.
+func TestCrashAfterOnlyTheStartFrameRetriesTheAttempt(t *testing.T) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		store := fault.Wrap(s.Runtime(), memory.New(), fault.Plan{Faults: []fault.Fault{
+			{Name: "frame-2", Kind: fault.Hold, Commit: 2, Batch: storage.BatchScratch},
+		}}, nil)
+		a1 := openAgent(t, ctx, s, agentOptions{store: store})
+		a1.faux.SetResponses(genStreamingStep())
+		c1 := a1.h.Root()
+		input := must(c1.Accept(ctx, userText("stream"), agent.AcceptOptions{}))
+		driving := simtest.DriveInActor(ctx, s, c1, nil)
+		must(0, store.WaitHeld(ctx, "frame-2"))
+
+		a2 := openAgent(t, ctx, s, agentOptions{store: store.Reopen(fault.Plan{})})
+		a2.faux.SetResponses(answer("second attempt"))
+		c := a2.h.Root()
+		must(c.Drive(ctx))
+		gen, st := genOnly(t, ctx, a2.h, c.ID)
+		if gen.Status != "done" || st.Attempt != 2 || a2.faux.Calls() != 1 {
+			t.Fatalf("generation %s, attempt %d, %d provider calls; want done at attempt 2 after one more call", gen.Status, st.Attempt, a2.faux.Calls())
+		}
+		if r := a2.result(ctx, c, input); r.Status != agent.InputDone {
+			t.Fatalf("input = %+v; want done", r)
+		}
+		want := []string{"user:stream", "system:system", "assistant:second attempt"}
+		if diff := cmp.Diff(want, a2.transcript(ctx, c.ID)); diff != "" {
+			t.Fatalf("transcript (-want +got):\n%s", diff)
+		}
 		must(0, a2.h.Close(ctx))
 		simtest.CloseCrashed(ctx, a1.h)
 		must(0, driving.Wait(ctx))
@@ -978,6 +1020,11 @@ func TestAbortWhileStreamingSettlesInOneCommit(t *testing.T) {
 				if len(rows) != 1 || rows[0].Outcome != "aborted" || rows[0].TaskID != gen.ID || rows[0].Attempt != 1 {
 					t.Fatalf("usage rows %+v; want one aborted row for generation %d, attempt 1", rows, gen.ID)
 				}
+				// Regression (issue 23, bug 4): the row names the model the
+				// attempt used, the default one here, not "".
+				if want := a.faux.Models()[0].ID; rows[0].Model != want {
+					t.Fatalf("aborted usage row names model %q; want the resolved default %q", rows[0].Model, want)
+				}
 				var wantUsage *ai.Usage // unknown without frames
 				if partial != nil {
 					wantUsage = partial.Model[0].Usage // what the frames reported
@@ -1049,8 +1096,9 @@ func TestUsageTotalsSumTheKnownUsageOfEveryAttempt(t *testing.T) {
 		a.faux.SetResponses(faux.RateLimited().WithUsage(u2), answer("two").WithUsage(u3))
 		must(c.Prompt(ctx, userText("two"), agent.AcceptOptions{}))
 		a.faux.SetResponses(faux.Reply().WithError("boom").WithUsage(u4))
-		if got := must(c.Prompt(ctx, userText("three"), agent.AcceptOptions{})); got != nil {
-			t.Fatalf("failed turn answered %+v; want nil", got)
+		var ie *agent.InputError
+		if got, err := c.Prompt(ctx, userText("three"), agent.AcceptOptions{}); got != nil || !errors.As(err, &ie) || ie.Result.Status != agent.InputFailed {
+			t.Fatalf("failed turn = %+v, %v; want no answer and an InputError", got, err)
 		}
 		// An attempt aborted before anything reached scratch reported nothing.
 		a.faux.SetResponses(answer("four").WithDelay(time.Hour))

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -199,7 +200,8 @@ type AcceptOptions struct {
 // acceptance); when it is busy, the input queues as a followUp. The input
 // id is the inbox element's id either way.
 func (c *Conversation) Accept(ctx context.Context, input ai.Content, opts AcceptOptions) (storage.ID, error) {
-	return c.enqueue(ctx, ModeFollowUp, true, c.userDraft(input), opts.RequestID)
+	id, _, err := c.enqueue(ctx, ModeFollowUp, true, c.userDraft(input), opts.RequestID)
+	return id, err
 }
 
 // Steer queues input that joins the running group at the next post_tools
@@ -207,27 +209,37 @@ func (c *Conversation) Accept(ctx context.Context, input ai.Content, opts Accept
 // conversation it starts a turn at once, like Accept (and, like Accept,
 // takes queued nextRun input into its group).
 func (c *Conversation) Steer(ctx context.Context, input ai.Content) (storage.ID, error) {
-	return c.enqueue(ctx, ModeSteer, true, c.userDraft(input), "")
+	id, _, err := c.enqueue(ctx, ModeSteer, true, c.userDraft(input), "")
+	return id, err
 }
 
 // FollowUp queues input that starts the next group after a final answer.
 func (c *Conversation) FollowUp(ctx context.Context, input ai.Content) (storage.ID, error) {
-	return c.enqueue(ctx, ModeFollowUp, true, c.userDraft(input), "")
+	id, _, err := c.enqueue(ctx, ModeFollowUp, true, c.userDraft(input), "")
+	return id, err
 }
 
 // NextRun queues input that waits for the next explicit idle acceptance.
 func (c *Conversation) NextRun(ctx context.Context, input ai.Content) (storage.ID, error) {
-	return c.enqueue(ctx, ModeNextRun, false, c.userDraft(input), "")
+	id, _, err := c.enqueue(ctx, ModeNextRun, false, c.userDraft(input), "")
+	return id, err
 }
 
 // Write queues an entry that lands at the next safe boundary without
 // starting or joining a turn; in an idle conversation it lands at once.
-func (c *Conversation) Write(ctx context.Context, kind storage.Kinder, d core.EntryDraft) (storage.ID, error) {
+// It returns the input id, and the entry's id when it landed at once (0
+// while it waits: its input result's PlacementEntryID names the entry
+// once it is placed).
+func (c *Conversation) Write(ctx context.Context, kind storage.Kinder, d core.EntryDraft) (input, entry storage.ID, err error) {
 	draft := AcceptedEntryDraft{Kind: kind.Kind(), Key: d.Key, Model: d.Model, Head: d.Head, Edits: d.Edits}
 	if d.Data != nil {
 		raw, err := core.Marshal(d.Data)
-		if err != nil {
-			return 0, &core.CommitError{Rule: core.RuleBadPayload, Detail: "entry data", Err: err}
+		var ce *core.CommitError
+		switch {
+		case errors.As(err, &ce):
+			return 0, 0, ce // invalid UTF-8: its own rule
+		case err != nil:
+			return 0, 0, &core.CommitError{Rule: core.RuleBadPayload, Detail: "entry data", Err: err}
 		}
 		draft.Data = raw
 	}
@@ -241,19 +253,19 @@ func (c *Conversation) userDraft(input ai.Content) AcceptedEntryDraft {
 
 // enqueue is every acceptance: append the item and its queued result, then,
 // if the conversation is idle and the mode lands when idle, place it.
-func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bool, draft AcceptedEntryDraft, requestID string) (storage.ID, error) {
+func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bool, draft AcceptedEntryDraft, requestID string) (input, placed storage.ID, err error) {
 	kinds := c.h.Kinds()
 	if _, ok := kinds.Entry(draft.Kind); !ok {
-		return 0, core.Rejectf(core.RuleUnknownEntryKind, 0, "entry kind %q is not registered", draft.Kind)
+		return 0, 0, core.Rejectf(core.RuleUnknownEntryKind, 0, "entry kind %q is not registered", draft.Kind)
 	}
 	if _, ok := kinds.Task(GenerationKindName); mode != ModeWrite && !ok {
-		return 0, fmt.Errorf("agent: no %q task kind is registered to answer input", GenerationKindName)
+		return 0, 0, fmt.Errorf("agent: no %q task kind is registered to answer input", GenerationKindName)
 	}
 	if inv, ok := core.InvocationOf(ctx); ok && inv.Method == core.MethodAbort {
-		return 0, core.Rejectf(core.RuleAbortCreates, inv.Task, "an abort handler cannot queue future work")
+		return 0, 0, core.Rejectf(core.RuleAbortCreates, inv.Task, "an abort handler cannot queue future work")
 	}
 	var id storage.ID
-	_, err := c.Commit(ctx, func(tx *core.ConversationTx) error {
+	_, err = c.Commit(ctx, func(tx *core.ConversationTx) error {
 		if requestID != "" {
 			first, ok, err := core.TxValue(tx.Tx, RequestValue.WithKey(requestID)).Get(0)
 			if err != nil {
@@ -278,7 +290,7 @@ func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bo
 			if _, err := placeAtBoundary(tx.Tx, c.ID, []InputMode{ModeWrite}); err != nil {
 				return err
 			}
-			placeItem(tx.Tx, c.ID, id, item)
+			placed, _ = placeItem(tx.Tx, c.ID, id, item)
 			return tx.Err()
 		}
 		// An idle acceptance is a boundary: input that was waiting for one
@@ -287,12 +299,15 @@ func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bo
 		if err != nil {
 			return err
 		}
-		placeItem(tx.Tx, c.ID, id, item)
+		placed, _ = placeItem(tx.Tx, c.ID, id, item)
 		group = append(group, id)
 		_, err = c.h.cfg.createGeneration(tx.Tx, c.ID, group, nil)
 		return err
 	})
-	return id, err
+	if err != nil {
+		return 0, 0, err
+	}
+	return id, placed, nil
 }
 
 // readInbox reads a conversation's queued items in admission order.
@@ -303,15 +318,15 @@ func readInbox(tx *core.Tx, conv storage.ID) ([]core.Elem[InboxItem], error) {
 // placeItem lands one inbox item: its entry, the element's removal and its
 // result, in the current commit. A write is placed; anything else is
 // running and joins a group, which placeItem reports.
-func placeItem(tx *core.Tx, conv, input storage.ID, item InboxItem) (joins bool) {
-	entry := tx.Entry(kindName(item.Entry.Kind), conv, item.Entry.draft())
+func placeItem(tx *core.Tx, conv, input storage.ID, item InboxItem) (entry storage.ID, joins bool) {
+	entry = tx.Entry(kindName(item.Entry.Kind), conv, item.Entry.draft())
 	core.TxList(tx, InboxList.In(conv)).Remove(input)
 	status := InputRunning
 	if item.Mode == ModeWrite {
 		status = InputPlaced
 	}
 	core.TxValue(tx, inputResultAddr(conv, input)).Set(InputResult{Status: status, RequestID: item.RequestID, PlacementEntryID: entry})
-	return item.Mode != ModeWrite
+	return entry, item.Mode != ModeWrite
 }
 
 // placeAtBoundary lands queued items at a boundary: one pass per mode set,
@@ -325,7 +340,10 @@ func placeAtBoundary(tx *core.Tx, conv storage.ID, passes ...[]InputMode) ([]sto
 	var group []storage.ID
 	for _, modes := range passes {
 		for _, q := range queued {
-			if slices.Contains(modes, q.Value.Mode) && placeItem(tx, conv, q.ID, q.Value) {
+			if !slices.Contains(modes, q.Value.Mode) {
+				continue
+			}
+			if _, joins := placeItem(tx, conv, q.ID, q.Value); joins {
 				group = append(group, q.ID)
 			}
 		}
@@ -364,9 +382,27 @@ func (c *Conversation) Result(ctx context.Context, input storage.ID) (InputResul
 	return r, true, nil
 }
 
+// InputError is what Prompt returns when its input did not end done: the
+// input and its terminal result (failed with a reason such as no model
+// configured or the script exhausted, cancelled, stopped).
+type InputError struct {
+	Input  storage.ID
+	Result InputResult
+}
+
+func (e *InputError) Error() string {
+	msg := fmt.Sprintf("agent: input %d ended %s", e.Input, e.Result.Status)
+	if e.Result.Reason != "" {
+		msg += ": " + e.Result.Reason
+	}
+	return msg
+}
+
 // Prompt accepts input, drives the conversation until it is idle and
-// returns the answer entry when the input's result is done; a failed,
-// cancelled, stopped or merely placed input returns nil.
+// returns the answer entry when the input's result is done. An input that
+// ended otherwise (failed, cancelled, stopped) is an *InputError carrying
+// its result; one still unresolved when the drive ended (the session
+// closed) is an *InputError with that result too.
 func (c *Conversation) Prompt(ctx context.Context, input ai.Content, opts AcceptOptions) (*storage.Entry, error) {
 	// A task prompting its own foreground scope would wait for itself;
 	// reject before anything is accepted (§6.2).
@@ -381,8 +417,13 @@ func (c *Conversation) Prompt(ctx context.Context, input ai.Content, opts Accept
 		return nil, err
 	}
 	r, ok, err := c.Result(ctx, id)
-	if err != nil || !ok || r.Status != InputDone {
+	switch {
+	case err != nil:
 		return nil, err
+	case !ok:
+		return nil, fmt.Errorf("agent: input %d has no result", id)
+	case r.Status != InputDone:
+		return nil, &InputError{Input: id, Result: r}
 	}
 	e, _, err := c.h.GetEntry(ctx, r.ResultEntryID)
 	return e, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +20,9 @@ import (
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/jsonl"
 	"github.com/pico-go/pico/storage/memory"
+	"github.com/pico-go/pico/storage/sqlite"
 )
 
 // --- helpers (prefixed inbox* so they cannot collide with other files) ---
@@ -149,10 +152,11 @@ func liveTasks(t testing.TB, ctx context.Context, h *agent.Harness, conv storage
 
 // note queues (or, idle, lands) a write: a notice the model sees as "note x".
 func note(ctx context.Context, c *agent.Conversation, x string) (storage.ID, error) {
-	return c.Write(ctx, core.NoticeKind, core.EntryDraft{
+	id, _, err := c.Write(ctx, core.NoticeKind, core.EntryDraft{
 		Data:  map[string]string{"text": x},
 		Model: []ai.Message{ai.UserText("note "+x, 0)},
 	})
+	return id, err
 }
 
 // sleepyTool sets started (if any) and then sleeps d of virtual time, so a
@@ -1436,6 +1440,125 @@ func TestInboxRulesRejectBadCommitsAndWriteNothing(t *testing.T) {
 		}))
 		if r := a.result(ctx, c, queued); r.Status != agent.InputCancelled || len(inboxIDs(t, ctx, a.h, conv)) != 0 {
 			t.Fatalf("after a valid removal: %+v, inbox %v", r, inboxIDs(t, ctx, a.h, conv))
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
+
+// Prompt's answer is the answer entry only when its input ended done; any
+// other end is an *InputError carrying the input's terminal result, never
+// (nil, nil) (issue 23).
+func TestPromptReturnsTheResultOfAnInputThatDidNotEndDone(t *testing.T) {
+	cases := []struct {
+		name   string
+		open   func(t testing.TB, ctx context.Context, s *sim.Sim) (*agent.Harness, func(ctx context.Context))
+		status agent.InputStatus
+		reason string
+	}{
+		{"no model configured", func(t testing.TB, ctx context.Context, s *sim.Sim) (*agent.Harness, func(context.Context)) {
+			return must(agent.Open(ctx, memory.New(), agent.Options{Runtime: s.Runtime(), CheckInvariants: true})), nil
+		}, agent.InputFailed, "no provider serves model"},
+		{"the script exhausted", func(t testing.TB, ctx context.Context, s *sim.Sim) (*agent.Harness, func(context.Context)) {
+			return openAgent(t, ctx, s, agentOptions{}).h, nil
+		}, agent.InputFailed, ""},
+		{"cancelled by an abort", func(t testing.TB, ctx context.Context, s *sim.Sim) (*agent.Harness, func(context.Context)) {
+			a := openAgent(t, ctx, s, agentOptions{})
+			a.faux.SetResponses(answer("too slow").WithDelay(time.Hour))
+			return a.h, func(ctx context.Context) {
+				must(0, s.Runtime().Sleep(ctx, time.Minute))
+				must(0, a.h.Root().Abort(ctx))
+			}
+		}, agent.InputCancelled, "aborted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+				h, meanwhile := tc.open(t, ctx, s)
+				if meanwhile != nil {
+					s.Runtime().Go(ctx, "host", meanwhile)
+				}
+				answer, err := h.Root().Prompt(ctx, userText("hi"), agent.AcceptOptions{})
+				var ie *agent.InputError
+				if answer != nil || !errors.As(err, &ie) || ie.Result.Status != tc.status || !strings.Contains(ie.Result.Reason, tc.reason) {
+					t.Fatalf("prompt = %v, %v; want an InputError with status %s and a reason naming %q", answer, err, tc.status, tc.reason)
+				}
+				if r, _ := must2(h.Root().Result(ctx, ie.Input)); r != ie.Result {
+					t.Fatalf("the error carries %+v; the stored result is %+v", ie.Result, r)
+				}
+				must(0, h.Close(ctx))
+			})
+		})
+	}
+}
+
+// Text that is not valid UTF-8 is refused at accept and write, by the line,
+// so every backend answers the same: memory would have kept the bytes while
+// JSON turns them into U+FFFD (issue 23). A real U+FFFD is text like any.
+func TestInvalidUTF8IsRefusedAtAcceptAndWriteOnEveryBackend(t *testing.T) {
+	bad := "caf\xe9"
+	stores := map[string]func(t *testing.T) storage.Storage{
+		"memory": func(*testing.T) storage.Storage { return memory.New() },
+		"jsonl": func(t *testing.T) storage.Storage {
+			return must(jsonl.Open(context.Background(), filepath.Join(t.TempDir(), "s.jsonl"), jsonl.Options{}))
+		},
+		"sqlite": func(t *testing.T) storage.Storage {
+			return must(sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), sqlite.Options{Session: "s"}))
+		},
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			store := open(t)
+			simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+				a := openAgent(t, ctx, s, agentOptions{store: store})
+				a.faux.SetResponses(answer("slow").WithDelay(time.Hour))
+				c := a.h.Root()
+				refused := func(what string, err error) {
+					t.Helper()
+					if core.RuleOf(err) != core.RuleInvalidUTF8 {
+						t.Fatalf("%s = %v; want a rejection by %s", what, err, core.RuleInvalidUTF8)
+					}
+				}
+				last := store.LastSeq()
+				_, err := c.Accept(ctx, ai.PlainText(bad), agent.AcceptOptions{})
+				refused("an idle accept", err)
+				_, _, err = c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: json.RawMessage(`{"text":"` + bad + `"}`)})
+				refused("a write of raw data", err)
+				_, _, err = c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": bad}})
+				refused("a write of a Go value", err)
+				if store.LastSeq() != last {
+					t.Fatalf("refusals wrote %d sequences", store.LastSeq()-last)
+				}
+				must(c.Accept(ctx, ai.PlainText("busy now \uFFFD"), agent.AcceptOptions{})) // a real U+FFFD is fine
+				_, err = c.Accept(ctx, ai.PlainText(bad), agent.AcceptOptions{})
+				refused("a queued accept", err)
+				_, err = c.Steer(ctx, ai.PlainText(bad))
+				refused("a steer", err)
+				must(0, a.h.Close(ctx))
+			})
+		})
+	}
+}
+
+// Write returns the input id and, when the entry landed at once (an idle
+// conversation), its entry id; a queued write's entry is named by its input
+// result once placed (issue 23).
+func TestWriteReturnsItsInputAndThePlacedEntry(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(answer("done").WithDelay(time.Second))
+		c := a.h.Root()
+		input, entry := mustWrite(c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "idle"}}))
+		if r := a.result(ctx, c, input); entry == 0 || r.Status != agent.InputPlaced || r.PlacementEntryID != entry {
+			t.Fatalf("idle write: entry %d, result %+v; want the placed entry named both ways", entry, r)
+		}
+		must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
+		queued, none := mustWrite(c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "busy"}}))
+		if none != 0 || a.result(ctx, c, queued).Status != agent.InputQueued {
+			t.Fatalf("busy write: entry %d, result %+v; want no entry yet and queued", none, a.result(ctx, c, queued))
+		}
+		must(c.Drive(ctx))
+		if r := a.result(ctx, c, queued); r.Status != agent.InputPlaced || r.PlacementEntryID == 0 {
+			t.Fatalf("after the turn the queued write's result is %+v; want placed with its entry", r)
 		}
 		must(0, a.h.Close(ctx))
 	})

@@ -51,7 +51,7 @@ type previewRun struct {
 
 func openPreviewRun(t testing.TB, ctx context.Context, s *sim.Sim, tools []agent.Tool) *previewRun {
 	r := &previewRun{t: t, store: memory.New(), outputs: map[storage.ID][]core.TaskOutput{}, replica: map[storage.ID]any{}}
-	r.faux = faux.New(s.Runtime(), s.Rand(), faux.Options{})
+	r.faux = must(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 	var err error
 	r.h, err = agent.Open(ctx, r.store, agent.Options{
 		Runtime: s.Runtime(), Tools: tools, CheckInvariants: true,
@@ -175,7 +175,7 @@ func TestPreviewAfterReopenEqualsTheLivePreview(t *testing.T) {
 		store := simtest.Reopenable{Store: memory.New()}
 		var live any
 		var gen storage.ID
-		p := faux.New(s.Runtime(), s.Rand(), faux.Options{TokensPerSecond: 10})
+		p := must(faux.New(s.Runtime(), s.Rand(), faux.Options{TokensPerSecond: 10}))
 		p.SetResponses(faux.Reply(faux.Text(strings.Repeat("slow words ", 30))))
 		var h *agent.Harness
 		h = must(agent.Open(ctx, store, agent.Options{Runtime: s.Runtime(), CheckInvariants: true,

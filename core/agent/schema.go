@@ -3,146 +3,98 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
-// schema is the subset of JSON Schema the harness checks tool arguments
-// against before invoking anything: an object's required properties, each
-// property's type (recursively for objects and array items), enums, and
-// additionalProperties: false. Keywords outside the subset are accepted and
-// not enforced; a tool that needs more validates in its Execute.
-type schema struct {
-	Type                 any                `json:"type"`
-	Properties           map[string]*schema `json:"properties"`
-	Required             []string           `json:"required"`
-	Items                *schema            `json:"items"`
-	Enum                 []json.RawMessage  `json:"enum"`
-	AdditionalProperties *bool              `json:"-"`
+// argsSchema is a tool's parameters compiled by a maintained JSON Schema
+// validator (draft 2020-12 unless the schema names another), so that every
+// keyword a model could break (minLength, pattern, minimum, oneOf, $ref, ...)
+// is enforced before the tool runs, not a subset of them. A schema may not
+// load anything from outside itself: references resolve within the tool's
+// own document.
+type argsSchema struct {
+	compiled *jsonschema.Schema
 }
 
-func (s *schema) UnmarshalJSON(data []byte) error {
-	type plain schema
-	var p struct {
-		plain
-		AdditionalProperties json.RawMessage `json:"additionalProperties"`
-	}
-	if err := json.Unmarshal(data, &p); err != nil {
-		return err
-	}
-	*s = schema(p.plain)
-	if string(p.AdditionalProperties) == "false" {
-		no := false
-		s.AdditionalProperties = &no
-	}
-	return nil
-}
-
-func parseSchema(raw json.RawMessage) (*schema, error) {
-	var s schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("parameters are not a JSON schema object: %w", err)
-	}
-	return &s, nil
-}
-
-// validateArgs checks a call's arguments against its tool's parameters.
-// The error names the offending property.
-func validateArgs(params, args json.RawMessage) error {
-	s, err := parseSchema(params)
+// compileSchema compiles a tool's parameters; the error says why a schema
+// is not one.
+func compileSchema(tool string, params json.RawMessage) (*argsSchema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("parameters are not JSON: %w", err)
 	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(jsonschema.SchemeURLLoader{}) // nothing is loaded from files or the network
+	url := "tool:" + tool
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("parameters are not a JSON schema: %w", err)
+	}
+	compiled, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("parameters are not a JSON schema: %w", err)
+	}
+	return &argsSchema{compiled: compiled}, nil
+}
+
+// validate checks a call's arguments. The error the model sees names each
+// failing location as a JSON pointer into the arguments, in a stable order.
+func (s *argsSchema) validate(args json.RawMessage) error {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
 		return fmt.Errorf("arguments are not JSON: %w", err)
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return fmt.Errorf("arguments are %s, not an object", jsonType(v))
 	}
-	return s.check("arguments", v)
+	err = s.compiled.Validate(v)
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	var found []string
+	collectFailures(ve, &found)
+	slices.Sort(found) // property order is a map's: keep the text deterministic
+	return errors.New(strings.Join(slices.Compact(found), "; "))
 }
 
-func (s *schema) check(path string, v any) error {
-	if s == nil {
-		return nil
+// schemaPrinter renders the validator's messages.
+var schemaPrinter = message.NewPrinter(language.English)
+
+// collectFailures lists every failing keyword under e with its location as
+// a JSON pointer into the arguments; a schema or a $ref that failed only
+// because something inside it did says nothing of its own.
+func collectFailures(e *jsonschema.ValidationError, out *[]string) {
+	switch e.ErrorKind.(type) {
+	case *kind.Schema, *kind.Reference:
+	default:
+		*out = append(*out, fmt.Sprintf("at %s: %s", jsonPointer(e.InstanceLocation), e.ErrorKind.LocalizedString(schemaPrinter)))
 	}
-	if types := s.types(); len(types) > 0 && !slices.ContainsFunc(types, func(t string) bool { return typeMatches(t, v) }) {
-		return fmt.Errorf("%s is %s, not %s", path, jsonType(v), strings.Join(types, " or "))
+	for _, c := range e.Causes {
+		collectFailures(c, out)
 	}
-	if len(s.Enum) > 0 {
-		raw, _ := json.Marshal(v)
-		if !slices.ContainsFunc(s.Enum, func(e json.RawMessage) bool { return sameJSON(e, raw) }) {
-			return fmt.Errorf("%s is %s, not one of the allowed values", path, raw)
-		}
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		for _, r := range s.Required {
-			if _, ok := x[r]; !ok {
-				return fmt.Errorf("%s.%s is required", path, r)
-			}
-		}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			p, declared := s.Properties[k]
-			if !declared && s.AdditionalProperties != nil && !*s.AdditionalProperties {
-				return fmt.Errorf("%s.%s is not a known property", path, k)
-			}
-			if err := p.check(path+"."+k, x[k]); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for i, e := range x {
-			if err := s.Items.check(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
-func (s *schema) types() []string {
-	switch t := s.Type.(type) {
-	case string:
-		return []string{t}
-	case []any:
-		var out []string
-		for _, e := range t {
-			if str, ok := e.(string); ok {
-				out = append(out, str)
-			}
-		}
-		return out
+// jsonPointer writes a location as a JSON pointer ("/" for the whole).
+func jsonPointer(tokens []string) string {
+	if len(tokens) == 0 {
+		return "/"
 	}
-	return nil
-}
-
-func typeMatches(t string, v any) bool {
-	switch t {
-	case "integer":
-		n, ok := v.(json.Number)
-		if !ok {
-			return false
-		}
-		_, err := n.Int64()
-		return err == nil
-	case "number":
-		_, ok := v.(json.Number)
-		return ok
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteString("/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
 	}
-	return jsonType(v) == t
+	return b.String()
 }
 
 func jsonType(v any) string {

@@ -177,7 +177,7 @@ func (f *outputFold) write(s string) {
 		return
 	}
 	cur := f.text.String() + s
-	for strings.Count(cur, "\n") > f.limits.MaxLines {
+	for lineCount(cur) > f.limits.MaxLines {
 		_, cur, _ = strings.Cut(cur, "\n")
 	}
 	if len(cur) > f.limits.MaxBytes {
@@ -186,6 +186,16 @@ func (f *outputFold) write(s string) {
 	f.text.Reset()
 	f.text.WriteString(cur)
 	f.lines = strings.Count(cur, "\n")
+}
+
+// lineCount counts lines as the head window does: every newline ends one,
+// and text after the last newline is one more.
+func lineCount(s string) int {
+	n := strings.Count(s, "\n")
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		n++
+	}
+	return n
 }
 
 // result finishes the state: the text and images as content, truncation

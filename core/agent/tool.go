@@ -48,12 +48,13 @@ func (r *ToolRuntime) Env() ExecutionEnv { return r.env }
 
 // toolRegistry is the catalogue of tools, in registration order.
 type toolRegistry struct {
-	byName map[string]Tool
-	order  []string
+	byName  map[string]Tool
+	schemas map[string]*argsSchema
+	order   []string
 }
 
 func newToolRegistry(tools []Tool) (*toolRegistry, error) {
-	r := &toolRegistry{byName: map[string]Tool{}}
+	r := &toolRegistry{byName: map[string]Tool{}, schemas: map[string]*argsSchema{}}
 	for _, t := range tools {
 		name := t.Definition.Name
 		switch {
@@ -70,10 +71,12 @@ func newToolRegistry(tools []Tool) (*toolRegistry, error) {
 		if len(t.Definition.Parameters) == 0 {
 			t.Definition.Parameters = json.RawMessage(`{"type":"object"}`)
 		}
-		if _, err := parseSchema(t.Definition.Parameters); err != nil {
+		compiled, err := compileSchema(name, t.Definition.Parameters)
+		if err != nil {
 			return nil, fmt.Errorf("agent: tool %q: %w", name, err)
 		}
 		r.byName[name] = t
+		r.schemas[name] = compiled
 		r.order = append(r.order, name)
 	}
 	return r, nil
@@ -190,7 +193,7 @@ func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *core.Task
 	case !st.Offered:
 		return settleToolError(ctx, rt, task, st, fmt.Errorf("tool %q was not offered to the model", call.Name), nil)
 	}
-	if err := validateArgs(tool.Definition.Parameters, call.Arguments); err != nil {
+	if err := cfg.tools.schemas[call.Name].validate(call.Arguments); err != nil {
 		return settleToolError(ctx, rt, task, st, fmt.Errorf("invalid arguments for %s: %w", call.Name, err), nil)
 	}
 	args, block, err := beforeTool(ctx, rt, task, call)

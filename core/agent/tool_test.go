@@ -165,6 +165,32 @@ func TestSinkTruncatesAndSaysSoInADiag(t *testing.T) {
 	})
 }
 
+// Regression (issue 23, bug 3): a line limit keeps that many lines in
+// both modes; tail mode counted newlines and kept one line too many when
+// the output does not end with one.
+func TestALineLimitKeepsThatManyLinesInEitherRetainMode(t *testing.T) {
+	for retain, want := range map[string]string{"head": "l1\nl2\nl3\n", "tail": "l3\nl4\nl5\n"} {
+		t.Run(retain, func(t *testing.T) {
+			simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+				five := toolFunc("five", func(ctx context.Context, _ json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
+					out.Write("l1\nl2\nl3\nl4\nl5") // no final newline
+					return nil
+				})
+				five.Output = agent.OutputLimits{MaxLines: 3, Retain: retain}
+				a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{five}})
+				a.faux.SetResponses(calls("five"), answer("ok"))
+				c := a.h.Root()
+				must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{}))
+				text := resultText(a.toolResults(ctx, c.ID)["call-five-0"])
+				if got, _, _ := strings.Cut(text, "<harness>"); got != want {
+					t.Fatalf("kept %q; want %q (three lines)", got, want)
+				}
+				must(0, a.h.Close(ctx))
+			})
+		})
+	}
+}
+
 func TestToolsThatCannotRunGetTheirOwnErrorResultWithoutInvocation(t *testing.T) {
 	cases := []struct {
 		name string
@@ -173,8 +199,8 @@ func TestToolsThatCannotRunGetTheirOwnErrorResultWithoutInvocation(t *testing.T)
 		want string
 	}{
 		{name: "unknown tool", call: faux.ToolCall("c1", "nope", "{}"), want: `tool "nope" is not available`},
-		{name: "missing argument", call: faux.ToolCall("c1", "a", "{}"), want: "invalid arguments for a: arguments.v is required"},
-		{name: "wrong type", call: faux.ToolCall("c1", "a", `{"v":3}`), want: "invalid arguments for a: arguments.v is number, not string"},
+		{name: "missing argument", call: faux.ToolCall("c1", "a", "{}"), want: "invalid arguments for a: at /: missing property 'v'"},
+		{name: "wrong type", call: faux.ToolCall("c1", "a", `{"v":3}`), want: "invalid arguments for a: at /v: got number, want string"},
 		{name: "blocked", call: faux.ToolCall("c1", "a", `{"v":"x"}`), want: "blocked: plan mode",
 			hook: core.Hook(func(ctx context.Context, in agent.BeforeToolInput) (agent.BeforeToolOutput, error) {
 				return agent.BeforeToolOutput{Block: &agent.ToolBlock{Reason: "plan mode"}}, nil
@@ -463,4 +489,66 @@ func TestAnEmptyToolSelectionOffersNoToolsWhileNoSelectionOffersAll(t *testing.T
 		}
 		must(0, a.h.Close(ctx))
 	})
+}
+
+// Tool arguments are held to the tool's whole JSON Schema (issue 23): the
+// keywords the old hand-written subset ignored now stop an invalid call
+// before the tool runs, and the error the model reads names the failing
+// location.
+func TestToolArgumentsAreCheckedAgainstTheWholeSchema(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","required":["path"],"additionalProperties":false,
+		"$defs":{"count":{"type":"integer","minimum":1,"maximum":10}},
+		"properties":{"path":{"type":"string","minLength":3,"pattern":"^/"},"n":{"$ref":"#/$defs/count"},
+		"mode":{"oneOf":[{"const":"fast"},{"type":"integer"}]}}}`)
+	cases := []struct{ args, want string }{
+		{`{"path":"/ok","n":3,"mode":"fast"}`, ""},
+		{`{"path":"/a"}`, "at /path: minLength"},
+		{`{"path":"relative"}`, "at /path: 'relative' does not match pattern"},
+		{`{"path":"/ok","n":0}`, "at /n: minimum"},
+		{`{"path":"/ok","n":11}`, "at /n: maximum"},
+		{`{"path":"/ok","mode":"slow"}`, "at /mode: 'oneOf' failed"},
+	}
+	for _, tc := range cases {
+		simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+			ran := false
+			strict := toolFunc("strict", func(context.Context, json.RawMessage, *agent.ToolOutput, *agent.ToolRuntime) error {
+				ran = true
+				return nil
+			})
+			strict.Definition.Parameters = schema
+			a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{strict}})
+			a.faux.SetResponses(faux.Reply(faux.ToolCall("c1", "strict", tc.args)).WithStop(ai.StopToolUse), answer("ok"))
+			c := a.h.Root()
+			must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{}))
+			got := resultText(a.toolResults(ctx, c.ID)["c1"])
+			switch {
+			case tc.want == "" && (!ran || strings.Contains(got, "invalid arguments")):
+				t.Fatalf("%s: ran %v, result %q; want the tool to run", tc.args, ran, got)
+			case tc.want != "" && (ran || !strings.Contains(got, "invalid arguments for strict: ") || !strings.Contains(got, tc.want)):
+				t.Fatalf("%s: ran %v, result %q; want no run and an error naming %q", tc.args, ran, got, tc.want)
+			}
+			must(0, a.h.Close(ctx))
+		})
+	}
+}
+
+// A tool whose parameters do not compile is refused when the harness
+// opens, naming the tool; a schema may not load anything from outside
+// itself.
+func TestAToolWhoseSchemaDoesNotCompileIsRefusedAtOpen(t *testing.T) {
+	for name, params := range map[string]string{
+		"an unknown type":   `{"type":"nope"}`,
+		"not JSON":          `{"type":`,
+		"a file reference":  `{"$ref":"file:///etc/passwd"}`,
+		"a remote document": `{"$ref":"https://example.com/schema.json"}`,
+	} {
+		simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+			bad := toolFunc("bad", nil)
+			bad.Definition.Parameters = json.RawMessage(params)
+			_, err := agent.Open(ctx, memory.New(), agent.Options{Runtime: s.Runtime(), Tools: []agent.Tool{bad}})
+			if err == nil || !strings.Contains(err.Error(), `tool "bad"`) {
+				t.Fatalf("%s: open = %v; want a refusal naming tool \"bad\"", name, err)
+			}
+		})
+	}
 }

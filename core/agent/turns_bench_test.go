@@ -56,7 +56,7 @@ func fauxScript(p *faux.Provider, turns int) {
 // runFauxTurns runs the workload on a fresh memory session and returns the
 // duration of every turn.
 func runFauxTurns(b *testing.B, ctx context.Context, rt core.Runtime, rng *rand.Rand, turns int) []time.Duration {
-	p := faux.New(rt, rng, faux.Options{DiscardRequests: true})
+	p := must(faux.New(rt, rng, faux.Options{DiscardRequests: true}))
 	fauxScript(p, turns)
 	h, err := agent.Open(ctx, memory.New(), agent.Options{
 		Runtime: rt, Tools: []agent.Tool{echoTool("a"), echoTool("b")},

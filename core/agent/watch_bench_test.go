@@ -66,7 +66,7 @@ func BenchmarkStreamedTokenBytes(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {
 		rt := core.RealRuntime()
-		p := faux.New(rt, rand.New(rand.NewPCG(1, 2)), faux.Options{DiscardRequests: true})
+		p := must(faux.New(rt, rand.New(rand.NewPCG(1, 2)), faux.Options{DiscardRequests: true}))
 		p.SetResponses(faux.Reply(faux.Text(strings.Repeat("token ", 2000))))
 		h, err := agent.Open(ctx, memory.New(), agent.Options{Runtime: rt,
 			Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()})})

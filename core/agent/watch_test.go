@@ -38,7 +38,7 @@ func TestFoldedViewEqualsAFreshCaptureAndAThinClientFold(t *testing.T) {
 		must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
 		s.Runtime().Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
 		must(c.Steer(ctx, userText("steer")))
-		must(c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"note": "n"}}))
+		mustWrite(c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"note": "n"}}))
 		q := must(c.FollowUp(ctx, userText("later")))
 		if s.Rand().IntN(2) == 0 {
 			must(c.CancelQueued(ctx, q))
@@ -139,7 +139,10 @@ func TestSessionWatchUsageTotalsEqualTheFoldOfUsageRows(t *testing.T) {
 		}), core.HookOptions{})
 		c := a.h.Root()
 		first := must(c.Prompt(ctx, userText("one"), agent.AcceptOptions{}))
-		must(c.Prompt(ctx, userText("two"), agent.AcceptOptions{}))
+		var ie *agent.InputError
+		if _, err := c.Prompt(ctx, userText("two"), agent.AcceptOptions{}); !errors.As(err, &ie) {
+			t.Fatalf("the failing turn = %v; want an InputError", err)
+		}
 		must(c.Fork(ctx, first.ID, core.ForkOptions{}))
 		must(c.Accept(ctx, userText("three"), agent.AcceptOptions{}))
 		done := s.Runtime().NewEvent("turn")
@@ -301,7 +304,7 @@ func foldHistory(t *testing.T, seed uint64, plan []foldStep) (failure string) {
 					must(0, h.AbortTask(ctx, task))
 				}
 			case 7:
-				must(c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]int{"step": step}}))
+				mustWrite(c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]int{"step": step}}))
 			}
 			simtest.CaughtUp(ctx, s, r, h.Store().LastSeq())
 			fresh := must(h.Watch(ctx, c.ID, core.WatchOptions{Tail: 5, Values: []storage.Address{planMode.Address}}))

@@ -2,6 +2,8 @@ package faux
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -96,12 +98,14 @@ var _ ai.Provider = (*Provider)(nil)
 
 // New returns a provider that waits through rt and draws chunk sizes from
 // rng (under the simulator, pass s.Rand()).
-func New(rt core.Runtime, rng *rand.Rand, opts Options) *Provider {
-	if rt == nil || rng == nil {
-		panic("faux: New needs a runtime and a generator")
-	}
-	if opts.TokensPerSecond < 0 {
-		panic("faux: TokensPerSecond must not be negative")
+func New(rt core.Runtime, rng *rand.Rand, opts Options) (*Provider, error) {
+	switch {
+	case rt == nil:
+		return nil, errors.New("faux: New needs a runtime")
+	case rng == nil:
+		return nil, errors.New("faux: New needs a random source: the seed fixes token sizes and timings")
+	case opts.TokensPerSecond < 0:
+		return nil, fmt.Errorf("faux: TokensPerSecond %v must not be negative", opts.TokensPerSecond)
 	}
 	p := &Provider{
 		rt:       rt,
@@ -130,7 +134,7 @@ func New(rt core.Runtime, rng *rand.Rand, opts Options) *Provider {
 	for _, m := range models {
 		p.models = append(p.models, withModelDefaults(m))
 	}
-	return p
+	return p, nil
 }
 
 func withModelDefaults(m ai.Model) ai.Model {

@@ -84,7 +84,7 @@ func playOne(t *testing.T, seed uint64, opts faux.Options, req ai.Request, steps
 	var events []seen
 	var p *faux.Provider
 	simulate(t, seed, func(ctx context.Context, s *sim.Sim) {
-		p = faux.New(s.Runtime(), s.Rand(), opts)
+		p = mustProvider(faux.New(s.Runtime(), s.Rand(), opts))
 		p.SetResponses(steps...)
 		events = drain(ctx, s.Runtime(), p.Stream(ctx, req))
 	})
@@ -257,7 +257,7 @@ func TestCancellingTheStreamMidAnswerAbortsWithThePartial(t *testing.T) {
 	var afterEnd bool
 	simulate(t, 5, func(ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
-		p := faux.New(rt, s.Rand(), opts)
+		p := mustProvider(faux.New(rt, s.Rand(), opts))
 		p.SetResponses(faux.Reply(faux.Text(strings.Repeat("abcd", 10))))
 		streamCtx, cancel := context.WithCancel(ctx)
 		rt.Go(ctx, "canceller", func(ctx context.Context) {
@@ -294,7 +294,7 @@ func TestCancellingNextsContextAbortsTheStream(t *testing.T) {
 	var events []seen
 	simulate(t, 6, func(ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
-		p := faux.New(rt, s.Rand(), opts)
+		p := mustProvider(faux.New(rt, s.Rand(), opts))
 		p.SetResponses(faux.Reply(faux.Text(strings.Repeat("abcd", 10))))
 		readCtx, cancel := context.WithCancel(ctx)
 		rt.Go(ctx, "canceller", func(ctx context.Context) {
@@ -312,7 +312,7 @@ func TestCancellingNextsContextAbortsTheStream(t *testing.T) {
 func TestCancelledBeforeStartSendsOnlyTheAbort(t *testing.T) {
 	var events []seen
 	simulate(t, 7, func(ctx context.Context, s *sim.Sim) {
-		p := faux.New(s.Runtime(), s.Rand(), faux.Options{})
+		p := mustProvider(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 		p.SetResponses(faux.Reply(faux.Text("never")))
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -330,7 +330,7 @@ func TestExhaustedQueueEndsWithAnErrorNotAHang(t *testing.T) {
 	var first, second []seen
 	var p *faux.Provider
 	simulate(t, 8, func(ctx context.Context, s *sim.Sim) {
-		p = faux.New(s.Runtime(), s.Rand(), faux.Options{})
+		p = mustProvider(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 		p.SetResponses(faux.Reply(faux.Text("only")))
 		first = drain(ctx, s.Runtime(), p.Stream(ctx, userReq("a")))
 		second = drain(ctx, s.Runtime(), p.Stream(ctx, userReq("b")))
@@ -372,7 +372,7 @@ func TestFuncStepAnswersTheRequestAndRequestsRecordsIt(t *testing.T) {
 	var events []seen
 	var p *faux.Provider
 	simulate(t, 9, func(ctx context.Context, s *sim.Sim) {
-		p = faux.New(s.Runtime(), s.Rand(), faux.Options{})
+		p = mustProvider(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 		p.SetResponses(echo)
 		st := p.Stream(ctx, req)
 		// The harness changes its own copy afterwards; the record must not.
@@ -502,7 +502,7 @@ func TestUsageIsEstimatedUnlessScripted(t *testing.T) {
 func TestSessionPromptPrefixCountsAsCacheRead(t *testing.T) {
 	var usages []ai.Usage
 	simulate(t, 13, func(ctx context.Context, s *sim.Sim) {
-		p := faux.New(s.Runtime(), s.Rand(), faux.Options{})
+		p := mustProvider(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 		p.SetResponses(faux.Reply(faux.Text("hello")), faux.Reply(faux.Text("ok")))
 		first := userReq("abcdefgh")
 		first.SessionID = "s1"
@@ -548,7 +548,7 @@ func TestEveryChunkIsASchedulingPointWithoutPacing(t *testing.T) {
 	var end time.Duration
 	simulate(t, 15, func(ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
-		p := faux.New(rt, s.Rand(), faux.Options{TokenSize: faux.TokenSize{Min: 1, Max: 1}})
+		p := mustProvider(faux.New(rt, s.Rand(), faux.Options{TokenSize: faux.TokenSize{Min: 1, Max: 1}}))
 		p.SetResponses(faux.Reply(faux.Text(strings.Repeat("abcd", 30))))
 		done := rt.NewEvent("other-done")
 		rt.Go(ctx, "other", func(ctx context.Context) {
@@ -612,7 +612,7 @@ func TestSameSeedSameEventsAndSeedsChangeChunking(t *testing.T) {
 
 func TestCallsAreRecordedInTheTrace(t *testing.T) {
 	trace := simulate(t, 16, func(ctx context.Context, s *sim.Sim) {
-		p := faux.New(s.Runtime(), s.Rand(), faux.Options{Recorder: s})
+		p := mustProvider(faux.New(s.Runtime(), s.Rand(), faux.Options{Recorder: s}))
 		p.SetResponses(faux.Reply(faux.Text("hi")))
 		drain(ctx, s.Runtime(), p.Stream(ctx, userReq("go")))
 		drain(ctx, s.Runtime(), p.Stream(ctx, userReq("go")))
@@ -645,7 +645,7 @@ func TestModelsDefaultAndAnswersAreRestamped(t *testing.T) {
 	var p *faux.Provider
 	var events []seen
 	simulate(t, 17, func(ctx context.Context, s *sim.Sim) {
-		p = faux.New(s.Runtime(), s.Rand(), faux.Options{})
+		p = mustProvider(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 		p.SetResponses(faux.Reply(faux.Text("hi")))
 		req := userReq("go")
 		req.Model = ai.Model{ID: "big", Provider: "acme", API: "acme-messages"}
@@ -671,7 +671,7 @@ func TestDeferredAnswerIsFetchedLater(t *testing.T) {
 	var p *faux.Provider
 	simulate(t, 18, func(ctx context.Context, s *sim.Sim) {
 		rt := s.Runtime()
-		p = faux.New(rt, s.Rand(), opts)
+		p = mustProvider(faux.New(rt, s.Rand(), opts))
 		p.SetResponses(faux.Reply().WithStop(ai.StopDeferred), faux.Reply(faux.Text("later")), faux.Reply().WithStop(ai.StopDeferred))
 		end := func(st ai.Stream) ai.StreamEvent {
 			ev := last(drain(ctx, rt, st))
@@ -724,7 +724,7 @@ func TestParsedScriptPlaysInOrder(t *testing.T) {
 	var got []string
 	var startAt time.Duration
 	simulate(t, 19, func(ctx context.Context, s *sim.Sim) {
-		p := faux.New(s.Runtime(), s.Rand(), faux.Options{})
+		p := mustProvider(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 		p.SetResponses(sc.Responses()...)
 		for i := range 4 {
 			events := drain(ctx, s.Runtime(), p.Stream(ctx, userReq("go")))
@@ -803,5 +803,30 @@ func TestScriptRoundTripsThroughJSON(t *testing.T) {
 	}
 	if len(again.Responses()) != 4 {
 		t.Fatalf("%d responses; want 4", len(again.Responses()))
+	}
+}
+
+// mustProvider is New that must succeed.
+func mustProvider(p *faux.Provider, err error) *faux.Provider {
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// Misuse is an error, not a panic (issue 23).
+func TestNewRefusesMissingDependencies(t *testing.T) {
+	s := sim.New(sim.Options{Seed: 1})
+	cases := map[string]func() (*faux.Provider, error){
+		"no runtime": func() (*faux.Provider, error) { return faux.New(nil, s.Rand(), faux.Options{}) },
+		"no source":  func() (*faux.Provider, error) { return faux.New(s.Runtime(), nil, faux.Options{}) },
+		"a negative tempo": func() (*faux.Provider, error) {
+			return faux.New(s.Runtime(), s.Rand(), faux.Options{TokensPerSecond: -1})
+		},
+	}
+	for name, build := range cases {
+		if p, err := build(); err == nil || p != nil {
+			t.Errorf("%s: New = %v, %v; want an error", name, p, err)
+		}
 	}
 }

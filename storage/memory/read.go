@@ -130,6 +130,7 @@ func (s *Store) GetConversations(_ context.Context, ids []ID) (map[ID]storage.Co
 // ScanConversations pages through conversations, optionally only the forks
 // of one conversation or those owned by its tasks.
 func (s *Store) ScanConversations(_ context.Context, q storage.ConversationQuery) (storage.Page[storage.Conversation], error) {
+	q.Cursor = q.Cursor.Defaulted()
 	if err := storage.CheckCursor(q.Cursor); err != nil {
 		return storage.Page[storage.Conversation]{}, err
 	}
@@ -200,6 +201,7 @@ func (s *Store) GetEntries(_ context.Context, ids []ID) (map[ID]*storage.Entry, 
 // capped prefix, then local entries. Kind and key filters use per-level
 // indexes, so they apply before the limit without visiting other entries.
 func (s *Store) ScanEntries(_ context.Context, q storage.EntryQuery) (storage.Page[*storage.Entry], error) {
+	q.Cursor = q.Cursor.Defaulted()
 	if err := storage.CheckCursor(q.Cursor); err != nil {
 		return storage.Page[*storage.Entry]{}, err
 	}
@@ -288,6 +290,7 @@ func (s *Store) GetTasks(_ context.Context, ids []ID) (map[ID]*storage.Task, err
 // ScanTasks pages through tasks. A live (or non-terminal role) query walks
 // only the live index; it never visits a terminal row.
 func (s *Store) ScanTasks(_ context.Context, q storage.TaskQuery) (storage.Page[*storage.Task], error) {
+	q.Cursor = q.Cursor.Defaulted()
 	if err := storage.CheckTaskQuery(q); err != nil {
 		return storage.Page[*storage.Task]{}, err
 	}
@@ -419,6 +422,9 @@ func (s *Store) value(a storage.Address, at ID) (version, bool) {
 // ScanValues pages through the current values of one namespace, by key. For
 // a conversation it includes rewindable values inherited from fork sources.
 func (s *Store) ScanValues(_ context.Context, q storage.ValueQuery) (storage.Page[storage.KeyedVersion], error) {
+	if q.Limit == 0 {
+		q.Limit = storage.PageLimitDefault // as a zero Cursor
+	}
 	if q.Limit < 1 || q.Limit > storage.PageLimitMax {
 		return storage.Page[storage.KeyedVersion]{}, fmt.Errorf("%w: limit %d outside 1..%d", storage.ErrBadQuery, q.Limit, storage.PageLimitMax)
 	}
@@ -477,6 +483,7 @@ func (s *Store) currentValue(scope storage.Scope, namespace, key string) (versio
 
 // ReadList reads a page of a list, now or as of an entry.
 func (s *Store) ReadList(_ context.Context, a storage.Address, q storage.ListQuery) (storage.Page[storage.Element], error) {
+	q.Cursor = q.Cursor.Defaulted()
 	if err := storage.CheckCursor(q.Cursor); err != nil {
 		return storage.Page[storage.Element]{}, err
 	}

@@ -315,6 +315,7 @@ func scanConv(sc interface{ Scan(...any) error }) (storage.Conversation, error) 
 
 // ScanConversations pages through conversations.
 func (s *Store) ScanConversations(ctx context.Context, q storage.ConversationQuery) (storage.Page[storage.Conversation], error) {
+	q.Cursor = q.Cursor.Defaulted()
 	if err := storage.CheckCursor(q.Cursor); err != nil {
 		return storage.Page[storage.Conversation]{}, err
 	}
@@ -364,6 +365,7 @@ func (s *Store) GetEntries(ctx context.Context, ids []ID) (map[ID]*storage.Entry
 
 // ScanEntries reads a page of the logical transcript.
 func (s *Store) ScanEntries(ctx context.Context, q storage.EntryQuery) (storage.Page[*storage.Entry], error) {
+	q.Cursor = q.Cursor.Defaulted()
 	if err := storage.CheckCursor(q.Cursor); err != nil {
 		return storage.Page[*storage.Entry]{}, err
 	}
@@ -479,6 +481,7 @@ func (s *Store) GetTasks(ctx context.Context, ids []ID) (map[ID]*storage.Task, e
 
 // ScanTasks pages through tasks.
 func (s *Store) ScanTasks(ctx context.Context, q storage.TaskQuery) (storage.Page[*storage.Task], error) {
+	q.Cursor = q.Cursor.Defaulted()
 	if err := storage.CheckTaskQuery(q); err != nil {
 		return storage.Page[*storage.Task]{}, err
 	}
@@ -639,6 +642,9 @@ func (r *reader) value(ctx context.Context, a storage.Address, at ID) (version, 
 
 // ScanValues pages through the current values of one namespace, by key.
 func (s *Store) ScanValues(ctx context.Context, q storage.ValueQuery) (storage.Page[storage.KeyedVersion], error) {
+	if q.Limit == 0 {
+		q.Limit = storage.PageLimitDefault // as a zero Cursor
+	}
 	if q.Limit < 1 || q.Limit > storage.PageLimitMax {
 		return storage.Page[storage.KeyedVersion]{}, fmt.Errorf("%w: limit %d outside 1..%d", storage.ErrBadQuery, q.Limit, storage.PageLimitMax)
 	}
@@ -715,6 +721,7 @@ func (r *reader) currentValue(ctx context.Context, scope storage.Scope, namespac
 
 // ReadList reads a page of a list, now or as of an entry.
 func (s *Store) ReadList(ctx context.Context, a storage.Address, q storage.ListQuery) (storage.Page[storage.Element], error) {
+	q.Cursor = q.Cursor.Defaulted()
 	if err := storage.CheckCursor(q.Cursor); err != nil {
 		return storage.Page[storage.Element]{}, err
 	}

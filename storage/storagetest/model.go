@@ -118,7 +118,7 @@ func (h history) value(a storage.Address, at ID) (storage.Version, bool) {
 		return storage.Version{}, false
 	}
 	c := h.conversation(a.Scope.ID)
-	if c == nil || c.Parent == nil {
+	if c == nil || c.Parent == nil || c.Parent.At == 0 { // a fork at the start inherits nothing
 		return storage.Version{}, false
 	}
 	parent := a
@@ -143,7 +143,7 @@ func (h history) list(a storage.Address, at ID) []storage.Element {
 		}
 	}
 	out := []storage.Element{}
-	if c := h.conversation(a.Scope.ID); a.Historical() && cleared == 0 && c != nil && c.Parent != nil {
+	if c := h.conversation(a.Scope.ID); a.Historical() && cleared == 0 && c != nil && c.Parent != nil && c.Parent.At != 0 {
 		parent := a
 		parent.Scope.ID = c.Parent.ConversationID
 		out = h.list(parent, min(pos, c.Parent.At))

@@ -249,14 +249,11 @@ func (g *generator) drawFork(seq ID) (storage.Write, bool) {
 	if rapid.Bool().Draw(g.t, "anySource") {
 		source = pick(g.t, "forkSource", sources)
 	}
-	var points []ID
+	points := []ID{0} // the start of the transcript
 	for _, e := range g.ops.transcript(source) {
 		if e.ID <= g.last || e.ConversationID == source {
 			points = append(points, e.ID)
 		}
-	}
-	if len(points) == 0 {
-		return storage.Write{}, false
 	}
 	at := pick(g.t, "forkAt", points)
 	return storage.Write{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{

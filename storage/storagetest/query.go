@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -690,16 +691,26 @@ func testBadLimits(t *testing.T, open Opener) {
 		},
 	}
 	for name, scan := range scans {
-		for _, limit := range []int{0, -1, storage.PageLimitMax + 1} {
+		for _, limit := range []int{-1, storage.PageLimitMax + 1} {
 			if err := scan(limit); !errors.Is(err, storage.ErrBadQuery) {
 				t.Errorf("%s with limit %d: error = %v; want storage.ErrBadQuery", name, limit, err)
 			}
 		}
-		for _, limit := range []int{1, storage.PageLimitMax} {
+		for _, limit := range []int{0, 1, storage.PageLimitMax} {
 			if err := scan(limit); err != nil {
 				t.Errorf("%s with limit %d: %v; want no error", name, limit, err)
 			}
 		}
+	}
+	// A zero cursor is a page of PageLimitDefault.
+	x = s.tx()
+	for i := range storage.PageLimitDefault + 5 {
+		x.push(list, fmt.Sprint(i))
+	}
+	x.commit()
+	p, err := s.ReadList(s.ctx, list, storage.ListQuery{})
+	if err != nil || len(p.Items) != storage.PageLimitDefault || p.Next == 0 {
+		t.Errorf("a list read with a zero cursor = %d items, next %d, %v; want a page of %d and more", len(p.Items), p.Next, err, storage.PageLimitDefault)
 	}
 }
 
