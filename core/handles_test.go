@@ -32,7 +32,10 @@ func TestValueAndListHandlesReadAndWriteOutsideACommit(t *testing.T) {
 		}
 		must(0, core.ValueOf(c, mode).Set(ctx, "plan"))
 		var e storage.ID
-		must(c.Commit(ctx, func(tx *core.ConversationTx) error { e = core.AppendUser(tx.Tx, tx.ID, ai.UserText("x", 0)); return nil }))
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			e = core.AppendUser(tx.Tx, tx.ID, ai.UserText("x", 0))
+			return nil
+		}))
 		must(0, core.ValueOf(c, mode).Set(ctx, "act"))
 		if got, _ := read(core.ValueOf(c, mode).At(ctx, e)); got != "plan" {
 			t.Fatalf("rewindable value as of entry %d = %q; want plan", e, got)

@@ -32,14 +32,28 @@ func (r *random) Spawned(Candidate)                   {}
 func (r *random) Choose(_ int, cands []Candidate) int { return r.rng.IntN(len(cands)) }
 func (r *random) Name() string                        { return "random" }
 
+// Bounds of a PCT strategy's parameters. A run draws depth-1 change points
+// before its first step, and priorities start above the depth, so an
+// unbounded depth exhausts memory (or overflows a priority) before anything
+// runs; and the chance of meeting a bug of depth d falls as k^(d-1), so a
+// depth beyond a handful searches nothing.
+const (
+	// pctDepthMax bounds the depth: at most pctDepthMax-1 priority changes
+	// a run.
+	pctDepthMax = 100
+	// pctStepsMax bounds the steps change points are drawn from: a change
+	// point after the last decision a run may make never fires.
+	pctStepsMax = stepsMaxDefault
+)
+
 // PCT is probabilistic concurrency testing: every actor gets a random
 // priority, the highest-priority runnable actor runs, and at depth-1 random
 // change points (steps drawn from 1..stepsMax) the running actor drops below
 // every other. A bug of depth d is found with probability at least
 // 1/(n·k^(d-1)) per run for n actors and k steps.
 func PCT(depth, stepsMax int) Strategy {
-	if depth < 1 || stepsMax < 1 {
-		panic("sim: PCT needs depth >= 1 and stepsMax >= 1")
+	if depth < 1 || depth > pctDepthMax || stepsMax < 1 || stepsMax > pctStepsMax {
+		panic(fmt.Sprintf("sim: PCT needs depth 1 to %d and stepsMax 1 to %d", pctDepthMax, pctStepsMax))
 	}
 	return &pct{depth: depth, stepsMax: stepsMax}
 }
@@ -138,7 +152,8 @@ func (f *ForcedStrategy) Done() bool { return f.next == len(f.order) }
 func (f *ForcedStrategy) Violations() []string { return f.violations }
 
 // ParseStrategy reads a strategy name: "random", "pct" (depth 3, 10,000
-// steps), "pct:D:K", or "forced:a:p,b:q".
+// steps), "pct:D:K" (D up to pctDepthMax, K up to pctStepsMax), or
+// "forced:a:p,b:q".
 func ParseStrategy(name string) (Strategy, error) {
 	switch {
 	case name == "random" || name == "":
@@ -152,8 +167,11 @@ func ParseStrategy(name string) (Strategy, error) {
 		}
 		d, err1 := strconv.Atoi(parts[1])
 		k, err2 := strconv.Atoi(parts[2])
-		if err1 != nil || err2 != nil || d < 1 || k < 1 {
+		switch {
+		case err1 != nil || err2 != nil || d < 1 || k < 1:
 			return nil, fmt.Errorf("sim: strategy %q: depth and steps must be positive integers", name)
+		case d > pctDepthMax || k > pctStepsMax:
+			return nil, fmt.Errorf("sim: strategy %q: depth must be at most %d and steps at most %d", name, pctDepthMax, pctStepsMax)
 		}
 		return PCT(d, k), nil
 	case strings.HasPrefix(name, "forced:"):

@@ -49,10 +49,10 @@ type benchConfig struct {
 	Dir string
 }
 
-// usageError is a mistake in how picosim was called: one line, exit 2.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
+// benchTurnsMax bounds --turns: the workload's provider script and its
+// latencies are made up front, a few dozen bytes a turn, so an unbounded
+// count exhausts memory before the first turn; a million turns is hours.
+const benchTurnsMax = 1_000_000
 
 func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	c := benchConfig{}
@@ -67,21 +67,24 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fl.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	fl.StringVar(&c.Dir, "dir", "", "keep the session's files in this directory (created if need be)")
 	if err := fl.Parse(args); err != nil {
-		return c, &usageError{err.Error()}
+		return c, flagError(err)
 	}
 	switch {
 	case fl.NArg() > 0:
-		return c, &usageError{fmt.Sprintf("bench: unexpected argument %q", fl.Arg(0))}
-	case c.Turns < 1:
-		return c, &usageError{fmt.Sprintf("bench: --turns %d: want at least 1", c.Turns)}
+		return c, usagef("unexpected argument %q", fl.Arg(0))
+	case c.Turns < 1 || c.Turns > benchTurnsMax:
+		return c, usagef("--turns %d: want 1 to %d", c.Turns, benchTurnsMax)
 	case c.Tools < 0 || c.Tools > benchToolsMax:
-		return c, &usageError{fmt.Sprintf("bench: --tools %d: want 0 to %d", c.Tools, benchToolsMax)}
+		return c, usagef("--tools %d: want 0 to %d", c.Tools, benchToolsMax)
 	case c.ResetEvery < 0:
-		return c, &usageError{fmt.Sprintf("bench: --reset-every %d: want 0 or more", c.ResetEvery)}
-	case !slices.Contains([]string{"memory", "jsonl", "sqlite"}, c.Backend):
-		return c, &usageError{fmt.Sprintf("bench: --backend %q: want memory, jsonl or sqlite", c.Backend)}
+		return c, usagef("--reset-every %d: want 0 or more", c.ResetEvery)
+	case !slices.Contains(backends, c.Backend):
+		return c, usagef("--backend %q: want memory, jsonl or sqlite", c.Backend)
 	case c.Fsync && c.Backend != "jsonl":
-		return c, &usageError{"bench: --fsync applies to the jsonl backend only"}
+		return c, usagef("--fsync applies to the jsonl backend only")
+	}
+	if err := backendAvailable(c.Backend); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -134,13 +137,16 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	res := benchResult{Impl: "pico-go", Backend: c.Backend, Fsync: c.Fsync, Turns: c.Turns, ToolsPerTurn: c.Tools, ResetEvery: c.ResetEvery}
 	dir := c.Dir
 	if dir == "" {
-		tmp, err := os.MkdirTemp("", "picosim-bench-")
+		tmp, err := tempDir(ctx, "picosim-bench-")
 		if err != nil {
 			return res, err
 		}
 		defer os.RemoveAll(tmp)
 		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+	} else if err := os.MkdirAll(dir, dirMode); err != nil {
+		return res, err
+	}
+	if err := interruption(ctx); err != nil {
 		return res, err
 	}
 	rt := core.RealRuntime()
@@ -189,13 +195,21 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	if at, ok := killPoint(); ok {
 		store = &killingStore{Storage: store, at: at}
 	}
+	if strings.HasPrefix(os.Getenv(pauseEnv), "commit:") {
+		store = &pausingStore{Storage: store, ctx: ctx, dir: dir}
+	}
 	var ru0 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	start := time.Now()
 	h, err := agent.Open(ctx, store, opts)
 	if err != nil {
+		_ = store.Close(ctx)
 		return res, err
 	}
+	// A turn that fails (or a signal) returns early: the session is
+	// closed first, so that nothing writes into the directory once it is
+	// removed. Close is idempotent; the normal path checks its error.
+	defer h.Close(ctx)
 	root := h.Root()
 	lat := make([]float64, 0, c.Turns)
 	input := "hello"
@@ -256,6 +270,7 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 		}
 		h2, err := agent.Open(ctx, again, opts)
 		if err != nil {
+			_ = again.Close(ctx)
 			return res, fmt.Errorf("reopen: %w", err)
 		}
 		res.ReopenMs = float64(time.Since(t0).Microseconds()) / 1000
@@ -312,6 +327,20 @@ func (s *killingStore) Commit(ctx context.Context, b storage.CommitBatch) (stora
 	return r, err
 }
 
+// pausingStore waits, once, at the commit pauseEnv names ("commit:N").
+type pausingStore struct {
+	storage.Storage
+	ctx     context.Context
+	dir     string
+	commits atomic.Int64
+}
+
+func (s *pausingStore) Commit(ctx context.Context, b storage.CommitBatch) (storage.Range, error) {
+	r, err := s.Storage.Commit(ctx, b)
+	pauseIfAsked(s.ctx, fmt.Sprintf("commit:%d", s.commits.Add(1)), s.dir)
+	return r, err
+}
+
 func printBench(w io.Writer, c benchConfig, r benchResult) error {
 	if c.JSON {
 		return json.NewEncoder(w).Encode(r)
@@ -329,25 +358,21 @@ func printBench(w io.Writer, c benchConfig, r benchResult) error {
 // benchMain is `picosim bench ARGS`; it returns the exit code.
 func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, err := parseBench(args, io.Discard)
-	var ue *usageError
-	if errors.As(err, &ue) {
-		if errors.Is(err, flag.ErrHelp) || ue.msg == flag.ErrHelp.Error() {
-			fmt.Fprint(stdout, benchHelp)
-			return 0
-		}
-		fmt.Fprintln(stderr, "picosim:", err)
-		return 2
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, benchHelp)
+		return 0
+	}
+	if err != nil {
+		return fail(stderr, "bench", err)
 	}
 	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
+		f, err := os.OpenFile(c.CPUProfile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
 		if err != nil {
-			fmt.Fprintln(stderr, "picosim: bench: --cpuprofile:", err)
-			return 2
+			return fail(stderr, "bench", &fieldError{"--cpuprofile", err})
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(stderr, "picosim: bench: --cpuprofile:", err)
-			return 2
+			return fail(stderr, "bench", &fieldError{"--cpuprofile", err})
 		}
 	}
 	r, err := runBench(ctx, c)
@@ -355,13 +380,24 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		pprof.StopCPUProfile()
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "picosim: bench:", err)
-		return 1
+		return fail(stderr, "bench", benchError(ctx, err))
 	}
 	if err := printBench(stdout, c, r); err != nil {
-		return 1
+		return exitFailed
 	}
 	return 0
+}
+
+// benchError says what ended a bench early: a signal, the machine (a
+// full disk, no cgo), or the harness.
+func benchError(ctx context.Context, err error) error {
+	if stopped := interruption(ctx); stopped != nil {
+		return stopped
+	}
+	if isEnvironment(err) {
+		return &envError{err}
+	}
+	return err
 }
 
 const benchHelp = `usage: picosim bench [--turns N] [--tools K] [--reset-every R] [--backend memory|jsonl|sqlite] [--fsync] [--json]

@@ -57,7 +57,7 @@ func TestBenchMistakesAreOneLineAndExitTwo(t *testing.T) {
 func BenchmarkScenarioRuns(b *testing.B) {
 	batches := map[string]int{}
 	for _, sc := range scenarios {
-		res, err := runScenario(runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, nil)
+		res, err := runScenario(context.Background(), runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, nil)
 		if err != nil || !res.OK {
 			b.Fatalf("%s: %v %s", sc.name, err, res.Error)
 		}
@@ -67,7 +67,7 @@ func BenchmarkScenarioRuns(b *testing.B) {
 	for i := range b.N {
 		for _, sc := range scenarios {
 			spec := fuzzSpec(sc, uint64(i+1), "memory", batches[sc.name])
-			if res, err := runScenario(spec, nil); err != nil || !res.OK {
+			if res, err := runScenario(context.Background(), spec, nil); err != nil || !res.OK {
 				b.Fatalf("%s: %v %s", spec.command(), err, res.Error)
 			}
 		}

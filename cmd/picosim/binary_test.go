@@ -3,29 +3,79 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// picosimBinary builds the command once per test run.
-func picosimBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "picosim")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+// A build of the command, made once per test process and shared by the
+// tests that run it.
+type build struct {
+	once sync.Once
+	bin  string
+	err  error
 }
 
-// run runs the binary and returns stdout, stderr and the exit code.
+var (
+	withCgo, withoutCgo build
+	// buildDir holds the builds; TestMain removes it.
+	buildDir string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// picosimBinary builds the command once per test run.
+func picosimBinary(t *testing.T) string { return withCgo.get(t, "picosim") }
+
+// picosimBinaryWithoutCgo builds it as a machine without a C toolchain
+// does: the SQLite driver is a stub.
+func picosimBinaryWithoutCgo(t *testing.T) string {
+	return withoutCgo.get(t, "picosim-nocgo", "CGO_ENABLED=0")
+}
+
+func (b *build) get(t *testing.T, name string, env ...string) string {
+	t.Helper()
+	b.once.Do(func() {
+		if buildDir == "" {
+			if buildDir, b.err = os.MkdirTemp("", "picosim-test-bin-"); b.err != nil {
+				return
+			}
+		}
+		b.bin = filepath.Join(buildDir, name)
+		cmd := exec.Command("go", "build", "-o", b.bin, ".")
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.bin
+}
+
+// runBinary runs the binary and returns stdout, stderr and the exit code.
 func runBinary(t *testing.T, bin string, args ...string) (string, string, int) {
 	t.Helper()
+	return runBinaryEnv(t, bin, nil, args...)
+}
+
+// runBinaryEnv is runBinary with variables added to the environment.
+func runBinaryEnv(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

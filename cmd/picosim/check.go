@@ -37,49 +37,73 @@ import (
 // invariants are checked on the opened state. A torn final line is a
 // warning with its offset; an absent SQLite session is an error listing the
 // sessions the file holds.
-func checkMain(args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("check", flag.ContinueOnError)
-	fl.SetOutput(io.Discard)
-	session := fl.String("session", "picosim", "the session name inside a SQLite database")
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	path, session, err := parseCheck(args)
+	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, checkHelp)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
-	path := args[0]
-	if err := fl.Parse(args[1:]); err != nil || fl.NArg() > 0 {
-		if err == nil {
-			err = fmt.Errorf("unexpected argument %q", fl.Arg(0))
-		}
-		fmt.Fprintln(stderr, "picosim: check:", err)
-		return 2
-	}
-	if _, err := os.Stat(path); err != nil {
-		fmt.Fprintln(stderr, "picosim: check:", err)
-		return 2
+	if err != nil {
+		return fail(stderr, "check", err)
 	}
 	backend, err := detectBackend(path)
 	if err != nil {
 		fmt.Fprintf(stdout, "✗ %s: %v\n", path, err)
-		return 1
+		return exitFailed
 	}
-	tmp, err := os.MkdirTemp("", "picosim-check-")
+	if err := backendAvailable(backend); err != nil {
+		return fail(stderr, "check", err)
+	}
+	tmp, err := tempDir(ctx, "picosim-check-")
 	if err != nil {
-		fmt.Fprintln(stderr, "picosim: check:", err)
-		return 2
+		return fail(stderr, "check", err)
 	}
 	defer os.RemoveAll(tmp)
-	ctx := context.Background()
+	if err := interruption(ctx); err != nil {
+		return fail(stderr, "check", err)
+	}
+	return checkCopy(ctx, backend, path, tmp, session, stdout, stderr)
+}
+
+// parseCheck reads picosim check's arguments, the flag before or after the
+// session, which must exist.
+func parseCheck(args []string) (path, session string, err error) {
+	fl := flag.NewFlagSet("check", flag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	fl.StringVar(&session, "session", "picosim", "the session name inside a SQLite database")
+	pos, err := parseAnywhere(fl, args)
+	switch {
+	case err != nil:
+		return "", "", err
+	case len(pos) == 0:
+		return "", "", usagef("missing SESSION; usage: picosim check SESSION [--session NAME]")
+	case len(pos) > 1:
+		return "", "", usagef("unexpected argument %q", pos[1])
+	}
+	if _, err := os.Stat(pos[0]); err != nil {
+		return "", "", &usageError{err.Error()}
+	}
+	return pos[0], session, nil
+}
+
+// checkCopy checks the session at path on a copy in tmp and prints what it
+// found. The machine failing the copy is an environment error, not a
+// problem of the session.
+func checkCopy(ctx context.Context, backend, path, tmp, session string, stdout, stderr io.Writer) int {
 	// Name the original file, not the copy.
 	original := func(msg string) string {
 		return strings.ReplaceAll(msg, tmp+string(filepath.Separator), filepath.Dir(path)+string(filepath.Separator))
 	}
-	store, warnings, problems, err := openCopy(ctx, backend, path, tmp, *session)
-	if err != nil {
+	store, warnings, problems, err := openCopy(ctx, backend, path, tmp, session)
+	var ee *envError
+	switch {
+	case errors.As(err, &ee):
+		return fail(stderr, "check", errors.New(original(err.Error())))
+	case err != nil && interruption(ctx) != nil:
+		return fail(stderr, "check", interruption(ctx))
+	case err != nil:
 		fmt.Fprintf(stdout, "✗ %s: %s\n", path, original(err.Error()))
-		return 1
+		return exitFailed
 	}
 	defer store.Close(ctx)
 	for _, w := range warnings {
@@ -91,7 +115,7 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		for _, p := range problems {
 			fmt.Fprintf(stdout, "✗ %s: %s\n", path, original(p))
 		}
-		return 1
+		return exitFailed
 	}
 	fmt.Fprintf(stdout, "✓ %s: %s; every invariant holds\n", path, report)
 	return 0
@@ -108,7 +132,8 @@ SQLite file gets SQLite's integrity check; the final state of either backend is 
 invariants (task roles, contexts that derive, queued input in the inbox, running input owned by a
 live turn, every call of a settled exchange answered, no live tool after its post_tools, the last
 sequence at or above every stored id). A torn final line is a warning with its offset. A session
-that is being written is checked on a consistent copy. Exit status 1 when something is wrong.
+that is being written is checked on a consistent copy, in TMPDIR. Exit status 1 when something is
+wrong, 3 when the copy cannot be made (TMPDIR missing, read-only or full).
 `
 
 // sqliteMagic is how every SQLite database file begins.
@@ -161,7 +186,7 @@ func openCopy(ctx context.Context, backend, path, dir, session string) (store st
 		}
 		s, err := jsonl.Open(ctx, copied, jsonl.Options{Verify: agent.ValidateBatch})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, copyFailed(err)
 		}
 		for _, t := range s.TornTails() {
 			warnings = append(warnings, fmt.Sprintf("%s: a torn final line of %d bytes at offset %d was discarded (a crash while it was written)", t.Path, t.Bytes, t.Offset))
@@ -174,7 +199,7 @@ func openCopy(ctx context.Context, backend, path, dir, session string) (store st
 	}
 	problems, err = integrityProblems(ctx, copied)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, copyFailed(err)
 	}
 	s, err := sqlite.Open(ctx, copied, sqlite.Options{Session: session, ReadOnly: true})
 	var nf *sqlite.SessionNotFoundError
@@ -186,9 +211,18 @@ func openCopy(ctx context.Context, backend, path, dir, session string) (store st
 		return nil, nil, nil, fmt.Errorf("%w; the sessions it holds: %s (pass one with --session)", err, strings.Join(quoted(names), ", "))
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, copyFailed(err)
 	}
 	return s, nil, problems, nil
+}
+
+// copyFailed is an error opening the copy, which is the machine's when the
+// copy's directory failed it (a full TMPDIR, say), and else the session's.
+func copyFailed(err error) error {
+	if isEnvironment(err) {
+		return &envError{err}
+	}
+	return err
 }
 
 func quoted(names []string) []string {
@@ -262,19 +296,25 @@ func integrityProblems(ctx context.Context, path string) ([]string, error) {
 	return problems, rows.Err()
 }
 
+// copyFile copies a file into the check's temporary directory: failing to
+// read the original is the session's problem, failing to write the copy
+// the machine's.
 func copyFile(from, to string) error {
 	data, err := os.ReadFile(from)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(to, data, 0o600)
+	if err := os.WriteFile(to, data, fileMode); err != nil {
+		return &envError{fmt.Errorf("copying the session to the temporary directory: %w", err)}
+	}
+	return nil
 }
 
 // copyDir copies the files of a directory; one that vanishes while it is
 // copied (a scratch file unlinked by a settling task) is skipped.
 func copyDir(from, to string) error {
-	if err := os.MkdirAll(to, 0o700); err != nil {
-		return err
+	if err := os.MkdirAll(to, dirMode); err != nil {
+		return &envError{err}
 	}
 	entries, err := os.ReadDir(from)
 	if err != nil {

@@ -37,7 +37,7 @@ func TestCheckPassesValidSessionsAndNeverWrites(t *testing.T) {
 			path := sessionOnDisk(t, name, backend)
 			before, _ := os.ReadFile(path)
 			var out, errOut bytes.Buffer
-			if code := checkMain([]string{path}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "✓ ") {
+			if code := checkMain(context.Background(), []string{path}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "✓ ") {
 				t.Fatalf("%s on %s: exit %d\n%s%s", name, backend, code, out.String(), errOut.String())
 			}
 			if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
@@ -57,7 +57,7 @@ func TestCheckPassesASessionRestartedAfterATornCrash(t *testing.T) {
 		t.Fatalf("%v %s (recovered %v)", err, res.Error, res.Recovered)
 	}
 	var out, errOut bytes.Buffer
-	if code := checkMain([]string{filepath.Join(dir, "session.jsonl")}, &out, &errOut); code != 0 {
+	if code := checkMain(context.Background(), []string{filepath.Join(dir, "session.jsonl")}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 }
@@ -76,14 +76,14 @@ func TestCheckNamesTheOffendingLineOfACorruptedSession(t *testing.T) {
 	}
 	before, _ := os.ReadFile(path)
 	var out, errOut bytes.Buffer
-	code := checkMain([]string{path}, &out, &errOut)
+	code := checkMain(context.Background(), []string{path}, &out, &errOut)
 	if code != 1 || !strings.Contains(out.String(), "line 4") || !strings.Contains(out.String(), path) {
 		t.Fatalf("exit %d, %q; want exit 1 naming %s line 4", code, out.String(), path)
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 		t.Fatal("check changed the corrupted file")
 	}
-	if code := checkMain([]string{filepath.Join(t.TempDir(), "missing.jsonl")}, &out, &errOut); code != 2 {
+	if code := checkMain(context.Background(), []string{filepath.Join(t.TempDir(), "missing.jsonl")}, &out, &errOut); code != 2 {
 		t.Fatalf("a missing session: exit %d; want 2", code)
 	}
 }
@@ -112,7 +112,7 @@ func TestCheckHoldsEveryBatchToTheHarnessRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	code := checkMain([]string{path}, &out, &errOut)
+	code := checkMain(context.Background(), []string{path}, &out, &errOut)
 	want := fmt.Sprintf("%s: line %d: ", path, edited+1)
 	if code != 1 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "input-result-transition") || !strings.Contains(out.String(), "from running to queued") {
 		t.Fatalf("exit %d, %q; want exit 1 naming %s and the input-result rule", code, out.String(), want)
@@ -122,7 +122,7 @@ func TestCheckHoldsEveryBatchToTheHarnessRules(t *testing.T) {
 func checkOut(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := checkMain(args, &out, &errOut)
+	code := checkMain(context.Background(), args, &out, &errOut)
 	return code, out.String() + errOut.String()
 }
 

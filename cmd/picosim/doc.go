@@ -15,18 +15,24 @@
 //   - bench.go: `picosim bench`: the peer's faux-turn workload under the real runtime, reported in the peer's fields.
 //   - check.go: `picosim check`: a session's copy replayed under the harness's rules, then its state checked.
 //   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict.
+//   - exit.go: exit statuses and the errors that pick them (usage, environment, interruption); SIGINT and SIGTERM.
 //   - faults.go: reading --faults and --drop, the fault plans the suite and fuzz draw, and failure signatures.
+//   - files.go: what picosim writes (0600 files, 0700 directories), temporary directories, the session file of a backend.
 //   - fuzz.go: `picosim fuzz`: seeds explored in parallel, failures shrunk to fewest faults, preemptions and actions.
 //   - help.go: the top-level usage text.
-//   - main.go: command dispatch and `picosim demo`'s kernel walk-through.
+//   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.
 //   - replay.go: `picosim replay`: a trace's run repeated from its header and compared line by line.
 //   - run.go: `picosim run` and `list`: one deterministic run of a scenario, its trace header and result.
 //   - scenario.go: the built-in agent-loop scenarios and the checks each ends with.
+//   - sqlite_cgo.go, sqlite_nocgo.go: whether this build can run SQLite, and SQLite's errors that are the machine's.
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
 //
 // Tests: run_test.go (scenarios, traces, replay, faults, dropped actions),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
 // main_test.go (the demo's golden output), binary_test.go (the built command
-// and its help texts against testdata).
+// and its help texts against testdata), failmodes_test.go (picosim's own
+// failure modes through the built command: full disks, unusable TMPDIRs,
+// damaged traces, signals, argument mistakes), kill_test.go (a bench killed
+// with SIGKILL leaves a session that checks clean).
 package main

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +57,12 @@ type env struct {
 	// no restart may lose.
 	acked   storage.ID
 	entries []storage.ID
+	// verdict is the run's outcome: nil when it passed.
+	verdict error
+	// envErr is the first storage error that was the machine's, not the
+	// run's (see isEnvironment): a full disk fails a run whatever the
+	// harness does, and what the scenario sees next blames the harness.
+	envErr error
 }
 
 func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
@@ -74,9 +79,9 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 func (e *env) disk() fault.Disk {
 	switch e.spec.backend {
 	case "jsonl":
-		return fault.JSONL(filepath.Join(e.dir, "session.jsonl"), jsonl.Options{Verify: agent.ValidateBatch})
+		return fault.JSONL(sessionFile("jsonl", e.dir), jsonl.Options{Verify: agent.ValidateBatch})
 	case "sqlite":
-		path := filepath.Join(e.dir, "sessions.db")
+		path := sessionFile("sqlite", e.dir)
 		return fault.Disk{Open: func(ctx context.Context) (storage.Storage, error) {
 			s, err := sqlite.Open(ctx, path, sqlite.Options{Session: "picosim"})
 			if err != nil {
@@ -106,6 +111,7 @@ func (e *env) openHandle(ctx context.Context) (*fault.Storage, error) {
 func (e *env) open(ctx context.Context) error {
 	handle, err := e.openHandle(ctx)
 	if err != nil {
+		e.noteEnv(err)
 		return err
 	}
 	e.handle = handle
@@ -119,6 +125,7 @@ func (e *env) open(ctx context.Context) error {
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, CheckInvariants: true,
 		Models: agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()})})
 	if err != nil {
+		e.noteEnv(err)
 		e.h = nil
 		return err
 	}
@@ -133,6 +140,13 @@ func (e *env) open(ctx context.Context) error {
 	e.watch = w
 	w.Start(ctx, func(ev core.ConversationEvent) { e.s.Record("event", ev) })
 	return nil
+}
+
+// noteEnv remembers err if it is the first of the machine's failures.
+func (e *env) noteEnv(err error) {
+	if e.envErr == nil && isEnvironment(err) {
+		e.envErr = err
+	}
 }
 
 // startHolds starts an actor per hold of the plan that releases it a
@@ -300,6 +314,7 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 		r.e.batches++
 	}
 	rng, err := r.Storage.Commit(ctx, b)
+	r.e.noteEnv(err)
 	if errors.Is(err, fault.ErrInjected) && planted("ack-failed") {
 		rng, err = storage.Range{First: r.Storage.LastSeq() + 1, Last: r.Storage.LastSeq() + storage.ID(len(b.Writes))}, nil
 	}

@@ -45,7 +45,8 @@ func checkPlanFits(p fault.Plan, backend string) error {
 	return nil
 }
 
-// parseDrop reads --drop: host action indexes, comma-separated, each once.
+// parseDrop reads --drop: host action indexes, comma-separated, each once,
+// in any order; it returns them ascending.
 func parseDrop(arg string) ([]int, error) {
 	if arg == "" {
 		return nil, nil
@@ -56,13 +57,24 @@ func parseDrop(arg string) ([]int, error) {
 		if err != nil || i < 0 {
 			return nil, fmt.Errorf("%q is not a host action index (want 0 or more)", part)
 		}
-		if slices.Contains(out, i) {
-			return nil, fmt.Errorf("action %d is named twice", i)
-		}
 		out = append(out, i)
 	}
 	slices.Sort(out)
-	return out, nil
+	return out, checkDrop(out)
+}
+
+// checkDrop holds a drop list, from --drop or a trace's header, to what
+// parseDrop reads: indexes of 0 or more, each once.
+func checkDrop(drop []int) error {
+	for i, d := range drop {
+		if d < 0 {
+			return fmt.Errorf("%d is not a host action index (want 0 or more)", d)
+		}
+		if slices.Contains(drop[:i], d) {
+			return fmt.Errorf("action %d is named twice", d)
+		}
+	}
+	return nil
 }
 
 func formatDrop(drop []int) string {

@@ -2,11 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -42,19 +42,31 @@ func fuzzSpec(sc scenario, seed uint64, backend string, batches int) runSpec {
 // same signature) as a failed run: it drops faults one at a time while the
 // failure stays, then lowers the schedule's preemptions (the same seed
 // under PCT with as few priority changes as still fail), then leaves out
-// host actions one at a time. It returns the smallest spec and its failure.
-func shrink(spec runSpec, failure string) (runSpec, string) {
+// host actions one at a time. It returns the smallest spec and its failure,
+// and what stopped it early: an interruption or the machine failing a run.
+func shrink(ctx context.Context, spec runSpec, failure string) (runSpec, string, error) {
 	want := signature(failure)
 	var actions int
+	var stopped error
 	fails := func(c runSpec) bool {
-		res, err := runScenario(c, nil)
-		if err != nil || res.OK || signature(res.Error) != want {
+		if stopped != nil {
+			return false
+		}
+		res, err := runScenario(ctx, c, nil)
+		var fe *fieldError
+		switch {
+		case errors.As(err, &fe):
+			return false // a drop of an action this candidate no longer reaches
+		case err != nil:
+			stopped = err
+			return false
+		case res.OK || signature(res.Error) != want:
 			return false
 		}
 		spec, failure, actions = c, res.Error, res.Actions
 		return true
 	}
-	for i := 0; i < len(spec.plan.Faults); {
+	for i := 0; i < len(spec.plan.Faults) && stopped == nil; {
 		c := spec
 		c.plan.Faults = slices.Delete(slices.Clone(spec.plan.Faults), i, i+1)
 		if !fails(c) {
@@ -79,189 +91,311 @@ func shrink(spec runSpec, failure string) (runSpec, string) {
 		slices.Sort(c.drop)
 		fails(c)
 	}
-	return spec, failure
+	return spec, failure, stopped
 }
 
-func fuzzMain(args []string, stdout, stderr io.Writer) int {
+// fuzzSeedsDefault is how many seeds fuzz gives each scenario unless told.
+const fuzzSeedsDefault = 200
+
+// fuzzConfig is what picosim fuzz was asked to explore.
+type fuzzConfig struct {
+	chosen   []scenario
+	seeds    int
+	first    uint64
+	budget   time.Duration
+	workers  int
+	out      string
+	failFast bool
+	backend  string
+}
+
+// parseFuzz reads picosim fuzz's arguments, scenario names and flags in any
+// order.
+func parseFuzz(args []string) (fuzzConfig, error) {
+	var c fuzzConfig
 	fl := flag.NewFlagSet("fuzz", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
-	seeds := fl.Int("seeds", 200, "seeds per scenario")
-	first := fl.Uint64("start", 1, "the first seed (a CI job passes a new one each run to explore new seeds)")
-	budget := fl.Duration("time", 0, "keep drawing seeds until this much time has passed (instead of --seeds)")
-	workers := fl.Int("workers", runtime.GOMAXPROCS(0), "runs in parallel")
-	out := fl.String("out", "picosim-failures", "directory for the traces of failing runs")
-	failFast := fl.Bool("fail-fast", false, "stop at the first failure")
-	backend := fl.String("backend", "memory", "memory, jsonl or sqlite")
-	var names []string
-	rest := args
-	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		names, rest = append(names, rest[0]), rest[1:]
+	fl.IntVar(&c.seeds, "seeds", fuzzSeedsDefault, "seeds per scenario")
+	fl.Uint64Var(&c.first, "start", 1, "the first seed (a CI job passes a new one each run to explore new seeds)")
+	fl.DurationVar(&c.budget, "time", 0, "keep drawing seeds until this much time has passed (instead of --seeds)")
+	fl.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "runs in parallel")
+	fl.StringVar(&c.out, "out", "picosim-failures", "directory for the traces of failing runs")
+	fl.BoolVar(&c.failFast, "fail-fast", false, "stop at the first failure")
+	fl.StringVar(&c.backend, "backend", "memory", "memory, jsonl or sqlite")
+	names, err := parseAnywhere(fl, args)
+	if err != nil {
+		return c, err
 	}
-	if slices.Contains(rest, "--help") || slices.Contains(rest, "-h") {
-		fmt.Fprint(stdout, fuzzHelp)
-		return 0
+	set := map[string]bool{}
+	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case set["seeds"] && set["time"]:
+		return c, usagef("--seeds and --time exclude each other: give a number of seeds or a duration")
+	case set["time"] && c.budget <= 0:
+		return c, usagef("--time %s: want a positive duration", c.budget)
+	case c.seeds < 1:
+		return c, usagef("--seeds %d: want at least 1", c.seeds)
+	case c.workers < 1:
+		return c, usagef("--workers %d: want at least 1", c.workers)
+	case !slices.Contains(backends, c.backend):
+		return c, usagef("--backend %q: want memory, jsonl or sqlite", c.backend)
 	}
-	if err := fl.Parse(rest); err != nil || fl.NArg() > 0 {
-		if err == nil {
-			err = fmt.Errorf("unexpected argument %q", fl.Arg(0))
-		}
-		fmt.Fprintln(stderr, "picosim: fuzz:", err)
-		return 2
+	if err := backendAvailable(c.backend); err != nil {
+		return c, err
+	}
+	c.chosen, err = chooseScenarios(names)
+	return c, err
+}
+
+// chooseScenarios are the scenarios names names, or all of them.
+func chooseScenarios(names []string) ([]scenario, error) {
+	if len(names) == 0 {
+		return scenarios, nil
 	}
 	var chosen []scenario
 	for _, n := range names {
 		sc, ok := findScenario(n)
 		if !ok {
-			fmt.Fprintf(stderr, "picosim: fuzz: unknown scenario %q (picosim list shows them)\n", n)
-			return 2
+			return nil, usagef("unknown scenario %q (picosim list shows them)", n)
 		}
 		chosen = append(chosen, sc)
 	}
-	if len(chosen) == 0 {
-		chosen = scenarios
-	}
-	switch {
-	case *seeds < 1 && *budget == 0:
-		fmt.Fprintf(stderr, "picosim: fuzz: --seeds %d: want at least 1\n", *seeds)
-		return 2
-	case *workers < 1:
-		fmt.Fprintf(stderr, "picosim: fuzz: --workers %d: want at least 1\n", *workers)
-		return 2
-	case !slices.Contains([]string{"memory", "jsonl", "sqlite"}, *backend):
-		fmt.Fprintf(stderr, "picosim: fuzz: --backend %q: want memory, jsonl or sqlite\n", *backend)
-		return 2
-	}
-	start := time.Now()
-	// A run of each scenario without faults gives its length, over which
-	// fault plans place their commits.
-	batches := map[string]int{}
-	for _, sc := range chosen {
-		res, err := runScenario(runSpec{sc: sc, seed: 1, backend: *backend, strategy: "random"}, nil)
-		if err != nil {
-			fmt.Fprintln(stderr, "picosim: fuzz:", err)
-			return 2
-		}
-		batches[sc.name] = res.Batches
-	}
-	type finding struct {
-		res      runResult
-		smallest runSpec
-		failure  string // the smallest case's
-		// traces are the files the failing run's and the smallest case's
-		// traces went to, or why they could not be written.
-		trace, smallestTrace string
-	}
-	var (
-		mu       sync.Mutex
-		findings []finding
-		runs     int
-		fired    int
-		restarts int
-		stop     = make(chan struct{})
-		stopOnce sync.Once
-		wg       sync.WaitGroup
-		jobs     = make(chan runSpec)
-	)
-	for range *workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for spec := range jobs {
-				var trace bytes.Buffer
-				res, err := runScenario(spec, &trace)
-				if err != nil {
-					res.Error = err.Error()
-				}
-				mu.Lock()
-				runs++
-				fired += res.Fired
-				if res.Recovered {
-					restarts++
-				}
-				mu.Unlock()
-				if err == nil && res.OK {
-					continue
-				}
-				f := finding{res: res}
-				f.smallest, f.failure = shrink(spec, res.Error)
-				name := fmt.Sprintf("%s-seed%d-%s", spec.sc.name, spec.seed, strings.ReplaceAll(spec.strategy, ":", "_"))
-				f.trace = writeTrace(*out, name+".jsonl", trace.Bytes())
-				trace.Reset()
-				if _, err := runScenario(f.smallest, &trace); err == nil {
-					f.smallestTrace = writeTrace(*out, name+"-smallest.jsonl", trace.Bytes())
-				}
-				mu.Lock()
-				findings = append(findings, f)
-				mu.Unlock()
-				if *failFast {
-					stopOnce.Do(func() { close(stop) })
-				}
-			}
-		}()
-	}
-feed:
-	for seed := *first; ; seed++ {
-		if *budget > 0 {
-			if time.Since(start) > *budget {
-				break
-			}
-		} else if seed-*first >= uint64(*seeds) {
-			break
-		}
-		for _, sc := range chosen {
-			select {
-			case jobs <- fuzzSpec(sc, seed, *backend, batches[sc.name]):
-			case <-stop:
-				break feed
-			}
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	sort.Slice(findings, func(a, b int) bool {
-		x, y := findings[a].res, findings[b].res
-		return x.Scenario < y.Scenario || x.Scenario == y.Scenario && x.Seed < y.Seed
-	})
-	for _, f := range findings {
-		fmt.Fprintf(stdout, "FAIL %s seed %d (%s): %s\n", f.res.Scenario, f.res.Seed, f.res.Strategy, f.res.Error)
-		fmt.Fprintf(stdout, "  run: %s\n", f.res.Command)
-		fmt.Fprintf(stdout, "  smallest: %s\n    fails with: %s\n", f.smallest.command(), f.failure)
-		fmt.Fprintf(stdout, "  trace: %s\n", f.trace)
-		if f.smallestTrace != "" {
-			fmt.Fprintf(stdout, "  smallest trace: %s\n", f.smallestTrace)
-		}
-	}
-	elapsed := time.Since(start).Seconds()
-	fmt.Fprintf(stdout, "DONE %d runs over %d scenarios, %d faults injected (%d restarts), %d failures in %.1fs: %.0f schedules/s\n",
-		runs, len(chosen), fired, restarts, len(findings), elapsed, float64(runs)/elapsed)
-	if len(findings) > 0 {
-		return 1
-	}
-	return 0
+	return chosen, nil
 }
 
-// writeTrace writes a failure's trace into dir and returns its path, or
-// says why it could not.
-func writeTrace(dir, name string, data []byte) string {
-	path := filepath.Join(dir, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "not written: " + err.Error()
+// describe says what fuzz explores, for its start line.
+func (c fuzzConfig) describe() string {
+	how := fmt.Sprintf("%d seeds each", c.seeds)
+	if c.budget > 0 {
+		how = "for " + c.budget.String()
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return "not written: " + err.Error()
+	return fmt.Sprintf("%d scenarios on %s from seed %d, %s, %d workers", len(c.chosen), c.backend, c.first, how, c.workers)
+}
+
+// finding is a failing run and the smallest case it shrank to.
+type finding struct {
+	res      runResult
+	smallest runSpec
+	failure  string // the smallest case's
+	// trace and smallestTrace are where the failing run's and the
+	// smallest case's traces went ("" when an interruption stopped
+	// fuzz before the smallest case ran again).
+	trace, smallestTrace string
+}
+
+// fuzzer is one picosim fuzz: its workers' shared tallies and findings.
+type fuzzer struct {
+	cfg     fuzzConfig
+	batches map[string]int // a fault-free run's commits, by scenario
+
+	mu                    sync.Mutex
+	findings              []finding
+	runs, fired, restarts int
+	// fatal is what stopped fuzz before it was done: the machine failing
+	// a run, or a trace that could not be written.
+	fatal    error
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+// measure runs each scenario once without faults: its length, over which
+// fault plans place their commits.
+func (f *fuzzer) measure(ctx context.Context) error {
+	f.batches = map[string]int{}
+	for _, sc := range f.cfg.chosen {
+		res, err := runScenario(ctx, runSpec{sc: sc, seed: 1, backend: f.cfg.backend, strategy: "random"}, nil)
+		if err != nil {
+			return err
+		}
+		f.batches[sc.name] = res.Batches
 	}
-	return path
+	return nil
+}
+
+// halt stops feeding seeds, for err's sake unless it is nil (fail-fast).
+func (f *fuzzer) halt(err error) {
+	f.mu.Lock()
+	if err != nil && f.fatal == nil {
+		f.fatal = err
+	}
+	f.mu.Unlock()
+	f.stopOnce.Do(func() { close(f.stop) })
+}
+
+// feed hands out seeds until they or the time budget run out, or fuzz is
+// halted or interrupted.
+func (f *fuzzer) feed(ctx context.Context, jobs chan<- runSpec, start time.Time) {
+	defer close(jobs)
+	for seed := f.cfg.first; f.more(seed, start); seed++ {
+		for _, sc := range f.cfg.chosen {
+			select {
+			case jobs <- fuzzSpec(sc, seed, f.cfg.backend, f.batches[sc.name]):
+			case <-f.stop:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (f *fuzzer) more(seed uint64, start time.Time) bool {
+	if f.cfg.budget > 0 {
+		return time.Since(start) <= f.cfg.budget
+	}
+	return seed-f.cfg.first < uint64(f.cfg.seeds)
+}
+
+// try runs one spec and, if it fails, shrinks it and writes both traces.
+func (f *fuzzer) try(ctx context.Context, spec runSpec) {
+	var trace bytes.Buffer
+	res, err := runScenario(ctx, spec, &trace)
+	var ie *interrupted
+	switch {
+	case errors.As(err, &ie):
+		return // not run: fuzz is stopping
+	case err != nil:
+		f.halt(err)
+		return
+	}
+	f.count(res)
+	if res.OK {
+		return
+	}
+	fd := finding{res: res}
+	fd.smallest, fd.failure, err = shrink(ctx, spec, res.Error)
+	if err != nil && !errors.As(err, &ie) {
+		f.halt(err)
+		return
+	}
+	if err := f.writeTraces(ctx, &fd, trace.Bytes()); err != nil {
+		f.halt(err)
+		return
+	}
+	f.mu.Lock()
+	f.findings = append(f.findings, fd)
+	f.mu.Unlock()
+	if f.cfg.failFast {
+		f.halt(nil)
+	}
+}
+
+func (f *fuzzer) count(res runResult) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runs++
+	f.fired += res.Fired
+	if res.Recovered {
+		f.restarts++
+	}
+}
+
+// writeTraces writes a finding's failing trace and its smallest case's
+// (run again for its trace) into --out.
+func (f *fuzzer) writeTraces(ctx context.Context, fd *finding, trace []byte) error {
+	spec := fd.res
+	name := fmt.Sprintf("%s-seed%d-%s", spec.Scenario, spec.Seed, strings.ReplaceAll(spec.Strategy, ":", "_"))
+	var err error
+	if fd.trace, err = writeArtifact(f.cfg.out, name+".jsonl", trace); err != nil {
+		return &fieldError{"--out", err}
+	}
+	var smallest bytes.Buffer
+	var ie *interrupted
+	switch _, err := runScenario(ctx, fd.smallest, &smallest); {
+	case errors.As(err, &ie):
+		return nil
+	case err != nil:
+		return err
+	}
+	if fd.smallestTrace, err = writeArtifact(f.cfg.out, name+"-smallest.jsonl", smallest.Bytes()); err != nil {
+		return &fieldError{"--out", err}
+	}
+	return nil
+}
+
+// report prints the findings and the DONE line, which says so when an
+// interruption cut fuzz short.
+func (f *fuzzer) report(w io.Writer, start time.Time, stopped error) {
+	sort.Slice(f.findings, func(a, b int) bool {
+		x, y := f.findings[a].res, f.findings[b].res
+		return x.Scenario < y.Scenario || x.Scenario == y.Scenario && x.Seed < y.Seed
+	})
+	for _, fd := range f.findings {
+		fmt.Fprintf(w, "FAIL %s seed %d (%s): %s\n", fd.res.Scenario, fd.res.Seed, fd.res.Strategy, fd.res.Error)
+		fmt.Fprintf(w, "  run: %s\n", fd.res.Command)
+		fmt.Fprintf(w, "  smallest: %s\n    fails with: %s\n", fd.smallest.command(), fd.failure)
+		fmt.Fprintf(w, "  trace: %s\n", fd.trace)
+		if fd.smallestTrace != "" {
+			fmt.Fprintf(w, "  smallest trace: %s\n", fd.smallestTrace)
+		}
+	}
+	elapsed := max(time.Since(start).Seconds(), 1e-9)
+	fmt.Fprintf(w, "DONE %d runs over %d scenarios, %d faults injected (%d restarts), %d failures in %.1fs: %.0f schedules/s%s\n",
+		f.runs, len(f.cfg.chosen), f.fired, f.restarts, len(f.findings), elapsed, float64(f.runs)/elapsed, interruptedNote(stopped))
+}
+
+func fuzzMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFuzz(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, fuzzHelp)
+		return 0
+	}
+	if err != nil {
+		return fail(stderr, "fuzz", err)
+	}
+	f := &fuzzer{cfg: cfg, stop: make(chan struct{})}
+	start := time.Now()
+	var ie *interrupted
+	if err := f.measure(ctx); errors.As(err, &ie) {
+		f.report(stdout, start, err)
+		return exitCode(err)
+	} else if err != nil {
+		return fail(stderr, "fuzz", err)
+	}
+	fmt.Fprintf(stderr, "picosim: fuzz: started: %s\n", cfg.describe())
+	jobs := make(chan runSpec)
+	var wg sync.WaitGroup
+	for range cfg.workers {
+		wg.Go(func() {
+			for spec := range jobs {
+				f.try(ctx, spec)
+			}
+		})
+	}
+	f.feed(ctx, jobs, start)
+	wg.Wait()
+	if f.fatal != nil {
+		return fail(stderr, "fuzz", f.fatal)
+	}
+	stopped := interruption(ctx)
+	f.report(stdout, start, stopped)
+	switch {
+	case stopped != nil:
+		return exitCode(stopped)
+	case len(f.findings) > 0:
+		return exitFailed
+	}
+	return 0
 }
 
 const fuzzHelp = `usage: picosim fuzz [SCENARIO...] [--seeds N | --time DURATION] [--start SEED] [--workers K] [--out DIR]
                     [--fail-fast] [--backend B]
 
 Explores schedules and storage faults: every scenario (or the ones named) over N seeds from SEED
-(1 unless given), or until DURATION has passed, alternating random and PCT schedules, each seed
-with a fault plan drawn from it, in K parallel workers. A failing run's trace goes to DIR, and the
+(200 seeds from 1 unless given), or until DURATION (more than 0) has passed, alternating random
+and PCT schedules, each seed with a fault plan drawn from it, in K parallel workers (one per CPU
+unless given), on backend B (memory unless given; jsonl adds torn lines). Flags may come before
+or after the scenarios.
+
+A failing run's trace goes to DIR (picosim-failures unless given; made 0700, traces 0600), and the
 failure is shrunk while it still fails the same way: faults dropped, then the same seed under PCT
 with as few preemptions as still fail, then host actions left out. The commands of the failing
 run and of the smallest case are printed, and both traces go to DIR. The summary counts runs,
-faults that fired, restarts, failures and schedules per second. Exit status 1 when anything
-failed. A CI job passes a new --start each run (its build number, say) to explore new seeds.
+faults that fired, restarts, failures and schedules per second; SIGINT or SIGTERM ends fuzz with
+the summary of what ran, saying it was interrupted. A CI job passes a new --start each run (its
+build number, say) to explore new seeds.
+
+Exit status: 0 when nothing failed, 1 when something did, 2 for a mistake of use, 3 when the
+machine fails picosim (TMPDIR, disk, no cgo for sqlite, a trace that cannot be written), 128+N
+after signal N.
 `

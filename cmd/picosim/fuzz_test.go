@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"regexp"
@@ -44,7 +45,7 @@ func fuzzFinding(t *testing.T, bug string, args ...string) (smallest []string, f
 	t.Setenv(plantedEnv, bug)
 	out := filepath.Join(t.TempDir(), "failures")
 	var stdout, stderr bytes.Buffer
-	if code := fuzzMain(append(args, "--workers", "2", "--out", out, "--fail-fast"), &stdout, &stderr); code != 1 {
+	if code := fuzzMain(context.Background(), append(args, "--workers", "2", "--out", out, "--fail-fast"), &stdout, &stderr); code != 1 {
 		t.Fatalf("fuzz: exit %d; want 1\n%s%s", code, stdout.String(), stderr.String())
 	}
 	m := regexp.MustCompile(`(?m)^  smallest: (.*)\n    fails with: (.*)$`).FindStringSubmatch(stdout.String())
@@ -59,7 +60,7 @@ func fuzzFinding(t *testing.T, bug string, args ...string) (smallest []string, f
 	}
 	for _, trace := range traces {
 		var replayed bytes.Buffer
-		if code := replayMain([]string{trace}, &replayed, &stderr); code != 0 {
+		if code := replayMain(context.Background(), []string{trace}, &replayed, &stderr); code != 0 {
 			t.Fatalf("replaying %s: %s%s", trace, replayed.String(), stderr.String())
 		}
 	}
@@ -70,7 +71,7 @@ func fuzzFinding(t *testing.T, bug string, args ...string) (smallest []string, f
 func rerun(t *testing.T, args []string, failure string) runResult {
 	t.Helper()
 	var out, stderr bytes.Buffer
-	code := runMain(append(args, "--json"), &out, &stderr)
+	code := runMain(context.Background(), append(args, "--json"), &out, &stderr)
 	var res runResult
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil || code != 1 || res.Error != failure {
 		t.Fatalf("picosim run %s: exit %d, %q %s; want exit 1 failing with %q", strings.Join(args, " "), code, out.String(), stderr.String(), failure)
@@ -121,7 +122,7 @@ func TestFuzzLeavesOutHostActionsTheFailureDoesNotNeed(t *testing.T) {
 func TestFuzzWithoutBugsPassesAndMistakesExitTwo(t *testing.T) {
 	t.Setenv(plantedEnv, "")
 	var stdout, stderr bytes.Buffer
-	if code := fuzzMain([]string{"--seeds", "4", "--out", t.TempDir()}, &stdout, &stderr); code != 0 {
+	if code := fuzzMain(context.Background(), []string{"--seeds", "4", "--out", t.TempDir()}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
 	}
 	if !regexp.MustCompile(`^DONE 32 runs over 8 scenarios, [1-9]\d* faults injected \(\d+ restarts\), 0 failures in [\d.]+s: \d+ schedules/s\n$`).MatchString(stdout.String()) {
@@ -129,7 +130,7 @@ func TestFuzzWithoutBugsPassesAndMistakesExitTwo(t *testing.T) {
 	}
 	for _, args := range [][]string{{"nope"}, {"--workers", "0"}, {"--backend", "x"}, {"--seeds", "x"}} {
 		stderr.Reset()
-		if code := fuzzMain(args, &stdout, &stderr); code != 2 || strings.Count(stderr.String(), "\n") != 1 {
+		if code := fuzzMain(context.Background(), args, &stdout, &stderr); code != 2 || strings.Count(stderr.String(), "\n") != 1 {
 			t.Errorf("%v: exit %d, %q; want exit 2 and one line", args, code, stderr.String())
 		}
 	}
@@ -140,7 +141,7 @@ func TestFuzzWithoutBugsPassesAndMistakesExitTwo(t *testing.T) {
 func TestFuzzStartsAtTheSeedGiven(t *testing.T) {
 	t.Setenv(plantedEnv, "ack-failed")
 	var stdout, stderr bytes.Buffer
-	if code := fuzzMain([]string{"basic-turn", "--seeds", "40", "--workers", "1", "--fail-fast", "--out", t.TempDir()}, &stdout, &stderr); code != 1 {
+	if code := fuzzMain(context.Background(), []string{"basic-turn", "--seeds", "40", "--workers", "1", "--fail-fast", "--out", t.TempDir()}, &stdout, &stderr); code != 1 {
 		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
 	}
 	m := regexp.MustCompile(`(?m)^FAIL basic-turn seed (\d+) `).FindStringSubmatch(stdout.String())
@@ -148,7 +149,7 @@ func TestFuzzStartsAtTheSeedGiven(t *testing.T) {
 		t.Fatalf("no failing seed in:\n%s", stdout.String())
 	}
 	stdout.Reset()
-	code := fuzzMain([]string{"basic-turn", "--start", m[1], "--seeds", "1", "--out", t.TempDir()}, &stdout, &stderr)
+	code := fuzzMain(context.Background(), []string{"basic-turn", "--start", m[1], "--seeds", "1", "--out", t.TempDir()}, &stdout, &stderr)
 	if code != 1 || !strings.HasPrefix(stdout.String(), "FAIL basic-turn seed "+m[1]+" ") || !strings.Contains(stdout.String(), "DONE 1 runs over 1 scenarios") {
 		t.Fatalf("--start %s --seeds 1: exit %d\n%s", m[1], code, stdout.String())
 	}

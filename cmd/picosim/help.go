@@ -20,6 +20,11 @@ commands:
   bench     the peer's faux-turn workload (picosim bench --help)
   demo      the kernel walk-through and a seeded pipeline sweep
   help      this text
+
+Flags may come before or after a command's arguments. Exit status: 0 when all is well, 1 when a
+run fails (or a replay differs, or a session is invalid), 2 for a mistake of use or a damaged
+trace, 3 when the machine fails picosim (TMPDIR missing, read-only or full, a full disk, a build
+without cgo asked for sqlite), 128+N after signal N, once temporary directories are removed.
 `
 
 func helpMain(w io.Writer) int {

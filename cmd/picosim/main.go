@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,40 +16,76 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "bench":
-			os.Exit(benchMain(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
-		case "run":
-			os.Exit(runMain(os.Args[2:], os.Stdout, os.Stderr))
-		case "list":
-			os.Exit(listMain(os.Stdout))
-		case "help", "--help", "-h":
-			os.Exit(helpMain(os.Stdout))
-		case "replay":
-			os.Exit(replayMain(os.Args[2:], os.Stdout, os.Stderr))
-		case "check":
-			os.Exit(checkMain(os.Args[2:], os.Stdout, os.Stderr))
-		case "fuzz":
-			os.Exit(fuzzMain(os.Args[2:], os.Stdout, os.Stderr))
-		case "demo":
-			if err := demo(context.Background(), os.Stdout); err != nil {
-				fmt.Fprintln(os.Stderr, "picosim:", err)
-				os.Exit(1)
-			}
-			fmt.Println()
-			if sweep(os.Stdout, true) > 0 {
-				os.Exit(1)
-			}
-			os.Exit(0)
-		default:
-			fmt.Fprintf(os.Stderr, "picosim: unknown command %q (picosim help lists the commands)\n", os.Args[1])
-			os.Exit(2)
+	os.Exit(dispatch(signalContext(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// dispatch runs the command args name and returns its exit status. Every
+// command returns (its temporary directories removed) before main exits.
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return suiteMain(ctx, stdout, stderr)
+	}
+	switch args[0] {
+	case "bench":
+		return benchMain(ctx, args[1:], stdout, stderr)
+	case "run":
+		return runMain(ctx, args[1:], stdout, stderr)
+	case "list":
+		return listMain(stdout)
+	case "help", "--help", "-h":
+		return helpMain(stdout)
+	case "replay":
+		return replayMain(ctx, args[1:], stdout, stderr)
+	case "check":
+		return checkMain(ctx, args[1:], stdout, stderr)
+	case "fuzz":
+		return fuzzMain(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return demoMain(ctx, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "picosim: unknown command %q (picosim help lists the commands)\n", args[0])
+	return exitUsage
+}
+
+// parseAnywhere parses fl's flags wherever they stand among args, before,
+// between or after the positional arguments, which it returns in order
+// (the flag package alone stops at the first positional one). After "--"
+// everything is positional.
+func parseAnywhere(fl *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fl.Parse(args); err != nil {
+			return nil, flagError(err)
 		}
+		rest := fl.Args()
+		switch {
+		case len(rest) == 0:
+			return pos, nil
+		case len(rest) < len(args) && args[len(args)-len(rest)-1] == "--":
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if runSuite(os.Stdout, suiteSeeds, suiteBackend, isTerminal(os.Stdout)) > 0 {
-		os.Exit(1)
+}
+
+// flagError makes the flag package's complaint a usage error; asking for
+// help stays flag.ErrHelp.
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
 	}
+	return &usageError{err.Error()}
+}
+
+func demoMain(ctx context.Context, stdout, stderr io.Writer) int {
+	if err := demo(ctx, stdout); err != nil {
+		return fail(stderr, "demo", err)
+	}
+	fmt.Fprintln(stdout)
+	if sweep(stdout, true) > 0 {
+		return exitFailed
+	}
+	return 0
 }
 
 // modelValue is the generation's model config, the value a fork rewinds.

@@ -1,77 +1,181 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 )
 
-// readHeader finds a trace's header record.
-func readHeader(data []byte) (traceHeader, error) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 1<<26)
-	for n := 1; sc.Scan(); n++ {
+// Bounds of a trace file. A run's records are a few kilobytes at most (the
+// final view) and its trace a few megabytes, so anything larger is not a
+// trace; replay holds the file and the new run's trace in memory.
+const (
+	traceLineBytesMax = 64 << 20
+	traceBytesMax     = 1 << 30
+)
+
+// damaged is a trace file that is not a whole trace, which replay cannot
+// compare with a run: exit 2, not a difference.
+func damaged(format string, args ...any) error {
+	return usagef("damaged trace: "+format, args...)
+}
+
+// readTrace reads a trace file and checks it is whole as far as the file
+// alone tells: at most traceBytesMax, every line a trace record of at most
+// traceLineBytesMax, the last one ended by its newline (a cut mid-line has
+// none). It returns the lines and the header record.
+func readTrace(path string) ([][]byte, traceHeader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, traceHeader{}, &usageError{err.Error()}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, traceBytesMax+1))
+	switch {
+	case err != nil:
+		return nil, traceHeader{}, &usageError{err.Error()}
+	case len(data) > traceBytesMax:
+		return nil, traceHeader{}, damaged("larger than %d MiB, which no run writes", traceBytesMax>>20)
+	case len(data) > 0 && data[len(data)-1] != '\n':
+		return nil, traceHeader{}, damaged("line %d is cut short: the file does not end with a newline", bytes.Count(data, []byte("\n"))+1)
+	}
+	lines, err := traceLines(data)
+	if err != nil {
+		return nil, traceHeader{}, err
+	}
+	h, err := findHeader(lines)
+	return lines, h, err
+}
+
+// traceLines splits a trace, which ends with a newline, into its lines,
+// each a JSON trace record.
+func traceLines(data []byte) ([][]byte, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	lines := bytes.Split(data[:len(data)-1], []byte("\n"))
+	for n, line := range lines {
+		if len(line) > traceLineBytesMax {
+			return nil, damaged("line %d is longer than the %d MiB a trace record may take", n+1, traceLineBytesMax>>20)
+		}
+		var rec struct {
+			K string `json:"k"`
+		}
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return nil, damaged("line %d is not a trace record: %v", n+1, err)
+		}
+	}
+	return lines, nil
+}
+
+// findHeader decodes a trace's header record.
+func findHeader(lines [][]byte) (traceHeader, error) {
+	for n, line := range lines {
 		var rec struct {
 			K      string          `json:"k"`
 			Detail json.RawMessage `json:"detail"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			return traceHeader{}, fmt.Errorf("line %d is not a trace record: %v", n, err)
-		}
-		if rec.K != "header" {
+		if json.Unmarshal(line, &rec) != nil || rec.K != "header" {
 			continue
 		}
 		var h traceHeader
 		if err := json.Unmarshal(rec.Detail, &h); err != nil {
-			return h, fmt.Errorf("line %d: header: %v", n, err)
+			return h, damaged("line %d: header: %v", n+1, err)
 		}
 		if h.Format != traceFormat {
-			return h, fmt.Errorf("line %d: trace format %d; this picosim reads format %d", n, h.Format, traceFormat)
+			return h, usagef("line %d: trace format %d; this picosim reads format %d", n+1, h.Format, traceFormat)
 		}
 		return h, nil
 	}
-	return traceHeader{}, fmt.Errorf("no header record")
+	return traceHeader{}, damaged("no header record in %d lines", len(lines))
 }
 
-// replayMain re-runs a trace and compares the new trace line by line.
-func replayMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprint(stdout, "usage: picosim replay TRACE\n\nRe-runs the run a trace records and prints identical, or the first line that differs.\n")
-		if len(args) == 1 {
-			return 0
-		}
-		return 2
-	}
-	data, err := os.ReadFile(args[0])
-	if err != nil {
-		fmt.Fprintln(stderr, "picosim: replay:", err)
-		return 2
-	}
-	h, err := readHeader(data)
-	if err != nil {
-		fmt.Fprintf(stderr, "picosim: replay: %s: %v\n", args[0], err)
-		return 2
-	}
+// headerSpec is the run a header describes, refused as run refuses its
+// flags (runSpec.check) when no run can carry it out.
+func headerSpec(h traceHeader) (runSpec, error) {
 	sc, ok := findScenario(h.Scenario)
 	if !ok {
-		fmt.Fprintf(stderr, "picosim: replay: %s: unknown scenario %q\n", args[0], h.Scenario)
-		return 2
-	}
-	var again bytes.Buffer
-	if err := h.Faults.Validate(); err != nil {
-		fmt.Fprintf(stderr, "picosim: replay: %s: header: %v\n", args[0], err)
-		return 2
+		return runSpec{}, usagef("invalid trace header: unknown scenario %q", h.Scenario)
 	}
 	spec := runSpec{sc: sc, seed: h.Seed, backend: h.Backend, strategy: h.Strategy, plan: h.Faults, drop: h.Drop}
-	if _, err := runScenario(spec, &again); err != nil {
-		fmt.Fprintf(stderr, "picosim: replay: %s: %v\n", args[0], err)
-		return 2
+	if _, err := spec.check(); err != nil {
+		return spec, asHeader(err)
 	}
-	was, now := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n")), bytes.Split(bytes.TrimRight(again.Bytes(), "\n"), []byte("\n"))
-	for i := 0; i < max(len(was), len(now)); i++ {
+	return spec, nil
+}
+
+// asHeader says a spec's refused field is the trace header's.
+func asHeader(err error) error {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return &fieldError{"invalid trace header: " + fe.field, fe.err}
+	}
+	return err
+}
+
+const replayHelp = `usage: picosim replay TRACE
+
+Re-runs the run a trace records and prints identical, or the first line that differs (exit 1). A
+trace that is not whole (cut short, a line that is no record, a header no run can carry out) is
+refused as damaged (exit 2).
+`
+
+// replayMain re-runs a trace and compares the new trace line by line.
+func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	pos, err := parseAnywhere(fl, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, replayHelp)
+		return 0
+	case err != nil:
+		return fail(stderr, "replay", err)
+	case len(pos) == 0:
+		return fail(stderr, "replay", usagef("missing TRACE; usage: picosim replay TRACE"))
+	case len(pos) > 1:
+		return fail(stderr, "replay", usagef("unexpected argument %q", pos[1]))
+	}
+	diff, err := replay(ctx, pos[0])
+	if err != nil {
+		return fail(stderr, "replay", fmt.Errorf("%s: %w", pos[0], err))
+	}
+	if diff != "" {
+		fmt.Fprint(stdout, diff)
+		return exitFailed
+	}
+	fmt.Fprintln(stdout, "identical")
+	return 0
+}
+
+// replay re-runs the trace at path and returns where the new trace first
+// differs, or "" when it is identical.
+func replay(ctx context.Context, path string) (string, error) {
+	was, h, err := readTrace(path)
+	if err != nil {
+		return "", err
+	}
+	spec, err := headerSpec(h)
+	if err != nil {
+		return "", err
+	}
+	var again bytes.Buffer
+	if _, err := runScenario(ctx, spec, &again); err != nil {
+		return "", asHeader(err)
+	}
+	return compareTraces(was, bytes.Split(bytes.TrimSuffix(again.Bytes(), []byte("\n")), []byte("\n")))
+}
+
+// compareTraces finds the first line where the recorded trace and the
+// replay differ. A recorded trace that is the replay's beginning, and no
+// more, lost its end: damage, not a difference.
+func compareTraces(was, now [][]byte) (string, error) {
+	for i := range max(len(was), len(now)) {
 		var a, b []byte
 		if i < len(was) {
 			a = was[i]
@@ -79,13 +183,14 @@ func replayMain(args []string, stdout, stderr io.Writer) int {
 		if i < len(now) {
 			b = now[i]
 		}
-		if !bytes.Equal(a, b) {
-			fmt.Fprintf(stdout, "line %d differs\n  trace:  %s\n  replay: %s\n", i+1, orEnd(a), orEnd(b))
-			return 1
+		switch {
+		case a == nil && b != nil:
+			return "", damaged("it ends after line %d, but the run it records goes on to line %d: records are missing", len(was), len(now))
+		case !bytes.Equal(a, b):
+			return fmt.Sprintf("line %d differs\n  trace:  %s\n  replay: %s\n", i+1, orEnd(a), orEnd(b)), nil
 		}
 	}
-	fmt.Fprintln(stdout, "identical")
-	return 0
+	return "", nil
 }
 
 func orEnd(line []byte) string {

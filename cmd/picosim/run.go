@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pico-go/pico/sim"
@@ -50,19 +53,76 @@ type runSpec struct {
 	drop []int
 }
 
-// command is the picosim command line that repeats the run.
+// command is the picosim command line that repeats the run, each argument
+// quoted for a POSIX shell where it needs it (a fault plan's JSON does), so
+// that the line runs as printed.
 func (r runSpec) command() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "picosim run %s --seed %d --backend %s --strategy %s", r.sc.name, r.seed, r.backend, r.strategy)
+	args := []string{"picosim", "run", r.sc.name, "--seed", strconv.FormatUint(r.seed, 10), "--backend", r.backend, "--strategy", r.strategy}
 	if len(r.plan.Faults) > 0 {
-		// A plan's JSON has no single quote: names are letters, digits
-		// and '-', '_', '.'.
-		fmt.Fprintf(&b, " --faults '%s'", r.plan)
+		args = append(args, "--faults", r.plan.String())
 	}
 	if len(r.drop) > 0 {
-		fmt.Fprintf(&b, " --drop %s", formatDrop(r.drop))
+		args = append(args, "--drop", formatDrop(r.drop))
 	}
-	return b.String()
+	for i, a := range args {
+		args[i] = shellQuote(a)
+	}
+	return strings.Join(args, " ")
+}
+
+// shellPlain matches the arguments a POSIX shell reads as they are.
+var shellPlain = regexp.MustCompile(`^[A-Za-z0-9_./:,=+-]+$`)
+
+// shellQuote quotes an argument for a POSIX shell: inside single quotes
+// nothing is special but the single quote, which closes, escapes and
+// reopens.
+func shellQuote(arg string) string {
+	if shellPlain.MatchString(arg) {
+		return arg
+	}
+	return "'" + strings.ReplaceAll(arg, "'", `'\''`) + "'"
+}
+
+// check refuses a spec no run can carry out, naming the field (see
+// fieldError), and returns its schedule strategy. A backend this build
+// cannot run is an environment error.
+func (r runSpec) check() (sim.Strategy, error) {
+	strat, err := sim.ParseStrategy(r.strategy)
+	switch {
+	case err != nil:
+		return nil, &fieldError{"strategy", err}
+	case !slices.Contains(backends, r.backend):
+		return nil, &fieldError{"backend", fmt.Errorf("%q: want memory, jsonl or sqlite", r.backend)}
+	}
+	if err := backendAvailable(r.backend); err != nil {
+		return nil, err
+	}
+	if err := r.plan.Validate(); err != nil {
+		return nil, &fieldError{"faults", errors.New(strings.TrimPrefix(err.Error(), "fault: plan: "))}
+	}
+	if err := checkPlanFits(r.plan, r.backend); err != nil {
+		return nil, &fieldError{"faults", err}
+	}
+	if err := checkDrop(r.drop); err != nil {
+		return nil, &fieldError{"drop", err}
+	}
+	return strat, nil
+}
+
+// checkReached refuses a drop of host actions the run never reached: the
+// index names nothing, so the run is not the one asked for.
+func (r runSpec) checkReached(actions int) error {
+	if len(r.drop) == 0 || slices.Max(r.drop) < actions {
+		return nil
+	}
+	reached := "no host action"
+	switch {
+	case actions == 1:
+		reached = "1 host action (index 0)"
+	case actions > 1:
+		reached = fmt.Sprintf("%d host actions (indexes 0 to %d)", actions, actions-1)
+	}
+	return &fieldError{"drop", fmt.Errorf("action %d: %s reaches %s in this run", slices.Max(r.drop), r.sc.name, reached)}
 }
 
 func (r runSpec) identity() runIdentity {
@@ -91,172 +151,234 @@ type runResult struct {
 	Error     string `json:"error,omitempty"`
 	// Command repeats the run.
 	Command string `json:"command"`
+	// Kept is the session file a --keep run left, for picosim check.
+	Kept string `json:"kept,omitempty"`
 }
 
 // runScenario runs one scenario deterministically: the spec fixes every
 // interleaving, so the trace (written to trace if not nil) is a pure
-// function of it.
-func runScenario(spec runSpec, trace io.Writer) (runResult, error) {
-	dir, err := os.MkdirTemp("", "picosim-run-")
+// function of it. The session's files, if the backend has any, live in a
+// temporary directory removed before it returns. ctx is looked at before
+// the run only: a run is never cut short, since its outcome must be a
+// function of its spec, and runs take milliseconds, so a signal is
+// observed between them.
+func runScenario(ctx context.Context, spec runSpec, trace io.Writer) (runResult, error) {
+	if err := interruption(ctx); err != nil {
+		return newResult(spec), err
+	}
+	if spec.backend == "memory" {
+		return runScenarioIn("", spec, trace) // nothing on disk
+	}
+	dir, err := tempDir(ctx, "picosim-run-")
 	if err != nil {
-		return runResult{}, err
+		return newResult(spec), err
 	}
 	defer os.RemoveAll(dir)
+	if err := interruption(ctx); err != nil {
+		return newResult(spec), err
+	}
 	return runScenarioIn(dir, spec, trace)
 }
 
-// runScenarioIn is runScenario with the session's files kept in dir.
+func newResult(spec runSpec) runResult {
+	return runResult{runIdentity: spec.identity(), Command: spec.command()}
+}
+
+// runScenarioIn is runScenario with the session's files kept in dir. Its
+// error is a spec no run can carry out (fieldError, also a drop of host
+// actions the run never reached) or the machine failing the run
+// (envError); a failing run is res.Error.
 func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error) {
-	res := runResult{runIdentity: spec.identity(), Command: spec.command()}
-	strat, err := sim.ParseStrategy(spec.strategy)
+	res := newResult(spec)
+	strat, err := spec.check()
 	if err != nil {
-		return res, &usageError{fmt.Sprintf("run: --strategy: %v", err)}
-	}
-	if !slices.Contains(backends, spec.backend) {
-		return res, &usageError{fmt.Sprintf("run: backend %q: want memory, jsonl or sqlite", spec.backend)}
-	}
-	if err := checkPlanFits(spec.plan, spec.backend); err != nil {
-		return res, &usageError{"run: --faults: " + err.Error()}
+		return res, err
 	}
 	tr := sim.NewTrace(trace, false)
 	s := sim.New(sim.Options{Seed: spec.seed, Strategy: strat, Trace: tr})
-	var verdict error
+	var e *env
 	runErr := s.Run(context.Background(), func(ctx context.Context) {
 		s.Record("header", traceHeader{Format: traceFormat, runIdentity: spec.identity()})
-		e := newEnv(s, spec, dir)
-		verdict = e.play(ctx)
-		if e.h != nil {
-			res.Commits = int64(e.h.Store().LastSeq())
-			if e.watch != nil {
-				s.Record("view", e.watch.View())
-			}
-			if err := e.h.Close(ctx); err != nil && verdict == nil {
-				verdict = err
-			}
-		}
-		e.endHolds()
-		res.Batches, res.Fired, res.Recovered, res.Actions = e.batches, e.firedCount(), e.recovered, e.actions
-		check := map[string]any{"ok": verdict == nil}
-		if verdict != nil {
-			check["error"] = verdict.Error()
-		}
-		s.Record("check", check)
+		e = newEnv(s, spec, dir)
+		e.playAndJudge(ctx, &res)
 	})
 	res.Decisions, res.Digest = tr.Len(), tr.Digest()
 	switch {
+	case e != nil && e.envErr != nil:
+		return res, &envError{fmt.Errorf("the session's storage failed: %w", e.envErr)}
+	case tr.Err() != nil:
+		return res, &envError{fmt.Errorf("writing the trace: %w", tr.Err())}
 	case runErr != nil:
 		res.Error = runErr.Error()
-	case verdict != nil:
-		res.Error = verdict.Error()
+	case e.verdict != nil:
+		res.Error = e.verdict.Error()
 	default:
 		res.OK = true
+	}
+	return res, spec.checkReached(res.Actions)
+}
+
+// playAndJudge plays the scenario on the main actor, records the final
+// view and the verdict, and fills in what res counts.
+func (e *env) playAndJudge(ctx context.Context, res *runResult) {
+	e.verdict = e.play(ctx)
+	if e.h != nil {
+		res.Commits = int64(e.h.Store().LastSeq())
+		if e.watch != nil {
+			e.s.Record("view", e.watch.View())
+		}
+		if err := e.h.Close(ctx); err != nil && e.verdict == nil {
+			e.verdict = err
+		}
+	}
+	e.endHolds()
+	e.noteEnv(e.verdict)
+	res.Batches, res.Fired, res.Recovered, res.Actions = e.batches, e.firedCount(), e.recovered, e.actions
+	check := map[string]any{"ok": e.verdict == nil}
+	if e.verdict != nil {
+		check["error"] = e.verdict.Error()
+	}
+	e.s.Record("check", check)
+}
+
+// runOptions are picosim run's arguments.
+type runOptions struct {
+	spec        runSpec
+	trace, keep string
+	json        bool
+}
+
+// parseRun reads picosim run's arguments, flags before or after the
+// scenario, and refuses what no run can carry out before anything runs.
+func parseRun(args []string) (runOptions, error) {
+	var o runOptions
+	fl := flag.NewFlagSet("run", flag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	fl.Uint64Var(&o.spec.seed, "seed", 1, "the seed that fixes every interleaving")
+	fl.StringVar(&o.spec.backend, "backend", "memory", "memory, jsonl or sqlite")
+	fl.StringVar(&o.spec.strategy, "strategy", "random", "random or pct[:depth:steps]")
+	faults := fl.String("faults", "", "a fault plan: its JSON, or a file holding it")
+	drop := fl.String("drop", "", "host actions to leave out, by index: 0,3")
+	fl.StringVar(&o.trace, "trace", "", "write the trace to this file")
+	fl.StringVar(&o.keep, "keep", "", "keep the session's files in this new or empty directory")
+	fl.BoolVar(&o.json, "json", false, "print a machine-readable result")
+	pos, err := parseAnywhere(fl, args)
+	if err != nil {
+		return o, err
+	}
+	if o.spec.sc, err = oneScenario(pos); err != nil {
+		return o, err
+	}
+	if o.spec.plan, err = readPlan(*faults); err != nil {
+		return o, &fieldError{"--faults", err}
+	}
+	if o.spec.drop, err = parseDrop(*drop); err != nil {
+		return o, &fieldError{"--drop", err}
+	}
+	if o.keep != "" && o.spec.backend == "memory" {
+		return o, usagef("--keep: the memory backend keeps no files; add --backend jsonl or --backend sqlite")
+	}
+	_, err = o.spec.check()
+	return o, asFlag(err)
+}
+
+// oneScenario is the scenario run's one positional argument names.
+func oneScenario(pos []string) (scenario, error) {
+	switch {
+	case len(pos) == 0:
+		return scenario{}, usagef("missing SCENARIO; usage: picosim run SCENARIO [FLAGS] (picosim run --help lists the flags)")
+	case len(pos) > 1:
+		return scenario{}, usagef("unexpected argument %q", pos[1])
+	}
+	sc, ok := findScenario(pos[0])
+	if !ok {
+		return sc, usagef("unknown scenario %q (picosim list shows them)", pos[0])
+	}
+	return sc, nil
+}
+
+// asFlag names a spec's field as run's flag.
+func asFlag(err error) error {
+	var fe *fieldError
+	if errors.As(err, &fe) && !strings.HasPrefix(fe.field, "--") {
+		return &fieldError{"--" + fe.field, fe.err}
+	}
+	return err
+}
+
+// run runs the spec and writes the trace if asked: only after the run, so
+// that a refused run leaves no file.
+func (o runOptions) run(ctx context.Context) (runResult, error) {
+	var trace bytes.Buffer
+	var w io.Writer // nil records no trace
+	if o.trace != "" {
+		w = &trace
+	}
+	res, err := o.runIn(ctx, w)
+	if err != nil {
+		return res, asFlag(err)
+	}
+	if o.trace != "" {
+		if err := writePrivate(o.trace, trace.Bytes()); err != nil {
+			return res, &fieldError{"--trace", err}
+		}
 	}
 	return res, nil
 }
 
-func runMain(args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("run", flag.ContinueOnError)
-	fl.SetOutput(io.Discard)
-	seed := fl.Uint64("seed", 1, "the seed that fixes every interleaving")
-	backend := fl.String("backend", "memory", "memory, jsonl or sqlite")
-	strategy := fl.String("strategy", "random", "random or pct[:depth:steps]")
-	faults := fl.String("faults", "", "a fault plan: its JSON, or a file holding it")
-	drop := fl.String("drop", "", "host actions to leave out, by index: 0,3")
-	tracePath := fl.String("trace", "", "write the trace to this file")
-	keep := fl.String("keep", "", "keep the session's files in this new or empty directory")
-	asJSON := fl.Bool("json", false, "print a machine-readable result")
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+// runIn runs the spec in the --keep directory if given, else in a
+// temporary one.
+func (o runOptions) runIn(ctx context.Context, trace io.Writer) (runResult, error) {
+	if o.keep == "" {
+		return runScenario(ctx, o.spec, trace)
+	}
+	if err := emptyDir(o.keep); err != nil {
+		return newResult(o.spec), &fieldError{"--keep", err}
+	}
+	if err := interruption(ctx); err != nil {
+		return newResult(o.spec), err
+	}
+	res, err := runScenarioIn(o.keep, o.spec, trace)
+	res.Kept = sessionFile(o.spec.backend, o.keep)
+	return res, err
+}
+
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseRun(args)
+	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, runHelp)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
-	name := args[0]
-	if err := fl.Parse(args[1:]); err != nil {
-		fmt.Fprintln(stderr, "picosim: run:", err)
-		return 2
-	}
-	sc, ok := findScenario(name)
-	switch {
-	case !ok:
-		fmt.Fprintf(stderr, "picosim: run: unknown scenario %q (picosim list shows them)\n", name)
-		return 2
-	case fl.NArg() > 0:
-		fmt.Fprintf(stderr, "picosim: run: unexpected argument %q\n", fl.Arg(0))
-		return 2
-	case !slices.Contains(backends, *backend):
-		fmt.Fprintf(stderr, "picosim: run: --backend %q: want memory, jsonl or sqlite\n", *backend)
-		return 2
-	}
-	spec := runSpec{sc: sc, seed: *seed, backend: *backend, strategy: *strategy}
-	var err error
-	if spec.plan, err = readPlan(*faults); err != nil {
-		fmt.Fprintln(stderr, "picosim: run: --faults:", err)
-		return 2
-	}
-	if spec.drop, err = parseDrop(*drop); err != nil {
-		fmt.Fprintln(stderr, "picosim: run: --drop:", err)
-		return 2
-	}
-	var trace io.Writer
-	if *tracePath != "" {
-		f, err := os.Create(*tracePath)
-		if err != nil {
-			fmt.Fprintln(stderr, "picosim: run:", err)
-			return 2
-		}
-		defer f.Close()
-		trace = f
-	}
-	var res runResult
-	if *keep != "" {
-		if err := emptyDir(*keep); err != nil {
-			fmt.Fprintln(stderr, "picosim: run: --keep:", err)
-			return 2
-		}
-		res, err = runScenarioIn(*keep, spec, trace)
-	} else {
-		res, err = runScenario(spec, trace)
-	}
-	var ue *usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintln(stderr, "picosim:", err)
-		return 2
-	}
 	if err != nil {
-		fmt.Fprintln(stderr, "picosim: run:", err)
-		return 1
+		return fail(stderr, "run", err)
 	}
-	switch {
-	case *asJSON:
-		_ = json.NewEncoder(stdout).Encode(res)
-	case res.OK:
-		fmt.Fprintf(stdout, "✓ %s seed %d on %s: %d commits, %d decisions%s, trace %s\n",
-			res.Scenario, res.Seed, res.Backend, res.Commits, res.Decisions, faultSummary(res), res.Digest[:12])
-	default:
-		fmt.Fprintf(stdout, "✗ %s seed %d on %s: %s\n  reproduce: %s\n", res.Scenario, res.Seed, res.Backend, res.Error, res.Command)
+	res, err := o.run(ctx)
+	if err != nil {
+		return fail(stderr, "run", err)
 	}
+	printRun(stdout, o.json, res)
 	if !res.OK {
-		return 1
+		return exitFailed
 	}
 	return 0
 }
 
-// emptyDir makes sure dir exists and holds nothing, so that a run starts a
-// new session there.
-func emptyDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+// printRun prints a run's result: its JSON, or a line (and the command
+// that repeats a failure, and how to check a kept session).
+func printRun(w io.Writer, asJSON bool, res runResult) {
+	switch {
+	case asJSON:
+		_ = json.NewEncoder(w).Encode(res)
+		return
+	case res.OK:
+		fmt.Fprintf(w, "✓ %s seed %d on %s: %d commits, %d decisions%s, trace %s\n",
+			res.Scenario, res.Seed, res.Backend, res.Commits, res.Decisions, faultSummary(res), res.Digest[:12])
+	default:
+		fmt.Fprintf(w, "✗ %s seed %d on %s: %s\n  reproduce: %s\n", res.Scenario, res.Seed, res.Backend, res.Error, res.Command)
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
+	if res.Kept != "" {
+		fmt.Fprintf(w, "  kept: picosim check %s\n", shellQuote(res.Kept))
 	}
-	if len(entries) > 0 {
-		return fmt.Errorf("%s is not empty; a run starts a new session", dir)
-	}
-	return nil
 }
 
 // backends are the storage backends a run can use.
@@ -284,8 +406,12 @@ const runHelp = `usage: picosim run SCENARIO [--seed N] [--backend memory|jsonl|
                     [--faults PLAN] [--drop I,J] [--trace FILE] [--keep DIR] [--json]
 
 Runs one scenario deterministically: the same arguments give the same trace, byte for byte.
-picosim list shows the scenarios.
+picosim list shows the scenarios. Flags may come before or after SCENARIO.
 
+  --seed N       the seed that fixes every interleaving (default 1)
+  --backend B    the session's storage (default memory; jsonl and sqlite write files)
+  --strategy S   random (the default) or pct:D:K, probabilistic concurrency testing with depth D
+                 (up to 100) over K steps (up to 5000000); pct alone is pct:3:10000
   --faults PLAN  storage faults for the session's first process: the plan's JSON, or a file holding
                  it, e.g. '{"faults":[{"name":"c1","kind":"crash","commit":7,"persist":true}]}'.
                  Kinds: hold (the commit waits a few virtual milliseconds), fail, uncertain, crash
@@ -293,7 +419,13 @@ picosim list shows the scenarios.
                  counts the commits that reach the process's storage, of "batch" main or scratch
                  if given. A fail, uncertain or crash stops the session; the run then restarts it,
                  drives it to the end and checks what must survive.
-  --drop I,J     leave out host actions by index (fuzz prints this when it shrinks a failure)
-  --keep DIR     keep the session's files (session.jsonl or sessions.db) in DIR, new or empty, for
-                 picosim check or a closer look
+  --drop I,J     leave out host actions by index, each below the number the run reaches (fuzz
+                 prints this when it shrinks a failure)
+  --trace FILE   write the trace to FILE (created 0600)
+  --keep DIR     keep the session's files in DIR, new or empty (made 0700), and print the file to
+                 pass to picosim check (DIR/session.jsonl or DIR/sessions.db); jsonl and sqlite only
+  --json         print the result as one JSON line
+
+Exit status: 0 when the run passes, 1 when it fails (with the command that reproduces it), 2 for a
+mistake of use, 3 when the machine fails picosim (TMPDIR, disk, no cgo for sqlite).
 `

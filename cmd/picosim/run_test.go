@@ -43,7 +43,7 @@ func TestScenariosPassAndAreDeterministic(t *testing.T) {
 						continue // the disk backends add files, not schedules
 					}
 					var trace bytes.Buffer
-					res, err := runScenario(runSpec{sc: sc, seed: seed, backend: backend, strategy: "random"}, &trace)
+					res, err := runScenario(context.Background(), runSpec{sc: sc, seed: seed, backend: backend, strategy: "random"}, &trace)
 					if err != nil || !res.OK {
 						t.Fatalf("seed %d on %s: %v %s\n  reproduce: go run ./cmd/picosim run %s --seed %d --backend %s", seed, backend, err, res.Error, sc.name, seed, backend)
 					}
@@ -53,7 +53,7 @@ func TestScenariosPassAndAreDeterministic(t *testing.T) {
 						t.Fatalf("seed %d: %s's trace differs from memory's", seed, backend)
 					}
 				}
-				again, _ := runScenario(runSpec{sc: sc, seed: seed, backend: "memory", strategy: "random"}, nil)
+				again, _ := runScenario(context.Background(), runSpec{sc: sc, seed: seed, backend: "memory", strategy: "random"}, nil)
 				if again.Digest != digest {
 					t.Fatalf("seed %d ran twice gives traces %s and %s", seed, digest, again.Digest)
 				}
@@ -72,7 +72,7 @@ func TestRunWritesIdenticalTracesForTheSameSeed(t *testing.T) {
 	for i := range traces {
 		path := filepath.Join(dir, "trace"+string(rune('a'+i)))
 		var out, errOut bytes.Buffer
-		if code := runMain([]string{"input-while-busy", "--seed", "7", "--trace", path, "--json"}, &out, &errOut); code != 0 {
+		if code := runMain(context.Background(), []string{"input-while-busy", "--seed", "7", "--trace", path, "--json"}, &out, &errOut); code != 0 {
 			t.Fatalf("exit %d: %s %s", code, out.String(), errOut.String())
 		}
 		var res runResult
@@ -92,7 +92,7 @@ func TestRunWritesIdenticalTracesForTheSameSeed(t *testing.T) {
 func TestRunAndListMistakesAreOneLineAndExitTwo(t *testing.T) {
 	for _, args := range [][]string{{"nope"}, {"basic-turn", "--backend", "oracle"}, {"basic-turn", "--strategy", "chaos"}, {"basic-turn", "--seed", "x"}, {"basic-turn", "extra"}} {
 		var out, errOut bytes.Buffer
-		if code := runMain(args, &out, &errOut); code != 2 || strings.Count(errOut.String(), "\n") != 1 {
+		if code := runMain(context.Background(), args, &out, &errOut); code != 2 || strings.Count(errOut.String(), "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, errOut.String())
 		}
 	}
@@ -109,11 +109,11 @@ func TestReplaySaysIdenticalOrNamesTheFirstDifferingLine(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "run.trace")
 	var out, errOut bytes.Buffer
-	if code := runMain([]string{"parallel-tools", "--seed", "3", "--backend", "jsonl", "--trace", path}, &out, &errOut); code != 0 {
+	if code := runMain(context.Background(), []string{"parallel-tools", "--seed", "3", "--backend", "jsonl", "--trace", path}, &out, &errOut); code != 0 {
 		t.Fatalf("run: exit %d: %s %s", code, out.String(), errOut.String())
 	}
 	out.Reset()
-	if code := replayMain([]string{path}, &out, &errOut); code != 0 || out.String() != "identical\n" {
+	if code := replayMain(context.Background(), []string{path}, &out, &errOut); code != 0 || out.String() != "identical\n" {
 		t.Fatalf("replay of a fresh trace: exit %d, %q %q", code, out.String(), errOut.String())
 	}
 	data, err := os.ReadFile(path)
@@ -129,14 +129,14 @@ func TestReplaySaysIdenticalOrNamesTheFirstDifferingLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if code := replayMain([]string{path}, &out, &errOut); code != 1 || !strings.HasPrefix(out.String(), "line 25 differs\n") {
+	if code := replayMain(context.Background(), []string{path}, &out, &errOut); code != 1 || !strings.HasPrefix(out.String(), "line 25 differs\n") {
 		t.Fatalf("replay of an edited trace: exit %d, %q; want line 25 named and exit 1", code, out.String())
 	}
 	if err := os.WriteFile(path, []byte("not json\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	errOut.Reset()
-	if code := replayMain([]string{path}, &out, &errOut); code != 2 || strings.Count(errOut.String(), "\n") != 1 {
+	if code := replayMain(context.Background(), []string{path}, &out, &errOut); code != 2 || strings.Count(errOut.String(), "\n") != 1 {
 		t.Fatalf("replay of a corrupt file: exit %d, %q; want exit 2 and one line", code, errOut.String())
 	}
 }
@@ -149,7 +149,7 @@ func TestGoldenTracesReplay(t *testing.T) {
 	dir := filepath.Join("..", "..", "fixtures", "traces")
 	for _, sc := range scenarios {
 		spec := runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}
-		plain, err := runScenario(spec, nil)
+		plain, err := runScenario(context.Background(), spec, nil)
 		if err != nil || !plain.OK {
 			t.Fatalf("%s: %v %s", sc.name, err, plain.Error)
 		}
@@ -161,7 +161,7 @@ func TestGoldenTracesReplay(t *testing.T) {
 		}{{sc.name + ".jsonl", spec}, {sc.name + ".crash.jsonl", crash}} {
 			path := filepath.Join(dir, golden.path)
 			var trace bytes.Buffer
-			res, err := runScenario(golden.spec, &trace)
+			res, err := runScenario(context.Background(), golden.spec, &trace)
 			if err != nil || !res.OK || res.Recovered != (len(golden.spec.plan.Faults) > 0) {
 				t.Fatalf("%s: %v %s (recovered %v)", golden.path, err, res.Error, res.Recovered)
 			}
@@ -174,7 +174,7 @@ func TestGoldenTracesReplay(t *testing.T) {
 				}
 			}
 			var out, errOut bytes.Buffer
-			if code := replayMain([]string{path}, &out, &errOut); code != 0 {
+			if code := replayMain(context.Background(), []string{path}, &out, &errOut); code != 0 {
 				t.Errorf("%s: replaying %s: %s%s(if the change is intended: go test ./cmd/picosim -update)", sc.name, path, out.String(), errOut.String())
 			}
 		}
@@ -183,8 +183,8 @@ func TestGoldenTracesReplay(t *testing.T) {
 
 func TestSuiteRunsEveryScenarioAndEndsWithDone(t *testing.T) {
 	var out bytes.Buffer
-	if failures := runSuite(&out, 3, "jsonl", false); failures != 0 {
-		t.Fatalf("%d failures:\n%s", failures, out.String())
+	if failures, err := runSuite(context.Background(), &out, 3, "jsonl", false); err != nil || failures != 0 {
+		t.Fatalf("%d failures, %v:\n%s", failures, err, out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != len(scenarios)+1 || !strings.HasPrefix(lines[len(lines)-1], "DONE 8 scenarios, 24 runs (each replayed), 0 failures in ") {
@@ -231,7 +231,7 @@ func TestRunWithFaults(t *testing.T) {
 			var res runResult
 			for i := range traces {
 				var err error
-				if res, err = runScenario(spec, &traces[i]); err != nil || !res.OK {
+				if res, err = runScenario(context.Background(), spec, &traces[i]); err != nil || !res.OK {
 					t.Fatalf("%v %s\n  reproduce: %s", err, res.Error, spec.command())
 				}
 			}
@@ -249,7 +249,7 @@ func TestRunWithFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out, errOut bytes.Buffer
-			if code := replayMain([]string{path}, &out, &errOut); code != 0 || out.String() != "identical\n" {
+			if code := replayMain(context.Background(), []string{path}, &out, &errOut); code != 0 || out.String() != "identical\n" {
 				t.Fatalf("replay: exit %d, %s%s", code, out.String(), errOut.String())
 			}
 		})
@@ -274,7 +274,7 @@ func TestRunFaultMistakesAreOneLineAndExitTwo(t *testing.T) {
 		{[]string{"--drop", "1,1"}, "action 1 is named twice"},
 	} {
 		var out, errOut bytes.Buffer
-		code := runMain(append([]string{"basic-turn"}, c.args...), &out, &errOut)
+		code := runMain(context.Background(), append([]string{"basic-turn"}, c.args...), &out, &errOut)
 		if code != 2 || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), c.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", c.args, code, out.String(), errOut.String(), c.want)
 		}
@@ -286,13 +286,13 @@ func TestRunFaultMistakesAreOneLineAndExitTwo(t *testing.T) {
 func TestRunDropsHostActions(t *testing.T) {
 	sc, _ := findScenario("input-while-busy")
 	spec := runSpec{sc: sc, seed: 4, backend: "memory", strategy: "random"}
-	full, err := runScenario(spec, nil)
+	full, err := runScenario(context.Background(), spec, nil)
 	if err != nil || !full.OK || full.Actions != 6 {
 		t.Fatalf("%v %s: %d actions; want 6 (go, three while busy, nextRun, the idle accept)", err, full.Error, full.Actions)
 	}
 	spec.drop = []int{1, 3}
 	var trace bytes.Buffer
-	res, err := runScenario(spec, &trace)
+	res, err := runScenario(context.Background(), spec, &trace)
 	if err != nil || !res.OK || res.Actions != 6 || !strings.HasSuffix(res.Command, " --drop 1,3") {
 		t.Fatalf("%v %s: %d actions, command %q", err, res.Error, res.Actions, res.Command)
 	}
@@ -307,7 +307,7 @@ func TestRunDropsHostActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if code := replayMain([]string{path}, &out, &errOut); code != 0 || out.String() != "identical\n" {
+	if code := replayMain(context.Background(), []string{path}, &out, &errOut); code != 0 || out.String() != "identical\n" {
 		t.Fatalf("replay: exit %d, %s%s", code, out.String(), errOut.String())
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,65 +26,121 @@ func suiteSpec(sc scenario, seed uint64, backend string, batches int) runSpec {
 	return spec
 }
 
+// suiteMain is picosim without arguments: the suite, exit 1 on a failure.
+// An interrupted suite has said so in its DONE line.
+func suiteMain(ctx context.Context, stdout, stderr io.Writer) int {
+	failures, err := runSuite(ctx, stdout, suiteSeeds, suiteBackend, isTerminal(os.Stdout))
+	var ie *interrupted
+	switch {
+	case errors.As(err, &ie):
+		return exitCode(err)
+	case err != nil:
+		return fail(stderr, "suite", err)
+	case failures > 0:
+		return exitFailed
+	}
+	return 0
+}
+
+// suiteTally is what the suite's line says of a scenario.
+type suiteTally struct {
+	schedules               map[string]bool
+	commits                 int64
+	failed, fired, restarts int
+	batches                 int
+	failures                []runResult
+}
+
 // runSuite runs every scenario over seeds 1..seeds, each seed twice (the
 // second run must write the same trace), and prints a line per scenario and
 // a closing DONE line. progress draws a progress line on a terminal. It
-// returns the number of failures.
-func runSuite(w io.Writer, seeds int, backend string, progress bool) int {
+// returns the number of failures. An error ends the suite: the machine
+// failing it (said by the caller, instead of a failure per seed), or an
+// interruption, which the DONE line reports with what finished before it.
+func runSuite(ctx context.Context, w io.Writer, seeds int, backend string, progress bool) (int, error) {
 	start := time.Now()
 	var failures []runResult
-	runs := 0
+	runs, done := 0, 0
+	var err error
 	for si, sc := range scenarios {
 		began := time.Now()
-		schedules := map[string]bool{}
-		var commits int64
-		failed, fired, restarts, batches := 0, 0, 0, 0
-		for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		t := suiteTally{schedules: map[string]bool{}}
+		for seed := uint64(1); seed <= uint64(seeds) && err == nil; seed++ {
 			if progress {
 				fmt.Fprintf(w, "\r[%d/%d] %s seed %d/%d ", si+1, len(scenarios), sc.name, seed, seeds)
 			}
-			spec := suiteSpec(sc, seed, backend, batches)
-			res, err := runScenario(spec, nil)
-			runs++
-			if err == nil && res.OK {
-				again, _ := runScenario(spec, nil)
-				if again.Digest != res.Digest {
-					res.OK, res.Error = false, fmt.Sprintf("the replay's trace %s differs from the run's %s", again.Digest[:12], res.Digest[:12])
-				}
+			var res runResult
+			if res, err = suiteSeed(ctx, suiteSpec(sc, seed, backend, t.batches)); err == nil {
+				runs++
+				t.add(res)
 			}
-			if err != nil {
-				res.Error, res.Command = err.Error(), spec.command()
-			}
-			if batches == 0 {
-				batches = res.Batches // seed 1 has no faults: the scenario's length
-			}
-			fired += res.Fired
-			if res.Recovered {
-				restarts++
-			}
-			if !res.OK {
-				failed++
-				failures = append(failures, res)
-				continue
-			}
-			schedules[res.Digest] = true
-			commits += res.Commits
 		}
 		if progress {
 			fmt.Fprint(w, "\r\033[K")
 		}
-		mark := "✓"
-		if failed > 0 {
-			mark = "✗"
+		failures = append(failures, t.failures...)
+		if err != nil {
+			break
 		}
-		fmt.Fprintf(w, "%s %-20s %d seeds, %d schedules, %d commits, %d faults injected (%d restarts), %d failures, %.1fs\n",
-			mark, sc.name, seeds, len(schedules), commits, fired, restarts, failed, time.Since(began).Seconds())
+		done++
+		t.print(w, sc, seeds, time.Since(began))
+	}
+	var ie *interrupted
+	if err != nil && !errors.As(err, &ie) {
+		return len(failures), err
 	}
 	for _, f := range failures {
 		fmt.Fprintf(w, "FAIL %s seed %d on %s: %s\n  reproduce: %s\n", f.Scenario, f.Seed, f.Backend, f.Error, f.Command)
 	}
-	fmt.Fprintf(w, "DONE %d scenarios, %d runs (each replayed), %d failures in %.1fs\n", len(scenarios), runs, len(failures), time.Since(start).Seconds())
-	return len(failures)
+	fmt.Fprintf(w, "DONE %d scenarios, %d runs (each replayed), %d failures in %.1fs%s\n", done, runs, len(failures), time.Since(start).Seconds(), interruptedNote(err))
+	return len(failures), err
+}
+
+// interruptedNote ends a DONE line that an interruption cut short.
+func interruptedNote(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ", " + err.Error()
+}
+
+// suiteSeed runs a seed's spec twice; a second trace that differs fails it.
+func suiteSeed(ctx context.Context, spec runSpec) (runResult, error) {
+	res, err := runScenario(ctx, spec, nil)
+	if err != nil || !res.OK {
+		return res, err
+	}
+	again, err := runScenario(ctx, spec, nil)
+	if err == nil && again.Digest != res.Digest {
+		res.OK, res.Error = false, fmt.Sprintf("the replay's trace %s differs from the run's %s", again.Digest[:12], res.Digest[:12])
+	}
+	return res, err
+}
+
+func (t *suiteTally) add(res runResult) {
+	if t.batches == 0 {
+		t.batches = res.Batches // seed 1 has no faults: the scenario's length
+	}
+	t.fired += res.Fired
+	if res.Recovered {
+		t.restarts++
+	}
+	if !res.OK {
+		t.failed++
+		t.failures = append(t.failures, res)
+		return
+	}
+	t.schedules[res.Digest] = true
+	t.commits += res.Commits
+}
+
+func (t *suiteTally) print(w io.Writer, sc scenario, seeds int, took time.Duration) {
+	mark := "✓"
+	if t.failed > 0 {
+		mark = "✗"
+	}
+	fmt.Fprintf(w, "%s %-20s %d seeds, %d schedules, %d commits, %d faults injected (%d restarts), %d failures, %.1fs\n",
+		mark, sc.name, seeds, len(t.schedules), t.commits, t.fired, t.restarts, t.failed, took.Seconds())
 }
 
 // isTerminal reports whether f is a character device, where a progress line
