@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -793,23 +794,45 @@ func TestExhaustedRetryBudgetFailsTheTurnWithoutASuccessor(t *testing.T) {
 
 // --- 6. crash while streaming ---
 
+// streamCrash is a first process that dies while streaming: it holds the
+// nth scratch commit of a generation (the provider's start event is the
+// first frame) so that a second process opens what reached storage.
+type streamCrash struct {
+	store   *fault.Storage
+	a1      *loop
+	input   storage.ID
+	driving core.Event
+}
+
+func crashAtFrame(t testing.TB, ctx context.Context, s *sim.Sim, n int) streamCrash {
+	name := fmt.Sprintf("frame-%d", n)
+	store := fault.Wrap(s.Runtime(), memory.New(), fault.Plan{Faults: []fault.Fault{
+		{Name: name, Kind: fault.Hold, Commit: n, Batch: storage.BatchScratch},
+	}}, nil)
+	a1 := openAgent(t, ctx, s, agentOptions{store: store})
+	a1.faux.SetResponses(genStreamingStep())
+	c1 := a1.h.Root()
+	input := must(c1.Accept(ctx, userText("stream"), agent.AcceptOptions{}))
+	driving := simtest.DriveInActor(ctx, s, c1, nil)
+	must(0, store.WaitHeld(ctx, name))
+	return streamCrash{store: store, a1: a1, input: input, driving: driving}
+}
+
+// end closes the dead process after the second one is done.
+func (c streamCrash) end(ctx context.Context) {
+	simtest.CloseCrashed(ctx, c.a1.h)
+	must(0, c.driving.Wait(ctx))
+}
+
 // A crash after frames reached scratch: recover publishes the partial as an
 // error answer, fails the input as interrupted and creates no tools.
 func TestCrashWhileStreamingPublishesThePartialAndFailsTheTurn(t *testing.T) {
 	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
 		// The fourth scratch commit (start, text start, one delta before it)
 		// is where the process dies.
-		store := fault.Wrap(s.Runtime(), memory.New(), fault.Plan{Faults: []fault.Fault{
-			{Name: "frame-4", Kind: fault.Hold, Commit: 4, Batch: storage.BatchScratch},
-		}}, nil)
-		a1 := openAgent(t, ctx, s, agentOptions{store: store})
-		a1.faux.SetResponses(genStreamingStep())
-		c1 := a1.h.Root()
-		input := must(c1.Accept(ctx, userText("stream"), agent.AcceptOptions{}))
-		driving := simtest.DriveInActor(ctx, s, c1, nil)
-		must(0, store.WaitHeld(ctx, "frame-4"))
+		cr := crashAtFrame(t, ctx, s, 4)
 
-		a2 := openAgent(t, ctx, s, agentOptions{store: store.Reopen(fault.Plan{})})
+		a2 := openAgent(t, ctx, s, agentOptions{store: cr.store.Reopen(fault.Plan{})})
 		a2.faux.SetResponses(answer("must not be asked"))
 		c := a2.h.Root()
 		if got := must(c.Drive(ctx)); got != core.Idle {
@@ -821,7 +844,7 @@ func TestCrashWhileStreamingPublishesThePartialAndFailsTheTurn(t *testing.T) {
 		}
 		partial, _ := genMust2(a2.h.GetEntry(ctx, st.Assistant))
 		genCheckPartial(t, partial, ai.StopError)
-		if r := a2.result(ctx, c, input); r.Status != agent.InputFailed || !strings.HasPrefix(r.Reason, "interrupted") {
+		if r := a2.result(ctx, c, cr.input); r.Status != agent.InputFailed || !strings.HasPrefix(r.Reason, "interrupted") {
 			t.Fatalf("input = %+v; want failed, interrupted", r)
 		}
 		for _, kind := range []string{agent.ToolKindName, agent.PostToolsKindName} {
@@ -837,8 +860,7 @@ func TestCrashWhileStreamingPublishesThePartialAndFailsTheTurn(t *testing.T) {
 			t.Fatalf("transcript (-want +got):\n%s", diff)
 		}
 		must(0, a2.h.Close(ctx))
-		simtest.CloseCrashed(ctx, a1.h)
-		must(0, driving.Wait(ctx))
+		cr.end(ctx)
 	})
 }
 
@@ -846,17 +868,9 @@ func TestCrashWhileStreamingPublishesThePartialAndFailsTheTurn(t *testing.T) {
 // which answers.
 func TestCrashBeforeAnyFrameRetriesTheAttempt(t *testing.T) {
 	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		store := fault.Wrap(s.Runtime(), memory.New(), fault.Plan{Faults: []fault.Fault{
-			{Name: "frame-1", Kind: fault.Hold, Commit: 1, Batch: storage.BatchScratch},
-		}}, nil)
-		a1 := openAgent(t, ctx, s, agentOptions{store: store})
-		a1.faux.SetResponses(genStreamingStep())
-		c1 := a1.h.Root()
-		input := must(c1.Accept(ctx, userText("stream"), agent.AcceptOptions{}))
-		driving := simtest.DriveInActor(ctx, s, c1, nil)
-		must(0, store.WaitHeld(ctx, "frame-1"))
+		cr := crashAtFrame(t, ctx, s, 1)
 
-		log := &genBatchLog{Storage: store.Reopen(fault.Plan{})}
+		log := &genBatchLog{Storage: cr.store.Reopen(fault.Plan{})}
 		a2 := openAgent(t, ctx, s, agentOptions{store: log})
 		a2.faux.SetResponses(answer("second attempt"))
 		c := a2.h.Root()
@@ -870,7 +884,7 @@ func TestCrashBeforeAnyFrameRetriesTheAttempt(t *testing.T) {
 		if diff := cmp.Diff([]string{"retry_wait", "streaming", "done"}, log.statuses(gen.ID)); diff != "" {
 			t.Fatalf("statuses after reopen (-want +got):\n%s", diff)
 		}
-		r := a2.result(ctx, c, input)
+		r := a2.result(ctx, c, cr.input)
 		answerEntry, _ := genMust2(a2.h.GetEntry(ctx, r.ResultEntryID))
 		if r.Status != agent.InputDone || answerEntry == nil || answerEntry.Model[0].Content.TextOf() != "second attempt" {
 			t.Fatalf("input = %+v; want done with the second attempt's answer", r)
@@ -888,8 +902,7 @@ func TestCrashBeforeAnyFrameRetriesTheAttempt(t *testing.T) {
 			t.Fatalf("interrupted usage row names model %q; want the resolved default %q", rows[0].Model, want)
 		}
 		must(0, a2.h.Close(ctx))
-		simtest.CloseCrashed(ctx, a1.h)
-		must(0, driving.Wait(ctx))
+		cr.end(ctx)
 	})
 }
 
@@ -899,17 +912,9 @@ func TestCrashBeforeAnyFrameRetriesTheAttempt(t *testing.T) {
 // budget, with one more provider call, and the input ends done.
 func TestCrashAfterOnlyTheStartFrameRetriesTheAttempt(t *testing.T) {
 	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		store := fault.Wrap(s.Runtime(), memory.New(), fault.Plan{Faults: []fault.Fault{
-			{Name: "frame-2", Kind: fault.Hold, Commit: 2, Batch: storage.BatchScratch},
-		}}, nil)
-		a1 := openAgent(t, ctx, s, agentOptions{store: store})
-		a1.faux.SetResponses(genStreamingStep())
-		c1 := a1.h.Root()
-		input := must(c1.Accept(ctx, userText("stream"), agent.AcceptOptions{}))
-		driving := simtest.DriveInActor(ctx, s, c1, nil)
-		must(0, store.WaitHeld(ctx, "frame-2"))
+		cr := crashAtFrame(t, ctx, s, 2)
 
-		a2 := openAgent(t, ctx, s, agentOptions{store: store.Reopen(fault.Plan{})})
+		a2 := openAgent(t, ctx, s, agentOptions{store: cr.store.Reopen(fault.Plan{})})
 		a2.faux.SetResponses(answer("second attempt"))
 		c := a2.h.Root()
 		must(c.Drive(ctx))
@@ -917,7 +922,7 @@ func TestCrashAfterOnlyTheStartFrameRetriesTheAttempt(t *testing.T) {
 		if gen.Status != "done" || st.Attempt != 2 || a2.faux.Calls() != 1 {
 			t.Fatalf("generation %s, attempt %d, %d provider calls; want done at attempt 2 after one more call", gen.Status, st.Attempt, a2.faux.Calls())
 		}
-		if r := a2.result(ctx, c, input); r.Status != agent.InputDone {
+		if r := a2.result(ctx, c, cr.input); r.Status != agent.InputDone {
 			t.Fatalf("input = %+v; want done", r)
 		}
 		want := []string{"user:stream", "system:system", "assistant:second attempt"}
@@ -925,8 +930,7 @@ func TestCrashAfterOnlyTheStartFrameRetriesTheAttempt(t *testing.T) {
 			t.Fatalf("transcript (-want +got):\n%s", diff)
 		}
 		must(0, a2.h.Close(ctx))
-		simtest.CloseCrashed(ctx, a1.h)
-		must(0, driving.Wait(ctx))
+		cr.end(ctx)
 	})
 }
 
