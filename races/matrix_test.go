@@ -136,6 +136,16 @@ var matrix = []row{
 		required: "base includes it or the stream delivers it",
 		cell:     watchRegistrationRacesCommit,
 	},
+	{
+		name:     "Fork at the start races a write of a carried value",
+		required: "the fork carries the value as of its place on the line and no source entry",
+		cell:     forkAtStartRacesAWrite,
+	},
+	{
+		name:     "A commit from inside a plan while another caller waits",
+		required: "nested call refused at once (ErrNestedLineCall); both commits land in line order",
+		cell:     nestedCommitWhileAnotherWaits,
+	},
 	// The storage rows below are about files rather than interleavings;
 	// their cells are in files_test.go and run fileSeeds seeds.
 	{

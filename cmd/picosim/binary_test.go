@@ -164,7 +164,7 @@ func TestTheBinary(t *testing.T) {
 		t.Fatalf("%s: exit %d, %q; want the same failure", m[1], again.ProcessState.ExitCode(), out)
 	}
 	// The README's main command: the whole suite, ending with DONE.
-	if out, errOut, code := runBinary(t, bin); code != 0 || !strings.Contains(out, "\nDONE 8 scenarios, 400 runs (each replayed), 0 failures in ") {
+	if out, errOut, code := runBinary(t, bin); code != 0 || !strings.Contains(out, fmt.Sprintf("\nDONE %d scenarios, %d runs (each replayed), 0 failures in ", len(scenarios), 50*len(scenarios))) {
 		t.Fatalf("picosim with no arguments: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, args := range [][]string{{"nope"}, {"run", "nope"}, {"run", "basic-turn", "--backend", "x"}, {"replay", filepath.Join(dir, "missing")}, {"bench", "--tools", "7"}} {

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -442,12 +443,12 @@ func TestSIGINTEndsFuzzWithItsSummary(t *testing.T) {
 	bin := picosimBinary(t)
 	tmp := t.TempDir()
 	p := startBinary(t, bin, []string{"TMPDIR=" + tmp}, "fuzz", "--time", "1h", "--backend", "jsonl", "--out", filepath.Join(t.TempDir(), "out"))
-	p.awaitLine(t, false, "picosim: fuzz: started: 8 scenarios on jsonl from seed 1, for 1h0m0s, ")
+	p.awaitLine(t, false, fmt.Sprintf("picosim: fuzz: started: %d scenarios on jsonl from seed 1, for 1h0m0s, ", len(scenarios)))
 	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
 	stdout, stderr, code := p.finish(t)
-	done := regexp.MustCompile(`^DONE \d+ runs over 8 scenarios, \d+ faults injected \(\d+ restarts\), 0 failures in [\d.]+s: \d+ schedules/s, interrupted by SIGINT$`)
+	done := regexp.MustCompile(`^DONE \d+ runs over ` + strconv.Itoa(len(scenarios)) + ` scenarios, \d+ faults injected \(\d+ restarts\), 0 failures in [\d.]+s: \d+ schedules/s, interrupted by SIGINT$`)
 	if code != exitSignalBase+int(syscall.SIGINT) || len(stdout) != 1 || !done.MatchString(stdout[0]) {
 		t.Errorf("fuzz, SIGINT: exit %d, stdout %q, stderr %q; want %d and the interrupted DONE line", code, stdout, stderr, exitSignalBase+int(syscall.SIGINT))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -125,7 +126,8 @@ func TestFuzzWithoutBugsPassesAndMistakesExitTwo(t *testing.T) {
 	if code := fuzzMain(context.Background(), []string{"--seeds", "4", "--out", t.TempDir()}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
 	}
-	if !regexp.MustCompile(`^DONE 32 runs over 8 scenarios, [1-9]\d* faults injected \(\d+ restarts\), 0 failures in [\d.]+s: \d+ schedules/s\n$`).MatchString(stdout.String()) {
+	summary := fmt.Sprintf(`^DONE %d runs over %d scenarios, [1-9]\d* faults injected \(\d+ restarts\), 0 failures in [\d.]+s: \d+ schedules/s\n$`, 4*len(scenarios), len(scenarios))
+	if !regexp.MustCompile(summary).MatchString(stdout.String()) {
 		t.Fatalf("summary %q", stdout.String())
 	}
 	for _, args := range [][]string{{"nope"}, {"--workers", "0"}, {"--backend", "x"}, {"--seeds", "x"}} {

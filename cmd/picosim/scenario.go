@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -30,6 +31,7 @@ var scenarios = []scenario{
 	{"retry-and-deferred", "a rate-limited attempt, then a deferred answer polled to the end", retryAndDeferred},
 	{"crash-reopen", "the process stops mid-turn; a new one reopens and drives to the end", crashReopen},
 	{"fork-and-continue", "fork at an answer and continue both conversations", forkAndContinue},
+	{"fork-at-start", "fork at the start carrying a sticky value while the source goes on", forkAtStart},
 	{"shutdown-queued", "shutdown with queued input, which survives a reopen", shutdownQueued},
 }
 
@@ -241,6 +243,72 @@ func forkAndContinue(ctx context.Context, e *env) error {
 		if en.ConversationID == root && en.ID > p.Items[len(p.Items)-1].ID {
 			return fmt.Errorf("the fork sees source entry %d from after the fork point", en.ID)
 		}
+	}
+	return e.settled(ctx, nil)
+}
+
+// modeAddr is a sticky conversation value, which a fork carries only when
+// asked to.
+var modeAddr = storage.Address{Scope: storage.ConversationScope(0), Namespace: "picosim", Key: "mode"}
+
+// forkAtStart forks the root at its start, carrying modeAddr, while the
+// source goes on: the fork holds none of the source's entries, and carries
+// the value as it was when the fork took the line, which a later change in
+// the source does not reach.
+func forkAtStart(ctx context.Context, e *env) error {
+	e.faux.SetResponses(reply("first"), reply("a fresh start"), reply("the source goes on"))
+	if err := e.turn(ctx, "one"); err != nil {
+		return err
+	}
+	c, err := e.h.Conversation(ctx, root)
+	if err != nil {
+		return err
+	}
+	var want json.RawMessage
+	if e.host("set the root's mode") {
+		want = json.RawMessage(`"careful"`)
+		if err := c.Value(modeAddr).Set(ctx, want); err != nil {
+			return err
+		}
+	}
+	if !e.host("fork at the start") {
+		return e.settled(ctx, nil)
+	}
+	fork, err := c.Fork(ctx, core.ForkStart, core.ForkOptions{Values: []storage.Address{modeAddr}})
+	if err != nil {
+		return err
+	}
+	if _, err := e.accept(ctx, fork.ID, agent.ModeFollowUp, "fresh"); err != nil {
+		return err
+	}
+	if _, err := e.accept(ctx, root, agent.ModeFollowUp, "again"); err != nil {
+		return err
+	}
+	a, b := e.driveAsync(ctx, fork.ID), e.driveAsync(ctx, root)
+	if e.host("change the root's mode") {
+		if err := c.Value(modeAddr).Set(ctx, json.RawMessage(`"bold"`)); err != nil {
+			return err
+		}
+	}
+	a.Wait(ctx)
+	b.Wait(ctx)
+	fp, err := storage.AllPages(func(cur storage.Cursor) (storage.Page[*storage.Entry], error) {
+		return e.h.Entries(ctx, fork.ID, cur)
+	})
+	if err != nil {
+		return err
+	}
+	for _, en := range fp {
+		if en.ConversationID == root {
+			return fmt.Errorf("the fork at the start sees source entry %d", en.ID)
+		}
+	}
+	got, ok, err := fork.Value(modeAddr).Get(ctx)
+	switch {
+	case err != nil:
+		return err
+	case ok != (want != nil) || (ok && string(got) != string(want)):
+		return fmt.Errorf("the fork carries mode %s (present %v); want %s, the source's when the fork was made", got, ok, want)
 	}
 	return e.settled(ctx, nil)
 }
