@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -316,20 +317,21 @@ func killPoint() (commitKill, bool) {
 	return commitKill{commit: k, before: when == "before"}, true
 }
 
-// killingStore kills the process at its commit.
+// killingStore kills the process at its commit. Scratch frames commit
+// beside the line, so the count is atomic and each commit keeps its own.
 type killingStore struct {
 	storage.Storage
 	at      commitKill
-	commits int
+	commits atomic.Int64
 }
 
 func (s *killingStore) Commit(ctx context.Context, b storage.CommitBatch) (storage.Range, error) {
-	s.commits++
-	if s.commits == s.at.commit && s.at.before {
+	n := int(s.commits.Add(1))
+	if n == s.at.commit && s.at.before {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
 	r, err := s.Storage.Commit(ctx, b)
-	if s.commits == s.at.commit {
+	if n == s.at.commit {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
 	return r, err
@@ -373,19 +375,34 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, "bench", err)
 	}
+	// The profile goes to memory and then to the file, because pprof
+	// drops its own write errors: a full disk must not leave a cut
+	// profile behind a zero exit. The file is made first, so that a path
+	// that cannot be written is refused before the run.
+	var (
+		profile    *os.File
+		profileBuf bytes.Buffer
+	)
 	if c.CPUProfile != "" {
-		f, err := os.OpenFile(c.CPUProfile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
+		profile, err = os.OpenFile(c.CPUProfile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
 		if err != nil {
 			return fail(stderr, "bench", &fieldError{"--cpuprofile", err})
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := pprof.StartCPUProfile(&profileBuf); err != nil {
+			_ = profile.Close()
 			return fail(stderr, "bench", &fieldError{"--cpuprofile", err})
 		}
 	}
 	r, err := runBench(ctx, c)
-	if c.CPUProfile != "" {
+	if profile != nil {
 		pprof.StopCPUProfile()
+		_, werr := profile.Write(profileBuf.Bytes())
+		if cerr := profile.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil && err == nil {
+			err = &envError{fmt.Errorf("--cpuprofile: %w", werr)}
+		}
 	}
 	if err != nil {
 		return fail(stderr, "bench", benchError(ctx, err))

@@ -47,7 +47,11 @@ func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "check", err)
 	}
 	backend, err := detectBackend(path)
-	if err != nil {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue):
+		return fail(stderr, "check", err)
+	case err != nil:
 		fmt.Fprintf(stdout, "✗ %s: %v\n", path, err)
 		return exitFailed
 	}
@@ -80,8 +84,12 @@ func parseCheck(args []string) (path, session string, err error) {
 	case len(pos) > 1:
 		return "", "", usagef("unexpected argument %q", pos[1])
 	}
-	if _, err := os.Stat(pos[0]); err != nil {
+	info, err := os.Stat(pos[0])
+	switch {
+	case err != nil:
 		return "", "", &usageError{err.Error()}
+	case info.IsDir():
+		return "", "", usagef("%s is a directory; pass the session file in it (session.jsonl, or sessions.db for SQLite)", pos[0])
 	}
 	return pos[0], session, nil
 }
@@ -140,14 +148,19 @@ wrong, 3 when the copy cannot be made (TMPDIR missing, read-only or full).
 const sqliteMagic = "SQLite format 3\x00"
 
 // detectBackend tells a JSONL session from a SQLite database by content.
+// A file that cannot be opened is the caller's path's fault (a usage
+// error); one that cannot be read, the machine's.
 func detectBackend(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", &usageError{err.Error()}
 	}
 	defer f.Close()
 	head := make([]byte, 256)
-	n, _ := io.ReadFull(f, head)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return "", &envError{fmt.Errorf("reading %s: %w", path, err)}
+	}
 	head = head[:n]
 	switch {
 	case strings.HasPrefix(string(head), sqliteMagic):

@@ -86,6 +86,12 @@ func TestCheckNamesTheOffendingLineOfACorruptedSession(t *testing.T) {
 	if code := checkMain(context.Background(), []string{filepath.Join(t.TempDir(), "missing.jsonl")}, &out, &errOut); code != 2 {
 		t.Fatalf("a missing session: exit %d; want 2", code)
 	}
+	// A directory, such as a --keep directory passed whole, is a mistake
+	// of use that names the file to pass, not an empty session.
+	errOut.Reset()
+	if code := checkMain(context.Background(), []string{t.TempDir()}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "is a directory; pass the session file in it") {
+		t.Fatalf("a directory: exit %d, stderr %q; want 2 naming the file to pass", code, errOut.String())
+	}
 }
 
 // Each batch of a JSONL history is held to the harness's rules against the

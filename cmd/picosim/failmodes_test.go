@@ -52,6 +52,18 @@ func TestATraceThatCannotBeWrittenFailsTheRun(t *testing.T) {
 	oneErrorLine(t, args, out, errOut, code, exitEnvironment, "--trace: writing /dev/full: write /dev/full: no space left on device")
 }
 
+// A CPU profile that cannot be written is an error too: pprof drops its
+// own write errors, so bench writes the profile itself.
+func TestAProfileThatCannotBeWrittenFailsTheBench(t *testing.T) {
+	needDevFull(t)
+	bin := picosimBinary(t)
+	args := []string{"bench", "--turns", "5", "--cpuprofile", "/dev/full"}
+	_, errOut, code := runBinary(t, bin, args...)
+	if want := "picosim: bench: --cpuprofile: write /dev/full: no space left on device\n"; code != exitEnvironment || errOut != want {
+		t.Fatalf("%v: exit %d, stderr %q; want %d and %q", args, code, errOut, exitEnvironment, want)
+	}
+}
+
 // fuzz writes failing traces into --out: one that cannot be written stops
 // fuzz with an error line. The trace names are learnt from a first fuzz
 // into a plain directory; the second one finds them linked to /dev/full.

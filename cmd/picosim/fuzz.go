@@ -94,8 +94,14 @@ func shrink(ctx context.Context, spec runSpec, failure string) (runSpec, string,
 	return spec, failure, stopped
 }
 
-// fuzzSeedsDefault is how many seeds fuzz gives each scenario unless told.
-const fuzzSeedsDefault = 200
+const (
+	// fuzzSeedsDefault is how many seeds fuzz gives each scenario unless
+	// told.
+	fuzzSeedsDefault = 200
+	// fuzzWorkersMax bounds --workers: each worker holds a whole simulated
+	// session, and runs beyond the cores only share them.
+	fuzzWorkersMax = 1024
+)
 
 // fuzzConfig is what picosim fuzz was asked to explore.
 type fuzzConfig struct {
@@ -135,8 +141,8 @@ func parseFuzz(args []string) (fuzzConfig, error) {
 		return c, usagef("--time %s: want a positive duration", c.budget)
 	case c.seeds < 1:
 		return c, usagef("--seeds %d: want at least 1", c.seeds)
-	case c.workers < 1:
-		return c, usagef("--workers %d: want at least 1", c.workers)
+	case c.workers < 1 || c.workers > fuzzWorkersMax:
+		return c, usagef("--workers %d: want 1 to %d", c.workers, fuzzWorkersMax)
 	case !slices.Contains(backends, c.backend):
 		return c, usagef("--backend %q: want memory, jsonl or sqlite", c.backend)
 	}

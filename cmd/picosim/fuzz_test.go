@@ -130,7 +130,7 @@ func TestFuzzWithoutBugsPassesAndMistakesExitTwo(t *testing.T) {
 	if !regexp.MustCompile(summary).MatchString(stdout.String()) {
 		t.Fatalf("summary %q", stdout.String())
 	}
-	for _, args := range [][]string{{"nope"}, {"--workers", "0"}, {"--backend", "x"}, {"--seeds", "x"}} {
+	for _, args := range [][]string{{"nope"}, {"--workers", "0"}, {"--workers", "1025"}, {"--backend", "x"}, {"--seeds", "x"}} {
 		stderr.Reset()
 		if code := fuzzMain(context.Background(), args, &stdout, &stderr); code != 2 || strings.Count(stderr.String(), "\n") != 1 {
 			t.Errorf("%v: exit %d, %q; want exit 2 and one line", args, code, stderr.String())
