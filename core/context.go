@@ -146,7 +146,7 @@ type SystemFold struct {
 // context, the fold is empty: whoever next tells the model writes a fresh
 // baseline.
 func (c *Context) System() (SystemFold, error) {
-	var s systemFolder
+	s := newSystemFolder(c.Head)
 	for _, ce := range c.Entries {
 		if err := s.add(ce.Entry); err != nil {
 			return SystemFold{}, err
@@ -157,11 +157,24 @@ func (c *Context) System() (SystemFold, error) {
 
 // systemFolder folds system entries in context order: a baseline starts the
 // fold over, a delta folds into it, and a delta before any baseline is
-// subsumed by the baseline that will come.
-type systemFolder struct{ f SystemFold }
+// subsumed by the baseline that will come. A head starts a new epoch
+// (§8.2): the system entries a summary retained, older than the head, were
+// the old epoch's and count for nothing, so the next generation writes a
+// fresh baseline.
+type systemFolder struct {
+	f     SystemFold
+	epoch storage.ID // the head's id; older system entries are skipped
+}
+
+func newSystemFolder(head *storage.Entry) systemFolder {
+	if head == nil {
+		return systemFolder{}
+	}
+	return systemFolder{epoch: head.ID}
+}
 
 func (s *systemFolder) add(e *storage.Entry) error {
-	if !SystemKind.Is(e) {
+	if !SystemKind.Is(e) || e.ID < s.epoch {
 		return nil
 	}
 	d, err := SystemKind.Data(e)
@@ -262,13 +275,14 @@ func (c *Context) Request() ([]ai.Message, error) {
 		}
 	}
 	subsumed := fold.Baseline != nil
+	epoch := newSystemFolder(c.Head).epoch
 	for _, ce := range c.Entries {
 		switch {
 		case fold.Baseline != nil && ce.Entry == fold.Baseline:
 			subsumed = false
 			continue
-		case subsumed && SystemKind.Is(ce.Entry):
-			continue
+		case (subsumed || ce.Entry.ID < epoch) && SystemKind.Is(ce.Entry):
+			continue // subsumed, or of the epoch before the head
 		}
 		for _, m := range ce.Messages {
 			switch {

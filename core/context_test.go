@@ -362,3 +362,35 @@ func TestToolResultsFollowTheirCallInCallOrder(t *testing.T) {
 		t.Fatalf("stored messages = %v; want the results in stored order", got)
 	}
 }
+
+// A head starts a new epoch (§8.2) even when a summary keeps the old
+// baseline in its tail: that baseline was the old epoch's, so the fold has
+// none until the next turn writes one, and no request carries the old one.
+func TestASummaryThatKeepsTheOldBaselineStartsANewEpoch(t *testing.T) {
+	f := newFixture(t)
+	conv := f.conversation()
+	f.at(10, userAt(conv, "u10"))
+	f.at(20, systemAt(conv, core.SystemData{Baseline: true, Sections: []core.SystemSection{{Key: "identity", Text: text("you are pico")}}}, "B1"))
+	f.at(30, assistantAt(conv, "a30"))
+	f.at(40, userAt(conv, "u40"))
+	f.at(50, systemAt(conv, core.SystemData{Sections: []core.SystemSection{{Key: "cwd", Text: text("/a")}}}, "D1"))
+	f.at(60, assistantAt(conv, "a60"))
+	f.at(70, summaryAt(conv, 10, 20))
+	c := f.context(conv, 0)
+	wantContext(t, c, 70, 20, 30, 40, 50, 60)
+	if fold, err := c.System(); err != nil || fold.Baseline != nil || len(fold.Sections) != 0 {
+		t.Fatalf("fold after the summary = %+v, %v; want nothing: B1 and D1 are the old epoch's", fold, err)
+	}
+	req, err := c.Request()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"user:summary", "assistant:a30", "user:u40", "assistant:a60"}; !slices.Equal(messageTexts(req), want) {
+		t.Fatalf("request = %v; want %v (no old system message)", messageTexts(req), want)
+	}
+	f.at(80, systemAt(conv, core.SystemData{Baseline: true, Sections: []core.SystemSection{{Key: "identity", Text: text("you are pico")}}}, "B2"))
+	c = f.context(conv, 0)
+	if fold, _ := c.System(); fold.Baseline == nil || fold.Baseline.ID != 80 || len(fold.Deltas) != 0 {
+		t.Fatalf("fold = %+v; want the new baseline 80 alone", fold)
+	}
+}

@@ -63,7 +63,7 @@ func (cc *contextCache) rebuild(ctx context.Context, store storage.Storage, conv
 		return err
 	}
 	cc.head, cc.entries, cc.at, cc.proj = head, fold(head, rng), through, nil
-	cc.sys, cc.sysScanned = systemFolder{}, 0
+	cc.sys, cc.sysScanned = newSystemFolder(cc.head), 0
 	cc.last = 0
 	if len(rng) > 0 {
 		cc.last = rng[len(rng)-1].ID
@@ -118,6 +118,7 @@ type projection struct {
 	scanned  int                    // entries indexed into results and baseline
 	results  map[string]*ai.Message // first tool result per call id
 	baseline *ContextEntry          // newest baseline among scanned entries
+	epoch    storage.ID             // the head's id: older system entries are the last epoch's
 	done     int                    // entries folded into body
 	body     []ai.Message           // the baseline slot, then the stable body
 	passed   bool                   // body has passed the baseline entry
@@ -129,12 +130,12 @@ type projection struct {
 func (cc *contextCache) request(pending []ContextEntry) ([]ai.Message, error) {
 	p := cc.proj
 	if p == nil {
-		p = &projection{results: map[string]*ai.Message{}, used: map[string]bool{}}
+		p = &projection{results: map[string]*ai.Message{}, used: map[string]bool{}, epoch: newSystemFolder(cc.head).epoch}
 		cc.proj = p
 	}
 	for ; p.scanned < len(cc.entries); p.scanned++ {
 		ce := &cc.entries[p.scanned]
-		if SystemKind.Is(ce.Entry) {
+		if SystemKind.Is(ce.Entry) && ce.Entry.ID >= p.epoch {
 			d, err := SystemKind.Data(ce.Entry)
 			if err != nil {
 				return nil, err
@@ -158,7 +159,7 @@ func (cc *contextCache) request(pending []ContextEntry) ([]ai.Message, error) {
 		if newBaseline || slices.ContainsFunc(ce.Messages, func(m ai.Message) bool { return m.Role == ai.RoleToolResult }) {
 			// A new epoch, or results the index has not seen: project the
 			// whole context this once.
-			full := &Context{Entries: append(cc.entries[:len(cc.entries):len(cc.entries)], pending...)}
+			full := &Context{Head: cc.head, Entries: append(cc.entries[:len(cc.entries):len(cc.entries)], pending...)}
 			return full.Request()
 		}
 	}
@@ -219,8 +220,8 @@ func (p *projection) project(out []ai.Message, ce ContextEntry, passed *bool, us
 	case p.baseline != nil && ce.Entry == p.baseline.Entry:
 		*passed = true
 		return out
-	case p.baseline != nil && !*passed && SystemKind.Is(ce.Entry):
-		return out
+	case (p.baseline != nil && !*passed || ce.Entry.ID < p.epoch) && SystemKind.Is(ce.Entry):
+		return out // subsumed, or of the epoch before the head
 	}
 	for _, m := range ce.Messages {
 		switch {

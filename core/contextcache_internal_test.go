@@ -125,7 +125,7 @@ func TestCachedContextEqualsAFreshDerivation(t *testing.T) {
 						{pendingSystem(store, c, SystemData{Sections: []SystemSection{{Key: "p", Text: &text}}})},
 						{pendingSystem(store, c, SystemData{Baseline: true, Sections: []SystemSection{{Key: "p", Text: &text}}})},
 					} {
-						full := &Context{Entries: append(append([]ContextEntry(nil), want.Entries...), pending...)}
+						full := &Context{Head: want.Head, Entries: append(append([]ContextEntry(nil), want.Entries...), pending...)}
 						wantReq, err := full.Request()
 						if err != nil {
 							return err

@@ -231,6 +231,18 @@ func (d *driver) addLive(t *storage.Task) {
 	}
 }
 
+// liveOfKind lists conv's live tasks of a kind, ascending.
+func (d *driver) liveOfKind(conv storage.ID, kind string) []storage.ID {
+	var ids []storage.ID
+	for id := range d.byConv[conv] {
+		if d.live[id].task.Kind == kind {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 func (d *driver) removeLive(id storage.ID) {
 	lt := d.live[id]
 	d.unpin(lt.task.ConversationID)

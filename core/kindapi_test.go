@@ -415,3 +415,63 @@ func TestTheCachedContextDoorsOfABareLineDeriveAfresh(t *testing.T) {
 		tx.SetValue(storage.SessionValue[int]("touched").Address, 1)
 	})
 }
+
+// LiveTasks is the driver's index of live work by conversation and kind:
+// it follows creation and settlement, and a bare line answers the same
+// from the store.
+func TestLiveTasksListsAConversationsLiveTasksOfAKind(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a, b := simtest.StepKind("a", nil), simtest.StepKind("b", nil)
+		store := memory.New()
+		h := open(t, ctx, s, store, a, b)
+		c := h.Root()
+		var a1, a2, other storage.ID
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			a1 = tx.Task(a, core.TaskSpec{})
+			tx.Task(b, core.TaskSpec{})
+			a2 = tx.Task(a, core.TaskSpec{Background: true})
+			return nil
+		}))
+		fork := must(c.Fork(ctx, core.ForkStart, core.ForkOptions{}))
+		must(fork.Commit(ctx, func(tx *core.ConversationTx) error { other = tx.Task(a, core.TaskSpec{}); return nil }))
+		live := func(conv storage.ID, kind string) []storage.ID {
+			var ids []storage.ID
+			must(h.Commit(ctx, func(tx *core.Tx) error {
+				var err error
+				ids, err = tx.LiveTasks(conv, kind)
+				return err
+			}))
+			return ids
+		}
+		if got := live(c.ID, "a"); !slices.Equal(got, []storage.ID{a1, a2}) {
+			t.Fatalf("live a in the root = %v; want [%d %d]", got, a1, a2)
+		}
+		if got := live(fork.ID, "a"); !slices.Equal(got, []storage.ID{other}) {
+			t.Fatalf("live a in the fork = %v; want [%d]", got, other)
+		}
+		if got := live(c.ID, "nope"); len(got) != 0 {
+			t.Fatalf("live tasks of an unknown kind = %v; want none", got)
+		}
+		// The drive runs the root's foreground work: a1 settles and leaves
+		// the index in that commit.
+		must(c.Drive(ctx))
+		afterDrive := live(c.ID, "a")
+		if slices.Contains(afterDrive, a1) || !slices.Equal(afterDrive, live(c.ID, "a")) {
+			t.Fatalf("live a after the drive = %v; want %d gone", afterDrive, a1)
+		}
+		kinds := core.NewKinds()
+		must(0, kinds.AddTask(a))
+		must(0, kinds.AddTask(b))
+		line := core.NewLine(s.Runtime(), store, kinds, core.LineOptions{})
+		var bare []storage.ID
+		must(line.Commit(ctx, func(tx *core.Tx) error {
+			var err error
+			bare, err = tx.LiveTasks(c.ID, "a")
+			return err
+		}))
+		if !slices.Equal(bare, afterDrive) {
+			t.Fatalf("a bare line's live a = %v; want %v, what the driver's index said", bare, afterDrive)
+		}
+		must(0, h.Close(ctx))
+	})
+}

@@ -525,6 +525,26 @@ func (tx *Tx) Busy(conv storage.ID) bool {
 	return tx.h != nil && tx.h.d.fg[conv] > 0
 }
 
+// LiveTasks returns the ids of conversation conv's live tasks of a kind as
+// committed, ascending: the driver's index of live work, read on the line,
+// never a scan of history. It is how a kind keeps "one live task of this
+// kind per conversation" (a collapse) or finds the task to wait on. A
+// transaction of a bare line asks the store.
+func (tx *Tx) LiveTasks(conv storage.ID, kind string) ([]storage.ID, error) {
+	if tx.h == nil {
+		live := true
+		tasks, err := storage.AllPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
+			return tx.store.ScanTasks(tx.ctx, storage.TaskQuery{Cursor: c, ConversationIDs: []storage.ID{conv}, Live: &live, Kind: kind})
+		})
+		ids := make([]storage.ID, len(tasks))
+		for i, t := range tasks {
+			ids[i] = t.ID
+		}
+		return ids, err
+	}
+	return tx.h.d.liveOfKind(conv, kind), nil
+}
+
 // MarkForeground adds an abort mark, in this commit, to every unmarked
 // live foreground task of conv's foreground set: its own and, through live
 // foreground owners, those of the conversations they own (§6.3). It

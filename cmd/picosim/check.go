@@ -382,7 +382,8 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 	for _, t := range all {
 		maxID = max(maxID, t.ID)
 	}
-	kinds := map[string]core.TaskKind{agent.GenerationKindName: agent.GenerationKind, agent.ToolKindName: agent.ToolKind, agent.PostToolsKindName: agent.PostToolsKind}
+	kinds := map[string]core.TaskKind{agent.GenerationKindName: agent.GenerationKind, agent.ToolKindName: agent.ToolKind,
+		agent.PostToolsKindName: agent.PostToolsKind, agent.CollapseKindName: agent.CollapseKind}
 	owned := map[storage.ID]bool{} // inputs of live groups
 	for _, t := range tasks {
 		if k, ok := kinds[t.Kind]; ok {
@@ -390,13 +391,8 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 				problems = append(problems, fmt.Sprintf("task %d (%s) is %s with role %s; the kind maps that status to %q", t.ID, t.Kind, t.Status, t.Role, role))
 			}
 		}
-		var st struct {
-			Inputs []storage.ID `json:"inputs"`
-		}
-		if (t.Kind == agent.GenerationKindName || t.Kind == agent.PostToolsKindName) && json.Unmarshal(t.State, &st) == nil {
-			for _, in := range st.Inputs {
-				owned[in] = true
-			}
+		for _, in := range agent.InputGroup(t) {
+			owned[in] = true
 		}
 	}
 	for _, c := range convs {
@@ -432,7 +428,7 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 			case r.Status == agent.InputQueued && !queued[id]:
 				problems = append(problems, fmt.Sprintf("conversation %d: input %d is queued but not in the inbox", c.ID, id))
 			case r.Status == agent.InputRunning && !owned[id]:
-				problems = append(problems, fmt.Sprintf("conversation %d: input %d is running but no live generation or post_tools owns it", c.ID, id))
+				problems = append(problems, fmt.Sprintf("conversation %d: input %d is running but no live generation, post_tools or overflow collapse owns it", c.ID, id))
 			}
 			delete(queued, id)
 		}

@@ -73,7 +73,7 @@ type Harness struct {
 }
 
 // Open opens a session over store with pico's built-in kinds (generation,
-// tool, post_tools) and the inbox's rules and views registered, then does
+// tool, post_tools, collapse) and the inbox's rules and views registered, then does
 // what core.Open does.
 func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, error) {
 	tools, err := newToolRegistry(opts.Tools)
@@ -81,7 +81,7 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 		return nil, err
 	}
 	cfg := &config{models: opts.Models, tools: tools, retry: opts.Retry, env: opts.Env}
-	kinds := append([]core.TaskKind{GenerationKind, ToolKind, PostToolsKind}, opts.TaskKinds...)
+	kinds := append([]core.TaskKind{GenerationKind, ToolKind, PostToolsKind, CollapseKind}, opts.TaskKinds...)
 	h, err := core.Open(ctx, store, core.Options{
 		Runtime: opts.Runtime, EntryKinds: opts.EntryKinds, TaskKinds: kinds, Replace: opts.Replace,
 		Rules:   Rules(),
@@ -107,8 +107,9 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 }
 
 // Rules are the batch rules the agent loop adds to the kernel's: the
-// input-result state machine of the inbox (RuleInputResult).
-func Rules() []core.BatchRule { return []core.BatchRule{checkInputResults} }
+// input-result state machine of the inbox (RuleInputResult) and the range
+// of the collapse settings (RuleCollapseSetting).
+func Rules() []core.BatchRule { return []core.BatchRule{checkInputResults, checkCollapseSettings} }
 
 // ValidateBatch is core.ValidateBatch with the agent's rules: what picosim
 // check and a verifying JSONL replay hold an agent session's history to.

@@ -1,5 +1,5 @@
-// Package agent is pico's agent loop: the built-in generation, tool and
-// post_tools kinds, the tool sink and its output limits, argument checks,
+// Package agent is pico's agent loop: the built-in generation, tool,
+// post_tools and collapse kinds, the tool sink and its output limits, argument checks,
 // system instructions, models, retries and usage, the built-in file tools,
 // and the inbox with its input modes (§5.5, §8). It is written against the
 // kernel's exported kind API (package core) and nothing else, the way a
@@ -8,8 +8,9 @@
 //
 // Open registers the built-ins on a kernel session and returns a Harness
 // whose conversations carry the reference's agent verbs: Accept, Prompt,
-// Steer, FollowUp, NextRun, Write, CancelQueued, Result and Settings. The
-// kinds themselves (GenerationKind, ToolKind, PostToolsKind) are plain
+// Steer, FollowUp, NextRun, Write, CancelQueued, Result, Settings, Collapse
+// and Reset. The kinds themselves (GenerationKind, ToolKind, PostToolsKind,
+// CollapseKind) are plain
 // values a host can wrap and pass as a replacement; they find the session's
 // models, tools, retry policy and execution environment through the
 // harness's extension (core.Options.Extensions), so they carry no state.
@@ -28,19 +29,25 @@
 //     per-session configuration the kinds look up, the agent's batch rules.
 //   - models.go: model references and the generation's config values, the
 //     model registry, the retry policy, usage rows and totals.
-//   - generation.go: the generation kind: attempts, streaming to scratch,
-//     retries and deferral, settlement, recovery and abort.
+//   - generation.go: the generation kind: the threshold check, attempts,
+//     streaming to scratch, retries and deferral, settlement, the overflow
+//     hand-over to a collapse, recovery and abort.
 //   - system.go: system instructions and the baseline or delta a generation
 //     appends when they change.
 //   - tool.go: the Tool type, the tool registry and the tool kind: checks,
 //     before_tool and after_tool, replay policies, recovery and abort.
 //   - sink.go: the tool sink (ToolOutput), the fold of its operations with
 //     output limits and truncation, and the result message.
-//   - schema.go: the JSON-schema subset tool arguments are checked against.
+//   - schema.go: the JSON Schema validation of tool arguments.
 //   - posttools.go: the post_tools kind, which decides what follows an
 //     exchange in one commit.
 //   - inbox.go: input modes, inbox items and input results, the agent verbs
 //     and request receipts.
+//   - collapse.go: the collapse kind (§8.4): the cut, before_collapse, the
+//     summarizer, the stale rule, the overflow chain's successor, recovery
+//     and abort; the collapse settings and their batch rule; Collapse and
+//     Reset.
+//   - estimate.go: the token estimate thresholds and cuts are made with.
 //   - rules.go: the input-result batch rule.
 //   - preview.go: the generation's preview, the partial answer kept in step
 //     with its frames.

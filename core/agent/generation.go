@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -22,9 +23,16 @@ type GenerationState struct {
 	// NotBefore (ms) is when a retry or a deferred poll may go out.
 	NotBefore int64        `json:"notBefore,omitempty"`
 	Deferred  *ai.Deferred `json:"deferred,omitempty"`
+	// AfterCollapse is the collapse whose settlement this generation
+	// follows (threshold: it waits on it; overflow: it was created by it):
+	// it does not collapse again before its request. OverflowRetried marks
+	// the one retry an overflow gets.
+	AfterCollapse   storage.ID `json:"afterCollapse,omitempty"`
+	OverflowRetried bool       `json:"overflowRetried,omitempty"`
 	// Set at settlement.
 	Assistant storage.ID `json:"assistant,omitempty"`
 	Reason    string     `json:"reason,omitempty"`
+	Collapse  storage.ID `json:"collapse,omitempty"` // the collapse it handed its turn to
 }
 
 // framesList is where a generation streams its compact frames (§4.6).
@@ -145,7 +153,11 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *cor
 	}
 	var msgs []ai.Message
 	var tools []ai.Tool
+	collapsed := false
 	if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+		if collapsed, err = k.collapseFirst(tx.Tx, cfg, task, st, model); err != nil || collapsed {
+			return err
+		}
 		fold, err := tx.SystemFold(conv)
 		if err != nil {
 			return err
@@ -164,7 +176,7 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *cor
 		}
 		tx.Patch(task.ID, core.TaskPatch{Status: "streaming", State: map[string]any{"attempt": st.Attempt + 1, "notBefore": 0}})
 		return nil
-	}); err != nil {
+	}); err != nil || collapsed {
 		return err
 	}
 	st.Attempt++
@@ -280,6 +292,9 @@ func (k generationKind) settle(ctx context.Context, rt *core.TaskRuntime, cfg *c
 			row.Outcome = "retry"
 			return k.wait(ctx, rt, task, "retry_wait", rt.Now().Add(cfg.retry.delay(st.Attempt)), nil, row)
 		}
+		if m.RawStopReason == ai.RawContextOverflow && !st.OverflowRetried {
+			return k.overflow(ctx, rt, cfg, task, st, model, m, row)
+		}
 		reason := m.ErrorMessage
 		switch {
 		case m.RawStopReason == ai.RawRateLimited:
@@ -296,6 +311,87 @@ func (k generationKind) settle(ctx context.Context, rt *core.TaskRuntime, cfg *c
 		return k.settleCalls(ctx, rt, task, st, req, m, calls, row)
 	}
 	return k.settleFinal(ctx, rt, cfg, task, st, m, row)
+}
+
+// collapseFirst is the threshold check at the top of a turn's first attempt
+// (§8.2): when the context would fill more of the model's window than the
+// conversation's threshold allows, the commit creates a collapse and a
+// generation after it that carries the turn, and settles this one. It does
+// nothing for a generation that follows a collapse (so a declined or stale
+// one cannot loop), while another collapse runs, or when nothing can be
+// cut; the request then goes out as it is.
+func (k generationKind) collapseFirst(tx *core.Tx, cfg *config, task *storage.Task, st GenerationState, model ai.Model) (bool, error) {
+	conv := task.ConversationID
+	if task.Status != "pending" || st.Attempt > 0 || st.AfterCollapse != 0 || model.ContextWindow <= 0 {
+		return false, nil
+	}
+	set, err := readCollapseSettings(tx, conv)
+	if err != nil || set.Threshold <= 0 {
+		return false, err
+	}
+	cx, err := tx.DerivedContext(conv)
+	if err != nil {
+		return false, err
+	}
+	budget := set.Threshold * float64(model.ContextWindow)
+	if float64(estimateContext(cx, nil, nil)) <= budget {
+		return false, nil
+	}
+	collapse, ok, err := cfg.startCollapse(tx, conv, CollapseThreshold, automaticKeep(set, budget), "", nil)
+	var busy *CollapseError
+	switch {
+	case errors.As(err, &busy):
+		return false, nil
+	case err != nil || !ok:
+		return false, err
+	}
+	next := st
+	next.AfterCollapse = collapse
+	tx.Task(kindName(GenerationKindName), core.TaskSpec{ConversationID: conv, State: next, After: []storage.ID{collapse}})
+	tx.Settle(task.ID, "done", map[string]any{"collapse": collapse, "reason": "threshold: the context was collapsed first"})
+	return true, nil
+}
+
+// overflow hands an overflowed turn to a collapse (§8.2): the generation
+// settles failed(overflow) and the collapse, foreground, owns the input
+// group until its settlement creates the one retry. Nothing live waits on
+// the collapse. While another collapse runs, the retry waits on that one
+// instead; with nothing to cut the turn fails as any error does.
+func (k generationKind) overflow(ctx context.Context, rt *core.TaskRuntime, cfg *config, task *storage.Task, st GenerationState, model ai.Model, m *ai.Message, row UsageRow) error {
+	conv := task.ConversationID
+	handed := false
+	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+		set, err := readCollapseSettings(tx.Tx, conv)
+		if err != nil {
+			return err
+		}
+		next := st
+		next.OverflowRetried = true
+		if model.ContextWindow > 0 {
+			set = automaticKeep(set, float64(model.ContextWindow))
+		}
+		collapse, ok, err := cfg.startCollapse(tx.Tx, conv, CollapseOverflow, set, "", &next)
+		var busy *CollapseError
+		switch {
+		case errors.As(err, &busy):
+			next.AfterCollapse = busy.Task
+			tx.Task(kindName(GenerationKindName), core.TaskSpec{ConversationID: conv, State: next, After: []storage.ID{busy.Task}})
+			collapse = busy.Task
+		case err != nil || !ok:
+			return err
+		}
+		row.Outcome = "overflow"
+		if err := recordUsage(tx.Tx, row); err != nil {
+			return err
+		}
+		handed = true
+		tx.Settle(task.ID, "failed", map[string]any{"reason": "overflow: " + m.ErrorMessage, "collapse": collapse})
+		return nil
+	})
+	if err != nil || handed {
+		return err
+	}
+	return k.fail(ctx, rt, task, st, m, "context overflow: "+m.ErrorMessage+"; nothing to collapse", &row)
 }
 
 // wait records a retry or a deferred response: the status that makes the
