@@ -137,6 +137,16 @@ var matrix = []row{
 		cell:     watchRegistrationRacesCommit,
 	},
 	{
+		name:     "Summary lands after a competing head/reset",
+		required: "rejected as stale; intervening edits do not stale it",
+		cell:     summaryLandsAfterACompetingHead,
+	},
+	{
+		name:     "Overflow retry while collapse runs",
+		required: "no live task waits on the collapse",
+		cell:     overflowRetryWhileCollapseRuns,
+	},
+	{
 		name:     "Fork at the start races a write of a carried value",
 		required: "the fork carries the value as of its place on the line and no source entry",
 		cell:     forkAtStartRacesAWrite,
