@@ -347,9 +347,10 @@ func copyDir(from, to string) error {
 // checkState checks what the backend's replay cannot: live tasks of the
 // built-in kinds carry the role their status maps to, every conversation's
 // context derives and projects, queued input is in the inbox, running input
-// belongs to a live generation or post_tools, every call of a settled
-// exchange has its result and no tool of it is still live, and the last
-// sequence is at or above every stored id.
+// belongs to a live generation, post_tools or overflow collapse, no live
+// task waits on an overflow collapse, every call of a settled exchange has
+// its result and no tool of it is still live, and the last sequence is at
+// or above every stored id.
 func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 	var problems []string
 	convs, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
@@ -375,6 +376,7 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 		return "", []string{err.Error()}
 	}
 	problems = append(problems, more...)
+	problems = append(problems, collapseWaitProblems(tasks)...)
 	maxID := storage.ID(0)
 	for _, c := range convs {
 		maxID = max(maxID, c.ID)
@@ -513,4 +515,26 @@ func inputResults(ctx context.Context, store storage.Storage, conv storage.ID) (
 		}
 		q.After = p.Items[len(p.Items)-1].Key
 	}
+}
+
+// collapseWaitProblems names live tasks that wait on a live overflow
+// collapse: the overflow chain hands its turn on at the collapse's
+// settlement, so nothing live ever waits on one (§8.2).
+func collapseWaitProblems(live []*storage.Task) []string {
+	overflow := map[storage.ID]bool{}
+	for _, t := range live {
+		var st agent.CollapseState
+		if t.Kind == agent.CollapseKindName && json.Unmarshal(t.State, &st) == nil && st.Reason == agent.CollapseOverflow {
+			overflow[t.ID] = true
+		}
+	}
+	var problems []string
+	for _, t := range live {
+		for _, d := range t.After {
+			if overflow[d] {
+				problems = append(problems, fmt.Sprintf("task %d (%s) waits on overflow collapse %d, which hands the turn on only when it settles", t.ID, t.Kind, d))
+			}
+		}
+	}
+	return problems
 }

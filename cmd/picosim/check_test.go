@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/jsonl"
@@ -294,5 +296,23 @@ func TestCheckOfALiveSessionUsesACopy(t *testing.T) {
 	os.Symlink(filepath.Join(scratch, "gone"), filepath.Join(scratch, "7")) // reads as a file that vanished
 	if err := copyDir(scratch, filepath.Join(t.TempDir(), "copy")); err != nil {
 		t.Fatalf("copying a directory whose file vanished: %v", err)
+	}
+}
+
+// A live task after a live overflow collapse is a broken overflow chain;
+// one after a threshold collapse is the threshold path, and one after a
+// settled collapse waits on nothing.
+func TestCheckNamesATaskWaitingOnAnOverflowCollapse(t *testing.T) {
+	collapse := func(id storage.ID, reason agent.CollapseReason, status string) *storage.Task {
+		state, _ := json.Marshal(agent.CollapseState{Reason: reason})
+		return &storage.Task{ID: id, Kind: agent.CollapseKindName, Status: status, Role: map[string]storage.TaskRole{"pending": storage.RoleStart, "done": storage.RoleTerminal}[status], State: state}
+	}
+	gen := func(id storage.ID, after ...storage.ID) *storage.Task {
+		return &storage.Task{ID: id, Kind: agent.GenerationKindName, Status: "pending", Role: storage.RoleStart, After: after}
+	}
+	live := []*storage.Task{collapse(10, agent.CollapseOverflow, "pending"), collapse(11, agent.CollapseThreshold, "pending"), gen(12, 10), gen(13, 11)}
+	problems := collapseWaitProblems(live)
+	if len(problems) != 1 || !strings.Contains(problems[0], "task 12 (generation) waits on overflow collapse 10") {
+		t.Fatalf("problems = %q; want task 12 named, waiting on collapse 10", problems)
 	}
 }

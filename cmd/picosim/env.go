@@ -57,6 +57,11 @@ type env struct {
 	// no restart may lose.
 	acked   storage.ID
 	entries []storage.ID
+	// overflowing are the live overflow collapses as committed, and
+	// waited the first commit that made a live task wait on one (§8.2:
+	// nothing live ever does), checked commit by commit.
+	overflowing map[storage.ID]bool
+	waited      error
 	// verdict is the run's outcome: nil when it passed.
 	verdict error
 	// envErr is the first storage error that was the machine's, not the
@@ -279,9 +284,37 @@ func (e *env) driveIdle(ctx context.Context) error {
 	return nil
 }
 
+// watchCollapses follows the overflow collapses a committed batch creates
+// and settles, and remembers the first task created to wait on a live one.
+func (e *env) watchCollapses(rng storage.Range, b storage.CommitBatch) {
+	if e.overflowing == nil {
+		e.overflowing = map[storage.ID]bool{}
+	}
+	for i, w := range b.Writes {
+		switch {
+		case w.Type == storage.WriteTask && w.Task != nil:
+			id := rng.First + storage.ID(i)
+			for _, d := range w.Task.After {
+				if e.overflowing[d] && e.waited == nil {
+					e.waited = fmt.Errorf("commit %d–%d: task %d (%s) waits on overflow collapse %d, which hands its turn on only when it settles", rng.First, rng.Last, id, w.Task.Kind, d)
+				}
+			}
+			var st agent.CollapseState
+			if w.Task.Kind == agent.CollapseKindName && json.Unmarshal(w.Task.State, &st) == nil && st.Reason == agent.CollapseOverflow {
+				e.overflowing[id] = true
+			}
+		case w.Type == storage.WriteSettle:
+			delete(e.overflowing, w.ID)
+		}
+	}
+}
+
 // invariants checks that nothing acknowledged was lost and what picosim
 // check checks, on the live session.
 func (e *env) invariants(ctx context.Context) error {
+	if e.waited != nil {
+		return e.waited
+	}
 	store := e.h.Store()
 	if last := store.LastSeq(); last < e.acked {
 		return fmt.Errorf("sequence %d was acknowledged, but the session ends at %d", e.acked, last)
@@ -320,6 +353,7 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 	}
 	if err == nil {
 		r.e.acked = max(r.e.acked, rng.Last)
+		r.e.watchCollapses(rng, b)
 		for i, w := range b.Writes {
 			if w.Type == storage.WriteEntry {
 				r.e.entries = append(r.e.entries, rng.First+storage.ID(i))

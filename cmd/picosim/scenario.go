@@ -33,6 +33,9 @@ var scenarios = []scenario{
 	{"fork-and-continue", "fork at an answer and continue both conversations", forkAndContinue},
 	{"fork-at-start", "fork at the start carrying a sticky value while the source goes on", forkAtStart},
 	{"shutdown-queued", "shutdown with queued input, which survives a reopen", shutdownQueued},
+	{"collapse-under-turn", "a manual collapse summarizes while a turn streams", collapseUnderTurn},
+	{"overflow-chain", "an overflowing turn is collapsed and retried once", overflowChain},
+	{"stale-summary", "a reset lands while a collapse summarizes, which makes it stale", staleSummary},
 }
 
 func findScenario(name string) (scenario, bool) {
