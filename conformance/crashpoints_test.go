@@ -78,27 +78,54 @@ var crashBackends = []crashBackend{
 	}},
 }
 
-func TestCrashPointsOfTheAgentLoop(t *testing.T) {
+// crashScenario is a first process the crash points cut, and what it must
+// leave when nothing cuts it.
+type crashScenario struct {
+	test  string // the test that explores it, for the replay line
+	first func(ctx context.Context, s *sim.Sim, store *fault.Storage, r *crashRecord)
+	// transcript and results are what the uninterrupted run must end with;
+	// sorted orders tool results that may settle in either order.
+	transcript []string
+	results    []agent.InputStatus
+	sorted     func(transcript []string)
+}
+
+// The agent loop's scenario: both tools ran (their results in either
+// order: parallel tools settle as they finish), post_tools landed the
+// write and then the steer, which joined the turn, and one final answer
+// ended it.
+var agentLoopCrashes = crashScenario{
+	test:  "TestCrashPointsOfTheAgentLoop",
+	first: crashFirstProcess,
+	transcript: []string{"user:go", "system:", "assistant:call a,call b", "tool_result:a done", "tool_result:b done",
+		"notice:note w", "user:focus on b", "assistant:final answer"},
+	results: []agent.InputStatus{agent.InputDone, agent.InputDone, agent.InputPlaced},
+	sorted: func(tr []string) {
+		if len(tr) > 4 && tr[3] > tr[4] {
+			tr[3], tr[4] = tr[4], tr[3]
+		}
+	},
+}
+
+func TestCrashPointsOfTheAgentLoop(t *testing.T) { exploreCrashPoints(t, agentLoopCrashes) }
+
+// exploreCrashPoints runs a scenario on every durable backend, once whole
+// and once per crash point.
+func exploreCrashPoints(t *testing.T, sc crashScenario) {
 	for _, b := range crashBackends {
 		t.Run(b.name, func(t *testing.T) {
-			base := runCrashPoint(t, b, fault.Plan{})
+			base := runCrashPoint(t, b, sc, fault.Plan{})
 			if t.Failed() {
 				t.Fatalf("the scenario fails without a crash; crash points would not tell anything")
 			}
-			// The uninterrupted run is the scenario the crash points cut:
-			// both tools ran (their results in either order: parallel tools
-			// settle as they finish), post_tools landed the write and then
-			// the steer, which joined the turn, and one final answer ended it.
-			wantShape := []string{"user:go", "system:", "assistant:call a,call b", "tool_result:a done", "tool_result:b done",
-				"notice:note w", "user:focus on b", "assistant:final answer"}
-			if len(base.transcript) > 4 && base.transcript[3] > base.transcript[4] {
-				base.transcript[3], base.transcript[4] = base.transcript[4], base.transcript[3]
+			if sc.sorted != nil {
+				sc.sorted(base.transcript)
 			}
-			if diff := cmp.Diff(wantShape, base.transcript); diff != "" || base.crash != nil {
+			if diff := cmp.Diff(sc.transcript, base.transcript); diff != "" || base.crash != nil {
 				t.Fatalf("the uninterrupted scenario's transcript (-want +got):\n%s", diff)
 			}
-			if want := []agent.InputStatus{agent.InputDone, agent.InputDone, agent.InputPlaced}; !slices.Equal(want, base.results) {
-				t.Fatalf("the uninterrupted scenario's inputs ended %v; want %v", base.results, want)
+			if !slices.Equal(sc.results, base.results) {
+				t.Fatalf("the uninterrupted scenario's inputs ended %v; want %v", base.results, sc.results)
 			}
 			explored, tears := 0, 0
 			if b.tears {
@@ -111,7 +138,7 @@ func TestCrashPointsOfTheAgentLoop(t *testing.T) {
 				}
 				for _, plan := range plans {
 					t.Run(plan.Faults[0].Name, func(t *testing.T) {
-						got := runCrashPoint(t, b, plan)
+						got := runCrashPoint(t, b, sc, plan)
 						switch f := plan.Faults[0]; {
 						case got.crash == nil:
 							t.Fatalf("%s never fired; the scenario is not deterministic (%d commits before, %d now)", f, base.commits, got.commits)
@@ -143,7 +170,7 @@ type crashOutcome struct {
 // runCrashPoint runs the scenario in one simulation: the first process
 // under plan, then the restarted one, and checks the run. Every violation
 // is reported with the command that replays the crash point.
-func runCrashPoint(t *testing.T, b crashBackend, plan fault.Plan) crashOutcome {
+func runCrashPoint(t *testing.T, b crashBackend, sc crashScenario, plan fault.Plan) crashOutcome {
 	t.Helper()
 	var out crashOutcome
 	var problems []string
@@ -151,7 +178,7 @@ func runCrashPoint(t *testing.T, b crashBackend, plan fault.Plan) crashOutcome {
 	err := s.Run(context.Background(), func(ctx context.Context) {
 		r := &crashRecord{}
 		first := crashMust(fault.WrapDisk(ctx, s.Runtime(), b.disk(t.TempDir()), plan, s))
-		crashFirstProcess(ctx, s, first, r)
+		sc.first(ctx, s, first, r)
 		out.transcript, out.results = r.transcript, r.results
 		out.commits, out.kinds = len(r.first.attempts), map[storage.BatchKind]int{}
 		for _, a := range r.first.attempts {
@@ -172,8 +199,8 @@ func runCrashPoint(t *testing.T, b crashBackend, plan fault.Plan) crashOutcome {
 		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
-		t.Errorf("backend %s, seed %d, plan %s:\n  %s\nreplay: go test ./conformance -run 'TestCrashPointsOfTheAgentLoop/%s/%s$' -v",
-			b.name, crashSeed, plan, strings.Join(problems, "\n  "), b.name, crashPointName(plan))
+		t.Errorf("backend %s, seed %d, plan %s:\n  %s\nreplay: go test ./conformance -run '%s/%s/%s$' -v",
+			b.name, crashSeed, plan, strings.Join(problems, "\n  "), sc.test, b.name, crashPointName(plan))
 	}
 	return out
 }
