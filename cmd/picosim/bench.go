@@ -40,9 +40,13 @@ type benchConfig struct {
 	Turns      int
 	Tools      int
 	ResetEvery int
-	Backend    string
-	Fsync      bool
-	JSON       bool
+	// CollapseEvery, when positive, collapses the context every that many
+	// turns (§10.3's frequent compaction): a manual collapse that keeps
+	// only the newest exchange, waited for before the next turn.
+	CollapseEvery int
+	Backend       string
+	Fsync         bool
+	JSON          bool
 	// CPUProfile, when set, is where the run's CPU profile is written.
 	CPUProfile string
 	// Dir, when set, is where the session's files go and stay; otherwise
@@ -62,6 +66,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fl.IntVar(&c.Turns, "turns", 200, "turns to run")
 	fl.IntVar(&c.Tools, "tools", 2, "tool calls per turn (0-4)")
 	fl.IntVar(&c.ResetEvery, "reset-every", 0, "append a reset head every N turns (0: never)")
+	fl.IntVar(&c.CollapseEvery, "collapse-every", 0, "collapse the context every N turns, waiting for the summary (0: never)")
 	fl.StringVar(&c.Backend, "backend", "memory", "memory, jsonl or sqlite")
 	fl.BoolVar(&c.Fsync, "fsync", false, "sync every JSONL write")
 	fl.BoolVar(&c.JSON, "json", false, "print one JSON line with the peer benchmark's field names")
@@ -79,6 +84,8 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 		return c, usagef("--tools %d: want 0 to %d", c.Tools, benchToolsMax)
 	case c.ResetEvery < 0:
 		return c, usagef("--reset-every %d: want 0 or more", c.ResetEvery)
+	case c.CollapseEvery < 0:
+		return c, usagef("--collapse-every %d: want 0 or more", c.CollapseEvery)
 	case !slices.Contains(backends, c.Backend):
 		return c, usagef("--backend %q: want memory, jsonl or sqlite", c.Backend)
 	case c.Fsync && c.Backend != "jsonl":
@@ -99,6 +106,8 @@ type benchResult struct {
 	Turns          int     `json:"turns"`
 	ToolsPerTurn   int     `json:"toolsPerTurn"`
 	ResetEvery     int     `json:"resetEvery"`
+	CollapseEvery  int     `json:"collapseEvery,omitempty"`
+	Collapses      int     `json:"collapses,omitempty"`
 	Done           int     `json:"done"`
 	ProviderCalls  int     `json:"providerCalls"`
 	ToolCalls      int     `json:"toolCalls"`
@@ -135,7 +144,7 @@ func benchStore(ctx context.Context, c benchConfig, dir string) (storage.Storage
 // runBench runs the workload under the real runtime: each turn one input
 // ("tool:a,b" style), one call per tool, the tools, and a final answer.
 func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
-	res := benchResult{Impl: "pico-go", Backend: c.Backend, Fsync: c.Fsync, Turns: c.Turns, ToolsPerTurn: c.Tools, ResetEvery: c.ResetEvery}
+	res := benchResult{Impl: "pico-go", Backend: c.Backend, Fsync: c.Fsync, Turns: c.Turns, ToolsPerTurn: c.Tools, ResetEvery: c.ResetEvery, CollapseEvery: c.CollapseEvery}
 	dir := c.Dir
 	if dir == "" {
 		tmp, err := tempDir(ctx, "picosim-bench-")
@@ -161,7 +170,11 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 		calls++
 		in := int64(len(req.Messages) * 50) // usage as the peer's provider reports it
 		usage := ai.Usage{Input: in, Output: 2, TotalTokens: in + 2}
-		if last := req.Messages[len(req.Messages)-1]; last.Role == ai.RoleToolResult || len(names) == 0 {
+		last := req.Messages[len(req.Messages)-1]
+		if summarizerAsks(last) {
+			return faux.Reply(faux.Text(fmt.Sprintf("summary %d", calls))).WithUsage(usage), nil
+		}
+		if last.Role == ai.RoleToolResult || len(names) == 0 {
 			return faux.Reply(faux.Text("after tools")).WithUsage(usage), nil
 		}
 		blocks := make([]ai.Block, len(names))
@@ -170,7 +183,11 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 		}
 		return faux.Reply(blocks...).WithStop(ai.StopToolUse).WithUsage(usage), nil
 	})
-	steps := make([]faux.Step, 2*c.Turns)
+	collapses := 0
+	if c.CollapseEvery > 0 {
+		collapses = (c.Turns - 1) / c.CollapseEvery
+	}
+	steps := make([]faux.Step, 2*c.Turns+collapses)
 	for i := range steps {
 		steps[i] = step
 	}
@@ -218,6 +235,10 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 		}
 	}()
 	root := h.Root()
+	settled, err := collapseWaiter(ctx, h, c)
+	if err != nil {
+		return res, err
+	}
 	lat := make([]float64, 0, c.Turns)
 	input := "hello"
 	if len(names) > 0 {
@@ -228,6 +249,12 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 			if _, err := root.Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, root.ID); return nil }); err != nil {
 				return res, err
 			}
+		}
+		if c.CollapseEvery > 0 && i > 0 && i%c.CollapseEvery == 0 {
+			if err := collapseAndWait(ctx, root, settled); err != nil {
+				return res, fmt.Errorf("collapse before turn %d: %w", i, err)
+			}
+			res.Collapses++
 		}
 		t0 := time.Now()
 		answer, err := root.Prompt(ctx, ai.PlainText(input), agent.AcceptOptions{})
@@ -291,6 +318,50 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 		return res, fmt.Errorf("%d of %d turns ended with an answer", res.Done, c.Turns)
 	}
 	return res, nil
+}
+
+// summarizerAsks reports whether a request's last message is the
+// summarizer's instruction, which bench answers with a summary.
+func summarizerAsks(last ai.Message) bool {
+	return last.Role == ai.RoleUser && strings.HasPrefix(last.Content.TextOf(), "Summarize the conversation above")
+}
+
+// collapseWaiter watches the root for collapses that end, when the bench
+// collapses at all: the channel gets each one's final state.
+func collapseWaiter(ctx context.Context, h *agent.Harness, c benchConfig) (<-chan *storage.Task, error) {
+	if c.CollapseEvery == 0 {
+		return nil, nil
+	}
+	w, err := h.Watch(ctx, h.Root().ID, core.WatchOptions{Tail: 1})
+	if err != nil {
+		return nil, err
+	}
+	ended := make(chan *storage.Task, 1)
+	err = w.Start(ctx, func(e core.ConversationEvent) {
+		if e.Type == core.EventTaskEnd && e.Task.Kind == agent.CollapseKindName {
+			ended <- e.Task
+		}
+	})
+	return ended, err
+}
+
+// collapseAndWait collapses the root's context, keeping its newest
+// exchange, and waits until the summary landed.
+func collapseAndWait(ctx context.Context, root *agent.Conversation, ended <-chan *storage.Task) error {
+	keep := int64(0)
+	id, err := root.Collapse(ctx, agent.CollapseOptions{KeepRecent: &keep})
+	if err != nil {
+		return err
+	}
+	select {
+	case t := <-ended:
+		if t.ID != id || t.Status != "done" {
+			return fmt.Errorf("collapse %d ended %s (%s)", t.ID, t.Status, t.State)
+		}
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // killAtEnv, for picosim's own tests only, names a commit at which the bench
@@ -357,12 +428,19 @@ func printBench(w io.Writer, c benchConfig, r benchResult) error {
 	}
 	_, err := fmt.Fprintf(w, "%d turns on %s%s: %.1f turns/s (wall %.0f ms, cpu %.0f+%.0f ms)\n"+
 		"turn latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n"+
-		"provider calls %d, tool calls %d, context entries %d\n"+
+		"provider calls %d, tool calls %d, %scontext entries %d\n"+
 		"memory: rss %.1f MB, heap %.1f MB; disk: %d bytes in %d files; cold reopen %.1f ms\n",
 		r.Turns, r.Backend, map[bool]string{true: " (fsync)", false: ""}[r.Fsync], float64(r.Turns)/(r.WallMs/1000), r.WallMs, r.CPUUserMs, r.CPUSysMs,
-		r.TurnMs.P50, r.TurnMs.P90, r.TurnMs.P99, r.TurnMs.Max, r.ProviderCalls, r.ToolCalls, r.ContextEntries,
+		r.TurnMs.P50, r.TurnMs.P90, r.TurnMs.P99, r.TurnMs.Max, r.ProviderCalls, r.ToolCalls, collapsesNote(r), r.ContextEntries,
 		r.RssMB, r.HeapUsedMB, r.DiskBytes, r.DiskFiles, r.ReopenMs)
 	return err
+}
+
+func collapsesNote(r benchResult) string {
+	if r.CollapseEvery == 0 {
+		return ""
+	}
+	return fmt.Sprintf("collapses %d, ", r.Collapses)
 }
 
 // benchMain is `picosim bench ARGS`; it returns the exit code.
@@ -425,12 +503,14 @@ func benchError(ctx context.Context, err error) error {
 	return err
 }
 
-const benchHelp = `usage: picosim bench [--turns N] [--tools K] [--reset-every R] [--backend memory|jsonl|sqlite] [--fsync] [--json]
-                     [--cpuprofile FILE] [--dir DIR]
+const benchHelp = `usage: picosim bench [--turns N] [--tools K] [--reset-every R] [--collapse-every C] [--backend memory|jsonl|sqlite]
+                     [--fsync] [--json] [--cpuprofile FILE] [--dir DIR]
 
 Runs the faux-turn workload of shared/peer (each turn: one input, K tool calls, a final answer)
 under the real runtime and prints turns per second, turn latency percentiles, process memory,
 bytes on disk and the cold reopen time. --json prints one line with the peer benchmark's fields;
 --cpuprofile writes a CPU profile of the run for go tool pprof; --dir keeps the session's files in
-DIR (for picosim check) instead of a temporary directory.
+DIR (for picosim check) instead of a temporary directory. --collapse-every C collapses the context
+every C turns and waits for the summary: with a durable backend, §10.3's frequent compaction plus
+cold reopen.
 `

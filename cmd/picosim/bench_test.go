@@ -37,8 +37,32 @@ func TestBenchRunsThePeerWorkloadAndPrintsThePeerFields(t *testing.T) {
 	}
 }
 
+// §10.3's frequent compaction plus cold reopen: every collapse lands a
+// summary before the next turn, the context stays short, and the session
+// reopens cold from its files.
+func TestBenchCollapsesEveryNTurnsAndReopens(t *testing.T) {
+	for _, backend := range []string{"jsonl", "sqlite"} {
+		t.Run(backend, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := benchMain(context.Background(), []string{"--turns", "25", "--collapse-every", "5", "--backend", backend, "--json"}, &out, &errOut); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			var got benchResult
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatalf("output %q: %v", out.String(), err)
+			}
+			// Four collapses (before turns 5, 10, 15, 20), each a summarizer
+			// call; after the last the context is the summary, the turn it
+			// kept, its fresh baseline and the four turns since.
+			if got.Done != 25 || got.Collapses != 4 || got.ProviderCalls != 54 || got.ContextEntries > 30 || got.ReopenMs <= 0 {
+				t.Fatalf("result %s; want 25 turns, 4 collapses, 54 provider calls, a short context and a reopen", out.String())
+			}
+		})
+	}
+}
+
 func TestBenchMistakesAreOneLineAndExitTwo(t *testing.T) {
-	for _, args := range [][]string{{"--tools", "9"}, {"--backend", "postgres"}, {"--turns", "0"}, {"--fsync"}, {"--bogus"}, {"extra"}} {
+	for _, args := range [][]string{{"--tools", "9"}, {"--backend", "postgres"}, {"--turns", "0"}, {"--collapse-every", "-1"}, {"--fsync"}, {"--bogus"}, {"extra"}} {
 		var out, errOut bytes.Buffer
 		code := benchMain(context.Background(), args, &out, &errOut)
 		if code != 2 || strings.Count(errOut.String(), "\n") != 1 || !strings.HasPrefix(errOut.String(), "picosim: bench:") && !strings.HasPrefix(errOut.String(), "picosim: flag") {
