@@ -752,3 +752,33 @@ func TestResetLandsAtOnceWhenIdleAndAtTheBoundaryWhenBusy(t *testing.T) {
 		must(0, a.h.Close(ctx))
 	})
 }
+
+// A fork collapses like any conversation: its prefix holds entries it
+// shares with its source, which keeps its own context.
+func TestAForkCollapsesWithoutTouchingItsSource(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		c := a.h.Root()
+		a.turns(ctx, c, "one", "two")
+		before := a.contextOf(ctx, c.ID)
+		answers := a.entriesOf(ctx, c.ID, core.AssistantKind.Kind())
+		fork := must(c.Fork(ctx, answers[len(answers)-1], core.ForkOptions{}))
+		a.turns(ctx, fork, "three")
+		a.faux.AppendResponses(summary("S"))
+		id := must(fork.Collapse(ctx, agent.CollapseOptions{KeepRecent: keep(0)}))
+		must(a.h.Drive(ctx))
+		if task := a.settled(ctx, s, id); task.Status != "done" {
+			t.Fatalf("the fork's collapse is %s %s; want done", task.Status, task.State)
+		}
+		// The fork's turn wrote no system entry (the source's baseline told
+		// the model already), so the summary keeps just the turn.
+		want := []string{"summary:" + lead + "S", "user:three", "assistant:re: three"}
+		if diff := cmp.Diff(want, a.contextOf(ctx, fork.ID)); diff != "" {
+			t.Fatalf("the fork's context (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(before, a.contextOf(ctx, c.ID)); diff != "" {
+			t.Fatalf("the source's context changed (-before +after):\n%s", diff)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
