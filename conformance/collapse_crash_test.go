@@ -12,7 +12,6 @@ import (
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/sim/faux"
-	"github.com/pico-go/pico/storage"
 )
 
 // The overflow chain cut at every commit (§8.2, §8.4): two turns, then one
@@ -61,19 +60,5 @@ func crashOverflowChain(ctx context.Context, s *sim.Sim, store *fault.Storage, r
 			break
 		}
 	}
-	if page, err := a.h.Entries(ctx, c.ID, storage.Cursor{Limit: storage.PageLimitMax}); err == nil {
-		for _, e := range page.Items {
-			r.transcript = append(r.transcript, e.Kind+":"+crashSummary(e))
-		}
-		for _, id := range r.inputs {
-			res, _, err := c.Result(ctx, id)
-			if err != nil {
-				break
-			}
-			r.results = append(r.results, res.Status)
-		}
-	}
-	if err := a.h.Close(ctx); err != nil && !errors.Is(err, fault.ErrCrashed) {
-		panic(err)
-	}
+	r.end(ctx, a, c)
 }

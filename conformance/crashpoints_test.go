@@ -364,6 +364,12 @@ func crashFirstProcess(ctx context.Context, s *sim.Sim, store *fault.Storage, r 
 		}
 		crashMust(0, drove.Wait(ctx))
 	}
+	r.end(ctx, a, c)
+}
+
+// end records what the first process reads at its end, if it can still
+// read, and closes it.
+func (r *crashRecord) end(ctx context.Context, a *crashAgent, c *agent.Conversation) {
 	if page, err := a.h.Entries(ctx, c.ID, storage.Cursor{Limit: storage.PageLimitMax}); err == nil {
 		for _, e := range page.Items {
 			r.transcript = append(r.transcript, e.Kind+":"+crashSummary(e))
