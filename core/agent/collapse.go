@@ -29,11 +29,11 @@ const (
 
 // Why a collapse settled without publishing, in its state's failure.
 const (
-	CollapseStale       = "stale"       // a newer head landed first
-	CollapseDeclined    = "declined"    // a before_collapse handler declined
-	CollapseFailed      = "provider"    // the summarizer failed
-	CollapseInterrupted = "interrupted" // the process stopped, retries spent
-	CollapseAborted     = "aborted"
+	CollapseStale          = "stale"       // a newer head landed first
+	CollapseDeclined       = "declined"    // a before_collapse handler declined
+	CollapseProviderFailed = "provider"    // the summarizer failed
+	CollapseInterrupted    = "interrupted" // the process stopped, retries spent
+	CollapseAborted        = "aborted"
 )
 
 // The collapse settings (§8.4): rewindable conversation values, so that a
@@ -607,7 +607,7 @@ func (k collapseKind) summarize(ctx context.Context, rt *core.TaskRuntime, task 
 	}
 	model, provider, err := cfg.models.Resolve(st.Model)
 	if err != nil {
-		return cand, true, k.settleWithout(ctx, rt, task, st, CollapseFailed, err.Error(), nil)
+		return cand, true, k.settleWithout(ctx, rt, task, st, CollapseProviderFailed, err.Error(), nil)
 	}
 	msgs, err := prefix.Request()
 	if err != nil {
@@ -645,11 +645,11 @@ func (k collapseKind) summarize(ctx context.Context, rt *core.TaskRuntime, task 
 		if detail == "" {
 			detail = string(m.StopReason)
 		}
-		return cand, true, k.settleWithout(ctx, rt, task, st, CollapseFailed, detail, &row)
+		return cand, true, k.settleWithout(ctx, rt, task, st, CollapseProviderFailed, detail, &row)
 	case len(m.ToolCalls()) > 0:
-		return cand, true, k.settleWithout(ctx, rt, task, st, CollapseFailed, "the summarizer called tools", &row)
+		return cand, true, k.settleWithout(ctx, rt, task, st, CollapseProviderFailed, "the summarizer called tools", &row)
 	case text == "":
-		return cand, true, k.settleWithout(ctx, rt, task, st, CollapseFailed, "the summarizer wrote nothing", &row)
+		return cand, true, k.settleWithout(ctx, rt, task, st, CollapseProviderFailed, "the summarizer wrote nothing", &row)
 	}
 	return candidate{Summary: text, Model: model.ID, Usage: m.Usage}, false, nil
 }
