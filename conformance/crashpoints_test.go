@@ -88,6 +88,8 @@ type crashScenario struct {
 	transcript []string
 	results    []agent.InputStatus
 	sorted     func(transcript []string)
+	// after, if set, checks the restarted session once it is idle.
+	after func(ctx context.Context, h *agent.Harness) []string
 }
 
 // The agent loop's scenario: both tools ran (their results in either
@@ -193,7 +195,7 @@ func runCrashPoint(t *testing.T, b crashBackend, sc crashScenario, plan fault.Pl
 		problems = append(problems, r.problems...)
 		second := crashMust(first.Restart(ctx, fault.Plan{}))
 		problems = append(problems, crashCheckNothingLost(ctx, second, r.durable)...)
-		problems = append(problems, crashSecondProcess(ctx, s, second, r)...)
+		problems = append(problems, crashSecondProcess(ctx, s, sc, second, r)...)
 	})
 	if err != nil {
 		problems = append(problems, err.Error())
@@ -390,7 +392,7 @@ func (r *crashRecord) end(ctx context.Context, a *crashAgent, c *agent.Conversat
 // crashSecondProcess is the restarted process: the same tools, a model that
 // answers whatever it is asked with text, a drive to completion, then one
 // more input on the recovered session. It returns the violations found.
-func crashSecondProcess(ctx context.Context, s *sim.Sim, store *fault.Storage, r *crashRecord) []string {
+func crashSecondProcess(ctx context.Context, s *sim.Sim, sc crashScenario, store *fault.Storage, r *crashRecord) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	r.second.Storage = store
@@ -439,6 +441,16 @@ func crashSecondProcess(ctx context.Context, s *sim.Sim, store *fault.Storage, r
 	all := append(slices.Clone(r.durable), r.second.committed()...)
 	problems = append(problems, crashCheckIDs(all, r.durable)...)
 	problems = append(problems, crashCheckInputs(ctx, a.h.Store(), c, all, r.inputs)...)
+	if sc.after != nil {
+		problems = append(problems, sc.after(ctx, a.h)...)
+	}
+	// Every other conversation with input (a subagent's child) is held to
+	// the same: each of its inputs ends exactly once.
+	for _, conv := range crashInputConversations(all) {
+		if conv != c.ID {
+			problems = append(problems, crashCheckInputs(ctx, a.h.Store(), crashMust(a.h.Conversation(ctx, conv)), all, nil)...)
+		}
+	}
 	if err := a.h.Close(ctx); err != nil {
 		bad("close: %v", err)
 	}
@@ -591,6 +603,21 @@ func crashCheckInputs(ctx context.Context, store storage.Storage, c *agent.Conve
 		}
 	}
 	return problems
+}
+
+// crashInputConversations lists the conversations whose inbox the
+// committed history appended to, ascending.
+func crashInputConversations(all []crashBatch) []ID {
+	var convs []ID
+	for _, b := range all {
+		for _, w := range b.batch.Writes {
+			if w.Type == storage.WriteListAppend && w.Addr.Namespace == agent.InboxList.Namespace && !slices.Contains(convs, w.Addr.Scope.ID) {
+				convs = append(convs, w.Addr.Scope.ID)
+			}
+		}
+	}
+	slices.Sort(convs)
+	return convs
 }
 
 // crashCheckNothingLost compares the restarted store, before anything runs

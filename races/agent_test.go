@@ -44,13 +44,21 @@ type agentOptions struct {
 	tools   []agent.Tool
 	kinds   []core.TaskKind
 	replace []core.TaskKind
+	// wholeBlocks makes the faux provider stream every block in one chunk,
+	// whatever the seed, so that a program with longer answers (a tool
+	// call's arguments) still mints the same ids at every seed.
+	wholeBlocks bool
 }
 
 // openAgent opens a session on the simulated runtime over o.store, watched
 // by a commitWatch. Call it from an actor (the faux provider draws its chunk
 // sizes from the run's generator).
 func openAgent(ctx context.Context, s *sim.Sim, o agentOptions) *loop {
-	a := &loop{faux: must(faux.New(s.Runtime(), s.Rand(), faux.Options{}))}
+	fo := faux.Options{}
+	if o.wholeBlocks {
+		fo.TokenSize = faux.TokenSize{Min: 1 << 16, Max: 1 << 16}
+	}
+	a := &loop{faux: must(faux.New(s.Runtime(), s.Rand(), fo))}
 	if o.store == nil {
 		o.store = memory.New()
 	}

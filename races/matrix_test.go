@@ -147,6 +147,11 @@ var matrix = []row{
 		cell:     overflowRetryWhileCollapseRuns,
 	},
 	{
+		name:     "Child finishes while its owning tool is marked",
+		required: "tool settles aborted, not done",
+		cell:     childFinishesWhileItsToolIsMarked,
+	},
+	{
 		name:     "Fork at the start races a write of a carried value",
 		required: "the fork carries the value as of its place on the line and no source entry",
 		cell:     forkAtStartRacesAWrite,

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
@@ -76,7 +77,11 @@ type Harness struct {
 // tool, post_tools, collapse) and the inbox's rules and views registered, then does
 // what core.Open does.
 func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, error) {
-	tools, err := newToolRegistry(opts.Tools)
+	builtin := opts.Tools
+	if !slices.ContainsFunc(opts.Tools, func(t Tool) bool { return t.Definition.Name == SubagentToolName }) {
+		builtin = append(slices.Clone(opts.Tools), SubagentTool())
+	}
+	tools, err := newToolRegistry(builtin)
 	if err != nil {
 		return nil, err
 	}

@@ -596,7 +596,7 @@ func TestAHeadMakesTheNextGenerationWriteAFreshBaseline(t *testing.T) {
 					t.Fatalf("got %d system entries and %d %s heads; want 2 and 1", len(systems), len(heads), tc.head)
 				}
 				want := core.SystemData{Baseline: true, Sections: []core.SystemSection{genSection("identity", genIdentity)},
-					ToolsAdded: []ai.Tool{tools[0].Definition, tools[1].Definition, tools[2].Definition}}
+					ToolsAdded: []ai.Tool{tools[0].Definition, tools[1].Definition, tools[2].Definition, agent.SubagentTool().Definition}}
 				for _, e := range systems {
 					genCheckSystem(t, e, want)
 				}

@@ -247,8 +247,7 @@ func (c *Conversation) Write(ctx context.Context, kind storage.Kinder, d core.En
 }
 
 func (c *Conversation) userDraft(input ai.Content) AcceptedEntryDraft {
-	msg := ai.Message{Role: ai.RoleUser, Content: input, Timestamp: c.Harness().Runtime().Now().UnixMilli()}
-	return AcceptedEntryDraft{Kind: core.UserKind.Kind(), Model: []ai.Message{msg}}
+	return userDraft(input, c.Harness().Runtime().Now())
 }
 
 // enqueue is every acceptance: append the item and its queued result, then,
@@ -266,48 +265,59 @@ func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bo
 	}
 	var id storage.ID
 	_, err = c.Commit(ctx, func(tx *core.ConversationTx) error {
-		if requestID != "" {
-			first, ok, err := core.TxValue(tx.Tx, RequestValue.WithKey(requestID)).Get(0)
-			if err != nil {
-				return err
-			}
-			if ok {
-				return &RequestAlreadyAcceptedError{First: first}
-			}
-		}
-		item := InboxItem{Mode: mode, Entry: draft, RequestID: requestID}
-		id = core.TxList(tx.Tx, InboxList.In(c.ID)).Append(item)
-		if requestID != "" {
-			core.TxValue(tx.Tx, RequestValue.WithKey(requestID)).Set(Receipt{RequestID: requestID, ConversationID: c.ID, InputID: id})
-		}
-		if !landsIdle || tx.Busy(c.ID) {
-			core.TxValue(tx.Tx, inputResultAddr(c.ID, id)).Set(InputResult{Status: InputQueued, RequestID: requestID})
-			return nil
-		}
-		if mode == ModeWrite {
-			// Older writes still queued (a turn that ended without a
-			// boundary) land first, in admission order.
-			if _, err := placeAtBoundary(tx.Tx, c.ID, []InputMode{ModeWrite}); err != nil {
-				return err
-			}
-			placed, _ = placeItem(tx.Tx, c.ID, id, item)
-			return tx.Err()
-		}
-		// An idle acceptance is a boundary: input that was waiting for one
-		// lands first, and joins the new group.
-		group, err := placeAtBoundary(tx.Tx, c.ID, []InputMode{ModeWrite}, []InputMode{ModeSteer, ModeFollowUp, ModeNextRun})
-		if err != nil {
-			return err
-		}
-		placed, _ = placeItem(tx.Tx, c.ID, id, item)
-		group = append(group, id)
-		_, err = c.h.cfg.createGeneration(tx.Tx, c.ID, group, nil)
+		var err error
+		id, placed, err = c.h.cfg.acceptIn(tx.Tx, c.ID, mode, landsIdle, draft, requestID)
 		return err
 	})
 	if err != nil {
 		return 0, 0, err
 	}
 	return id, placed, nil
+}
+
+// acceptIn is an acceptance in tx (§8.1): the inbox item and its queued
+// result, or, when conv is idle and the mode lands when idle, the item
+// placed at once (with what waited for an idle acceptance) and, unless it
+// is a write, the generation that answers its group. It returns the input
+// id and the placed entry (0 while queued).
+func (c *config) acceptIn(tx *core.Tx, conv storage.ID, mode InputMode, landsIdle bool, draft AcceptedEntryDraft, requestID string) (id, placed storage.ID, err error) {
+	if requestID != "" {
+		first, ok, err := core.TxValue(tx, RequestValue.WithKey(requestID)).Get(0)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			return 0, 0, &RequestAlreadyAcceptedError{First: first}
+		}
+	}
+	item := InboxItem{Mode: mode, Entry: draft, RequestID: requestID}
+	id = core.TxList(tx, InboxList.In(conv)).Append(item)
+	if requestID != "" {
+		core.TxValue(tx, RequestValue.WithKey(requestID)).Set(Receipt{RequestID: requestID, ConversationID: conv, InputID: id})
+	}
+	if !landsIdle || tx.Busy(conv) {
+		core.TxValue(tx, inputResultAddr(conv, id)).Set(InputResult{Status: InputQueued, RequestID: requestID})
+		return id, 0, nil
+	}
+	if mode == ModeWrite {
+		// Older writes still queued (a turn that ended without a
+		// boundary) land first, in admission order.
+		if _, err := placeAtBoundary(tx, conv, []InputMode{ModeWrite}); err != nil {
+			return 0, 0, err
+		}
+		placed, _ = placeItem(tx, conv, id, item)
+		return id, placed, tx.Err()
+	}
+	// An idle acceptance is a boundary: input that was waiting for one
+	// lands first, and joins the new group.
+	group, err := placeAtBoundary(tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer, ModeFollowUp, ModeNextRun})
+	if err != nil {
+		return 0, 0, err
+	}
+	placed, _ = placeItem(tx, conv, id, item)
+	group = append(group, id)
+	_, err = c.createGeneration(tx, conv, group, nil)
+	return id, placed, err
 }
 
 // readInbox reads a conversation's queued items in admission order.
@@ -371,7 +381,12 @@ func resolveInputs(tx *core.Tx, conv storage.ID, inputs []storage.ID, outcome fu
 
 // Result reads an input's result: one point read, never a transcript scan.
 func (c *Conversation) Result(ctx context.Context, input storage.ID) (InputResult, bool, error) {
-	v, ok, err := c.h.Store().GetValue(ctx, inputResultAddr(c.ID, input).Address, 0)
+	return readInputResult(ctx, c.h.Store(), c.ID, input)
+}
+
+// readInputResult reads input's result in conversation conv.
+func readInputResult(ctx context.Context, store storage.Storage, conv, input storage.ID) (InputResult, bool, error) {
+	v, ok, err := store.GetValue(ctx, inputResultAddr(conv, input).Address, 0)
 	if err != nil || !ok {
 		return InputResult{}, false, err
 	}

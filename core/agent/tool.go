@@ -307,7 +307,16 @@ func settleToolError(ctx context.Context, rt *core.TaskRuntime, task *storage.Ta
 // settleTool writes the result entry, the call's usage and the terminal
 // status in one commit.
 func settleTool(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, st ToolState, out ToolOutputState, status string) error {
+	return settleToolWith(ctx, rt, task, st, out, status, nil)
+}
+
+// settleToolWith is settleTool with also, in the same commit, whatever
+// also writes.
+func settleToolWith(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, st ToolState, out ToolOutputState, status string, also func(tx *core.ConversationTx)) error {
 	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+		if also != nil {
+			also(tx)
+		}
 		if out.Usage != nil {
 			if err := recordUsage(tx.Tx, UsageRow{ConversationID: task.ConversationID, TaskID: task.ID, Kind: ToolKindName, Outcome: status, Usage: out.Usage}); err != nil {
 				return err
@@ -339,7 +348,10 @@ func (k toolKind) Recover(ctx context.Context, task *storage.Task, rt *core.Task
 	return settleTool(ctx, rt, task, st, out.result(nil, errors.New("interrupted: the process stopped while the tool ran, and it is not safe to run again")), "done")
 }
 
-// Abort settles with an aborted error result built from the durable output.
+// Abort settles with an aborted error result built from the durable output
+// and, in the same commit, marks the live foreground tasks of every
+// conversation the call owns (a subagent it runs, §8.3): marks only, so the
+// children's queues stay, and a child already idle is simply finished.
 func (k toolKind) Abort(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 	st, err := decodeState[ToolState](task)
 	if err != nil {
@@ -349,7 +361,11 @@ func (k toolKind) Abort(ctx context.Context, task *storage.Task, rt *core.TaskRu
 	if err != nil {
 		return err
 	}
-	return settleTool(ctx, rt, task, st, out.result(nil, errors.New("aborted")), "aborted")
+	return settleToolWith(ctx, rt, task, st, out.result(nil, errors.New("aborted")), "aborted", func(tx *core.ConversationTx) {
+		for _, child := range task.Owns {
+			tx.MarkForeground(child)
+		}
+	})
 }
 
 // durableOutput folds the sink operations the task's scratch holds.

@@ -481,8 +481,8 @@ func TestAnEmptyToolSelectionOffersNoToolsWhileNoSelectionOffersAll(t *testing.T
 		must(0, must(c.Settings()).Set(ctx, map[string]any{"selectedTools": []string{}}))
 		must(c.Prompt(ctx, userText("none"), agent.AcceptOptions{}))
 		reqs := a.faux.Requests()
-		if got := toolNamesOf(reqs[0].Tools); !cmp.Equal(got, []string{"a", "b"}) {
-			t.Fatalf("unset selection offers %v; want every registered tool", got)
+		if got := toolNamesOf(reqs[0].Tools); !cmp.Equal(got, []string{"a", "b", agent.SubagentToolName}) {
+			t.Fatalf("unset selection offers %v; want every registered tool, the built-in subagent last", got)
 		}
 		if got := toolNamesOf(reqs[1].Tools); len(got) != 0 {
 			t.Fatalf("empty selection offers %v; want none", got)
