@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/pico-go/pico/core"
@@ -15,7 +16,9 @@ import (
 	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/jsonl"
 	"github.com/pico-go/pico/storage/memory"
+	"github.com/pico-go/pico/storage/sqlite"
 )
 
 // tallyStore counts the calls a harness makes per storage method and the
@@ -348,4 +351,72 @@ func TestOpenAndDriveIgnoreHistoricalChildren(t *testing.T) {
 		}
 		must(0, h.Close(ctx))
 	})
+}
+
+// BenchmarkOpenWithFinishedChildren is §10.3's "many finished child
+// conversations with few live tasks" on each backend: a session holding
+// 100,000 finished children and two live tasks, one of them eight owned
+// conversations deep, opened cold (store and harness) once per iteration.
+// records/op counts the task and conversation records the harness read:
+// the live tasks and their ancestry, whatever the history. The JSONL store
+// replays its whole file into memory when it opens, so its ns/op is the
+// history's size; SQLite reads rows on demand.
+func BenchmarkOpenWithFinishedChildren(b *testing.B) {
+	ctx := context.Background()
+	for _, backend := range []string{"memory", "jsonl", "sqlite"} {
+		b.Run(backend, func(b *testing.B) {
+			dir := b.TempDir()
+			open := func() storage.Storage {
+				switch backend {
+				case "jsonl":
+					return must(jsonl.Open(ctx, filepath.Join(dir, "s.jsonl"), jsonl.Options{}))
+				case "sqlite":
+					return must(sqlite.Open(ctx, filepath.Join(dir, "s.db"), sqlite.Options{Session: "s"}))
+				}
+				return memory.New()
+			}
+			build := func() storage.Storage {
+				store := open()
+				w := &historyWriter{t: b, ctx: ctx, store: store}
+				root := w.conversation(0)
+				for i := range historicalChildren {
+					_, child := w.ownedChild(root)
+					w.note(child, i)
+					if (i+1)%childrenPerBatch == 0 {
+						w.flush()
+					}
+				}
+				conv := root
+				for range ownershipDepth {
+					_, conv = w.ownedChild(conv)
+				}
+				w.task(root, false)
+				w.task(conv, false)
+				w.flush()
+				return store
+			}
+			var durable storage.Storage
+			if backend != "memory" {
+				must(0, build().Close(ctx))
+			}
+			records := 0
+			b.ResetTimer()
+			for range b.N {
+				if backend == "memory" {
+					b.StopTimer()
+					durable = build()
+					b.StartTimer()
+				} else {
+					durable = open()
+				}
+				tally := newTallyStore(durable)
+				h := must(core.Open(ctx, tally, core.Options{TaskKinds: []core.TaskKind{simtest.StepKind("step", nil)}}))
+				records += tally.recordsRead()
+				b.StopTimer()
+				must(0, h.Close(ctx))
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(records)/float64(b.N), "records/op")
+		})
+	}
 }
