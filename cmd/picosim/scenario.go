@@ -36,6 +36,8 @@ var scenarios = []scenario{
 	{"collapse-under-turn", "a manual collapse summarizes while a turn streams", collapseUnderTurn},
 	{"overflow-chain", "an overflowing turn is collapsed and retried once", overflowChain},
 	{"stale-summary", "a reset lands while a collapse summarizes, which makes it stale", staleSummary},
+	{"subagent-run-restart", "a subagent run across a stop and reopen: the child is driven again, made once", subagentRunRestart},
+	{"spawn-abort-stop", "a parent abort ends its run child and spares its spawned one, which stop ends", spawnAbortStop},
 }
 
 func findScenario(name string) (scenario, bool) {
