@@ -592,3 +592,41 @@ func TestHooksScopedToAChild(t *testing.T) {
 		must(0, a.h.Close(ctx))
 	})
 }
+
+// Cancelling a host's drive removes that wait only: the run call and its
+// child go on, and a later drive sees them finish.
+func TestCancellingADriveLeavesTheRunGoing(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		c := a.h.Root()
+		r := a.route()
+		r.script(c.ID, calling(subagentCall("call-run", map[string]any{"command": "run", "prompt": "audit"})), answer("after"))
+		r.child("audit", answer("audited").WithDelay(time.Second))
+		input := must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
+		waitCtx, cancel := context.WithCancel(ctx)
+		var driveErr error
+		returned := s.Runtime().NewEvent("drive-returned")
+		s.Runtime().Go(ctx, "drive", func(context.Context) { _, driveErr = c.Drive(waitCtx); returned.Set() })
+		waitFor(t, ctx, s, "the child streaming", func() bool {
+			kids := a.children(ctx, c.ID)
+			return len(kids) == 1 && r.asked[kids[0].ID] == 1
+		})
+		cancel()
+		must(0, returned.Wait(ctx))
+		if !errors.Is(driveErr, context.Canceled) {
+			t.Fatalf("the cancelled drive returned %v; want its cancellation", driveErr)
+		}
+		kid := a.children(ctx, c.ID)[0]
+		if g := a.childGeneration(ctx, kid.ID); g.Abort || !g.Live() {
+			t.Fatalf("the child's generation is %s (marked %v) after the cancelled wait; want it going on", g.Status, g.Abort)
+		}
+		must(c.Drive(ctx))
+		if res := a.result(ctx, c, input); res.Status != agent.InputDone {
+			t.Fatalf("the parent's input = %+v; want done", res)
+		}
+		if text, _ := a.toolResult(ctx, c.ID, "call-run"); text != "audited" {
+			t.Fatalf("run's result %q; want the child's answer", text)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
