@@ -410,6 +410,22 @@ func (e *env) host(action string) bool {
 	return !dropped
 }
 
+// stopAndReopen is the host action of stopping the process and opening the
+// session again: close joins what runs and writes no outcome. It reports
+// whether it happened (false when --drop names it).
+func (e *env) stopAndReopen(ctx context.Context) (bool, error) {
+	if !e.host("stop and reopen") {
+		return false, nil
+	}
+	if err := e.h.Close(ctx); err != nil {
+		return true, err
+	}
+	if err := e.open(ctx); err != nil {
+		return true, fmt.Errorf("reopen: %w", err)
+	}
+	return true, nil
+}
+
 // accept is the host action of accepting input in conv. A dropped accept
 // returns input 0, which expect passes.
 func (e *env) accept(ctx context.Context, conv storage.ID, mode agent.InputMode, text string) (storage.ID, error) {

@@ -188,14 +188,8 @@ func crashReopen(ctx context.Context, e *env) error {
 	if err := e.s.Runtime().Sleep(ctx, time.Duration(e.s.Rand().IntN(120))*time.Millisecond); err != nil {
 		return err
 	}
-	// The process stops: close joins what runs and writes no outcome.
-	if e.host("stop and reopen") {
-		if err := e.h.Close(ctx); err != nil {
-			return err
-		}
-		if err := e.open(ctx); err != nil {
-			return fmt.Errorf("reopen: %w", err)
-		}
+	if _, err := e.stopAndReopen(ctx); err != nil {
+		return err
 	}
 	e.faux.AppendResponses(reply("recovered"), reply("recovered"))
 	e.driveAsync(ctx, root).Wait(ctx)

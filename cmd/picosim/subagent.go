@@ -108,13 +108,9 @@ func subagentRunRestart(ctx context.Context, e *env) error {
 	if err := e.s.Runtime().Sleep(ctx, time.Duration(200+e.s.Rand().IntN(600))*time.Millisecond); err != nil {
 		return err
 	}
-	if e.host("stop and reopen") {
-		if err := e.h.Close(ctx); err != nil {
-			return err
-		}
-		if err := e.open(ctx); err != nil {
-			return fmt.Errorf("reopen: %w", err)
-		}
+	if reopened, err := e.stopAndReopen(ctx); err != nil {
+		return err
+	} else if reopened {
 		// The child's interrupted attempt is retried, then the parent
 		// answers with the run's result.
 		e.faux.SetResponses(reply("the tests are fine"), reply("the child says the tests are fine"))
