@@ -120,19 +120,8 @@ func (w *collapseWaitWatch) Commit(ctx context.Context, b storage.CommitBatch) (
 	if err != nil || b.Kind != storage.BatchMain {
 		return r, err
 	}
-	live := liveTasks(ctx, w.Storage)
-	collapses := map[storage.ID]bool{}
-	for _, t := range live {
-		if t.Kind == agent.CollapseKindName {
-			collapses[t.ID] = true
-		}
-	}
-	for _, t := range live {
-		for _, d := range t.After {
-			if collapses[d] {
-				w.problems = append(w.problems, fmt.Sprintf("after commit %d, task %d (%s) waits on collapse %d", r.First, t.ID, t.Kind, d))
-			}
-		}
+	for _, wait := range agent.CollapseWaits(liveTasks(ctx, w.Storage)) {
+		w.problems = append(w.problems, fmt.Sprintf("after commit %d, %s", r.First, wait))
 	}
 	return r, nil
 }

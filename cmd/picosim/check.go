@@ -521,19 +521,10 @@ func inputResults(ctx context.Context, store storage.Storage, conv storage.ID) (
 // collapse: the overflow chain hands its turn on at the collapse's
 // settlement, so nothing live ever waits on one (§8.2).
 func collapseWaitProblems(live []*storage.Task) []string {
-	overflow := map[storage.ID]bool{}
-	for _, t := range live {
-		var st agent.CollapseState
-		if t.Kind == agent.CollapseKindName && json.Unmarshal(t.State, &st) == nil && st.Reason == agent.CollapseOverflow {
-			overflow[t.ID] = true
-		}
-	}
 	var problems []string
-	for _, t := range live {
-		for _, d := range t.After {
-			if overflow[d] {
-				problems = append(problems, fmt.Sprintf("task %d (%s) waits on overflow collapse %d, which hands the turn on only when it settles", t.ID, t.Kind, d))
-			}
+	for _, w := range agent.CollapseWaits(live) {
+		if w.Reason == agent.CollapseOverflow {
+			problems = append(problems, w.String()+", which hands the turn on only when it settles")
 		}
 	}
 	return problems

@@ -164,6 +164,42 @@ func InputGroup(t *storage.Task) []storage.ID {
 	return nil
 }
 
+// CollapseWait is a live task that waits on a live collapse.
+type CollapseWait struct {
+	Task     storage.ID
+	Kind     string
+	Collapse storage.ID
+	Reason   CollapseReason
+}
+
+func (w CollapseWait) String() string {
+	return fmt.Sprintf("task %d (%s) waits on %s collapse %d", w.Task, w.Kind, w.Reason, w.Collapse)
+}
+
+// CollapseWaits lists, among a session's live tasks, those that wait on a
+// live collapse. The threshold path makes one on purpose (the turn's next
+// generation waits on its collapse); the overflow chain never does, since
+// the collapse's settlement hands the turn on (§8.2). It is a check of
+// stored state: picosim check holds sessions to it.
+func CollapseWaits(live []*storage.Task) []CollapseWait {
+	collapses := map[storage.ID]CollapseReason{}
+	for _, t := range live {
+		if t.Kind == CollapseKindName {
+			st, _ := decodeState[CollapseState](t)
+			collapses[t.ID] = st.Reason
+		}
+	}
+	var waits []CollapseWait
+	for _, t := range live {
+		for _, d := range t.After {
+			if reason, ok := collapses[d]; ok {
+				waits = append(waits, CollapseWait{Task: t.ID, Kind: t.Kind, Collapse: d, Reason: reason})
+			}
+		}
+	}
+	return waits
+}
+
 // candidate is a collapse's summary once it exists, in scratch, so that a
 // crash after the summarizer answered publishes it instead of asking again.
 type candidate struct {

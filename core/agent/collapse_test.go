@@ -228,18 +228,8 @@ func (w *waitWatch) Commit(ctx context.Context, b storage.CommitBatch) (storage.
 	tasks := must(storage.AllPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
 		return w.Storage.ScanTasks(ctx, storage.TaskQuery{Cursor: c, Live: &live})
 	}))
-	collapses := map[storage.ID]bool{}
-	for _, t := range tasks {
-		if t.Kind == agent.CollapseKindName {
-			collapses[t.ID] = true
-		}
-	}
-	for _, t := range tasks {
-		for _, d := range t.After {
-			if collapses[d] {
-				w.problems = append(w.problems, fmt.Sprintf("after commit %d–%d task %d (%s) waits on live collapse %d", r.First, r.Last, t.ID, t.Kind, d))
-			}
-		}
+	for _, wait := range agent.CollapseWaits(tasks) {
+		w.problems = append(w.problems, fmt.Sprintf("after commit %d–%d, %s", r.First, r.Last, wait))
 	}
 	return r, nil
 }
