@@ -561,7 +561,9 @@ type DriverStats struct {
 	Live    int // non-terminal tasks
 	Running int // invocation slots held
 	Waiters int // temporary drive waiters
-	Links   int // cached ownership links (conversations and tasks)
+	// TaskWaiters are the pending TaskRuntime.WaitForTask calls.
+	TaskWaiters int
+	Links       int // cached ownership links (conversations and tasks)
 }
 
 // Stats reads the driver's state on the line.
@@ -570,6 +572,9 @@ func (h *Harness) Stats(ctx context.Context) (DriverStats, error) {
 	err := h.line.Read(ctx, func(context.Context) error {
 		d := h.d
 		st = DriverStats{Live: len(d.live), Running: len(d.running), Waiters: len(d.waiters), Links: len(d.convOwner) + len(d.taskConv)}
+		for _, ws := range d.tasksW {
+			st.TaskWaiters += len(ws)
+		}
 		return nil
 	})
 	return st, err

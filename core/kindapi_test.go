@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pico-go/pico/core"
@@ -471,6 +473,76 @@ func TestLiveTasksListsAConversationsLiveTasksOfAKind(t *testing.T) {
 		}))
 		if !slices.Equal(bare, afterDrive) {
 			t.Fatalf("a bare line's live a = %v; want %v, what the driver's index said", bare, afterDrive)
+		}
+		must(0, h.Close(ctx))
+	})
+}
+
+// WaitForTask reports true once its target is terminal and false when its
+// budget runs out first; a wait whose ctx ends (here the waiter's abort
+// mark) returns at once; a wait for itself is refused. Every way out
+// removes the task waiter exactly once.
+func TestWaitForTaskEndsByTargetBudgetOrCtxAndUnregistersOnce(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		rt := s.Runtime()
+		sleeper := simtest.StepKind("sleeper", func(ctx context.Context, _ *storage.Task, rt *core.TaskRuntime) error {
+			return rt.Sleep(ctx, rt.Now().Add(time.Second))
+		})
+		type waitState struct {
+			Target storage.ID    `json:"target"`
+			Budget time.Duration `json:"budget"`
+		}
+		outcomes := map[storage.ID]string{}
+		var h *core.Harness
+		waiter := simtest.StepKind("waiter", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+			var st waitState
+			if len(task.State) > 0 {
+				must(0, json.Unmarshal(task.State, &st))
+			}
+			if st.Target == 0 {
+				st.Target = task.ID
+			}
+			done, err := trt.WaitForTask(ctx, st.Target, st.Budget)
+			var self *core.SelfWaitError
+			switch {
+			case errors.As(err, &self):
+				outcomes[task.ID] = "self"
+			case err != nil:
+				outcomes[task.ID] = "ctx"
+				return err
+			default:
+				outcomes[task.ID] = fmt.Sprint(done)
+			}
+			return nil
+		})
+		h = open(t, ctx, s, memory.New(), sleeper, waiter)
+		c := h.Root()
+		var target, within, short, cancelled, self storage.ID
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			target = tx.Task(sleeper, core.TaskSpec{Background: true})
+			within = tx.Task(waiter, core.TaskSpec{State: waitState{Target: target, Budget: 2 * time.Second}})
+			short = tx.Task(waiter, core.TaskSpec{State: waitState{Target: target, Budget: 100 * time.Millisecond}})
+			cancelled = tx.Task(waiter, core.TaskSpec{State: waitState{Target: target}})
+			self = tx.Task(waiter, core.TaskSpec{})
+			return nil
+		}))
+		simtest.DriveInActor(ctx, s, c, nil)
+		must(0, rt.Sleep(ctx, 10*time.Millisecond))
+		if st := must(h.Stats(ctx)); st.TaskWaiters != 3 {
+			t.Fatalf("task waiters while waiting = %d; want 3", st.TaskWaiters)
+		}
+		must(0, h.AbortTask(ctx, cancelled))
+		must(0, rt.Sleep(ctx, 200*time.Millisecond))
+		if st := must(h.Stats(ctx)); st.TaskWaiters != 1 {
+			t.Fatalf("task waiters after a budget ran out and a waiter was marked = %d; want 1", st.TaskWaiters)
+		}
+		must(0, rt.Sleep(ctx, 2*time.Second))
+		want := map[storage.ID]string{within: "true", short: "false", cancelled: "ctx", self: "self"}
+		if diff := cmp.Diff(want, outcomes); diff != "" {
+			t.Fatalf("outcomes (-want +got):\n%s", diff)
+		}
+		if st := must(h.Stats(ctx)); st.TaskWaiters != 0 {
+			t.Fatalf("task waiters at the end = %d; want 0", st.TaskWaiters)
 		}
 		must(0, h.Close(ctx))
 	})

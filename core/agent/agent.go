@@ -74,7 +74,7 @@ type Harness struct {
 }
 
 // Open opens a session over store with pico's built-in kinds (generation,
-// tool, post_tools, collapse) and the inbox's rules and views registered, then does
+// tool, post_tools, collapse, job) and the inbox's rules and views registered, then does
 // what core.Open does.
 func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, error) {
 	builtin := opts.Tools
@@ -86,7 +86,7 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 		return nil, err
 	}
 	cfg := &config{models: opts.Models, tools: tools, retry: opts.Retry, env: opts.Env}
-	kinds := append([]core.TaskKind{GenerationKind, ToolKind, PostToolsKind, CollapseKind}, opts.TaskKinds...)
+	kinds := append([]core.TaskKind{GenerationKind, ToolKind, PostToolsKind, CollapseKind, JobKind}, opts.TaskKinds...)
 	h, err := core.Open(ctx, store, core.Options{
 		Runtime: opts.Runtime, EntryKinds: opts.EntryKinds, TaskKinds: kinds, Replace: opts.Replace,
 		Rules:   Rules(),

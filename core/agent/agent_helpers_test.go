@@ -29,9 +29,11 @@ type agentOptions struct {
 	store storage.Storage
 	tools []agent.Tool
 	kinds []core.TaskKind
-	retry agent.RetryPolicy
-	env   agent.ExecutionEnv
-	faux  faux.Options
+	// replace swaps built-in kinds (agent.Options.Replace).
+	replace []core.TaskKind
+	retry   agent.RetryPolicy
+	env     agent.ExecutionEnv
+	faux    faux.Options
 }
 
 func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *loop {
@@ -44,7 +46,7 @@ func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *l
 		o.tools = []agent.Tool{echoTool("a"), echoTool("b")}
 	}
 	h, err := agent.Open(ctx, o.store, agent.Options{
-		Runtime: s.Runtime(), TaskKinds: o.kinds, Tools: o.tools, Retry: o.retry, Env: o.env, CheckInvariants: true,
+		Runtime: s.Runtime(), TaskKinds: o.kinds, Replace: o.replace, Tools: o.tools, Retry: o.retry, Env: o.env, CheckInvariants: true,
 		Models: agent.NewModels(agent.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
 		Report: func(err error) { a.reports = append(a.reports, err) },
 	})

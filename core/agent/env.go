@@ -26,6 +26,10 @@ type ExecOptions struct {
 	Env map[string]string
 	// OnUpdate receives output chunks in order, on the calling actor.
 	OnUpdate func(OutputChunk)
+	// SpillAfter, when positive, asks the environment to keep the whole
+	// output in a file of its own once it passes this many bytes, since
+	// the caller keeps only a window of it; ExecResult.SpillPath names it.
+	SpillAfter int
 }
 
 // OutputChunk is one piece of process output.
@@ -38,6 +42,11 @@ type OutputChunk struct {
 type ExecResult struct {
 	ExitCode int  `json:"exitCode"`
 	Killed   bool `json:"killed,omitempty"`
+	// Signal names the signal that ended the process ("TERM", "KILL"),
+	// when one did.
+	Signal string `json:"signal,omitempty"`
+	// SpillPath is the file holding the whole output (ExecOptions.SpillAfter).
+	SpillPath string `json:"spillPath,omitempty"`
 }
 
 // FileInfo describes a file.

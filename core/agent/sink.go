@@ -65,6 +65,16 @@ type ToolOutputState struct {
 	ToolResultData
 }
 
+// text is the state's text content, the first text block.
+func (s *ToolOutputState) text() string {
+	for _, b := range s.Content {
+		if b.Type == ai.BlockText {
+			return b.Text
+		}
+	}
+	return ""
+}
+
 // ToolResultData is a tool result entry's data: the output state without
 // the content, which the entry's model message carries.
 type ToolResultData struct {
@@ -177,9 +187,13 @@ func (f *outputFold) write(s string) {
 		return
 	}
 	cur := f.text.String() + s
-	for lineCount(cur) > f.limits.MaxLines {
-		_, cur, _ = strings.Cut(cur, "\n")
+	// Drop the oldest lines past the limit in one cut: past the limit
+	// there are at least two lines, so each one dropped ends in a newline.
+	cut := 0
+	for extra := lineCount(cur) - f.limits.MaxLines; extra > 0; extra-- {
+		cut += strings.IndexByte(cur[cut:], '\n') + 1
 	}
+	cur = cur[cut:]
 	if len(cur) > f.limits.MaxBytes {
 		cur = cur[len(cur)-f.limits.MaxBytes:]
 	}
@@ -207,12 +221,16 @@ func (f *outputFold) result(details any, failure error) ToolOutputState {
 	t := f.trunc
 	t.ShownBytes, t.ShownLines = len(text), f.lines
 	t.Truncated = t.ShownBytes < t.TotalBytes
-	if t.Truncated {
-		st.Diags = append([]Diag{{Severity: "warn", Code: "truncated", Message: fmt.Sprintf(
-			"output truncated: %d of %d lines (%d of %d bytes) shown, %s kept", t.ShownLines, t.TotalLines, t.ShownBytes, t.TotalBytes, f.limits.Retain)}}, st.Diags...)
-	}
 	if f.capture != nil {
+		// Measured where the output was produced: the totals of all of it.
 		t = *f.capture
+	}
+	if t.Truncated {
+		msg := fmt.Sprintf("output truncated: %d of %d lines (%d of %d bytes) shown, %s kept", t.ShownLines, t.TotalLines, t.ShownBytes, t.TotalBytes, f.limits.Retain)
+		if t.SpillPath != "" {
+			msg += "; full output at " + t.SpillPath
+		}
+		st.Diags = append([]Diag{{Severity: "warn", Code: "truncated", Message: msg}}, st.Diags...)
 	}
 	st.Truncation = t
 	if failure != nil {

@@ -145,9 +145,22 @@ type ToolState struct {
 	// Limits are the output limits the running call was given, so that
 	// its output folds the same way after a restart.
 	Limits OutputLimits `json:"limits,omitempty"`
+	// Job is the job the call started, recorded in the commit that
+	// created it, so that a fresh abort finds it (§6.3).
+	Job *ToolJob `json:"job,omitempty"`
 	// Output and Result are set when the call settles.
 	Output *ToolOutputState `json:"output,omitempty"`
 	Result storage.ID       `json:"result,omitempty"`
+}
+
+// ToolJob is a tool call's durable reference to the job it started and
+// the job's cancellation policy: a call aborted while it still owns the
+// job kills it, unless the job was detached (delegated, or started to run
+// on its own).
+type ToolJob struct {
+	ID            storage.ID `json:"id"`
+	CancelOnAbort bool       `json:"cancelOnAbort"`
+	Detached      bool       `json:"detached,omitempty"`
 }
 
 // ToolKind is the built-in tool kind: planned → running → done, or aborted.
@@ -312,10 +325,12 @@ func settleTool(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, s
 
 // settleToolWith is settleTool with also, in the same commit, whatever
 // also writes.
-func settleToolWith(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, st ToolState, out ToolOutputState, status string, also func(tx *core.ConversationTx)) error {
+func settleToolWith(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, st ToolState, out ToolOutputState, status string, also func(tx *core.ConversationTx) error) error {
 	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if also != nil {
-			also(tx)
+			if err := also(tx); err != nil {
+				return err
+			}
 		}
 		if out.Usage != nil {
 			if err := recordUsage(tx.Tx, UsageRow{ConversationID: task.ConversationID, TaskID: task.ID, Kind: ToolKindName, Outcome: status, Usage: out.Usage}); err != nil {
@@ -324,7 +339,29 @@ func settleToolWith(ctx context.Context, rt *core.TaskRuntime, task *storage.Tas
 		}
 		msg := toolResultMessage(st.Call, out, rt.Now().UnixMilli())
 		result := tx.Entry(core.ToolResultKind, core.EntryDraft{Key: st.Call.ID, Data: out.ToolResultData, Model: []ai.Message{msg}})
-		tx.Settle(task.ID, status, map[string]any{"output": out, "result": result})
+		state := map[string]any{"output": out, "result": result}
+		if out.Delegated != 0 && status == "done" {
+			job, err := delegateJob(tx.Tx, task.ConversationID, out.Delegated, task.ID, st.Call.ID, rt.Now())
+			if err != nil {
+				return err
+			}
+			if job {
+				// The call's own job, if it is the one delegated to, is
+				// detached: the call no longer owns it.
+				self, _, err := tx.GetTask(task.ID)
+				if err != nil {
+					return err
+				}
+				cur, err := decodeState[ToolState](self)
+				if err != nil {
+					return err
+				}
+				if cur.Job != nil && cur.Job.ID == out.Delegated {
+					state["job"] = ToolJob{ID: cur.Job.ID, Detached: true}
+				}
+			}
+		}
+		tx.Settle(task.ID, status, state)
 		return nil
 	})
 	return err
@@ -361,11 +398,26 @@ func (k toolKind) Abort(ctx context.Context, task *storage.Task, rt *core.TaskRu
 	if err != nil {
 		return err
 	}
-	return settleToolWith(ctx, rt, task, st, out.result(nil, errors.New("aborted")), "aborted", func(tx *core.ConversationTx) {
+	return settleToolWith(ctx, rt, task, st, out.result(nil, errors.New("aborted")), "aborted", func(tx *core.ConversationTx) error {
 		for _, child := range task.Owns {
 			tx.MarkForeground(child)
 		}
+		if j := st.Job; j != nil && j.CancelOnAbort && !j.Detached {
+			return markIfLive(tx.Tx, j.ID)
+		}
+		return nil
 	})
+}
+
+// markIfLive marks task id for cancellation in tx if it is live and not
+// yet marked: on the line, so a task that ended meanwhile is simply
+// finished, never an error (§6.3).
+func markIfLive(tx *core.Tx, id storage.ID) error {
+	t, ok, err := tx.GetTask(id)
+	if err == nil && ok && t.Live() && !t.Abort {
+		tx.Patch(id, core.TaskPatch{Abort: true})
+	}
+	return err
 }
 
 // durableOutput folds the sink operations the task's scratch holds.

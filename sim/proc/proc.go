@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,7 +126,7 @@ func (e *Env) Exec(ctx context.Context, command string, opts agent.ExecOptions) 
 	e.pids++
 	pid := e.pids
 	e.mu.Unlock()
-	p := &process{env: e, pid: pid, command: command, onUpdate: opts.OnUpdate, start: e.rt.Now()}
+	p := &process{env: e, pid: pid, command: command, onUpdate: opts.OnUpdate, start: e.rt.Now(), spillAfter: opts.SpillAfter}
 	e.record("proc.start", startRecord{PID: pid, Command: command, Cwd: opts.Cwd})
 	script, ok := e.commands[command]
 	if !ok {
@@ -153,6 +154,9 @@ type process struct {
 
 	killed bool      // the kill signal has arrived (ctx is done)
 	death  time.Time // when a killed process dies; set with killed
+
+	spillAfter int             // ExecOptions.SpillAfter
+	output     strings.Builder // everything printed, kept only to spill
 }
 
 func (p *process) run(ctx context.Context, sc Script) (agent.ExecResult, error) {
@@ -171,7 +175,7 @@ func (p *process) run(ctx context.Context, sc Script) (agent.ExecResult, error) 
 	}
 	if sc.Crash != "" {
 		p.env.record("proc.crash", crashRecord{PID: p.pid, Command: p.command, ElapsedMs: p.elapsedMs(), Error: sc.Crash})
-		return agent.ExecResult{ExitCode: ExitCodeCrashed}, &CrashError{Command: p.command, Message: sc.Crash}
+		return agent.ExecResult{ExitCode: ExitCodeCrashed, SpillPath: p.spill()}, &CrashError{Command: p.command, Message: sc.Crash}
 	}
 	return p.exit(sc.ExitCode, false), nil
 }
@@ -230,14 +234,34 @@ func (p *process) kill(grace time.Duration) {
 }
 
 func (p *process) emit(c agent.OutputChunk) {
+	if p.spillAfter > 0 {
+		p.output.WriteString(c.Data)
+	}
 	if p.onUpdate != nil {
 		p.onUpdate(c)
 	}
 }
 
+// spill writes the whole output to SpillPath(pid) when it outgrew
+// SpillAfter, and returns the path ("" when it did not).
+func (p *process) spill() string {
+	if p.spillAfter <= 0 || p.output.Len() <= p.spillAfter {
+		return ""
+	}
+	path := SpillPath(p.pid)
+	p.env.mu.Lock()
+	p.env.files[path] = p.output.String()
+	p.env.mu.Unlock()
+	return path
+}
+
+// SpillPath is where the process with pid keeps its whole output when it
+// outgrows ExecOptions.SpillAfter.
+func SpillPath(pid int) string { return fmt.Sprintf("/spill/%d.log", pid) }
+
 func (p *process) exit(code int, killed bool) agent.ExecResult {
 	p.env.record("proc.exit", exitRecord{PID: p.pid, Command: p.command, ElapsedMs: p.elapsedMs(), ExitCode: code, Killed: killed})
-	return agent.ExecResult{ExitCode: code, Killed: killed}
+	return agent.ExecResult{ExitCode: code, Killed: killed, SpillPath: p.spill()}
 }
 
 func (p *process) elapsedMs() int64 { return p.env.rt.Now().Sub(p.start).Milliseconds() }

@@ -674,3 +674,38 @@ func FuzzParseScripts(f *testing.F) {
 		}
 	})
 }
+
+// Output past SpillAfter is kept whole in a file of the fake file system,
+// whichever way the process ends; output within it, or with no SpillAfter,
+// spills nothing.
+func TestOutputPastSpillAfterIsKeptInAFile(t *testing.T) {
+	chunks := []proc.Chunk{stdout(1, "0123456789"), stdout(1, "abcdef")}
+	for _, tc := range []struct {
+		name       string
+		script     proc.Script
+		spillAfter int
+		spilled    bool
+	}{
+		{"exit past the limit", proc.Script{Chunks: chunks, ExitCode: 3}, 12, true},
+		{"crash past the limit", proc.Script{Chunks: chunks, Crash: "segfault"}, 12, true},
+		{"within the limit", proc.Script{Chunks: chunks}, 16, false},
+		{"no limit", proc.Script{Chunks: chunks}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			simulate(t, 1, func(ctx context.Context, s *sim.Sim) {
+				env := proc.New(s.Runtime(), one("gen", tc.script))
+				res, _ := env.Exec(ctx, "gen", agent.ExecOptions{SpillAfter: tc.spillAfter})
+				files := env.Files()
+				if !tc.spilled {
+					if res.SpillPath != "" || len(files) != 0 {
+						t.Fatalf("spill path %q, files %v; want none", res.SpillPath, files)
+					}
+					return
+				}
+				if res.SpillPath != proc.SpillPath(1) || files[res.SpillPath] != "0123456789abcdef" {
+					t.Fatalf("spill path %q, files %v; want the whole output at %s", res.SpillPath, files, proc.SpillPath(1))
+				}
+			})
+		})
+	}
+}
