@@ -296,8 +296,14 @@ func (k jobKind) Execute(ctx context.Context, task *storage.Task, rt *core.TaskR
 		}
 	}
 	st.StartedAt = rt.Now().UnixMilli()
+	state := map[string]any{"startedAt": st.StartedAt}
+	if st.Every > 0 && st.NotBefore == 0 {
+		// A schedule without a first time keeps to the grid of its first run.
+		st.NotBefore = st.StartedAt
+		state["notBefore"] = st.NotBefore
+	}
 	if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
-		tx.Patch(task.ID, core.TaskPatch{Status: JobRunning, State: map[string]any{"startedAt": st.StartedAt}})
+		tx.Patch(task.ID, core.TaskPatch{Status: JobRunning, State: state})
 		return nil
 	}); err != nil {
 		return err
@@ -379,8 +385,11 @@ func (k jobKind) run(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 }
 
 // Recover runs a job found running again if it declared that safe;
-// otherwise it settles lost with the output its scratch holds, with the
-// notice if one was requested.
+// otherwise the interrupted run is lost: a one-off job settles lost with
+// the output its scratch holds, and a schedule goes back to planned for
+// its next run with that output, since running an unsafe command again
+// now is what the policy forbids, not running it on schedule. Either way
+// the lost run's notice is published if one was requested.
 func (k jobKind) Recover(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
 	st, err := decodeState[JobState](task)
 	if err != nil {
@@ -409,9 +418,10 @@ func (k jobKind) Abort(ctx context.Context, task *storage.Task, rt *core.TaskRun
 	return k.end(ctx, task, rt, st, JobKilled)
 }
 
-// end settles a job that did not finish its run: lost or killed. A job
-// that was running keeps what its scratch holds; a planned one the output
-// of its last run.
+// end ends a run that did not finish: lost or killed. A job that was
+// running keeps what its scratch holds; a planned one the output of its
+// last run. Only a lost run of a schedule leaves the task live, planned
+// for the next run on its grid.
 func (k jobKind) end(ctx context.Context, task *storage.Task, rt *core.TaskRuntime, st JobState, status string) error {
 	out := st.Output
 	if task.Status == JobRunning {
@@ -430,6 +440,12 @@ func (k jobKind) end(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 		state := map[string]any{"output": out}
 		if task.Status == JobRunning {
 			state["exitCode"] = nil
+		}
+		if status == JobLost && st.Every > 0 {
+			state["notBefore"] = nextSlot(st.NotBefore, st.Every, rt.Now().UnixMilli())
+			state["runs"] = st.Runs + 1
+			tx.Patch(task.ID, core.TaskPatch{Status: JobPlanned, State: state})
+			return nil
 		}
 		tx.Settle(task.ID, status, state)
 		return nil

@@ -590,3 +590,32 @@ func TestBadJobInputIsATypedErrorAndCommitsNothing(t *testing.T) {
 		must(0, a.h.Close(ctx))
 	})
 }
+
+// A schedule whose run is interrupted by a restart loses that run, not
+// the schedule: unsafe to rerun now, it goes back to planned for its next
+// slot under the same id.
+func TestAnInterruptedScheduleLosesTheRunNotTheSchedule(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		store := simtest.Reopenable{Store: memory.New()}
+		a, _ := shell(t, ctx, s, store)
+		rt := s.Runtime()
+		must(0, rt.Sleep(ctx, 17*time.Minute)) // off the hour: the grid is the first run's
+		start := rt.Now()
+		job := must(a.h.Root().StartJob(ctx, agent.JobSpec{Cmd: "slow", Every: time.Hour}))
+		simtest.DriveInActor(ctx, s, a.h, nil)
+		must(0, rt.Sleep(ctx, time.Second))
+		if jt := a.task(ctx, job); jt.Status != agent.JobRunning {
+			t.Fatalf("job = %s; want running", jt.Status)
+		}
+		simtest.CloseCrashed(ctx, a.h)
+		b, _ := shell(t, ctx, s, store)
+		simtest.DriveInActor(ctx, s, b.h, nil)
+		must(0, rt.Sleep(ctx, time.Second))
+		jt := b.task(ctx, job)
+		st := jobState(jt)
+		if jt.Status != agent.JobPlanned || st.Runs != 1 || st.NotBefore != start.Add(time.Hour).UnixMilli() || st.Output.Content[0].Text != "start\n" || st.ExitCode != nil {
+			t.Fatalf("after the restart: %s %s; want planned for the next hour with the lost run's output", jt.Status, jt.State)
+		}
+		must(0, b.h.Close(ctx))
+	})
+}
