@@ -18,6 +18,7 @@ import (
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/proc"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/jsonl"
 	"github.com/pico-go/pico/storage/memory"
@@ -40,9 +41,12 @@ type env struct {
 	stopHolds context.CancelFunc
 	store     storage.Storage
 	faux      *faux.Provider
-	h         *agent.Harness
-	watch     *core.WatchHandle
-	inputs    map[storage.ID][]storage.ID // conversation → inputs accepted
+	// proc is the fake execution environment of a shell scenario, the
+	// same machine across restarts.
+	proc   *proc.Env
+	h      *agent.Harness
+	watch  *core.WatchHandle
+	inputs map[storage.ID][]storage.ID // conversation → inputs accepted
 	// toolOrder is the order tools ran in (the simulator runs one at a time).
 	toolOrder []string
 	// batches counts the commits that reached the first handle.
@@ -127,7 +131,14 @@ func (e *env) open(ctx context.Context) error {
 	store := &recorded{Storage: handle, e: e, counts: handle == e.first}
 	e.store = store
 	tools := []agent.Tool{e.echo("a"), e.echo("b")}
-	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, CheckInvariants: true,
+	var execEnv agent.ExecutionEnv
+	if e.spec.sc.shell {
+		if e.proc == nil {
+			e.proc = proc.New(e.s.Runtime(), shellScripts, proc.WithRecorder(e.s))
+		}
+		tools, execEnv = append(tools, agent.BashTool(), agent.JobTool()), e.proc
+	}
+	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
 		Models: agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()})})
 	if err != nil {
 		e.noteEnv(err)

@@ -318,16 +318,16 @@ func TestWhatPicosimWritesIsPrivate(t *testing.T) {
 // fails: a hung process is a failure, never a thing to wait out.
 const procBound = 2 * time.Minute
 
-// proc is a picosim a test runs in the background to signal it.
-type proc struct {
+// picosimProc is a picosim a test runs in the background to signal it.
+type picosimProc struct {
 	cmd              *exec.Cmd
 	stdout, stderr   chan string // lines as they come; closed at EOF
 	outSeen, errSeen []string
 }
 
-func startBinary(t *testing.T, bin string, env []string, args ...string) *proc {
+func startBinary(t *testing.T, bin string, env []string, args ...string) *picosimProc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), stdout: make(chan string, 1024), stderr: make(chan string, 1024)}
+	p := &picosimProc{cmd: exec.Command(bin, args...), stdout: make(chan string, 1024), stderr: make(chan string, 1024)}
 	p.cmd.Env = append(os.Environ(), env...)
 	outPipe, _ := p.cmd.StdoutPipe()
 	errPipe, _ := p.cmd.StderrPipe()
@@ -348,7 +348,7 @@ func startBinary(t *testing.T, bin string, env []string, args ...string) *proc {
 
 // awaitLine reads the process's stderr (or stdout) until a line starts
 // with prefix: the process said it got there.
-func (p *proc) awaitLine(t *testing.T, onStdout bool, prefix string) {
+func (p *picosimProc) awaitLine(t *testing.T, onStdout bool, prefix string) {
 	t.Helper()
 	ch, seen := p.stderr, &p.errSeen
 	if onStdout {
@@ -373,7 +373,7 @@ func (p *proc) awaitLine(t *testing.T, onStdout bool, prefix string) {
 
 // finish reads the rest of the output and returns it all with the exit
 // status, or -1 and the signal when a signal killed the process.
-func (p *proc) finish(t *testing.T) (stdout, stderr []string, code int) {
+func (p *picosimProc) finish(t *testing.T) (stdout, stderr []string, code int) {
 	t.Helper()
 	deadline := time.After(procBound)
 	for p.stdout != nil || p.stderr != nil {

@@ -20,24 +20,30 @@ type scenario struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, e *env) error
+	// shell gives the session the shell tools (bash, job) over the fake
+	// processes of shellScripts.
+	shell bool
 }
 
 // scenarios are the built-in suite, in the order `picosim list` shows.
 var scenarios = []scenario{
-	{"basic-turn", "one input, one answer", basicTurn},
-	{"parallel-tools", "an answer that calls two tools at once, then answers", parallelTools},
-	{"input-while-busy", "steer, followUp, nextRun and write while a turn runs", inputWhileBusy},
-	{"abort-mid-stream", "a conversation abort while the answer streams", abortMidStream},
-	{"retry-and-deferred", "a rate-limited attempt, then a deferred answer polled to the end", retryAndDeferred},
-	{"crash-reopen", "the process stops mid-turn; a new one reopens and drives to the end", crashReopen},
-	{"fork-and-continue", "fork at an answer and continue both conversations", forkAndContinue},
-	{"fork-at-start", "fork at the start carrying a sticky value while the source goes on", forkAtStart},
-	{"shutdown-queued", "shutdown with queued input, which survives a reopen", shutdownQueued},
-	{"collapse-under-turn", "a manual collapse summarizes while a turn streams", collapseUnderTurn},
-	{"overflow-chain", "an overflowing turn is collapsed and retried once", overflowChain},
-	{"stale-summary", "a reset lands while a collapse summarizes, which makes it stale", staleSummary},
-	{"subagent-run-restart", "a subagent run across a stop and reopen: the child is driven again, made once", subagentRunRestart},
-	{"spawn-abort-stop", "a parent abort ends its run child and spares its spawned one, which stop ends", spawnAbortStop},
+	{name: "basic-turn", summary: "one input, one answer", run: basicTurn},
+	{name: "parallel-tools", summary: "an answer that calls two tools at once, then answers", run: parallelTools},
+	{name: "input-while-busy", summary: "steer, followUp, nextRun and write while a turn runs", run: inputWhileBusy},
+	{name: "abort-mid-stream", summary: "a conversation abort while the answer streams", run: abortMidStream},
+	{name: "retry-and-deferred", summary: "a rate-limited attempt, then a deferred answer polled to the end", run: retryAndDeferred},
+	{name: "crash-reopen", summary: "the process stops mid-turn; a new one reopens and drives to the end", run: crashReopen},
+	{name: "fork-and-continue", summary: "fork at an answer and continue both conversations", run: forkAndContinue},
+	{name: "fork-at-start", summary: "fork at the start carrying a sticky value while the source goes on", run: forkAtStart},
+	{name: "shutdown-queued", summary: "shutdown with queued input, which survives a reopen", run: shutdownQueued},
+	{name: "collapse-under-turn", summary: "a manual collapse summarizes while a turn streams", run: collapseUnderTurn},
+	{name: "overflow-chain", summary: "an overflowing turn is collapsed and retried once", run: overflowChain},
+	{name: "stale-summary", summary: "a reset lands while a collapse summarizes, which makes it stale", run: staleSummary},
+	{name: "subagent-run-restart", summary: "a subagent run across a stop and reopen: the child is driven again, made once", run: subagentRunRestart},
+	{name: "spawn-abort-stop", summary: "a parent abort ends its run child and spares its spawned one, which stop ends", run: spawnAbortStop},
+	{name: "bash-outlives-budget", summary: "a bash call outlives its budget, settles delegated, and its job's end arrives as one notice", run: bashOutlivesBudget, shell: true},
+	{name: "schedule-restart", summary: "a recurring job keeps one id across a stop and reopen and runs no backlog", run: scheduleRestart, shell: true},
+	{name: "abort-kills-job", summary: "a conversation abort of a waiting bash call kills its job", run: abortKillsJob, shell: true},
 }
 
 func findScenario(name string) (scenario, bool) {
