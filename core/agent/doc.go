@@ -1,5 +1,5 @@
 // Package agent is pico's agent loop: the built-in generation, tool,
-// post_tools and collapse kinds, the tool sink and its output limits, argument checks,
+// post_tools, collapse and job kinds, the bash, job and subagent tools, the tool sink and its output limits, argument checks,
 // system instructions, models, retries and usage, the built-in file tools,
 // and the inbox with its input modes (§5.5, §8). It is written against the
 // kernel's exported kind API (package core) and nothing else, the way a
@@ -8,9 +8,9 @@
 //
 // Open registers the built-ins on a kernel session and returns a Harness
 // whose conversations carry the reference's agent verbs: Accept, Prompt,
-// Steer, FollowUp, NextRun, Write, CancelQueued, Result, Settings, Collapse
-// and Reset. The kinds themselves (GenerationKind, ToolKind, PostToolsKind,
-// CollapseKind) are plain
+// Steer, FollowUp, NextRun, Write, CancelQueued, Result, Settings, Collapse,
+// Reset and StartJob. The kinds themselves (GenerationKind, ToolKind,
+// PostToolsKind, CollapseKind, JobKind) are plain
 // values a host can wrap and pass as a replacement; they find the session's
 // models, tools, retry policy and execution environment through the
 // harness's extension (core.Options.Extensions), so they carry no state.
@@ -52,7 +52,15 @@
 //   - preview.go: the generation's preview, the partial answer kept in step
 //     with its frames.
 //   - tools_builtin.go: the built-in read, write, edit and new_context tools.
-//   - env.go: ExecutionEnv, where tools act.
+//   - job.go: the job kind (§8.6): a command run through the execution
+//     environment once or on a schedule, its output bridged into scratch
+//     with a bounded store footprint, recovery and abort, and the
+//     notification requests and notices of delegated jobs.
+//   - jobtools.go: the bash tool (a job first, waited on with the blocking
+//     budget, delegated when it runs out), the job tool, and JobOutput.
+//   - subagent.go: the subagent tool and Spawn (§8.5).
+//   - env.go: ExecutionEnv, where tools act (core/localenv is the real one,
+//     sim/proc the simulated one).
 //
 // Tests run every scenario under the simulated runtime with fixed seeds and
 // sweeps: generation, tools, the inbox's modes and races, previews, watch

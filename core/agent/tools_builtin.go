@@ -12,8 +12,8 @@ import (
 
 // The built-in tools a host may register: read, write and edit over the
 // execution environment, and new_context, which asks for a reset after the
-// exchange. (bash arrives with jobs: a job first, waited on with the
-// budget.)
+// exchange. bash and job are in jobtools.go: bash runs its command as a
+// job, waited on with the blocking budget.
 
 func builtinTool[P any](name, description, params string, replay ReplayPolicy, run func(ctx context.Context, p P, out *ToolOutput, env ExecutionEnv) error) Tool {
 	return Tool{
