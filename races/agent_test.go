@@ -44,6 +44,7 @@ type agentOptions struct {
 	tools   []agent.Tool
 	kinds   []core.TaskKind
 	replace []core.TaskKind
+	env     agent.ExecutionEnv
 	// wholeBlocks makes the faux provider stream every block in one chunk,
 	// whatever the seed, so that a program with longer answers (a tool
 	// call's arguments) still mints the same ids at every seed.
@@ -64,7 +65,7 @@ func openAgent(ctx context.Context, s *sim.Sim, o agentOptions) *loop {
 	}
 	a.watch = newCommitWatch(s.Runtime(), o.store)
 	a.h = must(agent.Open(ctx, a.watch, agent.Options{
-		Runtime: s.Runtime(), TaskKinds: o.kinds, Replace: o.replace, Tools: o.tools, CheckInvariants: true,
+		Runtime: s.Runtime(), TaskKinds: o.kinds, Replace: o.replace, Tools: o.tools, Env: o.env, CheckInvariants: true,
 		Models: agent.NewModels(agent.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
 		Report: func(err error) { a.reports = append(a.reports, err) },
 	}))

@@ -152,6 +152,11 @@ var matrix = []row{
 		cell:     childFinishesWhileItsToolIsMarked,
 	},
 	{
+		name:     "Parent cleanup vs already-terminal job",
+		required: "already finished is successful cleanup",
+		cell:     parentCleanupVsTerminalJob,
+	},
+	{
 		name:     "Fork at the start races a write of a carried value",
 		required: "the fork carries the value as of its place on the line and no source entry",
 		cell:     forkAtStartRacesAWrite,
