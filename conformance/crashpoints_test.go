@@ -29,6 +29,7 @@ import (
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/proc"
 	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/jsonl"
@@ -88,6 +89,10 @@ type crashScenario struct {
 	transcript []string
 	results    []agent.InputStatus
 	sorted     func(transcript []string)
+	// background, if set, waits in the restarted process, after its
+	// drives, for the background work the scenario started (a drive waits
+	// only for foreground work).
+	background func(ctx context.Context, s *sim.Sim, h *agent.Harness)
 	// after, if set, checks the restarted session once it is idle.
 	after func(ctx context.Context, h *agent.Harness) []string
 }
@@ -286,7 +291,10 @@ func openCrashAgent(ctx context.Context, s *sim.Sim, store storage.Storage, runn
 		Runtime: s.Runtime(), CheckInvariants: true,
 		// One tool may run again after a crash, the other may not: both
 		// recoveries are on the crash path.
-		Tools:  []agent.Tool{crashTool("a", agent.ReplaySafe, running), crashTool("b", agent.ReplayNever, running)},
+		// bash and job run their commands on fake processes (crashShell).
+		Tools: []agent.Tool{crashTool("a", agent.ReplaySafe, running), crashTool("b", agent.ReplayNever, running),
+			agent.BashTool(), agent.JobTool()},
+		Env:    proc.New(s.Runtime(), crashShell),
 		Models: agent.NewModels(agent.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
 		Report: func(err error) { a.reports = append(a.reports, err) },
 	})
@@ -431,6 +439,9 @@ func crashSecondProcess(ctx context.Context, s *sim.Sim, sc crashScenario, store
 	}
 	if got, err := a.h.Drive(ctx); err != nil || got != core.Idle {
 		bad("second drive after restart = %q, %v; want idle", got, err)
+	}
+	if sc.background != nil {
+		sc.background(ctx, s, a.h)
 	}
 	if in := crashMust(a.h.Inspect(ctx)); len(in.Start)+len(in.Inflight) != 0 {
 		bad("live tasks after the drives: start %v, inflight %v; want none", crashTaskIDs(in.Start), crashTaskIDs(in.Inflight))
