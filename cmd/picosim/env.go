@@ -437,6 +437,19 @@ func (e *env) stopAndReopen(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// abort is the host action of aborting conversation conv. It reports
+// whether it happened (false when --drop names it).
+func (e *env) abort(ctx context.Context, conv storage.ID) (bool, error) {
+	if !e.host("abort") {
+		return false, nil
+	}
+	c, err := e.h.Conversation(ctx, conv)
+	if err != nil {
+		return true, err
+	}
+	return true, c.Abort(ctx)
+}
+
 // accept is the host action of accepting input in conv. A dropped accept
 // returns input 0, which expect passes.
 func (e *env) accept(ctx context.Context, conv storage.ID, mode agent.InputMode, text string) (storage.ID, error) {

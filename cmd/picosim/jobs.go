@@ -254,15 +254,9 @@ func abortKillsJob(ctx context.Context, e *env) error {
 	if err := e.s.Runtime().Sleep(ctx, time.Duration(100+e.s.Rand().IntN(2000))*time.Millisecond); err != nil {
 		return err
 	}
-	aborted := e.host("abort")
-	if aborted {
-		c, err := e.h.Conversation(ctx, root)
-		if err != nil {
-			return err
-		}
-		if err := c.Abort(ctx); err != nil {
-			return err
-		}
+	aborted, err := e.abort(ctx, root)
+	if err != nil {
+		return err
 	}
 	if !aborted {
 		// Nothing stops the call but its budget, three virtual minutes.

@@ -154,15 +154,9 @@ func spawnAbortStop(ctx context.Context, e *env) error {
 		return err
 	}
 	spawned, run := kids["profile the build"], kids["audit the tests"]
-	aborted := e.host("abort")
-	if aborted {
-		c, err := e.h.Conversation(ctx, root)
-		if err != nil {
-			return err
-		}
-		if err := c.Abort(ctx); err != nil {
-			return err
-		}
+	aborted, err := e.abort(ctx, root)
+	if err != nil {
+		return err
 	}
 	done.Wait(ctx)
 	if aborted {

@@ -371,17 +371,23 @@ func (k jobKind) run(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 		if err := consumeNotify(tx.Tx, tx.ID, task.ID, st, JobExited, &out, now); err != nil {
 			return err
 		}
-		state := map[string]any{"output": out, "exitCode": st.ExitCode}
-		if st.Every > 0 {
-			state["notBefore"] = nextSlot(st.NotBefore, st.Every, now.UnixMilli())
-			state["runs"] = st.Runs + 1
-			tx.Patch(task.ID, core.TaskPatch{Status: JobPlanned, State: state})
-			return nil
-		}
-		tx.Settle(task.ID, JobExited, state)
+		endRun(tx, task.ID, st, JobExited, map[string]any{"output": out, "exitCode": st.ExitCode}, now)
 		return nil
 	})
 	return err
+}
+
+// endRun ends a run in tx with state: a schedule goes back to planned,
+// due at its next slot, unless it was killed; any other job settles
+// status.
+func endRun(tx *core.ConversationTx, job storage.ID, st JobState, status string, state map[string]any, now time.Time) {
+	if st.Every > 0 && status != JobKilled {
+		state["notBefore"] = nextSlot(st.NotBefore, st.Every, now.UnixMilli())
+		state["runs"] = st.Runs + 1
+		tx.Patch(job, core.TaskPatch{Status: JobPlanned, State: state})
+		return
+	}
+	tx.Settle(job, status, state)
 }
 
 // Recover runs a job found running again if it declared that safe;
@@ -441,13 +447,7 @@ func (k jobKind) end(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 		if task.Status == JobRunning {
 			state["exitCode"] = nil
 		}
-		if status == JobLost && st.Every > 0 {
-			state["notBefore"] = nextSlot(st.NotBefore, st.Every, rt.Now().UnixMilli())
-			state["runs"] = st.Runs + 1
-			tx.Patch(task.ID, core.TaskPatch{Status: JobPlanned, State: state})
-			return nil
-		}
-		tx.Settle(task.ID, status, state)
+		endRun(tx, task.ID, st, status, state, rt.Now())
 		return nil
 	})
 	return err

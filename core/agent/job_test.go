@@ -22,23 +22,8 @@ import (
 	"github.com/pico-go/pico/storage/memory"
 )
 
-// batchLog is a store that keeps every batch it committed, so that a test
-// can ask what was written together.
-type batchLog struct {
-	storage.Storage
-	batches []storage.CommitBatch
-}
-
-func (b *batchLog) Commit(ctx context.Context, batch storage.CommitBatch) (storage.Range, error) {
-	r, err := b.Storage.Commit(ctx, batch)
-	if err == nil {
-		b.batches = append(b.batches, batch)
-	}
-	return r, err
-}
-
-// batchOf returns the index of the batch that wrote entry id, or -1.
-func (b *batchLog) batchOfEntry(id storage.ID) int {
+// batchOfEntry returns the index of the batch that wrote entry id, or -1.
+func (b *genBatchLog) batchOfEntry(id storage.ID) int {
 	for i, batch := range b.batches {
 		for _, w := range batch.Writes {
 			if w.Type == storage.WriteEntry && w.Entry.ID == id {
@@ -153,7 +138,7 @@ func (a *loop) notices(ctx context.Context, conv storage.ID) []agent.JobNoticeDa
 // answers with the job's output; a failing command is an error result.
 func TestBashCreatesItsJobAndItsReferenceInOneCommitAndAnswersWithTheOutput(t *testing.T) {
 	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		store := &batchLog{Storage: memory.New()}
+		store := &genBatchLog{Storage: memory.New()}
 		a, _ := shell(t, ctx, s, store)
 		a.faux.SetResponses(calling(bashCall("b1", "make"), bashCall("b2", "fail")), answer("built"))
 		c := a.h.Root()
@@ -265,7 +250,7 @@ func TestNotificationAndCompletionInEitherOrderPublishOneNotice(t *testing.T) {
 	orders := map[string]int{}
 	for seed := uint64(1); seed <= 60; seed++ {
 		simtest.Run(t, seed, func(ctx context.Context, s *sim.Sim) {
-			store := &batchLog{Storage: memory.New()}
+			store := &genBatchLog{Storage: memory.New()}
 			a, _ := shell(t, ctx, s, store)
 			c := a.h.Root()
 			a.setBudget(ctx, c, 5000*time.Millisecond)
@@ -527,7 +512,7 @@ func TestHugeOutputIsWindowedSpilledAndBoundedInTheStore(t *testing.T) {
 			chunks = append(chunks, out(10, chunk))
 		}
 		chunks = append(chunks, out(10, "the end\n"))
-		store := &batchLog{Storage: memory.New()}
+		store := &genBatchLog{Storage: memory.New()}
 		env := proc.New(s.Runtime(), proc.Scripts{Commands: map[string]proc.Script{"flood": {Chunks: chunks}}})
 		a := openAgent(t, ctx, s, agentOptions{store: store, env: env})
 		job := must(a.h.Root().StartJob(ctx, agent.JobSpec{Cmd: "flood", Limits: agent.OutputLimits{MaxBytes: 4000}}))
