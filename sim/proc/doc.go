@@ -11,9 +11,9 @@
 // # Files
 //
 //   - fs.go: the file system: a flat map from resolved path to contents; reads, writes and stats are instant.
-//   - proc.go: the Env and Exec: a process's chunks at their times, kills and their grace, hangs, crashes, exit codes.
+//   - proc.go: the Env and Exec: a process's chunks at their times, kills and their grace, hangs, crashes, exit codes, and the spill file of an output past ExecOptions.SpillAfter.
 //   - script.go: Scripts, the JSON form of what each command does and the files that exist at the start, and its validation.
 //
-// Tests: proc_test.go (output times, kills, hangs, crashes, unknown commands,
+// Tests: proc_test.go (output times, kills, hangs, crashes, unknown commands, spills,
 // the file system, strict scripts, determinism across seeds, trace records).
 package proc
