@@ -695,6 +695,10 @@ func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *a
 // invoke runs one method outside the line, then reports its completion.
 func (d *driver) invoke(inv *invocation) {
 	rt := &TaskRuntime{h: d.h, inv: inv}
+	observe := d.h.opts.OnInvocation
+	if observe != nil {
+		observe(Invocation{Task: inv.task, ConversationID: inv.conv, Method: inv.method}, false)
+	}
 	err := func() (err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -716,6 +720,9 @@ func (d *driver) invoke(inv *invocation) {
 		}
 	}
 	inv.returned.Store(true)
+	if observe != nil {
+		observe(Invocation{Task: inv.task, ConversationID: inv.conv, Method: inv.method}, true)
+	}
 	d.complete(inv, err)
 }
 

@@ -51,6 +51,13 @@ type Options struct {
 	// one of its scratch commits), outside the line, in commit order. It
 	// must not block.
 	OnTaskOutput func(TaskOutput)
+	// OnInvocation observes every task method call: with returned false as
+	// the method starts, on its own actor, and with returned true as it
+	// returns, before its completion reaches the line (so before the next
+	// invocation of the task can be reserved). A simulation's oracle uses it
+	// to check that a task never has two invocations at once. It must not
+	// block.
+	OnInvocation func(inv Invocation, returned bool)
 	// Report receives task and hook errors that are reported rather than
 	// fatal, and the fault that stops a session. It must not block.
 	Report func(error)

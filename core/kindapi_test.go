@@ -547,3 +547,33 @@ func TestWaitForTaskEndsByTargetBudgetOrCtxAndUnregistersOnce(t *testing.T) {
 		must(0, h.Close(ctx))
 	})
 }
+
+// OnInvocation sees every method start and return, in order, on the
+// method's own actor: an execute that a mark stops returns before the
+// fresh abort starts.
+func TestOnInvocationObservesEveryMethodStartAndReturn(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		var seen []string
+		waiting := s.Runtime().NewEvent("waiting")
+		k := simtest.StepKind("k", func(ctx context.Context, _ *storage.Task, rt *core.TaskRuntime) error {
+			waiting.Set()
+			return rt.Sleep(ctx, rt.Now().Add(time.Hour))
+		})
+		h := must(core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), TaskKinds: []core.TaskKind{k}, CheckInvariants: true,
+			OnInvocation: func(inv core.Invocation, returned bool) {
+				seen = append(seen, fmt.Sprintf("%d %s %v", inv.Task, inv.Method, returned))
+			}}))
+		c := h.Root()
+		var id storage.ID
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error { id = tx.Task(k, core.TaskSpec{}); return nil }))
+		simtest.DriveInActor(ctx, s, c, nil)
+		must(0, waiting.Wait(ctx))
+		must(0, h.AbortTask(ctx, id))
+		must(c.Drive(ctx))
+		want := []string{fmt.Sprintf("%d execute false", id), fmt.Sprintf("%d execute true", id), fmt.Sprintf("%d abort false", id), fmt.Sprintf("%d abort true", id)}
+		if diff := cmp.Diff(want, seen); diff != "" {
+			t.Fatalf("observed (-want +got):\n%s", diff)
+		}
+		must(0, h.Close(ctx))
+	})
+}

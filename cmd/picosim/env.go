@@ -66,6 +66,8 @@ type env struct {
 	// nothing live ever does), checked commit by commit.
 	overflowing map[storage.ID]bool
 	waited      error
+	// oracle checks every commit and invocation as it happens.
+	oracle *oracle
 	// verdict is the run's outcome: nil when it passed.
 	verdict error
 	// envErr is the first storage error that was the machine's, not the
@@ -79,7 +81,7 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 	if err != nil {
 		panic("picosim: " + err.Error()) // a runtime and a source are always given
 	}
-	return &env{s: s, spec: spec, dir: dir, faux: p}
+	return &env{s: s, spec: spec, dir: dir, faux: p, oracle: newOracle()}
 }
 
 // disk describes the backend's files; the memory backend has none. A
@@ -124,6 +126,7 @@ func (e *env) open(ctx context.Context) error {
 		return err
 	}
 	e.handle = handle
+	e.oracle.restart(handle.LastSeq())
 	if e.first == nil {
 		e.first = handle
 		e.startHolds(ctx)
@@ -139,7 +142,8 @@ func (e *env) open(ctx context.Context) error {
 		tools, execEnv = append(tools, agent.BashTool(), agent.JobTool()), e.proc
 	}
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
-		Models: agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()})})
+		Models:       agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()}),
+		OnInvocation: func(inv core.Invocation, returned bool) { _ = e.oracle.invocation(inv, returned) }})
 	if err != nil {
 		e.noteEnv(err)
 		e.h = nil
@@ -326,6 +330,12 @@ func (e *env) invariants(ctx context.Context) error {
 	if e.waited != nil {
 		return e.waited
 	}
+	if err := e.checkWatch(ctx, e.watch, root, 1); err != nil {
+		return err
+	}
+	if e.oracle.first != nil {
+		return e.oracle.first
+	}
 	store := e.h.Store()
 	if last := store.LastSeq(); last < e.acked {
 		return fmt.Errorf("sequence %d was acknowledged, but the session ends at %d", e.acked, last)
@@ -357,12 +367,18 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 	if r.counts {
 		r.e.batches++
 	}
+	// Persistence is a scheduling point: between a batch's construction
+	// and its persistence any other actor may run (a reader, a watcher, a
+	// host call waiting for the line), without a fault having to hold it.
+	sim.Yield(ctx, "persist")
 	rng, err := r.Storage.Commit(ctx, b)
 	r.e.noteEnv(err)
 	if errors.Is(err, fault.ErrInjected) && planted("ack-failed") {
 		rng, err = storage.Range{First: r.Storage.LastSeq() + 1, Last: r.Storage.LastSeq() + storage.ID(len(b.Writes))}, nil
 	}
 	if err == nil {
+		inv, byTask := core.InvocationOf(ctx)
+		_ = r.e.oracle.commit(inv, byTask, rng, b)
 		r.e.acked = max(r.e.acked, rng.Last)
 		r.e.watchCollapses(rng, b)
 		for i, w := range b.Writes {

@@ -82,6 +82,20 @@ func (e *env) children(ctx context.Context, conv storage.ID) (map[string]storage
 	return out, nil
 }
 
+// ownerSettled reports whether the task that owns conversation conv is
+// terminal (false for no conversation).
+func (e *env) ownerSettled(ctx context.Context, conv storage.ID) (bool, error) {
+	if conv == 0 {
+		return false, nil
+	}
+	convs, err := e.h.Store().GetConversations(ctx, []storage.ID{conv})
+	if err != nil || convs[conv].Owner == 0 {
+		return false, err
+	}
+	owner, ok, err := e.h.GetTask(ctx, convs[conv].Owner)
+	return ok && !owner.Live(), err
+}
+
 // generationOf is conv's newest generation.
 func (e *env) generationOf(ctx context.Context, conv storage.ID) (*storage.Task, error) {
 	page, err := e.h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax},
@@ -154,6 +168,13 @@ func spawnAbortStop(ctx context.Context, e *env) error {
 		return err
 	}
 	spawned, run := kids["profile the build"], kids["audit the tests"]
+	// A spawned child leaves its parent's foreground set when the spawn
+	// call settles; an abort that lands before that (between the commit
+	// that made the child and the call's settlement) rightly reaches it.
+	spawnSettled, err := e.ownerSettled(ctx, spawned)
+	if err != nil {
+		return err
+	}
 	aborted, err := e.abort(ctx, root)
 	if err != nil {
 		return err
@@ -167,7 +188,7 @@ func spawnAbortStop(ctx context.Context, e *env) error {
 				return err
 			}
 		}
-		if spawned != 0 {
+		if spawned != 0 && spawnSettled {
 			g, err := e.generationOf(ctx, spawned)
 			if err != nil {
 				return err

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/sim/simtest"
+	"github.com/pico-go/pico/storage"
+)
+
+// The oracles every run is held to as it goes (DESIGN §6): each committed
+// batch, with the invocation that wrote it, and each task method call are
+// checked the moment they happen, so a violation is caught at its commit
+// rather than inferred from the end state. They run beside the kernel's own
+// index invariants (CheckInvariants), which panic at the commit that breaks
+// them.
+
+// oracleRule names the rule a history broke.
+type oracleRule string
+
+const (
+	// ruleIDsIncrease: a process's commits number on from its last
+	// sequence without a gap or an overlap.
+	ruleIDsIncrease oracleRule = "ids-increase"
+	// ruleSettledTask: nothing writes to a task after its settlement, its
+	// scratch included.
+	ruleSettledTask oracleRule = "write-after-settle"
+	// ruleMarkedWrite: an execute or recover invocation writes nothing,
+	// main or scratch, once its task's abort mark committed.
+	ruleMarkedWrite oracleRule = "write-after-mark"
+	// ruleOneInvocation: a task has at most one method running at a time.
+	ruleOneInvocation oracleRule = "one-invocation"
+	// ruleInputResult: an input's result, once terminal, never changes.
+	ruleInputResult oracleRule = "terminal-input-result"
+	// ruleWatchFold: a live watch's folded view equals a fresh capture.
+	ruleWatchFold oracleRule = "watch-fold"
+)
+
+// oracleError is a broken rule, named, with what broke it.
+type oracleError struct {
+	Rule   oracleRule
+	Detail string
+}
+
+func (e *oracleError) Error() string { return fmt.Sprintf("oracle %s: %s", e.Rule, e.Detail) }
+
+func broke(rule oracleRule, format string, args ...any) error {
+	return &oracleError{Rule: rule, Detail: fmt.Sprintf(format, args...)}
+}
+
+// oracle is the state the rules need: what the history so far settled,
+// marked and ended. It sees the commits of every process of a run, in
+// order; restart starts a new process's numbering.
+type oracle struct {
+	last     storage.ID
+	settled  map[storage.ID]bool
+	marked   map[storage.ID]bool
+	terminal map[string]agent.InputStatus // input result address → its terminal status
+	active   map[storage.ID]core.Method   // task → the method running
+	first    error                        // the first violation
+}
+
+func newOracle() *oracle {
+	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
+		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}}
+}
+
+// restart begins a process whose store ends at last.
+func (o *oracle) restart(last storage.ID) { o.last = last }
+
+// fail keeps the first violation and returns err.
+func (o *oracle) fail(err error) error {
+	if o.first == nil {
+		o.first = err
+	}
+	return err
+}
+
+// commit checks one committed batch, written by inv (ok false: a host).
+func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage.CommitBatch) error {
+	if r.First != o.last+1 || r.Last != r.First+storage.ID(len(b.Writes))-1 {
+		return o.fail(broke(ruleIDsIncrease, "a batch of %d writes committed at %d–%d after %d", len(b.Writes), r.First, r.Last, o.last))
+	}
+	o.last = r.Last
+	by := "a host"
+	if ok {
+		by = fmt.Sprintf("task %d's %s", inv.Task, inv.Method)
+		if o.marked[inv.Task] && (inv.Method == core.MethodExecute || inv.Method == core.MethodRecover) {
+			return o.fail(broke(ruleMarkedWrite, "%s wrote %s batch %d–%d after the task's abort mark", by, b.Kind, r.First, r.Last))
+		}
+	}
+	if b.Kind == storage.BatchScratch && o.settled[b.Task] {
+		return o.fail(broke(ruleSettledTask, "%s wrote scratch of task %d, settled earlier, at %d", by, b.Task, r.First))
+	}
+	for i, w := range b.Writes {
+		seq := r.First + storage.ID(i)
+		switch w.Type {
+		case storage.WritePatch, storage.WriteSettle:
+			if o.settled[w.ID] {
+				return o.fail(broke(ruleSettledTask, "%s wrote task %d, settled earlier, at %d", by, w.ID, seq))
+			}
+			if w.Type == storage.WriteSettle {
+				o.settled[w.ID] = true
+			}
+			if w.Abort {
+				o.marked[w.ID] = true
+			}
+		case storage.WriteValueSet, storage.WriteValueDelete:
+			if w.Addr == nil || w.Addr.Namespace != agent.InputResultValue.Namespace {
+				continue
+			}
+			key := w.Addr.StateKey()
+			if was, ended := o.terminal[key]; ended {
+				return o.fail(broke(ruleInputResult, "%s rewrote %s at %d; it had ended %s", by, key, seq, was))
+			}
+			var res agent.InputResult
+			if w.Type == storage.WriteValueSet && json.Unmarshal(w.Value, &res) == nil && res.Status.Terminal() {
+				o.terminal[key] = res.Status
+			}
+		}
+	}
+	return nil
+}
+
+// invocation checks a method call's start or return.
+func (o *oracle) invocation(inv core.Invocation, returned bool) error {
+	if returned {
+		delete(o.active, inv.Task)
+		return nil
+	}
+	if m, running := o.active[inv.Task]; running {
+		return o.fail(broke(ruleOneInvocation, "task %d's %s started while its %s was still running", inv.Task, inv.Method, m))
+	}
+	o.active[inv.Task] = inv.Method
+	return nil
+}
+
+// watchChecksMax bounds how many captures checkWatch takes while commits
+// keep landing.
+const watchChecksMax = 20
+
+// checkWatch holds a live watch of conv to a fresh capture with the same
+// tail. The capture is as of now; the watch may still be delivering, so
+// it gets a virtual millisecond, in which every runnable actor (its own
+// included) runs before time moves. If nothing committed meanwhile, the
+// two must then agree; if something did, the capture is taken again.
+func (e *env) checkWatch(ctx context.Context, w *core.WatchHandle, conv storage.ID, tail int) error {
+	if w == nil || e.h == nil {
+		return nil
+	}
+	for range watchChecksMax {
+		last := e.h.Store().LastSeq()
+		fresh, err := e.h.Watch(ctx, conv, core.WatchOptions{Tail: tail})
+		if err != nil {
+			return nil // the session is closing or faulted: nothing to hold it to
+		}
+		want := fresh.View()
+		fresh.Unsubscribe()
+		if simtest.ViewDiff(want, w.View()) == "" {
+			return nil
+		}
+		if err := e.s.Runtime().Sleep(ctx, time.Millisecond); err != nil {
+			return nil
+		}
+		if e.h.Store().LastSeq() == last {
+			if diff := simtest.ViewDiff(want, w.View()); diff != "" {
+				return e.oracle.fail(broke(ruleWatchFold, "the watch of conversation %d differs from a fresh capture (-capture +folded):\n%s", conv, diff))
+			}
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/storage"
+)
+
+// Each oracle rejects a hand-broken history, naming its rule; the same
+// history without the break passes.
+
+func taskWrite(id storage.ID) storage.Write {
+	return storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: id, Kind: "k", Status: "planned"}}
+}
+
+func resultWrite(conv, input storage.ID, status agent.InputStatus) storage.Write {
+	a := agent.InputResultValue.In(conv).WithKey(strconv.FormatInt(int64(input), 10)).Address
+	raw, _ := json.Marshal(agent.InputResult{Status: status})
+	return storage.Write{Type: storage.WriteValueSet, Addr: &a, Value: raw}
+}
+
+func main1(ws ...storage.Write) storage.CommitBatch {
+	return storage.CommitBatch{Kind: storage.BatchMain, Writes: ws}
+}
+
+func wantRule(t *testing.T, err error, rule oracleRule) {
+	t.Helper()
+	var oe *oracleError
+	if !errors.As(err, &oe) || oe.Rule != rule {
+		t.Fatalf("err = %v; want the %s rule", err, rule)
+	}
+}
+
+type step struct {
+	inv   core.Invocation
+	byInv bool
+	first storage.ID
+	batch storage.CommitBatch
+}
+
+// play feeds steps to a fresh oracle and returns the first error.
+func play(steps []step) error {
+	o := newOracle()
+	for _, s := range steps {
+		r := storage.Range{First: s.first, Last: s.first + storage.ID(len(s.batch.Writes)) - 1}
+		if err := o.commit(s.inv, s.byInv, r, s.batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestOracleIDsIncrease(t *testing.T) {
+	ok := []step{{first: 1, batch: main1(taskWrite(1))}, {first: 2, batch: main1(taskWrite(2))}}
+	if err := play(ok); err != nil {
+		t.Fatalf("a contiguous history: %v", err)
+	}
+	wantRule(t, play([]step{{first: 1, batch: main1(taskWrite(1))}, {first: 3, batch: main1(taskWrite(3))}}), ruleIDsIncrease)
+	wantRule(t, play([]step{{first: 1, batch: main1(taskWrite(1), taskWrite(2))}, {first: 2, batch: main1(taskWrite(2))}}), ruleIDsIncrease)
+}
+
+func TestOracleNoWriteAfterSettle(t *testing.T) {
+	settle := storage.Write{Type: storage.WriteSettle, ID: 1, Status: "done"}
+	patch := storage.Write{Type: storage.WritePatch, ID: 1, Status: "running"}
+	if err := play([]step{{first: 1, batch: main1(taskWrite(1))}, {first: 2, batch: main1(patch)}, {first: 3, batch: main1(settle)}}); err != nil {
+		t.Fatalf("patch then settle: %v", err)
+	}
+	wantRule(t, play([]step{{first: 1, batch: main1(taskWrite(1))}, {first: 2, batch: main1(settle)}, {first: 3, batch: main1(patch)}}), ruleSettledTask)
+	a := storage.ScratchList[int]("x").In(1).Address
+	scratch := storage.CommitBatch{Kind: storage.BatchScratch, Task: 1, Writes: []storage.Write{{Type: storage.WriteListAppend, Addr: &a, Value: json.RawMessage("1")}}}
+	wantRule(t, play([]step{{first: 1, batch: main1(taskWrite(1))}, {first: 2, batch: main1(settle)}, {first: 3, batch: scratch}}), ruleSettledTask)
+}
+
+func TestOracleNoWriteByAMarkedExecute(t *testing.T) {
+	mark := storage.Write{Type: storage.WritePatch, ID: 1, Abort: true}
+	exec := core.Invocation{Task: 1, Method: core.MethodExecute}
+	abort := core.Invocation{Task: 1, Method: core.MethodAbort}
+	write := main1(storage.Write{Type: storage.WritePatch, ID: 2, Status: "running"})
+	base := []step{{first: 1, batch: main1(taskWrite(1), taskWrite(2))}, {first: 3, batch: main1(mark)}}
+	if err := play(append(base, step{inv: abort, byInv: true, first: 4, batch: write})); err != nil {
+		t.Fatalf("the fresh abort writes after the mark: %v", err)
+	}
+	if err := play([]step{{first: 1, batch: main1(taskWrite(1), taskWrite(2))}, {inv: exec, byInv: true, first: 3, batch: write}}); err != nil {
+		t.Fatalf("an unmarked execute writes: %v", err)
+	}
+	wantRule(t, play(append(base, step{inv: exec, byInv: true, first: 4, batch: write})), ruleMarkedWrite)
+}
+
+func TestOracleTerminalInputResultsNeverChange(t *testing.T) {
+	ok := []step{{first: 1, batch: main1(resultWrite(1, 5, agent.InputQueued))}, {first: 2, batch: main1(resultWrite(1, 5, agent.InputRunning))},
+		{first: 3, batch: main1(resultWrite(1, 5, agent.InputDone))}}
+	if err := play(ok); err != nil {
+		t.Fatalf("queued, running, done: %v", err)
+	}
+	wantRule(t, play(append(ok, step{first: 4, batch: main1(resultWrite(1, 5, agent.InputCancelled))})), ruleInputResult)
+	wantRule(t, play(append(ok, step{first: 4, batch: main1(resultWrite(1, 5, agent.InputDone))})), ruleInputResult)
+}
+
+func TestOracleOneInvocationPerTask(t *testing.T) {
+	o := newOracle()
+	exec, abort := core.Invocation{Task: 7, Method: core.MethodExecute}, core.Invocation{Task: 7, Method: core.MethodAbort}
+	for _, c := range []struct {
+		inv      core.Invocation
+		returned bool
+	}{{exec, false}, {exec, true}, {abort, false}, {abort, true}, {core.Invocation{Task: 8, Method: core.MethodExecute}, false}} {
+		if err := o.invocation(c.inv, c.returned); err != nil {
+			t.Fatalf("one at a time: %v", err)
+		}
+	}
+	if err := o.invocation(exec, false); err != nil {
+		t.Fatal(err)
+	}
+	wantRule(t, o.invocation(abort, false), ruleOneInvocation)
+}
+
+// A watch whose fold is broken by hand (an entry dropped from its view)
+// differs from a fresh capture once nothing is left to deliver.
+func TestOracleWatchFoldEqualsAFreshCapture(t *testing.T) {
+	sc, _ := findScenario("basic-turn")
+	s := sim.New(sim.Options{Seed: 1})
+	var got, intact error
+	err := s.Run(context.Background(), func(ctx context.Context) {
+		e := newEnv(s, runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, t.TempDir())
+		if err := e.play(ctx); err != nil {
+			intact = err
+		}
+		intact = errors.Join(intact, e.checkWatch(ctx, e.watch, root, 1))
+		v := e.watch.View()
+		v.Entries = v.Entries[:0]
+		got = e.checkWatch(ctx, e.watch, root, 1)
+		_ = e.h.Close(ctx)
+		e.endHolds()
+	})
+	if err != nil || intact != nil {
+		t.Fatalf("the intact run: %v %v", err, intact)
+	}
+	wantRule(t, got, ruleWatchFold)
+}
