@@ -430,8 +430,10 @@ func (h *Harness) Close(ctx context.Context) error {
 		if d.phase == phaseOpen || d.phase == phaseStopping {
 			d.setPhase(phaseClosing)
 			d.release(Closed, nil, ErrClosed, &acts)
-			h.endWatchers(ConversationEvent{Type: EventClosed, ReadAt: h.Store().LastSeq()}, SessionEvent{Type: SessionEventClosed})
 		}
+		// A fault ended the watches it found, but a faulted session still
+		// takes new ones (their view says faulted): close ends those too.
+		h.endWatchers(ConversationEvent{Type: EventClosed, ReadAt: h.Store().LastSeq()}, SessionEvent{Type: SessionEventClosed})
 		d.startCloser(ctx, &acts)
 		d.checkDrained()
 		return acts.run, nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/sim"
@@ -138,5 +139,35 @@ func TestSelfWaitThroughTasksOfTheSameBatchRejects(t *testing.T) {
 		}
 		release.Set()
 		h.Close(ctx)
+	})
+}
+
+// Found by picosim's generated programs: a watch registered on a faulted
+// session (its view says faulted) was never ended, since the fault had
+// ended only the watches it found and close ended none, so its actor
+// waited for ever. Close now ends every watch still registered.
+func TestCloseEndsWatchesRegisteredAfterAFault(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		lazy := core.KindFuncs{Statuses: core.Statuses{Name: "lazy", Initial: "planned", Roles: simtest.TaskRoles},
+			ExecuteFunc: func(context.Context, *storage.Task, *core.TaskRuntime) error { return nil }}
+		h := open(t, ctx, s, simtest.Reopenable{Store: memory.New()}, lazy)
+		simtest.CreateTask(t, ctx, h.Root(), lazy, core.TaskSpec{})
+		var fe *core.FaultError
+		if _, err := h.Root().Drive(ctx); !errors.As(err, &fe) {
+			t.Fatalf("drive = %v; want the fault", err)
+		}
+		sw := must(h.WatchSession(ctx))
+		cw := must(h.Watch(ctx, h.Root().ID, core.WatchOptions{}))
+		var sessionEnd, convEnd string
+		must(0, sw.Start(ctx, func(e core.SessionEvent) { sessionEnd = e.Type }))
+		must(0, cw.Start(ctx, func(e core.ConversationEvent) { convEnd = e.Type }))
+		if !sw.View().Faulted {
+			t.Fatal("a session watch of a faulted session does not say so")
+		}
+		_ = h.Close(ctx)
+		must(0, s.Runtime().Sleep(ctx, time.Millisecond)) // the watches' actors deliver their last event
+		if sessionEnd != core.SessionEventClosed || convEnd != core.EventClosed {
+			t.Fatalf("last events %q, %q; want both watches closed", sessionEnd, convEnd)
+		}
 	})
 }
