@@ -43,7 +43,9 @@ type env struct {
 	faux      *faux.Provider
 	// proc is the fake execution environment of a shell scenario, the
 	// same machine across restarts.
-	proc   *proc.Env
+	proc *proc.Env
+	// prog is the generated scenario's program (see program).
+	prog   *program
 	h      *agent.Harness
 	watch  *core.WatchHandle
 	inputs map[storage.ID][]storage.ID // conversation → inputs accepted
@@ -135,7 +137,12 @@ func (e *env) open(ctx context.Context) error {
 	e.store = store
 	tools := []agent.Tool{e.echo("a"), e.echo("b")}
 	var execEnv agent.ExecutionEnv
-	if e.spec.sc.shell {
+	shell := e.spec.sc.shell
+	if e.spec.sc.generated {
+		shell = e.program().shell
+		tools = append(tools, workTool())
+	}
+	if shell {
 		if e.proc == nil {
 			e.proc = proc.New(e.s.Runtime(), shellScripts, proc.WithRecorder(e.s))
 		}
@@ -278,9 +285,17 @@ func (e *env) play(ctx context.Context) error {
 		return err
 	}
 	// An idle accept takes nextRun input still queued into its turn, so
-	// that every input must end.
-	if _, err := e.acceptInput(ctx, root, agent.ModeFollowUp, "after the restart"); err != nil {
-		return fmt.Errorf("accept after the restart: %w", err)
+	// that every input must end: one into the root, and one into every
+	// other conversation with queued input (a fork; an acceptance that
+	// persisted though its caller saw the crash).
+	convs, err := e.queuedConversations(ctx)
+	if err != nil {
+		return err
+	}
+	for _, conv := range convs {
+		if _, err := e.acceptInput(ctx, conv, agent.ModeFollowUp, "after the restart"); err != nil {
+			return fmt.Errorf("accept after the restart: %w", err)
+		}
 	}
 	if err := e.driveIdle(ctx); err != nil {
 		return err
@@ -289,6 +304,35 @@ func (e *env) play(ctx context.Context) error {
 		return fmt.Errorf("after the restart: %w", err)
 	}
 	return e.invariants(ctx)
+}
+
+// queuedConversations is the root and, ascending, every other
+// conversation with an input still queued.
+func (e *env) queuedConversations(ctx context.Context) ([]storage.ID, error) {
+	store := e.h.Store()
+	all, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
+		return store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := []storage.ID{root}
+	for _, c := range all {
+		if c.ID == root {
+			continue
+		}
+		results, err := inputResults(ctx, store, c.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range results {
+			if r.Status == agent.InputQueued {
+				out = append(out, c.ID)
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // driveIdle drives the whole session of the restarted process to idle.
@@ -475,6 +519,14 @@ func (e *env) accept(ctx context.Context, conv storage.ID, mode agent.InputMode,
 	return e.acceptInput(ctx, conv, mode, text)
 }
 
+// remember records an accepted input for the final check.
+func (e *env) remember(conv, id storage.ID) {
+	if e.inputs == nil {
+		e.inputs = map[storage.ID][]storage.ID{}
+	}
+	e.inputs[conv] = append(e.inputs[conv], id)
+}
+
 // acceptInput accepts input in conv and remembers it for the final check.
 func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode agent.InputMode, text string) (storage.ID, error) {
 	c, err := e.h.Conversation(ctx, conv)
@@ -494,10 +546,7 @@ func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode agent.Input
 		id, err = c.Accept(ctx, content, agent.AcceptOptions{})
 	}
 	if err == nil {
-		if e.inputs == nil {
-			e.inputs = map[storage.ID][]storage.ID{}
-		}
-		e.inputs[conv] = append(e.inputs[conv], id)
+		e.remember(conv, id)
 	}
 	return id, err
 }

@@ -187,6 +187,10 @@ type finding struct {
 	// smallest case's traces went ("" when an interruption stopped
 	// fuzz before the smallest case ran again).
 	trace, smallestTrace string
+	// program, for a generated run, is where the smallest case's program
+	// went, programText is it, and programCmd runs it.
+	program, programText string
+	programCmd           runSpec
 }
 
 // fuzzer is one picosim fuzz: its workers' shared tallies and findings.
@@ -316,6 +320,21 @@ func (f *fuzzer) writeTraces(ctx context.Context, fd *finding, trace []byte) err
 	if fd.smallestTrace, err = writeArtifact(f.cfg.out, name+"-smallest.jsonl", smallest.Bytes()); err != nil {
 		return &fieldError{"--out", err}
 	}
+	if fd.smallest.sc.generated {
+		// The smallest case as a program of its own: the drawn (or given)
+		// program without the dropped lines, runnable with --program.
+		p := fd.smallest.program
+		if p == nil {
+			p = drawProgram(fd.smallest.seed)
+		}
+		p = p.without(fd.smallest.drop)
+		if fd.program, err = writeArtifact(f.cfg.out, name+"-smallest.program", []byte(p.String())); err != nil {
+			return &fieldError{"--out", err}
+		}
+		fd.programText = p.String()
+		fd.programCmd = fd.smallest
+		fd.programCmd.program, fd.programCmd.programFile, fd.programCmd.drop = p, fd.program, nil
+	}
 	return nil
 }
 
@@ -333,6 +352,10 @@ func (f *fuzzer) report(w io.Writer, start time.Time, stopped error) {
 		fmt.Fprintf(w, "  trace: %s\n", fd.trace)
 		if fd.smallestTrace != "" {
 			fmt.Fprintf(w, "  smallest trace: %s\n", fd.smallestTrace)
+		}
+		if fd.program != "" {
+			fmt.Fprintf(w, "  smallest program: %s\n    %s\n  runs with: %s\n", fd.program,
+				strings.ReplaceAll(strings.TrimSuffix(fd.programText, "\n"), "\n", "\n    "), fd.programCmd.command())
 		}
 	}
 	elapsed := max(time.Since(start).Seconds(), 1e-9)

@@ -103,6 +103,13 @@ func headerSpec(h traceHeader) (runSpec, error) {
 		return runSpec{}, usagef("invalid trace header: unknown scenario %q", h.Scenario)
 	}
 	spec := runSpec{sc: sc, seed: h.Seed, backend: h.Backend, strategy: h.Strategy, plan: h.Faults, drop: h.Drop}
+	if h.Program != "" {
+		p, err := parseProgram(h.Program)
+		if err != nil {
+			return spec, usagef("invalid trace header: %v", err)
+		}
+		spec.program = p
+	}
 	if _, err := spec.check(); err != nil {
 		return spec, asHeader(err)
 	}

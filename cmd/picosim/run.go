@@ -32,6 +32,9 @@ type runIdentity struct {
 	Strategy string     `json:"strategy"`
 	Faults   fault.Plan `json:"faults"`
 	Drop     []int      `json:"drop,omitempty"`
+	// Program is the printed program a generated run was given (a drawn
+	// one is a function of the seed and is not repeated here).
+	Program string `json:"program,omitempty"`
 }
 
 // traceHeader is a trace's first record: what the run was.
@@ -51,6 +54,11 @@ type runSpec struct {
 	plan fault.Plan
 	// drop are the host actions left out, by index, ascending.
 	drop []int
+	// program is the generated scenario's program when one was given;
+	// nil draws it from the seed.
+	program *program
+	// programFile is where --program read it, for the command line.
+	programFile string
 }
 
 // command is the picosim command line that repeats the run, each argument
@@ -58,6 +66,9 @@ type runSpec struct {
 // that the line runs as printed.
 func (r runSpec) command() string {
 	args := []string{"picosim", "run", r.sc.name, "--seed", strconv.FormatUint(r.seed, 10), "--backend", r.backend, "--strategy", r.strategy}
+	if r.programFile != "" {
+		args = append(args, "--program", r.programFile)
+	}
 	if len(r.plan.Faults) > 0 {
 		args = append(args, "--faults", r.plan.String())
 	}
@@ -126,7 +137,11 @@ func (r runSpec) checkReached(actions int) error {
 }
 
 func (r runSpec) identity() runIdentity {
-	return runIdentity{Scenario: r.sc.name, Seed: r.seed, Backend: r.backend, Strategy: r.strategy, Faults: r.plan, Drop: r.drop}
+	id := runIdentity{Scenario: r.sc.name, Seed: r.seed, Backend: r.backend, Strategy: r.strategy, Faults: r.plan, Drop: r.drop}
+	if r.program != nil {
+		id.Program = r.program.String()
+	}
+	return id
 }
 
 // runResult is what `picosim run --json` prints.
@@ -259,6 +274,7 @@ func parseRun(args []string) (runOptions, error) {
 	fl.StringVar(&o.spec.strategy, "strategy", "random", "random or pct[:depth:steps]")
 	faults := fl.String("faults", "", "a fault plan: its JSON, or a file holding it")
 	drop := fl.String("drop", "", "host actions to leave out, by index: 0,3")
+	prog := fl.String("program", "", "run this printed program (scenario generated)")
 	fl.StringVar(&o.trace, "trace", "", "write the trace to this file")
 	fl.StringVar(&o.keep, "keep", "", "keep the session's files in this new or empty directory")
 	fl.BoolVar(&o.json, "json", false, "print a machine-readable result")
@@ -266,8 +282,24 @@ func parseRun(args []string) (runOptions, error) {
 	if err != nil {
 		return o, err
 	}
+	if *prog != "" && len(pos) == 0 {
+		pos = []string{"generated"}
+	}
 	if o.spec.sc, err = oneScenario(pos); err != nil {
 		return o, err
+	}
+	if *prog != "" {
+		if !o.spec.sc.generated {
+			return o, usagef("--program runs the generated scenario, not %s", o.spec.sc.name)
+		}
+		data, err := os.ReadFile(*prog)
+		if err != nil {
+			return o, &fieldError{"--program", err}
+		}
+		if o.spec.program, err = parseProgram(string(data)); err != nil {
+			return o, &fieldError{"--program", err}
+		}
+		o.spec.programFile = *prog
 	}
 	if o.spec.plan, err = readPlan(*faults); err != nil {
 		return o, &fieldError{"--faults", err}
@@ -403,7 +435,7 @@ func listMain(stdout io.Writer) int {
 }
 
 const runHelp = `usage: picosim run SCENARIO [--seed N] [--backend memory|jsonl|sqlite] [--strategy random|pct[:D:K]]
-                    [--faults PLAN] [--drop I,J] [--trace FILE] [--keep DIR] [--json]
+                    [--faults PLAN] [--drop I,J] [--program FILE] [--trace FILE] [--keep DIR] [--json]
 
 Runs one scenario deterministically: the same arguments give the same trace, byte for byte.
 picosim list shows the scenarios. Flags may come before or after SCENARIO.
@@ -421,6 +453,9 @@ picosim list shows the scenarios. Flags may come before or after SCENARIO.
                  drives it to the end and checks what must survive.
   --drop I,J     leave out host actions by index, each below the number the run reaches (fuzz
                  prints this when it shrinks a failure)
+  --program FILE run this printed host-action program (scenario generated, which is implied);
+                 without it, generated draws its program from the seed. fuzz writes the smallest
+                 failing program of a generated run as such a file
   --trace FILE   write the trace to FILE (created 0600)
   --keep DIR     keep the session's files in DIR, new or empty (made 0700), and print the file to
                  pass to picosim check (DIR/session.jsonl or DIR/sessions.db); jsonl and sqlite only

@@ -23,6 +23,9 @@ type scenario struct {
 	// shell gives the session the shell tools (bash, job) over the fake
 	// processes of shellScripts.
 	shell bool
+	// generated runs a program (program.go): the session's tools and
+	// shell are the program's.
+	generated bool
 }
 
 // scenarios are the built-in suite, in the order `picosim list` shows.
@@ -44,6 +47,7 @@ var scenarios = []scenario{
 	{name: "bash-outlives-budget", summary: "a bash call outlives its budget, settles delegated, and its job's end arrives as one notice", run: bashOutlivesBudget, shell: true},
 	{name: "schedule-restart", summary: "a recurring job keeps one id across a stop and reopen and runs no backlog", run: scheduleRestart, shell: true},
 	{name: "abort-kills-job", summary: "a conversation abort of a waiting bash call kills its job", run: abortKillsJob, shell: true},
+	{name: "generated", summary: "a host-action program drawn from the seed (or --program FILE)", run: generated, generated: true},
 }
 
 func findScenario(name string) (scenario, bool) {

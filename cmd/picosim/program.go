@@ -1,0 +1,831 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/storage"
+)
+
+// Programs are host-action programs as data (DESIGN §6): what a host does
+// to a session, and what its model answers, one line each, in a printed
+// form that parses back. The generated scenario draws one from its seed
+// (or runs the one --program names), so fuzzing explores sequences no
+// hand-written scenario has, and shrinking drops lines.
+//
+//	picosim program 1
+//	swarm tail=2 shell=false
+//	respond calls a,work:throw
+//	respond text "done"
+//	accept c0 "hello" req=r1
+//	steer c0 "focus"
+//	abort c0
+//	drive c0
+//
+// respond lines queue the model's answers in order (text, calls NAMES,
+// rate-limited, deferred, overflow, fail, aborted, slow MS TEXT); every
+// other line is one host action, numbered in order of appearance among the
+// program's lines (respond lines included), which is what --drop takes.
+
+// programMagic is a program's first line.
+const programMagic = "picosim program 1"
+
+// program is a parsed program: its swarm options and its lines.
+type program struct {
+	tail  int  // the watches' entry tail
+	shell bool // the shell tools over fake processes
+	lines []progLine
+}
+
+// progLine is one line: an op and its arguments.
+type progLine struct {
+	op   string
+	args []string
+}
+
+// opArity is each op's argument count bounds: min, max.
+var opArity = map[string][2]int{
+	"respond":       {1, 3},
+	"accept":        {2, 3},
+	"followup":      {2, 2},
+	"steer":         {2, 2},
+	"next-run":      {2, 2},
+	"write":         {2, 2},
+	"cancel-queued": {2, 2},
+	"abort":         {1, 1},
+	"abort-task":    {1, 1},
+	"fork":          {2, 3},
+	"watch":         {1, 1},
+	"watch-session": {0, 0},
+	"unwatch":       {1, 1},
+	"resnapshot":    {1, 1},
+	"drive":         {1, 1},
+	"drive-async":   {1, 1},
+	"sleep":         {1, 1},
+	"reopen":        {0, 0},
+	"shutdown":      {0, 0},
+	"collapse":      {1, 1},
+	"reset":         {1, 1},
+	"job":           {1, 1},
+}
+
+// responseKinds are what respond takes.
+var responseKinds = []string{"text", "calls", "rate-limited", "deferred", "overflow", "fail", "aborted", "slow"}
+
+// ProgramError is a program that does not parse, naming its line.
+type ProgramError struct {
+	Line   int
+	Reason string
+}
+
+func (e *ProgramError) Error() string { return fmt.Sprintf("program line %d: %s", e.Line, e.Reason) }
+
+// String prints the program; parseProgram reads it back.
+func (p *program) String() string {
+	var b strings.Builder
+	b.WriteString(programMagic + "\n")
+	fmt.Fprintf(&b, "swarm tail=%d shell=%v\n", p.tail, p.shell)
+	for _, l := range p.lines {
+		b.WriteString(l.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func (l progLine) String() string {
+	parts := []string{l.op}
+	for _, a := range l.args {
+		if a == "" || strings.ContainsAny(a, " \t\"\\") || !strconv.IsPrint(rune(a[0])) {
+			a = strconv.Quote(a)
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// hostOrder is the program's lines in the order they are host actions:
+// the respond lines first (all answers are queued before anything else
+// happens), then the others, each in program order.
+func (p *program) hostOrder() []int {
+	var responds, others []int
+	for i, l := range p.lines {
+		if l.op == "respond" {
+			responds = append(responds, i)
+		} else {
+			others = append(others, i)
+		}
+	}
+	return append(responds, others...)
+}
+
+// without is the program with the host actions numbered in drop left out:
+// what a run of the program with --drop does, as a program of its own.
+func (p *program) without(drop []int) *program {
+	gone := map[int]bool{}
+	for action, line := range p.hostOrder() {
+		if slices.Contains(drop, action) {
+			gone[line] = true
+		}
+	}
+	q := *p
+	q.lines = nil
+	for i, l := range p.lines {
+		if !gone[i] {
+			q.lines = append(q.lines, l)
+		}
+	}
+	return &q
+}
+
+// parseProgram reads a printed program, refusing anything it does not
+// know with a ProgramError naming the line.
+func parseProgram(text string) (*program, error) {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	p := &program{tail: 1}
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case n == 1:
+			if line != programMagic {
+				return nil, &ProgramError{1, fmt.Sprintf("%q: want %q", line, programMagic)}
+			}
+			continue
+		case line == "" || strings.HasPrefix(line, "#"):
+			continue
+		}
+		toks, err := tokens(line)
+		if err != nil {
+			return nil, &ProgramError{n, err.Error()}
+		}
+		if toks[0] == "swarm" {
+			if err := p.swarm(toks[1:]); err != nil {
+				return nil, &ProgramError{n, err.Error()}
+			}
+			continue
+		}
+		l := progLine{op: toks[0], args: toks[1:]}
+		if err := l.check(); err != nil {
+			return nil, &ProgramError{n, err.Error()}
+		}
+		p.lines = append(p.lines, l)
+	}
+	if n == 0 {
+		return nil, &ProgramError{1, "empty program"}
+	}
+	return p, sc.Err()
+}
+
+func (p *program) swarm(opts []string) error {
+	for _, o := range opts {
+		k, v, ok := strings.Cut(o, "=")
+		var err error
+		switch {
+		case !ok:
+			return fmt.Errorf("swarm option %q: want key=value", o)
+		case k == "tail":
+			p.tail, err = strconv.Atoi(v)
+			if err == nil && (p.tail < 0 || p.tail > 1000) {
+				err = errors.New("want 0 to 1000")
+			}
+		case k == "shell":
+			p.shell, err = strconv.ParseBool(v)
+		default:
+			return fmt.Errorf("unknown swarm option %q", k)
+		}
+		if err != nil {
+			return fmt.Errorf("swarm option %s: %v", k, err)
+		}
+	}
+	return nil
+}
+
+// tokens splits a line into words and quoted strings.
+func tokens(line string) ([]string, error) {
+	var out []string
+	for line = strings.TrimSpace(line); line != ""; line = strings.TrimSpace(line) {
+		if line[0] == '"' {
+			q, err := strconv.QuotedPrefix(line)
+			if err != nil {
+				return nil, fmt.Errorf("bad quoted string at %q", line)
+			}
+			s, _ := strconv.Unquote(q)
+			out, line = append(out, s), line[len(q):]
+			continue
+		}
+		word, rest, _ := strings.Cut(line, " ")
+		out, line = append(out, word), rest
+	}
+	return out, nil
+}
+
+// check validates a line's op and arguments.
+func (l progLine) check() error {
+	ar, ok := opArity[l.op]
+	switch {
+	case !ok:
+		return fmt.Errorf("unknown op %q", l.op)
+	case len(l.args) < ar[0] || len(l.args) > ar[1]:
+		return fmt.Errorf("%s takes %d to %d arguments, not %d", l.op, ar[0], ar[1], len(l.args))
+	}
+	switch l.op {
+	case "respond":
+		if !slices.Contains(responseKinds, l.args[0]) {
+			return fmt.Errorf("respond %q: want one of %s", l.args[0], strings.Join(responseKinds, ", "))
+		}
+		if l.args[0] == "slow" {
+			if len(l.args) != 3 {
+				return errors.New("respond slow takes MS and TEXT")
+			}
+			if _, err := strconv.Atoi(l.args[1]); err != nil {
+				return fmt.Errorf("respond slow: %v", err)
+			}
+		}
+	case "sleep", "abort-task", "unwatch", "resnapshot":
+		if _, err := strconv.Atoi(l.args[0]); err != nil {
+			return fmt.Errorf("%s: %v", l.op, err)
+		}
+	case "cancel-queued", "fork":
+		if _, err := strconv.Atoi(l.args[1]); err != nil {
+			return fmt.Errorf("%s: %v", l.op, err)
+		}
+		if l.op == "fork" && len(l.args) == 3 && l.args[2] != "abort" {
+			return fmt.Errorf("fork: third argument %q: want abort", l.args[2])
+		}
+	case "accept":
+		if len(l.args) == 3 && !strings.HasPrefix(l.args[2], "req=") {
+			return fmt.Errorf("accept: third argument %q: want req=ID", l.args[2])
+		}
+	}
+	if l.op != "respond" && l.op != "sleep" && l.op != "abort-task" && l.op != "unwatch" && l.op != "resnapshot" && l.op != "job" && len(l.args) > 0 {
+		if _, err := convIndex(l.args[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// convIndex reads "cN", the Nth conversation the program knows (c0 is the
+// root, then forks in the order they were made).
+func convIndex(a string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(a, "c"))
+	if !strings.HasPrefix(a, "c") || err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a conversation (c0, c1, …)", a)
+	}
+	return n, nil
+}
+
+// --- the generator ---
+
+// programWeights are how often the generator draws each host action.
+var programWeights = []struct {
+	op     string
+	weight int
+}{
+	{"accept", 8}, {"followup", 3}, {"steer", 3}, {"next-run", 2}, {"write", 2}, {"cancel-queued", 2},
+	{"abort", 2}, {"abort-task", 2}, {"fork", 2}, {"watch", 1}, {"watch-session", 1}, {"unwatch", 1}, {"resnapshot", 1},
+	{"drive", 4}, {"drive-async", 3}, {"sleep", 4}, {"reopen", 1}, {"shutdown", 1}, {"collapse", 1}, {"reset", 1}, {"job", 1},
+}
+
+// generatedActionsMax bounds a drawn program's host actions.
+const generatedActionsMax = 14
+
+// drawProgram draws a program from seed: its swarm (which actions are
+// enabled, the watch tail, the shell), then weighted host actions and the
+// model's answers.
+func drawProgram(seed uint64) *program {
+	h := fnv.New64a()
+	h.Write([]byte("generated"))
+	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
+	p := &program{tail: 1 + rng.IntN(4), shell: rng.IntN(3) == 0}
+	var enabled []int // indexes into programWeights
+	for i, w := range programWeights {
+		if w.op == "accept" || rng.IntN(10) < 7 {
+			enabled = append(enabled, i)
+		}
+	}
+	total := 0
+	for _, i := range enabled {
+		total += programWeights[i].weight
+	}
+	convs, watches, reqs := 1, 0, 0
+	conv := func() string { return fmt.Sprintf("c%d", rng.IntN(convs)) }
+	words := []string{"look", "fix it", "why", "go on", "stop that", "summarize", "tool:a,b", "again"}
+	for range 2 + rng.IntN(generatedActionsMax) {
+		p.lines = append(p.lines, drawResponse(rng, p.shell))
+		pick := rng.IntN(total)
+		var op string
+		for _, i := range enabled {
+			if pick -= programWeights[i].weight; pick < 0 {
+				op = programWeights[i].op
+				break
+			}
+		}
+		l := progLine{op: op}
+		switch op {
+		case "accept":
+			l.args = []string{conv(), words[rng.IntN(len(words))]}
+			switch rng.IntN(4) {
+			case 0:
+				reqs++
+				l.args = append(l.args, fmt.Sprintf("req=r%d", reqs))
+			case 1:
+				if reqs > 0 {
+					l.args = append(l.args, fmt.Sprintf("req=r%d", 1+rng.IntN(reqs))) // a duplicate
+				}
+			}
+		case "followup", "steer", "next-run", "write":
+			l.args = []string{conv(), words[rng.IntN(len(words))]}
+		case "cancel-queued":
+			l.args = []string{conv(), strconv.Itoa(rng.IntN(4))}
+		case "abort", "drive", "drive-async", "collapse", "reset", "watch":
+			l.args = []string{conv()}
+			if op == "watch" {
+				watches++
+			}
+		case "abort-task":
+			l.args = []string{strconv.Itoa(rng.IntN(6))}
+		case "fork":
+			l.args = []string{conv(), strconv.Itoa(rng.IntN(8))}
+			if rng.IntN(3) == 0 {
+				l.args = append(l.args, "abort")
+			}
+			convs++
+		case "unwatch", "resnapshot":
+			l.args = []string{strconv.Itoa(rng.IntN(max(watches, 1)))}
+		case "sleep":
+			l.args = []string{strconv.Itoa([]int{0, 1, 50, 300, 2000}[rng.IntN(5)])}
+		case "job":
+			if !p.shell {
+				continue
+			}
+			l.args = []string{[]string{"go test ./...", "backup", "serve"}[rng.IntN(3)]}
+		}
+		p.lines = append(p.lines, l)
+	}
+	p.lines = append(p.lines, progLine{op: "drive", args: []string{"c0"}})
+	return p
+}
+
+// drawResponse draws one answer of the model.
+func drawResponse(rng *rand.Rand, shell bool) progLine {
+	kinds := []struct {
+		kind   string
+		weight int
+	}{{"text", 6}, {"calls", 5}, {"rate-limited", 1}, {"deferred", 1}, {"overflow", 1}, {"fail", 1}, {"aborted", 1}, {"slow", 2}}
+	total := 0
+	for _, k := range kinds {
+		total += k.weight
+	}
+	pick := rng.IntN(total)
+	kind := ""
+	for _, k := range kinds {
+		if pick -= k.weight; pick < 0 {
+			kind = k.kind
+			break
+		}
+	}
+	switch kind {
+	case "text":
+		return progLine{op: "respond", args: []string{"text", []string{"ok", "done", "here is the answer"}[rng.IntN(3)]}}
+	case "slow":
+		return progLine{op: "respond", args: []string{"slow", strconv.Itoa(100 * (1 + rng.IntN(30))), "slowly"}}
+	case "calls":
+		tools := []string{"a", "b", "work:ok", "work:throw", "work:slow", "work:terminate", "work:handoff", "work:addTools", "subagent:run", "subagent:spawn"}
+		if shell {
+			tools = append(tools, "bash:go test ./...", "bash:serve")
+		}
+		var names []string
+		for range 1 + rng.IntN(3) {
+			names = append(names, tools[rng.IntN(len(tools))])
+		}
+		return progLine{op: "respond", args: []string{"calls", strings.Join(names, ",")}}
+	}
+	return progLine{op: "respond", args: []string{kind}}
+}
+
+// --- the interpreter ---
+
+// program is the run's program: the one the spec carries, or the one its
+// seed draws.
+func (e *env) program() *program {
+	if e.prog == nil {
+		e.prog = e.spec.program
+		if e.prog == nil {
+			e.prog = drawProgram(e.spec.seed)
+		}
+	}
+	return e.prog
+}
+
+// workTool does what its call asks: ok, throw, slow, terminate, handoff or
+// addTools, the tool behaviours a program's answers draw.
+func workTool() agent.Tool {
+	return agent.Tool{
+		Definition: ai.Tool{Name: "work", Description: "do as asked", Parameters: json.RawMessage(`{"type":"object","properties":{"do":{"type":"string"}}}`)},
+		Replay:     agent.ReplaySafe,
+		Execute: func(ctx context.Context, _ string, raw json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
+			var args struct{ Do string }
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return err
+			}
+			switch args.Do {
+			case "throw":
+				return errors.New("the work failed")
+			case "slow":
+				if err := rt.Sleep(ctx, rt.Now().Add(3*time.Second)); err != nil {
+					return err
+				}
+			case "terminate":
+				out.Terminate(true)
+			case "handoff":
+				out.Handoff("start afresh")
+			case "addTools":
+				out.AddTools([]string{"b"})
+			}
+			out.Write("worked: " + args.Do)
+			return nil
+		},
+	}
+}
+
+// driveBound is how long a drive action, and the liveness phase, may take
+// in virtual time before the run is judged hung.
+const driveBound = time.Hour
+
+// generated is the scenario that runs a program: the one --program gave,
+// or the one drawn from the seed.
+func generated(ctx context.Context, e *env) error {
+	p := e.program()
+	e.s.Record("program", p.String())
+	g := &programRun{e: e, p: p, convs: []storage.ID{root}}
+	if err := g.respondAll(); err != nil {
+		return err
+	}
+	for _, l := range p.lines {
+		if l.op == "respond" {
+			continue
+		}
+		if !e.host(l.String()) {
+			continue
+		}
+		if err := g.do(ctx, l); err != nil {
+			return fmt.Errorf("%s: %w", l, err)
+		}
+		if err := g.checkWatches(ctx); err != nil {
+			return err
+		}
+	}
+	return g.liveness(ctx)
+}
+
+// programRun is one program's run: the conversations and watches its
+// actions refer to by index.
+type programRun struct {
+	e       *env
+	p       *program
+	convs   []storage.ID
+	watches []*core.WatchHandle
+	tails   []storage.ID // each watch's conversation
+	session []*core.SessionWatchHandle
+	calls   int
+}
+
+// respondAll queues the program's answers, each a host action (so that
+// shrinking can drop it), then enough plain answers for the rest.
+func (g *programRun) respondAll() error {
+	var steps []faux.Step
+	for _, l := range g.p.lines {
+		if l.op != "respond" {
+			continue
+		}
+		if g.e.host(l.String()) {
+			steps = append(steps, g.response(l))
+		}
+	}
+	for i := range recoveryAnswersMax * 2 {
+		steps = append(steps, reply(fmt.Sprintf("answer %d", i)))
+	}
+	g.e.faux.SetResponses(steps...)
+	return nil
+}
+
+func (g *programRun) response(l progLine) faux.Step {
+	switch l.args[0] {
+	case "text":
+		return reply(l.args[1])
+	case "slow":
+		ms, _ := strconv.Atoi(l.args[1])
+		return reply(l.args[2]).WithDelay(time.Duration(ms) * time.Millisecond)
+	case "rate-limited":
+		return faux.RateLimited()
+	case "deferred":
+		return faux.Reply().WithStop(ai.StopDeferred)
+	case "overflow":
+		return faux.ContextOverflow()
+	case "fail":
+		return faux.Reply().WithStop(ai.StopError).WithError("the provider refused")
+	case "aborted":
+		return faux.Reply(faux.Text("cut")).WithStop(ai.StopAborted)
+	}
+	var blocks []ai.Block
+	for _, name := range strings.Split(l.args[1], ",") {
+		g.calls++
+		id := fmt.Sprintf("call-%d", g.calls)
+		tool, arg, _ := strings.Cut(name, ":")
+		args := "{}"
+		switch tool {
+		case "work":
+			args = fmt.Sprintf(`{"do":%q}`, arg)
+		case "subagent":
+			args = fmt.Sprintf(`{"command":%q,"prompt":"look into it"}`, arg)
+		case "bash":
+			raw, _ := json.Marshal(map[string]string{"command": arg})
+			args = string(raw)
+		}
+		blocks = append(blocks, faux.ToolCall(id, tool, args))
+	}
+	return faux.Reply(blocks...).WithStop(ai.StopToolUse)
+}
+
+// conv resolves "cN" to a conversation the program made (modulo how many).
+func (g *programRun) conv(a string) storage.ID {
+	n, _ := convIndex(a)
+	return g.convs[n%len(g.convs)]
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// do performs one host action. A rejection the harness names (a typed
+// error) is an outcome, recorded in the trace; a fault of the session is
+// the run's failure.
+func (g *programRun) do(ctx context.Context, l progLine) error {
+	e := g.e
+	err := g.act(ctx, l)
+	switch {
+	case err == nil:
+		return nil
+	case isSessionFault(err):
+		return err
+	}
+	e.s.Record("refused", map[string]string{"action": l.String(), "error": err.Error()})
+	return nil
+}
+
+// isSessionFault reports whether err is the session failing rather than a
+// host call being refused.
+func isSessionFault(err error) bool {
+	var fe *core.FaultError
+	return errors.As(err, &fe)
+}
+
+func (g *programRun) act(ctx context.Context, l progLine) error {
+	e := g.e
+	rt := e.s.Runtime()
+	switch l.op {
+	case "accept", "followup":
+		conv := g.conv(l.args[0])
+		c, err := e.h.Conversation(ctx, conv)
+		if err != nil {
+			return err
+		}
+		var id storage.ID
+		if l.op == "followup" {
+			id, err = c.FollowUp(ctx, ai.PlainText(l.args[1]))
+		} else {
+			var opts agent.AcceptOptions
+			if len(l.args) == 3 {
+				opts.RequestID = strings.TrimPrefix(l.args[2], "req=")
+			}
+			id, err = c.Accept(ctx, ai.PlainText(l.args[1]), opts)
+		}
+		if err == nil {
+			e.remember(conv, id)
+		}
+		return err
+	case "steer", "next-run", "write":
+		mode := map[string]agent.InputMode{"steer": agent.ModeSteer, "next-run": agent.ModeNextRun, "write": agent.ModeWrite}[l.op]
+		_, err := e.acceptInput(ctx, g.conv(l.args[0]), mode, l.args[1])
+		return err
+	case "cancel-queued":
+		conv := g.conv(l.args[0])
+		ins := e.inputs[conv]
+		if len(ins) == 0 {
+			return nil
+		}
+		c, err := e.h.Conversation(ctx, conv)
+		if err != nil {
+			return err
+		}
+		_, err = c.CancelQueued(ctx, ins[atoi(l.args[1])%len(ins)])
+		return err
+	case "abort":
+		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
+		if err != nil {
+			return err
+		}
+		return c.Abort(ctx)
+	case "abort-task":
+		in, err := e.h.Inspect(ctx)
+		if err != nil {
+			return err
+		}
+		live := append(in.Start, in.Inflight...)
+		if len(live) == 0 {
+			return nil
+		}
+		slices.SortFunc(live, func(a, b *storage.Task) int { return int(a.ID - b.ID) })
+		return e.h.AbortTask(ctx, live[atoi(l.args[0])%len(live)].ID)
+	case "fork":
+		conv := g.conv(l.args[0])
+		page, err := e.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+		if err != nil || len(page.Items) == 0 {
+			return err
+		}
+		c, err := e.h.Conversation(ctx, conv)
+		if err != nil {
+			return err
+		}
+		f, err := c.Fork(ctx, page.Items[atoi(l.args[1])%len(page.Items)].ID, core.ForkOptions{Abort: len(l.args) == 3})
+		if err == nil {
+			g.convs = append(g.convs, f.ID)
+		}
+		return err
+	case "watch":
+		conv := g.conv(l.args[0])
+		w, err := e.h.Watch(ctx, conv, core.WatchOptions{Tail: g.p.tail})
+		if err != nil {
+			return err
+		}
+		g.watches, g.tails = append(g.watches, w), append(g.tails, conv)
+		return w.Start(ctx, func(core.ConversationEvent) {})
+	case "watch-session":
+		w, err := e.h.WatchSession(ctx)
+		if err != nil {
+			return err
+		}
+		g.session = append(g.session, w)
+		return w.Start(ctx, func(core.SessionEvent) {})
+	case "unwatch", "resnapshot":
+		if len(g.watches) == 0 {
+			return nil
+		}
+		i := atoi(l.args[0]) % len(g.watches)
+		if l.op == "unwatch" {
+			g.watches[i].Unsubscribe()
+			g.watches, g.tails = slices.Delete(g.watches, i, i+1), slices.Delete(g.tails, i, i+1)
+			return nil
+		}
+		_, err := g.watches[i].Resnapshot(ctx)
+		return err
+	case "drive":
+		return g.drive(ctx, g.conv(l.args[0]))
+	case "drive-async":
+		e.driveAsync(ctx, g.conv(l.args[0]))
+		return nil
+	case "sleep":
+		return rt.Sleep(ctx, time.Duration(atoi(l.args[0]))*time.Millisecond)
+	case "reopen", "shutdown":
+		if l.op == "shutdown" {
+			if err := e.h.Shutdown(ctx); err != nil && !isSessionFault(err) {
+				e.s.Record("refused", map[string]string{"action": l.String(), "error": err.Error()})
+			}
+		}
+		if err := e.h.Close(ctx); err != nil {
+			return err
+		}
+		g.watches, g.tails, g.session = nil, nil, nil
+		return e.open(ctx)
+	case "collapse":
+		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
+		if err != nil {
+			return err
+		}
+		_, err = c.Collapse(ctx, agent.CollapseOptions{})
+		return err
+	case "reset":
+		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
+		if err != nil {
+			return err
+		}
+		_, _, err = c.Reset(ctx, "")
+		return err
+	case "job":
+		c, err := e.h.Conversation(ctx, root)
+		if err != nil {
+			return err
+		}
+		_, err = c.StartJob(ctx, agent.JobSpec{Cmd: l.args[0]})
+		return err
+	}
+	return fmt.Errorf("unknown op %q", l.op)
+}
+
+// drive drives conv and waits for it at most driveBound of virtual time;
+// a drive still waiting then is left running, and the liveness phase
+// judges whether the session can finish.
+func (g *programRun) drive(ctx context.Context, conv storage.ID) error {
+	rt := g.e.s.Runtime()
+	done := g.e.driveAsync(ctx, conv)
+	bound, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timeout := rt.NewEvent("drive-bound")
+	rt.Go(bound, "drive-bound", func(ctx context.Context) {
+		if rt.Sleep(ctx, driveBound) == nil {
+			timeout.Set()
+		}
+	})
+	for !done.IsSet() && !timeout.IsSet() {
+		if err := rt.Sleep(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkWatches holds every live watch the program registered to a fresh
+// capture.
+func (g *programRun) checkWatches(ctx context.Context) error {
+	for i, w := range g.watches {
+		if err := g.e.checkWatch(ctx, w, g.tails[i], g.p.tail); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// liveness is the phase after the program: the session, driven, must
+// reach idle within driveBound of virtual time, and then every accepted
+// input must end (an idle accept into each conversation places any queued
+// nextRun input first).
+func (g *programRun) liveness(ctx context.Context) error {
+	e := g.e
+	if err := g.idle(ctx); err != nil {
+		return err
+	}
+	convs, err := e.queuedConversations(ctx)
+	if err != nil {
+		return err
+	}
+	for _, conv := range convs {
+		if _, err := e.acceptInput(ctx, conv, agent.ModeFollowUp, "finally"); err != nil && !isRejection(err) {
+			return fmt.Errorf("the final accept into %d: %w", conv, err)
+		}
+	}
+	if err := g.idle(ctx); err != nil {
+		return err
+	}
+	if err := g.checkWatches(ctx); err != nil {
+		return err
+	}
+	return e.settled(ctx, nil)
+}
+
+// isRejection reports whether err is a typed refusal of a host call.
+func isRejection(err error) bool { return core.RuleOf(err) != "" }
+
+// idle drives the whole session and fails, naming what is still live, if
+// it is not idle within driveBound of virtual time.
+func (g *programRun) idle(ctx context.Context) error {
+	rt := g.e.s.Runtime()
+	done := rt.NewEvent("liveness")
+	var result core.DriveResult
+	var derr error
+	h := g.e.h
+	rt.Go(ctx, "liveness", func(ctx context.Context) {
+		result, derr = h.Drive(ctx)
+		done.Set()
+	})
+	until := rt.Now().Add(driveBound)
+	for !done.IsSet() {
+		if !rt.Now().Before(until) {
+			in, _ := h.Inspect(ctx)
+			var live []string
+			for _, t := range append(in.Start, in.Inflight...) {
+				live = append(live, fmt.Sprintf("%s %d (%s)", t.Kind, t.ID, t.Status))
+			}
+			return fmt.Errorf("hang: the session is not idle %s after the program; live: %s", driveBound, strings.Join(live, ", "))
+		}
+		if err := rt.Sleep(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+	if derr != nil || result != core.Idle {
+		return fmt.Errorf("the liveness drive = %q, %v; want idle", result, derr)
+	}
+	return nil
+}

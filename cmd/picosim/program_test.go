@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A drawn program prints and parses back to itself, for many seeds; the
+// printed form is the program.
+func TestProgramsPrintAndParseBack(t *testing.T) {
+	for seed := uint64(1); seed <= 300; seed++ {
+		p := drawProgram(seed)
+		text := p.String()
+		q, err := parseProgram(text)
+		if err != nil {
+			t.Fatalf("seed %d: %v\n%s", seed, err, text)
+		}
+		if q.String() != text {
+			t.Fatalf("seed %d: the program read back prints differently:\n%s\nvs\n%s", seed, text, q.String())
+		}
+	}
+}
+
+// A program that does not parse is a ProgramError naming its line.
+func TestBadProgramsNameTheirLine(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		line int
+		want string
+	}{
+		{"not a program\n", 1, "want"},
+		{programMagic + "\nswarm tail=x\n", 2, "tail"},
+		{programMagic + "\naccept c0 \"hi\"\nfly c0\n", 3, "unknown op"},
+		{programMagic + "\nrespond shout\n", 2, "respond"},
+		{programMagic + "\nsleep soon\n", 2, "sleep"},
+		{programMagic + "\naccept x0 \"hi\"\n", 2, "not a conversation"},
+		{programMagic + "\naccept c0 \"unterminated\n", 2, "quoted"},
+		{programMagic + "\nfork c0 1 maybe\n", 2, "want abort"},
+	} {
+		_, err := parseProgram(tc.text)
+		var pe *ProgramError
+		if !errors.As(err, &pe) || pe.Line != tc.line || !strings.Contains(pe.Reason, tc.want) {
+			t.Errorf("parse %q = %v; want a ProgramError at line %d mentioning %q", tc.text, err, tc.line, tc.want)
+		}
+	}
+}
+
+// Dropping host actions from a run is the same as running the program
+// without those lines: the shrunk program replays the shrunk run.
+func TestAProgramWithoutItsDroppedLinesRunsAsTheDroppedRun(t *testing.T) {
+	sc, _ := findScenario("generated")
+	compared := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		drop := []int{0, 2, 5}
+		dropped, err := runScenario(context.Background(), runSpec{sc: sc, seed: seed, backend: "memory", strategy: "random", drop: drop}, nil)
+		if err != nil {
+			continue // the run reaches fewer actions than that
+		}
+		p := drawProgram(seed).without(drop)
+		given, err := runScenario(context.Background(), runSpec{sc: sc, seed: seed, backend: "memory", strategy: "random", program: p}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if given.OK != dropped.OK || given.Commits != dropped.Commits || given.Error != dropped.Error {
+			t.Fatalf("seed %d: dropped run %+v, program run %+v; want the same outcome", seed, dropped, given)
+		}
+		compared++
+	}
+	if compared < 10 {
+		t.Fatalf("only %d of 20 seeds reached the dropped actions", compared)
+	}
+}
+
+// picosim run --program FILE runs a printed program, and the trace
+// replays identically.
+func TestRunProgramFileAndReplayIt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.program")
+	if err := os.WriteFile(path, []byte(drawProgram(7).String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseRun([]string{"--program", path, "--seed", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(dir, "t.jsonl")
+	f, err := os.Create(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := runScenario(context.Background(), o.spec, f)
+	f.Close()
+	if err != nil || !res.OK {
+		t.Fatalf("run: %v %s", err, res.Error)
+	}
+	if !strings.Contains(res.Command, "--program "+path) {
+		t.Fatalf("command %q does not name the program", res.Command)
+	}
+	if got, err := replay(context.Background(), trace); err != nil || got != "" {
+		t.Fatalf("replay = %q, %v", got, err)
+	}
+}
