@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -113,6 +115,10 @@ type fuzzConfig struct {
 	out      string
 	failFast bool
 	backend  string
+	// shard and shards split the seed space for a CI matrix: this fuzz
+	// runs the seeds whose offset from first is shard-1 modulo shards.
+	shard, shards int
+	json          bool
 }
 
 // parseFuzz reads picosim fuzz's arguments, scenario names and flags in any
@@ -128,9 +134,14 @@ func parseFuzz(args []string) (fuzzConfig, error) {
 	fl.StringVar(&c.out, "out", "picosim-failures", "directory for the traces of failing runs")
 	fl.BoolVar(&c.failFast, "fail-fast", false, "stop at the first failure")
 	fl.StringVar(&c.backend, "backend", "memory", "memory, jsonl or sqlite")
+	shard := fl.String("shard", "1/1", "K/N: run the Kth of N disjoint shares of the seeds")
+	fl.BoolVar(&c.json, "json", false, "print the summary as one JSON object")
 	names, err := parseAnywhere(fl, args)
 	if err != nil {
 		return c, err
+	}
+	if c.shard, c.shards, err = parseShard(*shard); err != nil {
+		return c, usagef("--shard %s: %v", *shard, err)
 	}
 	set := map[string]bool{}
 	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -151,6 +162,21 @@ func parseFuzz(args []string) (fuzzConfig, error) {
 	}
 	c.chosen, err = chooseScenarios(names)
 	return c, err
+}
+
+// parseShard reads K/N, 1 ≤ K ≤ N.
+func parseShard(arg string) (k, n int, err error) {
+	ks, ns, ok := strings.Cut(arg, "/")
+	if k, err = strconv.Atoi(ks); ok && err == nil {
+		n, err = strconv.Atoi(ns)
+	}
+	switch {
+	case !ok || err != nil:
+		return 0, 0, errors.New("want K/N, as 2/8")
+	case n < 1 || k < 1 || k > n:
+		return 0, 0, errors.New("want 1 ≤ K ≤ N")
+	}
+	return k, n, nil
 }
 
 // chooseScenarios are the scenarios names names, or all of them.
@@ -174,6 +200,9 @@ func (c fuzzConfig) describe() string {
 	how := fmt.Sprintf("%d seeds each", c.seeds)
 	if c.budget > 0 {
 		how = "for " + c.budget.String()
+	}
+	if c.shards > 1 {
+		how += fmt.Sprintf(", shard %d/%d", c.shard, c.shards)
 	}
 	return fmt.Sprintf("%d scenarios on %s from seed %d, %s, %d workers", len(c.chosen), c.backend, c.first, how, c.workers)
 }
@@ -237,6 +266,9 @@ func (f *fuzzer) halt(err error) {
 func (f *fuzzer) feed(ctx context.Context, jobs chan<- runSpec, start time.Time) {
 	defer close(jobs)
 	for seed := f.cfg.first; f.more(seed, start); seed++ {
+		if int((seed-f.cfg.first)%uint64(f.cfg.shards)) != f.cfg.shard-1 {
+			continue
+		}
 		for _, sc := range f.cfg.chosen {
 			select {
 			case jobs <- fuzzSpec(sc, seed, f.cfg.backend, f.batches[sc.name]):
@@ -363,6 +395,54 @@ func (f *fuzzer) report(w io.Writer, start time.Time, stopped error) {
 		f.runs, len(f.cfg.chosen), f.fired, f.restarts, len(f.findings), elapsed, float64(f.runs)/elapsed, interruptedNote(stopped))
 }
 
+// fuzzSummary is what fuzz --json prints: one object.
+type fuzzSummary struct {
+	Runs        int            `json:"runs"`
+	Scenarios   int            `json:"scenarios"`
+	Fired       int            `json:"faultsInjected"`
+	Restarts    int            `json:"restarts"`
+	Seconds     float64        `json:"seconds"`
+	RunsPerSec  float64        `json:"runsPerSecond"`
+	Shard       string         `json:"shard"`
+	Interrupted bool           `json:"interrupted"`
+	Failures    []fuzzFailJSON `json:"failures"`
+}
+
+type fuzzFailJSON struct {
+	Scenario        string `json:"scenario"`
+	Seed            uint64 `json:"seed"`
+	Error           string `json:"error"`
+	Command         string `json:"command"`
+	Smallest        string `json:"smallest"`
+	SmallestFailure string `json:"smallestFailure"`
+	Trace           string `json:"trace"`
+	SmallestTrace   string `json:"smallestTrace,omitempty"`
+	Program         string `json:"program,omitempty"`
+	ProgramCommand  string `json:"programCommand,omitempty"`
+}
+
+// reportJSON prints the summary and findings as one JSON object.
+func (f *fuzzer) reportJSON(w io.Writer, start time.Time, stopped error) {
+	elapsed := max(time.Since(start).Seconds(), 1e-9)
+	sum := fuzzSummary{Runs: f.runs, Scenarios: len(f.cfg.chosen), Fired: f.fired, Restarts: f.restarts, Seconds: elapsed,
+		RunsPerSec: float64(f.runs) / elapsed, Shard: fmt.Sprintf("%d/%d", f.cfg.shard, f.cfg.shards), Interrupted: stopped != nil,
+		Failures: []fuzzFailJSON{}}
+	sort.Slice(f.findings, func(a, b int) bool {
+		x, y := f.findings[a].res, f.findings[b].res
+		return x.Scenario < y.Scenario || x.Scenario == y.Scenario && x.Seed < y.Seed
+	})
+	for _, fd := range f.findings {
+		j := fuzzFailJSON{Scenario: fd.res.Scenario, Seed: fd.res.Seed, Error: fd.res.Error, Command: fd.res.Command,
+			Smallest: fd.smallest.command(), SmallestFailure: fd.failure, Trace: fd.trace, SmallestTrace: fd.smallestTrace, Program: fd.program}
+		if fd.program != "" {
+			j.ProgramCommand = fd.programCmd.command()
+		}
+		sum.Failures = append(sum.Failures, j)
+	}
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(sum)
+}
+
 func fuzzMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFuzz(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -397,7 +477,11 @@ func fuzzMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, "fuzz", f.fatal)
 	}
 	stopped := interruption(ctx)
-	f.report(stdout, start, stopped)
+	if cfg.json {
+		f.reportJSON(stdout, start, stopped)
+	} else {
+		f.report(stdout, start, stopped)
+	}
 	switch {
 	case stopped != nil:
 		return exitCode(stopped)
@@ -408,7 +492,7 @@ func fuzzMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 const fuzzHelp = `usage: picosim fuzz [SCENARIO...] [--seeds N | --time DURATION] [--start SEED] [--workers K] [--out DIR]
-                    [--fail-fast] [--backend B]
+                    [--fail-fast] [--backend B] [--shard K/N] [--json]
 
 Explores schedules and storage faults: every scenario (or the ones named) over N seeds from SEED
 (200 seeds from 1 unless given), or until DURATION (more than 0) has passed, alternating random
@@ -422,7 +506,10 @@ with as few preemptions as still fail, then host actions left out. The commands 
 run and of the smallest case are printed, and both traces go to DIR. The summary counts runs,
 faults that fired, restarts, failures and schedules per second; SIGINT or SIGTERM ends fuzz with
 the summary of what ran, saying it was interrupted. A CI job passes a new --start each run (its
-build number, say) to explore new seeds.
+build number, say) to explore new seeds; a CI matrix of N jobs passes --shard 1/N … N/N, which
+split the seeds into disjoint shares (seed offsets from SEED modulo N), and --json makes the
+summary one JSON object (runs, faults, restarts, seconds, runs per second, the failures with
+their commands, traces and smallest programs).
 
 Exit status: 0 when nothing failed, 1 when something did, 2 for a mistake of use, 3 when the
 machine fails picosim (TMPDIR, disk, no cgo for sqlite, a trace that cannot be written), 128+N

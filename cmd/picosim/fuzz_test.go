@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pico-go/pico/sim/fault"
 )
@@ -154,5 +155,36 @@ func TestFuzzStartsAtTheSeedGiven(t *testing.T) {
 	code := fuzzMain(context.Background(), []string{"basic-turn", "--start", m[1], "--seeds", "1", "--out", t.TempDir()}, &stdout, &stderr)
 	if code != 1 || !strings.HasPrefix(stdout.String(), "FAIL basic-turn seed "+m[1]+" ") || !strings.Contains(stdout.String(), "DONE 1 runs over 1 scenarios") {
 		t.Fatalf("--start %s --seeds 1: exit %d\n%s", m[1], code, stdout.String())
+	}
+}
+
+// --shard K/N splits the seeds into N disjoint shares that together are
+// all of them; a bad shard is a mistake of use.
+func TestShardsSplitTheSeedsDisjointly(t *testing.T) {
+	seen := map[uint64]int{}
+	for k := 1; k <= 3; k++ {
+		cfg, err := parseFuzz([]string{"basic-turn", "--seeds", "10", "--start", "5", "--shard", fmt.Sprintf("%d/3", k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &fuzzer{cfg: cfg, stop: make(chan struct{}), batches: map[string]int{}}
+		jobs := make(chan runSpec)
+		go f.feed(context.Background(), jobs, time.Now())
+		for spec := range jobs {
+			seen[spec.seed]++
+		}
+	}
+	for seed := uint64(5); seed < 15; seed++ {
+		if seen[seed] != 1 {
+			t.Fatalf("seeds run %v; want each of 5..14 exactly once", seen)
+		}
+	}
+	if len(seen) != 10 {
+		t.Fatalf("seeds run %v; want 10", seen)
+	}
+	for _, bad := range []string{"0/3", "4/3", "3", "a/b"} {
+		if _, err := parseFuzz([]string{"--shard", bad}); err == nil {
+			t.Errorf("--shard %s accepted", bad)
+		}
 	}
 }
