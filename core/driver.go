@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -434,7 +435,7 @@ func (d *driver) admit(ctx context.Context, scratchTask storage.ID) error {
 	if !live {
 		return fmt.Errorf("%w: task %d already settled", ErrStaleInvocation, inv.task)
 	}
-	if lt.task.Abort && inv.method != MethodAbort {
+	if lt.task.Abort && inv.method != MethodAbort && !plant.On("line-admits-marked") {
 		return ErrTaskCancelled
 	}
 	if scratchTask != 0 && scratchTask != inv.task {
@@ -621,7 +622,9 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 			d.removeLive(w.ID)
 			delete(d.h.previews, w.ID)
 			delete(d.h.published, w.ID)
-			affected = append(affected, d.dependents[w.ID]...)
+			if !plant.On("driver-forgets-dependents") {
+				affected = append(affected, d.dependents[w.ID]...)
+			}
 			delete(d.dependents, w.ID)
 			for _, tw := range d.tasksW[w.ID] {
 				d.resolve(tw, Idle, nil)
@@ -647,6 +650,10 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 // dependencies → execute; inflight → recover.
 func (d *driver) reconsider(ctx context.Context, id storage.ID, acts *actions) {
 	lt, live := d.live[id]
+	if plant.On("driver-abort-while-running") && live && lt.task.Abort && d.running[id] != nil && d.running[id].method != MethodAbort && d.served(lt.task.ConversationID) {
+		d.reserve(ctx, lt, MethodAbort, acts)
+		return
+	}
 	if !live || d.running[id] != nil || !d.served(lt.task.ConversationID) {
 		return
 	}
@@ -901,6 +908,13 @@ func (d *driver) waitForTask(ctx context.Context, self, id storage.ID, w *waiter
 func (d *driver) idle(w *waiter) bool {
 	if w.session {
 		return d.fgTotal == 0
+	}
+	if plant.On("driver-idle-early") && d.fg[w.conv] == 1 {
+		for _, id := range d.liveIDs() {
+			if lt := d.live[id]; lt.task.ConversationID == w.conv && !lt.task.Background && len(lt.task.After) > 0 {
+				return true // the one left waits on a dependency: taken for idle
+			}
+		}
 	}
 	return d.fg[w.conv] == 0
 }

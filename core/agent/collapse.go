@@ -11,6 +11,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -728,6 +729,7 @@ func (k collapseKind) publish(ctx context.Context, rt *core.TaskRuntime, task *s
 		if err != nil {
 			return err
 		}
+		stale = stale && !plant.On("collapse-publishes-stale")
 		outcome := "done"
 		if stale {
 			outcome = CollapseStale

@@ -10,6 +10,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/delta"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -515,7 +516,11 @@ func (k generationKind) fail(ctx context.Context, rt *core.TaskRuntime, task *st
 		if m != nil {
 			state["assistant"] = core.AppendAssistant(tx.Tx, conv, *m)
 		}
-		if err := resolveInputs(tx.Tx, conv, st.Inputs, func(r InputResult) InputResult {
+		inputs := st.Inputs
+		if plant.On("generation-fail-forgets-inputs") {
+			inputs = nil
+		}
+		if err := resolveInputs(tx.Tx, conv, inputs, func(r InputResult) InputResult {
 			r.Status, r.Reason = InputFailed, reason
 			return r
 		}); err != nil {

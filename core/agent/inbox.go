@@ -10,6 +10,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -330,7 +331,9 @@ func readInbox(tx *core.Tx, conv storage.ID) ([]core.Elem[InboxItem], error) {
 // running and joins a group, which placeItem reports.
 func placeItem(tx *core.Tx, conv, input storage.ID, item InboxItem) (entry storage.ID, joins bool) {
 	entry = tx.Entry(kindName(item.Entry.Kind), conv, item.Entry.draft())
-	core.TxList(tx, InboxList.In(conv)).Remove(input)
+	if !(plant.On("inbox-steer-stays-queued") && item.Mode == ModeSteer) {
+		core.TxList(tx, InboxList.In(conv)).Remove(input)
+	}
 	status := InputRunning
 	if item.Mode == ModeWrite {
 		status = InputPlaced
@@ -463,6 +466,14 @@ func (c *Conversation) CancelQueued(ctx context.Context, input storage.ID) (Canc
 			return err
 		}
 		i := slices.IndexFunc(queued, func(e core.Elem[InboxItem]) bool { return e.ID == input })
+		if i < 0 && plant.On("inbox-cancel-placed") {
+			v := core.TxValue(tx.Tx, inputResultAddr(c.ID, input))
+			if cur, ok, err := v.Get(0); err == nil && ok {
+				v.Set(InputResult{Status: InputCancelled, RequestID: cur.RequestID, Reason: "cancelled by request"})
+				res = Cancelled
+			}
+			return nil
+		}
 		if i < 0 {
 			return nil
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/delta"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -261,6 +262,10 @@ func delegateJob(tx *core.Tx, conv, job, tool storage.ID, callID string, now tim
 	}
 	if t.Live() {
 		core.TxValue(tx, jobNotifyAddr(conv, job)).Set(JobNotify{Tool: tool, CallID: callID})
+		if plant.On("job-notices-twice") {
+			st, _ := decodeState[JobState](t)
+			appendJobNotice(tx, conv, job, st, t.Status, nil, now)
+		}
 		return true, nil
 	}
 	st, err := decodeState[JobState](t)

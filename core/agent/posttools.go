@@ -7,6 +7,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -126,6 +127,11 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 			}
 		}); err != nil {
 			return err
+		}
+		if plant.On("posttools-two-successors") && len(joined) > 0 {
+			if _, err := cfg.createGeneration(tx.Tx, conv, joined, nil); err != nil {
+				return err
+			}
 		}
 		tx.Settle(task.ID, "done", nil)
 		return nil

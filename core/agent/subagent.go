@@ -13,6 +13,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -331,7 +332,7 @@ func startSubagent(ctx context.Context, cfg *config, rt *ToolRuntime, args subag
 	var recorded struct {
 		Subagent *subagentState `json:"subagent"`
 	}
-	if err := json.Unmarshal(task.State, &recorded); err == nil && recorded.Subagent != nil {
+	if err := json.Unmarshal(task.State, &recorded); err == nil && recorded.Subagent != nil && !plant.On("subagent-replay-respawns") {
 		return *recorded.Subagent, nil
 	}
 	depth, err := subagentDepth(ctx, rt)

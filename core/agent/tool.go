@@ -11,6 +11,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/delta"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -402,7 +403,7 @@ func (k toolKind) Abort(ctx context.Context, task *storage.Task, rt *core.TaskRu
 		for _, child := range task.Owns {
 			tx.MarkForeground(child)
 		}
-		if j := st.Job; j != nil && j.CancelOnAbort && !j.Detached {
+		if j := st.Job; j != nil && j.CancelOnAbort && !j.Detached && !plant.On("tool-abort-spares-job") {
 			return markIfLive(tx.Tx, j.ID)
 		}
 		return nil

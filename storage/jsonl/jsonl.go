@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/internal/filelock"
 	"github.com/pico-go/pico/storage/memory"
@@ -333,6 +334,9 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 	prevLast := storage.ID(0)
 	for n := 2; len(rest) > 0; n++ {
 		text, after, complete := bytes.Cut(rest, []byte{'\n'})
+		if plant.On("jsonl-replay-drops-last") && task == 0 && complete && len(after) == 0 && n > 3 {
+			break
+		}
 		if len(text) > batchBytesMax {
 			return nil, true, &FileError{Path: path, Line: n, Err: &storage.BatchTooLargeError{Bytes: len(text), Max: batchBytesMax}}
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -324,6 +325,9 @@ func (s *Store) applyState(w *storage.Write, seq ID) {
 	case storage.WriteListAppend:
 		st.elems = append(st.elems, element{id: seq, value: w.Value})
 	case storage.WriteListRemove:
+		if plant.On("memory-sticky-remove-lost") && !st.rewind && len(st.elems) > 1 {
+			break
+		}
 		if st.rewind {
 			if st.removed == nil {
 				st.removed = map[ID]ID{}

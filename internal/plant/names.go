@@ -1,0 +1,56 @@
+package plant
+
+// names are the planted bugs, each a plausible mistake in one part of the
+// harness (the file that holds it in parentheses):
+//
+//   - driver-abort-while-running (core/driver.go): an abort mark starts the
+//     abort invocation while the execute it marked still runs.
+//   - line-admits-marked (core/driver.go, admission): a marked execute's
+//     writes are admitted.
+//   - driver-idle-early (core/driver.go): a conversation whose one live
+//     foreground task waits on a dependency counts as idle.
+//   - driver-forgets-dependents (core/driver.go): a settled task does not
+//     wake the tasks that run after it.
+//   - watch-drops-event (core/watcher.go): a commit's last event is lost
+//     when it has more than two.
+//   - watch-tail-off-by-one (core/watch.go, ApplyEvent): the fold keeps
+//     one entry more than the view's tail.
+//   - inbox-cancel-placed (core/agent/inbox.go): cancel-queued cancels an
+//     input that already landed.
+//   - inbox-steer-stays-queued (core/agent/inbox.go): a landed steer stays
+//     in the inbox.
+//   - posttools-two-successors (core/agent/posttools.go): steering that
+//     joins at post_tools starts a second generation of its own.
+//   - generation-fail-forgets-inputs (core/agent/generation.go): a failed
+//     generation leaves its input group running.
+//   - collapse-publishes-stale (core/agent/collapse.go): a summary lands
+//     though a newer head did first.
+//   - tool-abort-spares-job (core/agent/tool.go): an aborted call leaves
+//     the job it still owns running.
+//   - job-notices-twice (core/agent/job.go): delegating a live job appends
+//     its notice at once as well as when it ends.
+//   - subagent-replay-respawns (core/agent/subagent.go): a replayed run
+//     makes its child again.
+//   - memory-sticky-remove-lost (storage/memory): removing an element of a
+//     sticky list with more than one element does nothing.
+//   - jsonl-replay-drops-last (storage/jsonl): reopening drops the main
+//     file's last batch.
+var names = []string{
+	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
+	"watch-drops-event", "watch-tail-off-by-one", "inbox-cancel-placed", "inbox-steer-stays-queued",
+	"posttools-two-successors", "generation-fail-forgets-inputs", "collapse-publishes-stale",
+	"tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
+	"memory-sticky-remove-lost", "jsonl-replay-drops-last",
+}
+
+// Names are the planted bugs, for the measuring test.
+func Names() []string { return names }
+
+// Backend is the storage backend fuzz needs to reach a bug: "jsonl" for a
+// bug in JSONL's replay, "memory" (fuzz's default) for the rest.
+func Backend(name string) string {
+	if name == "jsonl-replay-drops-last" {
+		return "jsonl"
+	}
+	return "memory"
+}
