@@ -98,3 +98,18 @@ func BenchmarkScenarioRuns(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*len(scenarios))/b.Elapsed().Seconds(), "runs/s")
 }
+
+// BenchmarkGeneratedRuns runs generated programs on memory, one seed an
+// iteration, as fuzz does (no replay): runs/s per core.
+//
+//	go test ./cmd/picosim -run XXX -bench GeneratedRuns
+func BenchmarkGeneratedRuns(b *testing.B) {
+	sc, _ := findScenario("generated")
+	for i := range b.N {
+		seed := uint64(i + 1)
+		if _, err := runScenario(context.Background(), fuzzSpec(sc, seed, "memory", 40), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+}

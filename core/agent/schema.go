@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -27,6 +28,23 @@ type argsSchema struct {
 // compileSchema compiles a tool's parameters; the error says why a schema
 // is not one.
 func compileSchema(tool string, params json.RawMessage) (*argsSchema, error) {
+	key := tool + "\x00" + string(params)
+	if s, ok := compiledSchemas.Load(key); ok {
+		return s.(*argsSchema), nil
+	}
+	s, err := compileSchemaFresh(tool, params)
+	if err == nil {
+		compiledSchemas.Store(key, s)
+	}
+	return s, err
+}
+
+// compiledSchemas caches compiled tool schemas process-wide, by tool name
+// and schema text: every session opens with the same built-in tools, and a
+// compiled schema is immutable and safe for concurrent validation.
+var compiledSchemas sync.Map
+
+func compileSchemaFresh(tool string, params json.RawMessage) (*argsSchema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
 	if err != nil {
 		return nil, fmt.Errorf("parameters are not JSON: %w", err)
