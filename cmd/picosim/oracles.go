@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/sim/simtest"
@@ -154,6 +156,55 @@ func sameView(want, got *core.ConversationView) bool {
 	return simtest.ViewDiff(want, got) == ""
 }
 
+// checkSessionWatch holds a live session watch to a fresh capture, the
+// way checkWatch holds a conversation watch.
+func (e *env) checkSessionWatch(ctx context.Context, w *core.SessionWatchHandle) error {
+	if w == nil || e.h == nil {
+		return nil
+	}
+	for range watchChecksMax {
+		last := e.h.Store().LastSeq()
+		fresh, err := e.h.WatchSession(ctx)
+		if err != nil {
+			return nil
+		}
+		want := fresh.View()
+		fresh.Unsubscribe()
+		if want.Faulted || w.View().Faulted {
+			return nil
+		}
+		if diff := sessionDiff(want, w.View()); diff == "" {
+			return nil
+		}
+		if err := e.s.Runtime().Sleep(ctx, time.Millisecond); err != nil {
+			return nil
+		}
+		if w.View().Faulted {
+			return nil // the session faulted meanwhile
+		}
+		if e.h.Store().LastSeq() == last {
+			if diff := sessionDiff(want, w.View()); diff != "" {
+				return e.oracle.fail(broke(ruleWatchFold, "the session watch differs from a fresh capture (-capture +folded):\n%s", diff))
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// sessionDiff compares two session views as a client sees them: their
+// JSON without readAt, empty and absent lists and maps alike.
+func sessionDiff(want, got *core.SessionView) string {
+	norm := func(v *core.SessionView) map[string]any {
+		var m map[string]any
+		raw, _ := json.Marshal(v)
+		_ = json.Unmarshal(raw, &m)
+		delete(m, "readAt")
+		return m
+	}
+	return cmp.Diff(norm(want), norm(got), cmpopts.EquateEmpty())
+}
+
 // watchChecksMax bounds how many captures checkWatch takes while commits
 // keep landing.
 const watchChecksMax = 20
@@ -186,6 +237,9 @@ func (e *env) checkWatch(ctx context.Context, w *core.WatchHandle, conv storage.
 		}
 		if err := e.s.Runtime().Sleep(ctx, time.Millisecond); err != nil {
 			return nil
+		}
+		if w.View().Faulted {
+			return nil // the session faulted meanwhile
 		}
 		if e.h.Store().LastSeq() == last {
 			if diff := simtest.ViewDiff(want, w.View()); diff != "" {

@@ -120,18 +120,28 @@ func TestOracleOneInvocationPerTask(t *testing.T) {
 	wantRule(t, o.invocation(abort, false), ruleOneInvocation)
 }
 
-// A watch whose fold is broken by hand (an entry dropped from its view)
-// differs from a fresh capture once nothing is left to deliver.
+// A watch whose fold is broken by hand (an entry dropped from a
+// conversation view, a conversation added to a session view) differs from
+// a fresh capture once nothing is left to deliver.
 func TestOracleWatchFoldEqualsAFreshCapture(t *testing.T) {
 	sc, _ := findScenario("basic-turn")
 	s := sim.New(sim.Options{Seed: 1})
-	var got, intact error
+	var got, gotSession, intact error
 	err := s.Run(context.Background(), func(ctx context.Context) {
 		e := newEnv(s, runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, t.TempDir())
 		if err := e.play(ctx); err != nil {
 			intact = err
 		}
 		intact = errors.Join(intact, e.checkWatch(ctx, e.watch, root, 1))
+		sw, err := e.h.WatchSession(ctx)
+		if err != nil {
+			intact = err
+			return
+		}
+		intact = errors.Join(intact, e.checkSessionWatch(ctx, sw))
+		sv := sw.View()
+		sv.Conversations = append(sv.Conversations, storage.Conversation{ID: 99})
+		gotSession = e.checkSessionWatch(ctx, sw)
 		v := e.watch.View()
 		v.Entries = v.Entries[:0]
 		got = e.checkWatch(ctx, e.watch, root, 1)
@@ -142,4 +152,5 @@ func TestOracleWatchFoldEqualsAFreshCapture(t *testing.T) {
 		t.Fatalf("the intact run: %v %v", err, intact)
 	}
 	wantRule(t, got, ruleWatchFold)
+	wantRule(t, gotSession, ruleWatchFold)
 }

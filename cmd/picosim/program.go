@@ -765,6 +765,11 @@ func (g *programRun) checkWatches(ctx context.Context) error {
 			return err
 		}
 	}
+	for _, w := range g.session {
+		if err := g.e.checkSessionWatch(ctx, w); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
