@@ -58,6 +58,10 @@ type Options struct {
 	// to check that a task never has two invocations at once. It must not
 	// block.
 	OnInvocation func(inv Invocation, returned bool)
+	// WatchQueueMax bounds the commits a watch may have queued before its
+	// listener gets a lag fault and must resnapshot; 0 means 1024. A
+	// simulation draws small bounds so that lagging listeners happen.
+	WatchQueueMax int
 	// Report receives task and hook errors that are reported rather than
 	// fatal, and the fault that stops a session. It must not block.
 	Report func(error)

@@ -177,3 +177,34 @@ func TestASecondStartOfAWatchIsRefused(t *testing.T) {
 		must(0, h.Close(ctx))
 	})
 }
+
+// Options.WatchQueueMax bounds a watch's queue: a listener stuck behind
+// gets its lag fault once that many commits are queued, not 1024.
+func TestWatchQueueMaxBoundsTheQueue(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := must(core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), WatchQueueMax: 3, CheckInvariants: true}))
+		c := h.Root()
+		faults, stuck := 0, true
+		simtest.StartWatch(t, ctx, h, c.ID, func(r *simtest.Watched, e core.ConversationEvent) {
+			if e.Type == core.EventFault {
+				faults++
+				return
+			}
+			if stuck {
+				stuck = false
+				must(0, s.Runtime().Sleep(ctx, time.Hour))
+			}
+		})
+		for i := range 6 {
+			must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+				tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]int{"i": i}})
+				return nil
+			}))
+		}
+		must(0, s.Runtime().Sleep(ctx, 2*time.Hour))
+		if faults != 1 {
+			t.Fatalf("lag faults = %d after 6 commits past a stuck listener with a queue of 3; want 1", faults)
+		}
+		must(0, h.Close(ctx))
+	})
+}

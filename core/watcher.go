@@ -17,6 +17,14 @@ import (
 // that falls further behind gets a fault event and must resnapshot.
 const watchCommitsMax = 1024
 
+// watchQueueMax is the session's bound on a watch's queued commits.
+func (h *Harness) watchQueueMax() int {
+	if h.opts.WatchQueueMax > 0 {
+		return h.opts.WatchQueueMax
+	}
+	return watchCommitsMax
+}
+
 // ErrWatchLagging is the fault a lagging watcher receives.
 var ErrWatchLagging = errors.New("core: watch: the listener fell behind; resnapshot")
 
@@ -233,7 +241,7 @@ func (w *Watch[V, E]) enqueue(events []E) {
 	switch {
 	case w.closed || w.lagged:
 		return
-	case len(w.queue) >= watchCommitsMax:
+	case len(w.queue) >= w.h.watchQueueMax():
 		w.queue, w.lagged = [][]E{{w.lagEvent}}, true
 	default:
 		if plant.On("watch-drops-event") && len(events) > 2 {

@@ -25,11 +25,12 @@ type Options struct {
 	EntryKinds []storage.Kinder
 	TaskKinds  []core.TaskKind
 	Replace    []core.TaskKind
-	// TracerProvider, OnTaskOutput, OnInvocation, Report and
-	// CheckInvariants are core.Options's.
+	// TracerProvider, OnTaskOutput, OnInvocation, WatchQueueMax, Report
+	// and CheckInvariants are core.Options's.
 	TracerProvider  trace.TracerProvider
 	OnTaskOutput    func(core.TaskOutput)
 	OnInvocation    func(inv core.Invocation, returned bool)
+	WatchQueueMax   int
 	Report          func(error)
 	CheckInvariants bool
 
@@ -103,7 +104,7 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 			return nil
 		},
 		Extensions:     map[any]any{configKey{}: cfg},
-		TracerProvider: opts.TracerProvider, OnTaskOutput: opts.OnTaskOutput, OnInvocation: opts.OnInvocation, Report: opts.Report,
+		TracerProvider: opts.TracerProvider, OnTaskOutput: opts.OnTaskOutput, OnInvocation: opts.OnInvocation, WatchQueueMax: opts.WatchQueueMax, Report: opts.Report,
 		CheckInvariants: opts.CheckInvariants,
 	})
 	if err != nil {
