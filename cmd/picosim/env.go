@@ -79,7 +79,17 @@ type env struct {
 }
 
 func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
-	p, err := faux.New(s.Runtime(), s.Rand(), faux.Options{Recorder: s})
+	opts := faux.Options{Recorder: s}
+	if spec.sc.generated {
+		prog := spec.program
+		if prog == nil {
+			prog = drawProgram(spec.seed)
+		}
+		if prog.chunk > 0 {
+			opts.TokenSize = faux.TokenSize{Min: prog.chunk, Max: prog.chunk}
+		}
+	}
+	p, err := faux.New(s.Runtime(), s.Rand(), opts)
 	if err != nil {
 		panic("picosim: " + err.Error()) // a runtime and a source are always given
 	}
@@ -148,7 +158,12 @@ func (e *env) open(ctx context.Context) error {
 		}
 		tools, execEnv = append(tools, agent.BashTool(), agent.JobTool()), e.proc
 	}
+	var swarm swarmOptions
+	if e.spec.sc.generated {
+		swarm = e.program().swarmOptions()
+	}
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
+		WatchQueueMax: swarm.queue, Retry: swarm.retry,
 		Models:       agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()}),
 		OnInvocation: func(inv core.Invocation, returned bool) { _ = e.oracle.invocation(inv, returned) }})
 	if err != nil {
@@ -165,7 +180,12 @@ func (e *env) open(ctx context.Context) error {
 		return err
 	}
 	e.watch = w
-	w.Start(ctx, func(ev core.ConversationEvent) { e.s.Record("event", ev) })
+	w.Start(ctx, func(ev core.ConversationEvent) {
+		e.s.Record("event", ev)
+		if lagged(ev) {
+			_, _ = w.Resnapshot(ctx) // what a client does when it falls behind
+		}
+	})
 	return nil
 }
 

@@ -44,7 +44,7 @@ func fuzzSpec(sc scenario, seed uint64, backend string, batches int) runSpec {
 // same signature) as a failed run: it drops faults one at a time while the
 // failure stays, then lowers the schedule's preemptions (the same seed
 // under PCT with as few priority changes as still fail), then leaves out
-// host actions one at a time. It returns the smallest spec and its failure,
+// host actions, in halves, quarters and so on, then one at a time. It returns the smallest spec and its failure,
 // and what stopped it early: an interruption or the machine failing a run.
 func shrink(ctx context.Context, spec runSpec, failure string) (runSpec, string, error) {
 	want := signature(failure)
@@ -83,6 +83,25 @@ func shrink(ctx context.Context, spec runSpec, failure string) (runSpec, string,
 	}
 	if actions == 0 {
 		fails(spec) // learn how many host actions the run reaches
+	}
+	// Delta debugging: leave out halves, then quarters, … of the actions
+	// still in, keeping every cut that still fails the same way; then one
+	// action at a time.
+	for chunk := actions / 2; chunk >= 2 && stopped == nil; chunk /= 2 {
+		for from := 0; from < actions && stopped == nil; from += chunk {
+			c := spec
+			c.drop = slices.Clone(spec.drop)
+			for i := from; i < min(from+chunk, actions); i++ {
+				if !slices.Contains(c.drop, i) {
+					c.drop = append(c.drop, i)
+				}
+			}
+			if len(c.drop) == len(spec.drop) {
+				continue
+			}
+			slices.Sort(c.drop)
+			fails(c)
+		}
 	}
 	for i := range actions {
 		if slices.Contains(spec.drop, i) {

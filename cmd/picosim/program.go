@@ -32,6 +32,7 @@ import (
 //	respond text "done"
 //	accept c0 "hello" req=r1
 //	steer c0 "focus"
+//	spawn c0 "look into it"
 //	abort c0
 //	drive c0
 //
@@ -47,7 +48,26 @@ const programMagic = "picosim program 1"
 type program struct {
 	tail  int  // the watches' entry tail
 	shell bool // the shell tools over fake processes
+	queue int  // the watches' queue bound (0: the harness's default)
+	retry int  // the first retry delay in ms (0: the default)
+	chunk int  // tokens per streamed chunk (0: the faux provider's 3 to 5)
 	lines []progLine
+}
+
+// swarmOptions are the harness options a program's swarm sets.
+type swarmOptions struct {
+	queue int
+	retry agent.RetryPolicy
+}
+
+func (p *program) swarmOptions() swarmOptions {
+	return swarmOptions{queue: p.queue, retry: agent.RetryPolicy{Delay: time.Duration(p.retry) * time.Millisecond}}
+}
+
+// lagged reports whether a watch event is the lag fault, after which a
+// client resnapshots.
+func lagged(ev core.ConversationEvent) bool {
+	return ev.Type == core.EventFault && ev.Error == core.ErrWatchLagging.Error()
 }
 
 // progLine is one line: an op and its arguments.
@@ -80,6 +100,7 @@ var opArity = map[string][2]int{
 	"collapse":      {1, 1},
 	"reset":         {1, 1},
 	"job":           {1, 1},
+	"spawn":         {2, 2},
 }
 
 // responseKinds are what respond takes.
@@ -97,7 +118,7 @@ func (e *ProgramError) Error() string { return fmt.Sprintf("program line %d: %s"
 func (p *program) String() string {
 	var b strings.Builder
 	b.WriteString(programMagic + "\n")
-	fmt.Fprintf(&b, "swarm tail=%d shell=%v\n", p.tail, p.shell)
+	fmt.Fprintf(&b, "swarm tail=%d shell=%v queue=%d retry=%d chunk=%d\n", p.tail, p.shell, p.queue, p.retry, p.chunk)
 	for _, l := range p.lines {
 		b.WriteString(l.String())
 		b.WriteByte('\n')
@@ -204,6 +225,20 @@ func (p *program) swarm(opts []string) error {
 			}
 		case k == "shell":
 			p.shell, err = strconv.ParseBool(v)
+		case k == "queue" || k == "retry" || k == "chunk":
+			var n int
+			n, err = strconv.Atoi(v)
+			if err == nil && (n < 0 || n > 1_000_000) {
+				err = errors.New("want 0 to 1000000")
+			}
+			switch k {
+			case "queue":
+				p.queue = n
+			case "retry":
+				p.retry = n
+			default:
+				p.chunk = n
+			}
 		default:
 			return fmt.Errorf("unknown swarm option %q", k)
 		}
@@ -299,10 +334,11 @@ var programWeights = []struct {
 	{"accept", 8}, {"followup", 3}, {"steer", 3}, {"next-run", 2}, {"write", 2}, {"cancel-queued", 2},
 	{"abort", 2}, {"abort-task", 2}, {"fork", 2}, {"watch", 1}, {"watch-session", 1}, {"unwatch", 1}, {"resnapshot", 1},
 	{"drive", 4}, {"drive-async", 3}, {"sleep", 4}, {"reopen", 1}, {"shutdown", 1}, {"collapse", 1}, {"reset", 1}, {"job", 1},
+	{"spawn", 1},
 }
 
 // generatedActionsMax bounds a drawn program's host actions.
-const generatedActionsMax = 14
+const generatedActionsMax = 10
 
 // drawProgram draws a program from seed: its swarm (which actions are
 // enabled, the watch tail, the shell), then weighted host actions and the
@@ -312,6 +348,15 @@ func drawProgram(seed uint64) *program {
 	h.Write([]byte("generated"))
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
 	p := &program{tail: 1 + rng.IntN(4), shell: rng.IntN(3) == 0}
+	if rng.IntN(3) == 0 {
+		p.queue = 1 + rng.IntN(4) // small enough that a listener lags
+	}
+	if rng.IntN(2) == 0 {
+		p.retry = []int{1, 50, 500}[rng.IntN(3)]
+	}
+	if rng.IntN(3) != 0 {
+		p.chunk = []int{16, 256}[rng.IntN(2)] // whole answers in a chunk or a few
+	}
 	var enabled []int // indexes into programWeights
 	for i, w := range programWeights {
 		if w.op == "accept" || rng.IntN(10) < 7 {
@@ -350,6 +395,9 @@ func drawProgram(seed uint64) *program {
 			}
 		case "followup", "steer", "next-run", "write":
 			l.args = []string{conv(), words[rng.IntN(len(words))]}
+		case "spawn":
+			l.args = []string{conv(), words[rng.IntN(len(words))]}
+			convs++
 		case "cancel-queued":
 			l.args = []string{conv(), strconv.Itoa(rng.IntN(4))}
 		case "abort", "drive", "drive-async", "collapse", "reset", "watch":
@@ -672,14 +720,22 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			return err
 		}
 		g.watches, g.tails = append(g.watches, w), append(g.tails, conv)
-		return w.Start(ctx, func(core.ConversationEvent) {})
+		return w.Start(ctx, func(ev core.ConversationEvent) {
+			if lagged(ev) {
+				_, _ = w.Resnapshot(ctx)
+			}
+		})
 	case "watch-session":
 		w, err := e.h.WatchSession(ctx)
 		if err != nil {
 			return err
 		}
 		g.session = append(g.session, w)
-		return w.Start(ctx, func(core.SessionEvent) {})
+		return w.Start(ctx, func(ev core.SessionEvent) {
+			if ev.Type == core.SessionEventFault && ev.Error == core.ErrWatchLagging.Error() {
+				_, _ = w.Resnapshot(ctx)
+			}
+		})
 	case "unwatch", "resnapshot":
 		if len(g.watches) == 0 {
 			return nil
@@ -723,6 +779,17 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			return err
 		}
 		_, _, err = c.Reset(ctx, "")
+		return err
+	case "spawn":
+		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
+		if err != nil {
+			return err
+		}
+		child, input, err := c.Spawn(ctx, agent.SpawnOptions{Prompt: ai.PlainText(l.args[1])})
+		if err == nil {
+			g.convs = append(g.convs, child)
+			e.remember(child, input)
+		}
 		return err
 	case "job":
 		c, err := e.h.Conversation(ctx, root)
