@@ -41,6 +41,11 @@ const (
 	ruleInputResult oracleRule = "terminal-input-result"
 	// ruleWatchFold: a live watch's folded view equals a fresh capture.
 	ruleWatchFold oracleRule = "watch-fold"
+	// ruleOneNotice: a job's end is announced at most once.
+	ruleOneNotice oracleRule = "one-notice-per-job"
+	// ruleAbortCleanup: a call that settles aborted while it still owns its
+	// job leaves that job marked or ended in the same commit.
+	ruleAbortCleanup oracleRule = "abort-cleanup"
 )
 
 // oracleError is a broken rule, named, with what broke it.
@@ -64,12 +69,13 @@ type oracle struct {
 	marked   map[storage.ID]bool
 	terminal map[string]agent.InputStatus // input result address → its terminal status
 	active   map[storage.ID]core.Method   // task → the method running
+	notices  map[storage.ID]bool          // jobs whose end was announced
 	first    error                        // the first violation
 }
 
 func newOracle() *oracle {
 	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
-		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}}
+		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}}
 }
 
 // restart begins a process whose store ends at last.
@@ -108,10 +114,25 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 			if w.Type == storage.WriteSettle {
 				o.settled[w.ID] = true
+				if err := o.cleanup(w, b, by, seq); err != nil {
+					return err
+				}
 			}
 			if w.Abort {
 				o.marked[w.ID] = true
 			}
+		case storage.WriteEntry:
+			if w.Entry == nil || w.Entry.Kind != core.NoticeKind.Kind() {
+				continue
+			}
+			var d agent.JobNoticeData
+			if json.Unmarshal(w.Entry.Data, &d) != nil || d.Job == 0 {
+				continue
+			}
+			if o.notices[d.Job] {
+				return o.fail(broke(ruleOneNotice, "%s announced the end of job %d again at %d", by, d.Job, seq))
+			}
+			o.notices[d.Job] = true
 		case storage.WriteValueSet, storage.WriteValueDelete:
 			if w.Addr == nil || w.Addr.Namespace != agent.InputResultValue.Namespace {
 				continue
@@ -127,6 +148,31 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		}
 	}
 	return nil
+}
+
+// cleanup checks a settlement: a tool call that ends aborted while its
+// job reference says it owns the job (cancel on abort, not detached) must
+// have marked or ended the job by the end of this batch.
+func (o *oracle) cleanup(w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
+	if w.Status != "aborted" || len(w.State) == 0 {
+		return nil
+	}
+	var st struct {
+		Job *agent.ToolJob `json:"job"`
+	}
+	if json.Unmarshal(w.State, &st) != nil || st.Job == nil || !st.Job.CancelOnAbort || st.Job.Detached {
+		return nil
+	}
+	job := st.Job.ID
+	for _, x := range b.Writes {
+		if (x.Type == storage.WritePatch && x.Abort || x.Type == storage.WriteSettle) && x.ID == job {
+			return nil
+		}
+	}
+	if o.marked[job] || o.settled[job] {
+		return nil
+	}
+	return o.fail(broke(ruleAbortCleanup, "%s settled call %d aborted at %d, leaving its job %d unmarked", by, w.ID, seq, job))
 }
 
 // invocation checks a method call's start or return.

@@ -154,3 +154,33 @@ func TestOracleWatchFoldEqualsAFreshCapture(t *testing.T) {
 	wantRule(t, got, ruleWatchFold)
 	wantRule(t, gotSession, ruleWatchFold)
 }
+
+func TestOracleOneNoticePerJob(t *testing.T) {
+	notice := func(job storage.ID) storage.Write {
+		raw, _ := json.Marshal(agent.JobNoticeData{Job: job, Status: agent.JobExited})
+		return storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{Kind: "notice", Data: raw}}
+	}
+	if err := play([]step{{first: 1, batch: main1(notice(7))}, {first: 2, batch: main1(notice(8))}}); err != nil {
+		t.Fatalf("one notice each: %v", err)
+	}
+	wantRule(t, play([]step{{first: 1, batch: main1(notice(7))}, {first: 2, batch: main1(notice(7))}}), ruleOneNotice)
+}
+
+func TestOracleAbortedCallLeavesNoOwnedJobRunning(t *testing.T) {
+	state := func(j agent.ToolJob) json.RawMessage { raw, _ := json.Marshal(map[string]any{"job": j}); return raw }
+	aborted := func(j agent.ToolJob) storage.Write {
+		return storage.Write{Type: storage.WriteSettle, ID: 1, Status: "aborted", State: state(j)}
+	}
+	mark := storage.Write{Type: storage.WritePatch, ID: 2, Abort: true}
+	base := step{first: 1, batch: main1(taskWrite(1), taskWrite(2))}
+	for name, steps := range map[string][]step{
+		"marked in the same commit": {base, {first: 3, batch: main1(mark, aborted(agent.ToolJob{ID: 2, CancelOnAbort: true}))}},
+		"detached":                  {base, {first: 3, batch: main1(aborted(agent.ToolJob{ID: 2, Detached: true}))}},
+		"already ended":             {base, {first: 3, batch: main1(storage.Write{Type: storage.WriteSettle, ID: 2, Status: "exited"})}, {first: 4, batch: main1(aborted(agent.ToolJob{ID: 2, CancelOnAbort: true}))}},
+	} {
+		if err := play(steps); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	wantRule(t, play([]step{base, {first: 3, batch: main1(aborted(agent.ToolJob{ID: 2, CancelOnAbort: true}))}}), ruleAbortCleanup)
+}
