@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 	"time"
 )
 
@@ -65,15 +67,43 @@ func runSuite(ctx context.Context, w io.Writer, seeds int, backend string, progr
 	for si, sc := range scenarios {
 		began := time.Now()
 		t := suiteTally{schedules: map[string]bool{}}
-		for seed := uint64(1); seed <= uint64(seeds) && err == nil; seed++ {
-			if progress {
-				fmt.Fprintf(w, "\r[%d/%d] %s seed %d/%d ", si+1, len(scenarios), sc.name, seed, seeds)
+		// Seed 1 runs first: it has no faults, and its length places the
+		// fault plans of the others, which then run on every core and are
+		// tallied in seed order.
+		results := make([]runResult, seeds)
+		errs := make([]error, seeds)
+		if results[0], errs[0] = suiteSeed(ctx, suiteSpec(sc, 1, backend, 0)); errs[0] == nil {
+			t.batches = results[0].Batches
+			next := make(chan int)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			finished := 1
+			for range runtime.GOMAXPROCS(0) {
+				wg.Go(func() {
+					for i := range next {
+						results[i], errs[i] = suiteSeed(ctx, suiteSpec(sc, uint64(i+1), backend, t.batches))
+						mu.Lock()
+						finished++
+						if progress {
+							fmt.Fprintf(w, "\r[%d/%d] %s seed %d/%d ", si+1, len(scenarios), sc.name, finished, seeds)
+						}
+						mu.Unlock()
+					}
+				})
 			}
-			var res runResult
-			if res, err = suiteSeed(ctx, suiteSpec(sc, seed, backend, t.batches)); err == nil {
-				runs++
-				t.add(res)
+			for i := 1; i < seeds; i++ {
+				next <- i
 			}
+			close(next)
+			wg.Wait()
+		}
+		t.batches = 0
+		for i := range seeds {
+			if err = errs[i]; err != nil {
+				break
+			}
+			runs++
+			t.add(results[i])
 		}
 		if progress {
 			fmt.Fprint(w, "\r\033[K")
