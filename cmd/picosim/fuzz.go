@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -270,6 +271,35 @@ func (f *fuzzer) measure(ctx context.Context) error {
 	return nil
 }
 
+// progress draws a progress line on a terminal stderr once a second (runs,
+// failures, elapsed), for --time runs as for --seeds ones; the returned
+// function stops it and clears the line.
+func (f *fuzzer) progress(w io.Writer, start time.Time) func() {
+	file, ok := w.(*os.File)
+	if !ok || !isTerminal(file) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(w, "\r\033[K")
+				return
+			case <-tick.C:
+				f.mu.Lock()
+				runs, failures := f.runs, len(f.findings)
+				f.mu.Unlock()
+				fmt.Fprintf(w, "\rfuzz: %d runs, %d failures, %s ", runs, failures, time.Since(start).Round(time.Second))
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
 // halt stops feeding seeds, for err's sake unless it is nil (fail-fast).
 func (f *fuzzer) halt(err error) {
 	f.mu.Lock()
@@ -490,8 +520,10 @@ func fuzzMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		})
 	}
+	stopProgress := f.progress(stderr, start)
 	f.feed(ctx, jobs, start)
 	wg.Wait()
+	stopProgress()
 	if f.fatal != nil {
 		return fail(stderr, "fuzz", f.fatal)
 	}
