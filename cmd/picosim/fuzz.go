@@ -153,7 +153,7 @@ func parseFuzz(args []string) (fuzzConfig, error) {
 	fl.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "runs in parallel")
 	fl.StringVar(&c.out, "out", "picosim-failures", "directory for the traces of failing runs")
 	fl.BoolVar(&c.failFast, "fail-fast", false, "stop at the first failure")
-	fl.StringVar(&c.backend, "backend", "memory", "memory, jsonl or sqlite")
+	fl.StringVar(&c.backend, "backend", "", "memory, jsonl or sqlite (default: memory, and JSONL every fourth seed)")
 	shard := fl.String("shard", "1/1", "K/N: run the Kth of N disjoint shares of the seeds")
 	fl.BoolVar(&c.json, "json", false, "print the summary as one JSON object")
 	names, err := parseAnywhere(fl, args)
@@ -174,11 +174,13 @@ func parseFuzz(args []string) (fuzzConfig, error) {
 		return c, usagef("--seeds %d: want at least 1", c.seeds)
 	case c.workers < 1 || c.workers > fuzzWorkersMax:
 		return c, usagef("--workers %d: want 1 to %d", c.workers, fuzzWorkersMax)
-	case !slices.Contains(backends, c.backend):
+	case c.backend != "" && !slices.Contains(backends, c.backend):
 		return c, usagef("--backend %q: want memory, jsonl or sqlite", c.backend)
 	}
-	if err := backendAvailable(c.backend); err != nil {
-		return c, err
+	if c.backend != "" {
+		if err := backendAvailable(c.backend); err != nil {
+			return c, err
+		}
 	}
 	c.chosen, err = chooseScenarios(names)
 	return c, err
@@ -224,7 +226,11 @@ func (c fuzzConfig) describe() string {
 	if c.shards > 1 {
 		how += fmt.Sprintf(", shard %d/%d", c.shard, c.shards)
 	}
-	return fmt.Sprintf("%d scenarios on %s from seed %d, %s, %d workers", len(c.chosen), c.backend, c.first, how, c.workers)
+	on := c.backend
+	if on == "" {
+		on = "memory (JSONL every fourth seed)"
+	}
+	return fmt.Sprintf("%d scenarios on %s from seed %d, %s, %d workers", len(c.chosen), on, c.first, how, c.workers)
 }
 
 // finding is a failing run and the smallest case it shrank to.
@@ -262,7 +268,7 @@ type fuzzer struct {
 func (f *fuzzer) measure(ctx context.Context) error {
 	f.batches = map[string]int{}
 	for _, sc := range f.cfg.chosen {
-		res, err := runScenario(ctx, runSpec{sc: sc, seed: 1, backend: f.cfg.backend, strategy: "random"}, nil)
+		res, err := runScenario(ctx, runSpec{sc: sc, seed: 1, backend: f.backendOf(1), strategy: "random"}, nil)
 		if err != nil {
 			return err
 		}
@@ -300,6 +306,18 @@ func (f *fuzzer) progress(w io.Writer, start time.Time) func() {
 	return func() { close(done); wg.Wait() }
 }
 
+// backendOf is the backend a seed runs on: --backend's, or by default
+// memory, and JSONL (with its torn lines and replays) every fourth seed.
+func (f *fuzzer) backendOf(seed uint64) string {
+	switch {
+	case f.cfg.backend != "":
+		return f.cfg.backend
+	case seed%4 == 0:
+		return "jsonl"
+	}
+	return "memory"
+}
+
 // halt stops feeding seeds, for err's sake unless it is nil (fail-fast).
 func (f *fuzzer) halt(err error) {
 	f.mu.Lock()
@@ -320,7 +338,7 @@ func (f *fuzzer) feed(ctx context.Context, jobs chan<- runSpec, start time.Time)
 		}
 		for _, sc := range f.cfg.chosen {
 			select {
-			case jobs <- fuzzSpec(sc, seed, f.cfg.backend, f.batches[sc.name]):
+			case jobs <- fuzzSpec(sc, seed, f.backendOf(seed), f.batches[sc.name]):
 			case <-f.stop:
 				return
 			case <-ctx.Done():
@@ -548,8 +566,8 @@ const fuzzHelp = `usage: picosim fuzz [SCENARIO...] [--seeds N | --time DURATION
 Explores schedules and storage faults: every scenario (or the ones named) over N seeds from SEED
 (200 seeds from 1 unless given), or until DURATION (more than 0) has passed, alternating random
 and PCT schedules, each seed with a fault plan drawn from it, in K parallel workers (one per CPU
-unless given), on backend B (memory unless given; jsonl adds torn lines). Flags may come before
-or after the scenarios.
+unless given), on backend B (unless given: memory, and JSONL, which adds torn lines and replays
+of its files, every fourth seed). Flags may come before or after the scenarios.
 
 A failing run's trace goes to DIR (picosim-failures unless given; made 0700, traces 0600), and the
 failure is shrunk while it still fails the same way: faults dropped, then the same seed under PCT

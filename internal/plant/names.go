@@ -45,12 +45,3 @@ var names = []string{
 
 // Names are the planted bugs, for the measuring test.
 func Names() []string { return names }
-
-// Backend is the storage backend fuzz needs to reach a bug: "jsonl" for a
-// bug in JSONL's replay, "memory" (fuzz's default) for the rest.
-func Backend(name string) string {
-	if name == "jsonl-replay-drops-last" {
-		return "jsonl"
-	}
-	return "memory"
-}
