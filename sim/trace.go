@@ -46,9 +46,19 @@ func (t *Trace) record(e event) {
 	if t == nil {
 		return
 	}
+	// Detail is already compact JSON from json.Marshal: splice it in
+	// after the other fields rather than have the encoder compact it
+	// again (Detail is the last field, so the bytes are the same).
+	detail := e.Detail
+	e.Detail = nil
 	line, err := json.Marshal(e)
 	if err != nil {
 		panic("sim: trace event does not encode: " + err.Error())
+	}
+	if len(detail) > 0 {
+		line = append(line[:len(line)-1], `,"detail":`...)
+		line = append(line, detail...)
+		line = append(line, '}')
 	}
 	t.write(line)
 }

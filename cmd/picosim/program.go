@@ -354,7 +354,7 @@ func drawProgram(seed uint64) *program {
 	if rng.IntN(2) == 0 {
 		p.retry = []int{1, 50, 500}[rng.IntN(3)]
 	}
-	if rng.IntN(3) != 0 {
+	if rng.IntN(4) != 0 {
 		p.chunk = []int{16, 256}[rng.IntN(2)] // whole answers in a chunk or a few
 	}
 	var enabled []int // indexes into programWeights
