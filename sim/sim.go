@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -163,7 +164,7 @@ func (a *actor) run(fn func(ctx context.Context)) {
 			s.schedule(a)
 		case r == errKilled:
 		default:
-			s.fail(&PanicError{Actor: a.name, Value: r, Stack: string(debug.Stack())})
+			s.fail(&PanicError{Actor: a.name, Value: r, Stack: stableStack(debug.Stack())})
 		}
 	}()
 	fn(a.ctx)
@@ -340,6 +341,17 @@ func (e *DeadlockError) Error() string {
 }
 
 // PanicError reports an actor that panicked.
+// stackNoise are the parts of a goroutine stack that differ between two
+// runs of the same seed: goroutine numbers, argument words and pc offsets.
+var stackNoise = regexp.MustCompile(`goroutine \d+|\(0x[0-9a-f?, .{}]*\)|\{0x[0-9a-f?, .]*\}| \+0x[0-9a-f]+|0x[0-9a-f]+`)
+
+// stableStack is a stack trace without its run-to-run noise, so that a
+// run that panics records the same trace every time (functions and
+// lines stay: they are the binary's, not the run's).
+func stableStack(stack []byte) string {
+	return stackNoise.ReplaceAllString(string(stack), "…")
+}
+
 type PanicError struct {
 	Actor string
 	Value any

@@ -302,3 +302,24 @@ func TestActorPanicIsReportedWithItsName(t *testing.T) {
 		t.Fatalf("err = %v; want a PanicError from actor broken", err)
 	}
 }
+
+// A run whose actor panics records the same failure every time: the
+// stack in the trace is stripped of goroutine numbers and addresses.
+func TestAPanickingRunRecordsTheSameTraceEveryTime(t *testing.T) {
+	digest := func() string {
+		tr := sim.NewTrace(nil, false)
+		s := sim.New(sim.Options{Seed: 3, Trace: tr})
+		_ = s.Run(context.Background(), func(ctx context.Context) {
+			done := s.Runtime().NewEvent("done")
+			s.Runtime().Go(ctx, "boom", func(context.Context) {
+				p := new(int)
+				panic(fmt.Sprintf("boom at %p", p)[:4])
+			})
+			_ = done.Wait(ctx)
+		})
+		return tr.Digest()
+	}
+	if a, b := digest(), digest(); a != b {
+		t.Fatalf("two runs of a panicking seed traced %s and %s", a, b)
+	}
+}

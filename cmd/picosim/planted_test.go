@@ -41,6 +41,11 @@ func TestPlantedBugs(t *testing.T) {
 			continue
 		}
 		f := sum.Failures[0]
+		for _, trace := range []string{f.Trace, f.SmallestTrace} {
+			if diff, err := replay(context.Background(), trace); err != nil || diff != "" {
+				t.Errorf("%s: replaying %s: %v %s", name, trace, err, diff)
+			}
+		}
 		small := "the whole scenario"
 		if _, drop, ok := strings.Cut(f.Smallest, "--drop "); ok {
 			small = fmt.Sprintf("%d host actions left out", strings.Count(strings.Fields(drop)[0], ",")+1)
