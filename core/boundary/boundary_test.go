@@ -131,7 +131,7 @@ func TestFixtureScenarios(t *testing.T) {
 			[]boundary.Kind{boundary.Startup, boundary.Clear}, N},
 		{"O2 generic clear by thread_id", boundary.Generic, nil, d(`{"source":"startup","thread_id":"`+P+`"}`, `{"source":"clear","thread_id":"`+N+`"}`),
 			[]boundary.Kind{boundary.Startup, boundary.Clear}, N},
-		{"O2 generic clear by conversation_id", boundary.Generic, nil, d(`{"source":"clear","conversation_id":"`+N+`"}`), []boundary.Kind{boundary.Clear}, N},
+		{"O2 generic clear by conversation_id", boundary.Generic, nil, d(`{"source":"clear","conversation_id":"` + N + `"}`), []boundary.Kind{boundary.Clear}, N},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pol := boundary.DefaultPolicy(tc.provider)
