@@ -577,3 +577,37 @@ func TestOnInvocationObservesEveryMethodStartAndReturn(t *testing.T) {
 		must(0, h.Close(ctx))
 	})
 }
+
+// Tx.Entries reads a conversation's committed transcript on the line: a
+// fork sees its source's prefix, and the plan's own entries are not there.
+func TestTxEntriesReadsTheCommittedTranscript(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := open(t, ctx, s, nil)
+		c := h.Root()
+		var first storage.ID
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			first = tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]int{"n": 1}})
+			tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]int{"n": 2}})
+			return nil
+		}))
+		fork := must(c.Fork(ctx, first, core.ForkOptions{}))
+		var root, forked []storage.ID
+		must(h.Commit(ctx, func(tx *core.Tx) error {
+			tx.Entry(core.NoticeKind, c.ID, core.EntryDraft{Data: map[string]int{"n": 3}})
+			for conv, out := range map[storage.ID]*[]storage.ID{c.ID: &root, fork.ID: &forked} {
+				page, err := tx.Entries(conv, storage.Cursor{Limit: 10})
+				if err != nil {
+					return err
+				}
+				for _, e := range page.Items {
+					*out = append(*out, e.ID)
+				}
+			}
+			return nil
+		}))
+		if len(root) != 2 || !slices.Equal(forked, []storage.ID{first}) {
+			t.Fatalf("root %v, fork %v; want the two committed entries, and the fork's prefix", root, forked)
+		}
+		must(0, h.Close(ctx))
+	})
+}

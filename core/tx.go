@@ -572,6 +572,13 @@ func (tx *Tx) GetEntry(id storage.ID) (*storage.Entry, bool, error) {
 	return e, ok, err
 }
 
+// Entries reads a page of conversation conv's committed transcript (fork
+// aware, as Harness.Entries), on the line, so that what a plan decides
+// from it still holds when its batch commits.
+func (tx *Tx) Entries(conv storage.ID, c storage.Cursor) (storage.Page[*storage.Entry], error) {
+	return tx.store.ScanEntries(tx.ctx, storage.EntryQuery{Cursor: c, ConversationID: conv})
+}
+
 // GetTasks reads committed tasks by id, terminal ones included.
 func (tx *Tx) GetTasks(ids []storage.ID) (map[storage.ID]*storage.Task, error) {
 	return tx.store.GetTasks(tx.ctx, ids)

@@ -3,9 +3,9 @@
 // sends the generic shape) into the typed boundary vocabulary of DESIGN
 // §11: startup, resume, compact, clear, ui-only and fork. It is pure: it
 // parses payloads and classifies them against the adapter state the caller
-// keeps, and does no I/O.
+// keeps, and does no I/O; Apply then carries a boundary out on a session.
 //
-// A payload becomes an Event with Parse, which refuses anything it does not
+// The package has two halves. The pure one: a payload becomes an Event with Parse, which refuses anything it does not
 // know with a *PayloadError naming the provider and the field; an unknown
 // or malformed payload is never a boundary. Classify reads an Event with
 // the State of its launch and a Policy, and returns the Boundary and the
@@ -36,10 +36,16 @@
 //
 //   - boundary.go: the vocabulary (Kind, Provider, Event, Boundary), Parse and PayloadError.
 //   - classify.go: State, Policy, DefaultPolicy and Classify.
+//   - transition.go: Apply, the other half: a classified boundary as one
+//     commit on the session's line (the old conversation stopped and its
+//     foreground marked, the new one with its provider_boundary entry made
+//     current, the binding that makes repeats no-ops), and Current.
 //
 // Tests: boundary_test.go (the fixture scenarios C1–C7, X1–X7, G1–G5, O1–O2
 // of the reference's §6, each from payloads built of the documented
-// fields; malformed and unknown payloads; state round trips).
+// fields; malformed and unknown payloads; state round trips),
+// transition_test.go (a clear in one commit and its repeat, racing
+// deliveries, resume, compact, fork, bad boundaries) under the simulator.
 package boundary
 
 import (
