@@ -42,11 +42,15 @@ var (
 	SummaryKind    = storage.DefineEntryKind[SummaryData]("summary")
 	HandoffKind    = storage.DefineEntryKind[HandoffData]("handoff")
 	ResetKind      = storage.DefineEntryKind[struct{}]("reset")
+	// ProviderBoundaryKind is the data-only first entry of a conversation a
+	// provider clear started (DESIGN §11); core/boundary writes it and
+	// types its data.
+	ProviderBoundaryKind = storage.DefineEntryKind[map[string]any]("provider_boundary")
 )
 
 // BuiltinEntryKinds lists the built-in entry kinds.
 func BuiltinEntryKinds() []storage.Kinder {
-	return []storage.Kinder{UserKind, AssistantKind, ToolResultKind, SystemKind, NoticeKind, SummaryKind, HandoffKind, ResetKind}
+	return []storage.Kinder{UserKind, AssistantKind, ToolResultKind, SystemKind, NoticeKind, SummaryKind, HandoffKind, ResetKind, ProviderBoundaryKind}
 }
 
 // AppendUser appends a user entry whose model is msg.

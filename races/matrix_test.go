@@ -157,6 +157,11 @@ var matrix = []row{
 		cell:     parentCleanupVsTerminalJob,
 	},
 	{
+		name:     "Repeated boundary delivery",
+		required: "one boundary: one new conversation, the same binding for both",
+		cell:     repeatedBoundaryDelivery,
+	},
+	{
 		name:     "Fork at the start races a write of a carried value",
 		required: "the fork carries the value as of its place on the line and no source entry",
 		cell:     forkAtStartRacesAWrite,

@@ -57,9 +57,9 @@ type BoundaryData struct {
 	Inferred  bool       `json:"inferred,omitempty"`
 }
 
-// EntryKind is the provider_boundary entry kind; a session that takes
-// boundaries registers it (core.Options.EntryKinds).
-var EntryKind = storage.DefineEntryKind[BoundaryData]("provider_boundary")
+// EntryKind is the provider_boundary entry kind, typed: the kernel
+// registers it among its built-in kinds (core.ProviderBoundaryKind).
+var EntryKind = storage.DefineEntryKind[BoundaryData](core.ProviderBoundaryKind.Kind())
 
 // Transition is what Apply did: the binding the provider session has now,
 // and whether this delivery changed anything.

@@ -28,8 +28,7 @@ type session struct {
 func openSession(t testing.TB, ctx context.Context, s *sim.Sim) *session {
 	p := must(faux.New(s.Runtime(), s.Rand(), faux.Options{}))
 	h := must(agent.Open(ctx, memory.New(), agent.Options{Runtime: s.Runtime(), CheckInvariants: true,
-		EntryKinds: []storage.Kinder{boundary.EntryKind},
-		Models:     agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()})}))
+		Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()})}))
 	return &session{h: h, faux: p}
 }
 
