@@ -15,6 +15,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/core/boundary"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/sim/faux"
@@ -44,6 +45,8 @@ type env struct {
 	// proc is the fake execution environment of a shell scenario, the
 	// same machine across restarts.
 	proc *proc.Env
+	// adapter is the provider adapter's state of the launch (boundary.go).
+	adapter boundary.State
 	// prog is the generated scenario's program (see program).
 	prog   *program
 	h      *agent.Harness

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/boundary"
 	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 )
@@ -46,6 +47,8 @@ const (
 	// ruleAbortCleanup: a call that settles aborted while it still owns its
 	// job leaves that job marked or ended in the same commit.
 	ruleAbortCleanup oracleRule = "abort-cleanup"
+	// ruleOneBoundary: a provider session starts at most one conversation.
+	ruleOneBoundary oracleRule = "one-boundary-per-provider-session"
 )
 
 // oracleError is a broken rule, named, with what broke it.
@@ -70,12 +73,13 @@ type oracle struct {
 	terminal map[string]agent.InputStatus // input result address → its terminal status
 	active   map[storage.ID]core.Method   // task → the method running
 	notices  map[storage.ID]bool          // jobs whose end was announced
+	starts   map[string]bool              // provider/session ids that started a conversation
 	first    error                        // the first violation
 }
 
 func newOracle() *oracle {
 	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
-		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}}
+		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{}}
 }
 
 // restart begins a process whose store ends at last.
@@ -122,6 +126,17 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				o.marked[w.ID] = true
 			}
 		case storage.WriteEntry:
+			if w.Entry != nil && w.Entry.Kind == boundary.EntryKind.Kind() {
+				var d boundary.BoundaryData
+				if json.Unmarshal(w.Entry.Data, &d) == nil {
+					key := string(d.Provider) + "/" + d.SessionID
+					if o.starts[key] {
+						return o.fail(broke(ruleOneBoundary, "%s started a second conversation for provider session %s at %d", by, key, seq))
+					}
+					o.starts[key] = true
+				}
+				continue
+			}
 			if w.Entry == nil || w.Entry.Kind != core.NoticeKind.Kind() {
 				continue
 			}

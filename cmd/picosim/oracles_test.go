@@ -9,6 +9,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/boundary"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/storage"
 )
@@ -183,4 +184,15 @@ func TestOracleAbortedCallLeavesNoOwnedJobRunning(t *testing.T) {
 		}
 	}
 	wantRule(t, play([]step{base, {first: 3, batch: main1(aborted(agent.ToolJob{ID: 2, CancelOnAbort: true}))}}), ruleAbortCleanup)
+}
+
+func TestOracleOneBoundaryPerProviderSession(t *testing.T) {
+	entry := func(id string) storage.Write {
+		raw, _ := json.Marshal(boundary.BoundaryData{Schema: 1, Provider: boundary.Claude, Source: "clear", SessionID: id})
+		return storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{Kind: "provider_boundary", Data: raw}}
+	}
+	if err := play([]step{{first: 1, batch: main1(entry("t1"))}, {first: 2, batch: main1(entry("t2"))}}); err != nil {
+		t.Fatalf("two sessions: %v", err)
+	}
+	wantRule(t, play([]step{{first: 1, batch: main1(entry("t1"))}, {first: 2, batch: main1(entry("t1"))}}), ruleOneBoundary)
 }

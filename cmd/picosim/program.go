@@ -101,6 +101,7 @@ var opArity = map[string][2]int{
 	"reset":         {1, 1},
 	"job":           {1, 1},
 	"spawn":         {2, 2},
+	"boundary":      {2, 2},
 }
 
 // responseKinds are what respond takes.
@@ -290,6 +291,10 @@ func (l progLine) check() error {
 				return fmt.Errorf("respond slow: %v", err)
 			}
 		}
+	case "boundary":
+		if !slices.Contains([]string{"startup", "resume", "clear", "compact", "fork"}, l.args[0]) {
+			return fmt.Errorf("boundary %q: want startup, resume, clear, compact or fork", l.args[0])
+		}
 	case "sleep", "abort-task", "unwatch", "resnapshot":
 		if _, err := strconv.Atoi(l.args[0]); err != nil {
 			return fmt.Errorf("%s: %v", l.op, err)
@@ -306,7 +311,7 @@ func (l progLine) check() error {
 			return fmt.Errorf("accept: third argument %q: want req=ID", l.args[2])
 		}
 	}
-	if l.op != "respond" && l.op != "sleep" && l.op != "abort-task" && l.op != "unwatch" && l.op != "resnapshot" && l.op != "job" && len(l.args) > 0 {
+	if l.op != "respond" && l.op != "sleep" && l.op != "abort-task" && l.op != "unwatch" && l.op != "resnapshot" && l.op != "job" && l.op != "boundary" && len(l.args) > 0 {
 		if _, err := convIndex(l.args[0]); err != nil {
 			return err
 		}
@@ -334,7 +339,7 @@ var programWeights = []struct {
 	{"accept", 8}, {"followup", 3}, {"steer", 3}, {"next-run", 2}, {"write", 2}, {"cancel-queued", 2},
 	{"abort", 2}, {"abort-task", 2}, {"fork", 2}, {"watch", 1}, {"watch-session", 1}, {"unwatch", 1}, {"resnapshot", 1},
 	{"drive", 4}, {"drive-async", 3}, {"sleep", 4}, {"reopen", 1}, {"shutdown", 1}, {"collapse", 1}, {"reset", 1}, {"job", 1},
-	{"spawn", 1},
+	{"spawn", 1}, {"boundary", 2},
 }
 
 // generatedActionsMax bounds a drawn program's host actions.
@@ -398,6 +403,9 @@ func drawProgram(seed uint64) *program {
 		case "spawn":
 			l.args = []string{conv(), words[rng.IntN(len(words))]}
 			convs++
+		case "boundary":
+			// Few provider sessions, so that repeats and clears back happen.
+			l.args = []string{[]string{"startup", "resume", "clear", "clear", "compact", "fork"}[rng.IntN(6)], fmt.Sprintf("thread-%d", 1+rng.IntN(3))}
 		case "cancel-queued":
 			l.args = []string{conv(), strconv.Itoa(rng.IntN(4))}
 		case "abort", "drive", "drive-async", "collapse", "reset", "watch":
@@ -789,6 +797,12 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err == nil {
 			g.convs = append(g.convs, child)
 			e.remember(child, input)
+		}
+		return err
+	case "boundary":
+		tr, _, err := e.deliverFrom(ctx, &e.adapter, "", l.args[0], l.args[1])
+		if err == nil && tr.Changed && tr.Binding.Conversation != 0 && !slices.Contains(g.convs, tr.Binding.Conversation) {
+			g.convs = append(g.convs, tr.Binding.Conversation)
 		}
 		return err
 	case "job":

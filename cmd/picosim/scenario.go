@@ -47,6 +47,7 @@ var scenarios = []scenario{
 	{name: "bash-outlives-budget", summary: "a bash call outlives its budget, settles delegated, and its job's end arrives as one notice", run: bashOutlivesBudget, shell: true},
 	{name: "schedule-restart", summary: "a recurring job keeps one id across a stop and reopen and runs no backlog", run: scheduleRestart, shell: true},
 	{name: "abort-kills-job", summary: "a conversation abort of a waiting bash call kills its job", run: abortKillsJob, shell: true},
+	{name: "provider-clear", summary: "a provider's typed clear mid-turn starts a new conversation once; its repeat changes nothing", run: providerClear},
 	{name: "generated", summary: "a host-action program drawn from the seed (or --program FILE)", run: generated, generated: true},
 }
 
