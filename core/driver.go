@@ -1092,6 +1092,13 @@ func (d *driver) checkDrained() {
 
 // startCloser spawns, once, the actor that joins every invocation and then
 // closes storage.
+// closingOrClosed reports whether Close has begun: the phase says so, or,
+// for a faulted session (which stays faulted), the closer has started. A
+// watch registered then would never be ended.
+func (d *driver) closingOrClosed() bool {
+	return d.phase == phaseClosing || d.phase == phaseClosed || d.closeStarted
+}
+
 func (d *driver) startCloser(ctx context.Context, acts *actions) {
 	if d.closeStarted {
 		return

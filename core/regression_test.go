@@ -143,31 +143,33 @@ func TestSelfWaitThroughTasksOfTheSameBatchRejects(t *testing.T) {
 }
 
 // Found by picosim's generated programs: a watch registered on a faulted
-// session (its view says faulted) was never ended, since the fault had
-// ended only the watches it found and close ended none, so its actor
-// waited for ever. Close now ends every watch still registered.
-func TestCloseEndsWatchesRegisteredAfterAFault(t *testing.T) {
+// session was never ended (the fault ended only the watches it found, and
+// close ended none), so its actor waited for ever. A fault starts the
+// session's close, so a watch asked for after it is now refused, and close
+// ends every watch still registered, whatever the phase.
+func TestAWatchAfterAFaultIsRefusedAndCloseEndsTheRest(t *testing.T) {
 	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		lazy := core.KindFuncs{Statuses: core.Statuses{Name: "lazy", Initial: "planned", Roles: simtest.TaskRoles},
 			ExecuteFunc: func(context.Context, *storage.Task, *core.TaskRuntime) error { return nil }}
 		h := open(t, ctx, s, simtest.Reopenable{Store: memory.New()}, lazy)
+		var before string
+		early := must(h.WatchSession(ctx))
+		must(0, early.Start(ctx, func(e core.SessionEvent) { before = e.Type }))
 		simtest.CreateTask(t, ctx, h.Root(), lazy, core.TaskSpec{})
 		var fe *core.FaultError
 		if _, err := h.Root().Drive(ctx); !errors.As(err, &fe) {
 			t.Fatalf("drive = %v; want the fault", err)
 		}
-		sw := must(h.WatchSession(ctx))
-		cw := must(h.Watch(ctx, h.Root().ID, core.WatchOptions{}))
-		var sessionEnd, convEnd string
-		must(0, sw.Start(ctx, func(e core.SessionEvent) { sessionEnd = e.Type }))
-		must(0, cw.Start(ctx, func(e core.ConversationEvent) { convEnd = e.Type }))
-		if !sw.View().Faulted {
-			t.Fatal("a session watch of a faulted session does not say so")
+		if _, err := h.WatchSession(ctx); !errors.Is(err, core.ErrClosed) {
+			t.Fatalf("a session watch after the fault = %v; want ErrClosed", err)
+		}
+		if _, err := h.Watch(ctx, h.Root().ID, core.WatchOptions{}); !errors.Is(err, core.ErrClosed) {
+			t.Fatalf("a conversation watch after the fault = %v; want ErrClosed", err)
 		}
 		_ = h.Close(ctx)
-		must(0, s.Runtime().Sleep(ctx, time.Millisecond)) // the watches' actors deliver their last event
-		if sessionEnd != core.SessionEventClosed || convEnd != core.EventClosed {
-			t.Fatalf("last events %q, %q; want both watches closed", sessionEnd, convEnd)
+		must(0, s.Runtime().Sleep(ctx, time.Millisecond)) // the watch's actor delivers its last event
+		if before != core.SessionEventFault {
+			t.Fatalf("the earlier watch's last event = %q; want the fault", before)
 		}
 	})
 }

@@ -109,8 +109,7 @@ func (h *Harness) WatchSession(ctx context.Context, values ...storage.Address) (
 	}
 	w.capture = func(ctx context.Context) (*SessionView, error) { return h.captureSession(ctx, w) }
 	err := h.line.Do(ctx, func() (func(), error) {
-		switch h.d.phase {
-		case phaseClosing, phaseClosed:
+		if h.d.closingOrClosed() {
 			return nil, ErrClosed
 		}
 		v, err := w.capture(ctx)

@@ -93,8 +93,7 @@ func (h *Harness) Watch(ctx context.Context, conv storage.ID, opts WatchOptions)
 		w.watch(a)
 	}
 	err := h.line.Do(ctx, func() (func(), error) {
-		switch h.d.phase {
-		case phaseClosing, phaseClosed:
+		if h.d.closingOrClosed() {
 			return nil, ErrClosed
 		}
 		v, err := w.capture(ctx)

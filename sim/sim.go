@@ -340,7 +340,6 @@ func (e *DeadlockError) Error() string {
 	return "sim: deadlock: " + strings.Join(parts, "; ")
 }
 
-// PanicError reports an actor that panicked.
 // stackNoise are the parts of a goroutine stack that differ between two
 // runs of the same seed: goroutine numbers, argument words and pc offsets.
 var stackNoise = regexp.MustCompile(`goroutine \d+|\(0x[0-9a-f?, .{}]*\)|\{0x[0-9a-f?, .]*\}| \+0x[0-9a-f]+|0x[0-9a-f]+`)
@@ -352,6 +351,7 @@ func stableStack(stack []byte) string {
 	return stackNoise.ReplaceAllString(string(stack), "…")
 }
 
+// PanicError reports an actor that panicked.
 type PanicError struct {
 	Actor string
 	Value any

@@ -38,8 +38,9 @@ import (
 //
 // respond lines queue the model's answers in order (text, calls NAMES,
 // rate-limited, deferred, overflow, fail, aborted, slow MS TEXT); every
-// other line is one host action, numbered in order of appearance among the
-// program's lines (respond lines included), which is what --drop takes.
+// line is one host action. --drop numbers them the way the run reaches
+// them: the respond lines first (all answers are queued before anything
+// else happens), then the other lines, each in program order.
 
 // programMagic is a program's first line.
 const programMagic = "picosim program 1"
@@ -130,7 +131,7 @@ func (p *program) String() string {
 func (l progLine) String() string {
 	parts := []string{l.op}
 	for _, a := range l.args {
-		if a == "" || strings.ContainsAny(a, " \t\"\\") || !strconv.IsPrint(rune(a[0])) {
+		if needsQuote(a) {
 			a = strconv.Quote(a)
 		}
 		parts = append(parts, a)
@@ -151,6 +152,21 @@ func (p *program) hostOrder() []int {
 		}
 	}
 	return append(responds, others...)
+}
+
+// needsQuote reports whether an argument must be printed quoted to read
+// back as one token: empty, or holding a space, a quote, a backslash or
+// anything unprintable.
+func needsQuote(a string) bool {
+	if a == "" {
+		return true
+	}
+	for _, r := range a {
+		if r == ' ' || r == '"' || r == '\\' || !strconv.IsPrint(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // without is the program with the host actions numbered in drop left out:

@@ -104,3 +104,13 @@ func TestRunProgramFileAndReplayIt(t *testing.T) {
 		t.Fatalf("replay = %q, %v", got, err)
 	}
 }
+
+// An argument with a newline, a tab or a quote prints quoted and reads
+// back as the same one token.
+func TestArgumentsWithControlCharactersRoundTrip(t *testing.T) {
+	p := &program{tail: 1, lines: []progLine{{op: "accept", args: []string{"c0", "two\nlines\tand \"quotes\" \\ end"}}, {op: "write", args: []string{"c0", "plain"}}}}
+	q, err := parseProgram(p.String())
+	if err != nil || q.String() != p.String() || q.lines[0].args[1] != p.lines[0].args[1] {
+		t.Fatalf("read back %q (%v) from\n%s", q, err, p)
+	}
+}

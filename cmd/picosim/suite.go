@@ -70,6 +70,9 @@ func runSuite(ctx context.Context, w io.Writer, seeds int, backend string, progr
 		// Seed 1 runs first: it has no faults, and its length places the
 		// fault plans of the others, which then run on every core and are
 		// tallied in seed order.
+		if seeds < 1 {
+			break
+		}
 		results := make([]runResult, seeds)
 		errs := make([]error, seeds)
 		if results[0], errs[0] = suiteSeed(ctx, suiteSpec(sc, 1, backend, 0)); errs[0] == nil {

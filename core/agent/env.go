@@ -49,6 +49,15 @@ type ExecResult struct {
 	SpillPath string `json:"spillPath,omitempty"`
 }
 
+// SpillError is what Exec returns beside a valid ExecResult when the
+// process ran to its end but its whole output could not be kept
+// (ExecOptions.SpillAfter): the result still says how the process ended.
+type SpillError struct{ Err error }
+
+func (e *SpillError) Error() string { return "keeping the whole output: " + e.Err.Error() }
+
+func (e *SpillError) Unwrap() error { return e.Err }
+
 // FileInfo describes a file.
 type FileInfo struct {
 	Path string `json:"path"`

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
@@ -52,8 +53,8 @@ type JobOrigin struct {
 // Catch-up policies of a schedule: what a job does when it wakes after a
 // whole interval of its schedule went by (the session was down).
 const (
-	// CatchUpOnce runs once now for every missed run, then keeps to the
-	// schedule. It is the default.
+	// CatchUpOnce runs one run now for all the runs it missed (never the
+	// backlog), then keeps to the schedule. It is the default.
 	CatchUpOnce = "once"
 	// CatchUpSkip skips the missed runs and waits for the next one.
 	CatchUpSkip = "skip"
@@ -206,12 +207,16 @@ func appendJobNotice(tx *core.Tx, conv, job storage.ID, st JobState, status stri
 	var b strings.Builder
 	fmt.Fprintf(&b, "Job %d (%s) ", job, st.Cmd)
 	switch {
+	case status == JobLost && st.Every > 0:
+		b.WriteString("lost a run: the session stopped while it ran; it runs again on its schedule.")
 	case status == JobLost:
 		b.WriteString("was lost: the session stopped while it ran, and it is not safe to run again.")
 	case status == JobKilled:
 		b.WriteString("was stopped.")
+	case st.Every > 0 && st.ExitCode != nil:
+		fmt.Fprintf(&b, "finished a run with exit code %d; it runs again on its schedule.", *st.ExitCode)
 	case st.Every > 0:
-		fmt.Fprintf(&b, "finished a run with exit code %d; it runs again on its schedule.", derefInt(st.ExitCode))
+		b.WriteString("finished a run without an exit code; it runs again on its schedule.")
 	case st.ExitCode != nil:
 		fmt.Fprintf(&b, "exited with code %d.", *st.ExitCode)
 	default:
@@ -220,20 +225,17 @@ func appendJobNotice(tx *core.Tx, conv, job storage.ID, st JobState, status stri
 	if out != nil {
 		if text := out.text(); text != "" {
 			if len(text) > noticeOutputMax {
-				text = "…" + text[len(text)-noticeOutputMax:]
+				cut := len(text) - noticeOutputMax
+				for cut < len(text) && !utf8.RuneStart(text[cut]) {
+					cut++ // never split a character
+				}
+				text = "…" + text[cut:]
 			}
 			fmt.Fprintf(&b, "\nOutput (use the job tool's output command with id %d for all of it):\n%s", job, text)
 		}
 	}
 	msg := ai.Message{Role: ai.RoleSystem, Content: ai.PlainText(b.String()), Timestamp: now.UnixMilli()}
 	core.AppendNotice(tx, conv, JobNoticeData{Job: job, Cmd: st.Cmd, Status: status, ExitCode: st.ExitCode, Origin: st.Origin}, &msg)
-}
-
-func derefInt(p *int) int {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 // consumeNotify consumes a pending notification request for job and, if
@@ -364,7 +366,15 @@ func (k jobKind) run(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	var spillErr *SpillError
+	if errors.As(execErr, &spillErr) {
+		// The process ran to its end; only the spill file is missing.
+		execErr = nil
+	}
 	out := sink.result(execErr)
+	if spillErr != nil {
+		out.Diags = append(out.Diags, Diag{Severity: "warn", Code: "spill", Message: "the whole output could not be kept: " + spillErr.Err.Error()})
+	}
 	if execErr == nil {
 		code := res.ExitCode
 		st.ExitCode = &code

@@ -604,3 +604,31 @@ func TestAnInterruptedScheduleLosesTheRunNotTheSchedule(t *testing.T) {
 		must(0, b.h.Close(ctx))
 	})
 }
+
+// The job tool's wait on a delegated job that outlives the budget again
+// does not delegate it a second time, so its end is still announced once
+// (found by review: the second delegation placed a second notice when the
+// job ended in between).
+func TestAJobToolWaitDoesNotDelegateAgain(t *testing.T) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a, _ := shell(t, ctx, s, nil)
+		c := a.h.Root()
+		a.setBudget(ctx, c, time.Second)
+		r := a.route()
+		r.script(c.ID, calling(bashCall("b", "slow")), answer("running"))
+		must(c.Prompt(ctx, userText("run it"), agent.AcceptOptions{}))
+		_, job := a.jobOf(ctx, c.ID, "b")
+		r.script(c.ID, calling(jobCall("w", "wait", job)), answer("still running"))
+		must(c.Prompt(ctx, userText("wait for it"), agent.AcceptOptions{}))
+		var data agent.ToolResultData
+		must(0, json.Unmarshal(a.toolResults(ctx, c.ID)["w"].Data, &data))
+		if data.Delegated != 0 || len(data.Diags) != 1 || data.Diags[0].Code != "budget" {
+			t.Fatalf("the wait's result data = %+v; want the budget diag and no second delegation", data)
+		}
+		a.waitFor(ctx, s, job, "terminal", terminal)
+		if n := a.notices(ctx, c.ID); len(n) != 1 {
+			t.Fatalf("notices = %+v; want one", n)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}

@@ -149,7 +149,7 @@ func runBash(ctx context.Context, callID string, raw json.RawMessage, out *ToolO
 	if err != nil {
 		return err
 	}
-	return awaitJob(ctx, rt, job, out)
+	return awaitJob(ctx, rt, job, out, true)
 }
 
 // startToolJob creates the call's job once, with the reference on the
@@ -179,9 +179,11 @@ func startToolJob(ctx context.Context, rt *ToolRuntime, callID string, spec JobS
 }
 
 // awaitJob waits for job within the call's budget and writes its output.
-// A job still running when the budget runs out is delegated: the call
-// settles now and the job's end arrives as a notice.
-func awaitJob(ctx context.Context, rt *ToolRuntime, job storage.ID, out *ToolOutput) error {
+// A job still running when the budget runs out goes on without the call;
+// the call that started it (delegate) delegates it, so that its end
+// arrives as a notice. A job tool's wait does not: the job was delegated
+// once already, and its notice is asked for.
+func awaitJob(ctx context.Context, rt *ToolRuntime, job storage.ID, out *ToolOutput, delegate bool) error {
 	done, err := rt.WaitForTask(ctx, job, rt.Budget)
 	if err != nil {
 		return err
@@ -192,7 +194,9 @@ func awaitJob(ctx context.Context, rt *ToolRuntime, job storage.ID, out *ToolOut
 	}
 	writeJobOutput(out, o)
 	if !done {
-		out.Delegate(job)
+		if delegate {
+			out.Delegate(job)
+		}
 		out.Diag("info", fmt.Sprintf("still running as job %d after %s; use the job tool's wait, status, output or stop with id %d", job, rt.Budget, job), "budget")
 		return nil
 	}
@@ -280,10 +284,7 @@ func runJobTool(ctx context.Context, _ string, raw json.RawMessage, out *ToolOut
 		writeJobOutput(out, o)
 		return nil
 	case "wait":
-		if err := awaitJob(ctx, rt, args.ID, out); err != nil {
-			return err
-		}
-		return nil
+		return awaitJob(ctx, rt, args.ID, out, false)
 	case "stop":
 		if isTerminalJob(o.Status) {
 			out.Details["job"] = jobDetails{ID: o.Job, Status: o.Status, ExitCode: o.ExitCode}

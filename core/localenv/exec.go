@@ -57,8 +57,9 @@ func (s stopSignal) String() string {
 //     the goroutine that called Exec, never concurrently, in order within
 //     each stream. A chunk never ends inside a UTF-8 sequence that the
 //     next read completes.
-//   - When ctx is done the whole group gets SIGTERM and, if the process is
-//     still there after the kill grace (WithKillGrace), SIGKILL. The result
+//   - When ctx is done the whole group gets SIGTERM and, after the kill
+//     grace (WithKillGrace), SIGKILL: the shell if it is still there, and
+//     whatever of its group outlived it (a grandchild that ignores TERM). The result
 //     is Killed, with the signal that ended it and 128 + its number (143,
 //     137), and no error. A process that ends of its own accord in the
 //     very instant it is cancelled may be reported as killed.
@@ -70,7 +71,7 @@ func (s stopSignal) String() string {
 //   - With opts.SpillAfter > 0, an output longer than that is kept whole in
 //     a spill file (WithSpillDir), named by ExecResult.SpillPath. If the
 //     spill cannot be written, the result still says how the process ended
-//     and the error says what went wrong.
+//     and the error is an *agent.SpillError saying what went wrong.
 //   - A process that cannot be started is an error, and so is a ctx
 //     already done: Exec starts nothing rather than start a process only to
 //     kill it.
@@ -210,7 +211,10 @@ func (p *process) run(ctx context.Context, opts agent.ExecOptions, grace time.Du
 		}
 		sent = s
 	}
-	for chunks != nil || exited != nil {
+	// Once TERM went out, the loop also waits for the grace to end, so
+	// that what the shell started (a grandchild that ignores TERM, one
+	// whose output goes elsewhere) gets its KILL too.
+	for chunks != nil || exited != nil || kill != nil {
 		select {
 		case c, ok := <-chunks:
 			if !ok {
@@ -223,7 +227,9 @@ func (p *process) run(ctx context.Context, opts agent.ExecOptions, grace time.Du
 			}
 		case waitErr = <-exited:
 			exited = nil
-			drain = timer(outputDrainMax)
+			if kill == nil { // no TERM pending: bound the leftovers' output
+				drain = timer(outputDrainMax)
+			}
 		case <-done:
 			done = nil
 			if exited == nil { // the shell has ended; stop waiting for its leftovers
@@ -236,6 +242,10 @@ func (p *process) run(ctx context.Context, opts agent.ExecOptions, grace time.Du
 			kill = nil
 			if exited != nil {
 				signal(stopKill)
+			} else {
+				// The shell is gone; the rest of its group may not be.
+				_ = signalGroup(p.cmd.Process.Pid, stopKill)
+				drain = timer(outputDrainMax)
 			}
 		case <-drain:
 			drain = nil
@@ -254,5 +264,8 @@ func (p *process) run(ctx context.Context, opts agent.ExecOptions, grace time.Du
 		// handler: the signal still ended it.
 		res.Signal = sent.String()
 	}
-	return res, spillErr
+	if spillErr != nil {
+		return res, &agent.SpillError{Err: spillErr}
+	}
+	return res, nil
 }

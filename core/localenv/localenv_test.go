@@ -445,3 +445,35 @@ func TestNewRequiresAnExistingDirectory(t *testing.T) {
 		t.Errorf("New(link to %s): root %v, %v; want the resolved directory", dir, env, err)
 	}
 }
+
+// A grandchild that ignores TERM, and whose output goes elsewhere, still
+// gets the group's KILL once the grace ends, though the shell itself died
+// of the TERM (found by review: the KILL went out only while the shell
+// lived).
+func TestAGrandchildIgnoringTermIsKilledAfterTheGrace(t *testing.T) {
+	env, root := newEnv(t, localenv.WithKillGrace(200*time.Millisecond))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pid := 0
+	// The grandchild says it has set its trap before the shell says ready,
+	// so the TERM cannot land before the trap does.
+	res, err := env.Exec(ctx, `sh -c 'trap "" TERM; : > armed; while :; do sleep 0.05; done' >/dev/null 2>&1 & echo $! > pidfile; until [ -e armed ]; do sleep 0.01; done; echo ready; wait`, agent.ExecOptions{
+		OnUpdate: func(c agent.OutputChunk) {
+			data, err := os.ReadFile(filepath.Join(root, "pidfile"))
+			if err != nil {
+				t.Errorf("pidfile: %v", err)
+			}
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+			cancel()
+		}})
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if !res.Killed {
+		t.Errorf("result %+v; want killed", res)
+	}
+	if pid <= 0 {
+		t.Fatalf("no grandchild pid was read")
+	}
+	waitGone(t, pid)
+}
