@@ -36,6 +36,10 @@
 //
 //   - boundary.go: the vocabulary (Kind, Provider, Event, Boundary), Parse and PayloadError.
 //   - classify.go: State, Policy, DefaultPolicy and Classify.
+//   - socket.go: the lifecycle socket a host serves (a private directory,
+//     a per-launch token, the adapter states beside it) for the hook
+//     command, cmd/pico-hook. It is real I/O with goroutines of its own,
+//     for a real host, never used under the simulator.
 //   - transition.go: Apply, the other half: a classified boundary as one
 //     commit on the session's line (the old conversation stopped and its
 //     foreground marked, the new one with its provider_boundary entry made
