@@ -217,40 +217,22 @@ func sameView(want, got *core.ConversationView) bool {
 	return simtest.ViewDiff(want, got) == ""
 }
 
-// checkSessionWatch holds a live session watch to a fresh capture, the
-// way checkWatch holds a conversation watch.
+// checkSessionWatch holds a live session watch to a fresh capture, as
+// checkWatch does a conversation watch.
 func (e *env) checkSessionWatch(ctx context.Context, w *core.SessionWatchHandle) error {
 	if w == nil || e.h == nil {
 		return nil
 	}
-	for range watchChecksMax {
-		last := e.h.Store().LastSeq()
-		fresh, err := e.h.WatchSession(ctx)
-		if err != nil {
-			return nil
-		}
-		want := fresh.View()
-		fresh.Unsubscribe()
-		if want.Faulted || w.View().Faulted {
-			return nil
-		}
-		if diff := sessionDiff(want, w.View()); diff == "" {
-			return nil
-		}
-		if err := e.s.Runtime().Sleep(ctx, time.Millisecond); err != nil {
-			return nil
-		}
-		if w.View().Faulted {
-			return nil // the session faulted meanwhile
-		}
-		if e.h.Store().LastSeq() == last {
-			if diff := sessionDiff(want, w.View()); diff != "" {
-				return e.oracle.fail(broke(ruleWatchFold, "the session watch differs from a fresh capture (-capture +folded):\n%s", diff))
+	return holdToCapture(e, ctx, "the session watch", w.View,
+		func() (*core.SessionView, error) {
+			fresh, err := e.h.WatchSession(ctx)
+			if err != nil {
+				return nil, err
 			}
-			return nil
-		}
-	}
-	return nil
+			defer fresh.Unsubscribe()
+			return fresh.View(), nil
+		},
+		func(v *core.SessionView) bool { return v.Faulted }, sessionDiff)
 }
 
 // sessionDiff compares two session views as a client sees them: their
@@ -279,32 +261,47 @@ func (e *env) checkWatch(ctx context.Context, w *core.WatchHandle, conv storage.
 	if w == nil || e.h == nil {
 		return nil
 	}
+	return holdToCapture(e, ctx, fmt.Sprintf("the watch of conversation %d", conv), w.View,
+		func() (*core.ConversationView, error) {
+			fresh, err := e.h.Watch(ctx, conv, core.WatchOptions{Tail: tail})
+			if err != nil {
+				return nil, err
+			}
+			defer fresh.Unsubscribe()
+			return fresh.View(), nil
+		},
+		func(v *core.ConversationView) bool { return v.Faulted },
+		func(want, got *core.ConversationView) string {
+			if sameView(want, got) {
+				return ""
+			}
+			return simtest.ViewDiff(want, got)
+		})
+}
+
+// holdToCapture is the loop both watch checks share. A capture fails
+// (the session is closing) or says faulted: there is nothing to hold the
+// watch to, since a faulted session's watches stopped at the fault and
+// what the store holds past it (an uncertain commit) is not theirs to
+// show. Otherwise the watch gets a virtual millisecond to deliver; if
+// nothing committed meanwhile, the two must then agree.
+func holdToCapture[V any](e *env, ctx context.Context, what string, view func() *V, capture func() (*V, error),
+	faulted func(*V) bool, diff func(want, got *V) string) error {
 	for range watchChecksMax {
 		last := e.h.Store().LastSeq()
-		fresh, err := e.h.Watch(ctx, conv, core.WatchOptions{Tail: tail})
-		if err != nil {
-			return nil // the session is closing or faulted: nothing to hold it to
-		}
-		want := fresh.View()
-		fresh.Unsubscribe()
-		if want.Faulted || w.View().Faulted {
-			// A faulted session's watches stopped at the fault, and what
-			// the store holds past it (an uncertain commit) is not theirs
-			// to show: there is nothing to hold them to.
+		want, err := capture()
+		if err != nil || faulted(want) || faulted(view()) {
 			return nil
 		}
-		if sameView(want, w.View()) {
+		if diff(want, view()) == "" {
 			return nil
 		}
-		if err := e.s.Runtime().Sleep(ctx, time.Millisecond); err != nil {
+		if err := e.s.Runtime().Sleep(ctx, time.Millisecond); err != nil || faulted(view()) {
 			return nil
-		}
-		if w.View().Faulted {
-			return nil // the session faulted meanwhile
 		}
 		if e.h.Store().LastSeq() == last {
-			if diff := simtest.ViewDiff(want, w.View()); diff != "" {
-				return e.oracle.fail(broke(ruleWatchFold, "the watch of conversation %d differs from a fresh capture (-capture +folded):\n%s", conv, diff))
+			if d := diff(want, view()); d != "" {
+				return e.oracle.fail(broke(ruleWatchFold, "%s differs from a fresh capture (-capture +folded):\n%s", what, d))
 			}
 			return nil
 		}
