@@ -41,6 +41,9 @@ type Options struct {
 	Tools  []Tool
 	Retry  RetryPolicy
 	Env    ExecutionEnv
+	// Budget limits the session's turns, queries, output tokens, spend,
+	// tool calls and wall-clock time (budget.go); zero limits nothing.
+	Budget BudgetLimits
 }
 
 // config is what the built-in kinds run with in one session. It is the
@@ -51,6 +54,7 @@ type config struct {
 	tools  *toolRegistry
 	retry  RetryPolicy
 	env    ExecutionEnv
+	budget BudgetLimits
 }
 
 type configKey struct{}
@@ -87,7 +91,7 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 	if err != nil {
 		return nil, err
 	}
-	cfg := &config{models: opts.Models, tools: tools, retry: opts.Retry, env: opts.Env}
+	cfg := &config{models: opts.Models, tools: tools, retry: opts.Retry, env: opts.Env, budget: opts.Budget}
 	kinds := append([]core.TaskKind{GenerationKind, ToolKind, PostToolsKind, CollapseKind, JobKind}, opts.TaskKinds...)
 	h, err := core.Open(ctx, store, core.Options{
 		Runtime: opts.Runtime, EntryKinds: opts.EntryKinds, TaskKinds: kinds, Replace: opts.Replace,

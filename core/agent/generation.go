@@ -155,9 +155,17 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *cor
 	var msgs []ai.Message
 	var tools []ai.Tool
 	collapsed := false
+	var spent *BudgetError
 	if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if collapsed, err = k.collapseFirst(tx.Tx, cfg, task, st, model); err != nil || collapsed {
 			return err
+		}
+		// A query (and, on the first attempt, a turn) counts against the
+		// session's budget in the commit that starts it, or is refused.
+		if st.Deferred == nil {
+			if spent, err = cfg.budget.spendQuery(tx.Tx, rt.Now(), st.Attempt == 0); err != nil || spent != nil {
+				return err
+			}
 		}
 		fold, err := tx.SystemFold(conv)
 		if err != nil {
@@ -179,6 +187,9 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *cor
 		return nil
 	}); err != nil || collapsed {
 		return err
+	}
+	if spent != nil {
+		return k.fail(ctx, rt, task, st, nil, spent.Error(), nil)
 	}
 	st.Attempt++
 	req := ai.Request{Model: model, Messages: msgs, Tools: tools, ThinkingLevel: st.Config.Thinking,

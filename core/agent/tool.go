@@ -221,11 +221,21 @@ func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *core.Task
 	if replay == "" {
 		replay = ReplayNever
 	}
+	var spent *BudgetError
 	if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+		// A tool call counts against the session's budget in the commit
+		// that starts it, or is refused.
+		var err error
+		if spent, err = cfg.budget.spendToolCall(tx.Tx, rt.Now()); err != nil || spent != nil {
+			return err
+		}
 		tx.Patch(task.ID, core.TaskPatch{Status: "running", State: map[string]any{"args": args, "replay": replay, "limits": tool.Output}})
 		return nil
 	}); err != nil {
 		return err
+	}
+	if spent != nil {
+		return settleToolError(ctx, rt, task, st, spent, nil)
 	}
 	st.Args, st.Replay, st.Limits = args, replay, tool.Output
 	return runTool(ctx, rt, cfg, task, st, tool)
