@@ -60,8 +60,30 @@ func crashProviderClear(ctx context.Context, s *sim.Sim, store *fault.Storage, r
 	r.end(ctx, a, c)
 }
 
-// crashBoundaryWhole holds the restarted session to all-or-nothing.
+// crashBoundaryWhole holds the restarted session to all-or-nothing, then
+// redelivers the clear: afterwards the boundary exists exactly once.
 func crashBoundaryWhole(ctx context.Context, h *agent.Harness) []string {
+	if problems := crashBoundaryState(ctx, h); len(problems) > 0 {
+		return problems
+	}
+	tr, err := boundary.Apply(ctx, h.Harness, boundary.Boundary{Kind: boundary.Clear, Provider: boundary.Claude, SessionID: "thread-2", Source: "clear"})
+	if err != nil {
+		return []string{fmt.Sprintf("the redelivered clear: %v", err)}
+	}
+	entries := 0
+	for _, c := range crashMust(storage.AllPages(func(cur storage.Cursor) (storage.Page[storage.Conversation], error) {
+		return h.Store().ScanConversations(ctx, storage.ConversationQuery{Cursor: cur})
+	})) {
+		entries += len(crashMust(h.Store().ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: 10}, ConversationID: c.ID, Kind: boundary.EntryKind.Kind()})).Items)
+	}
+	if entries != 1 || crashMust(boundary.Current(ctx, h.Harness)) != tr.Binding.Conversation {
+		return []string{fmt.Sprintf("after the redelivery %d provider_boundary entries, binding %+v; want exactly one boundary, current", entries, tr.Binding)}
+	}
+	return crashBoundaryState(ctx, h)
+}
+
+// crashBoundaryState is the all-or-nothing check.
+func crashBoundaryState(ctx context.Context, h *agent.Harness) []string {
 	store := h.Store()
 	bound, _ := crashMust2(store.GetValue(ctx, boundary.BindingValue.WithKey("claude/thread-2").Address, 0))
 	current := crashMust(boundary.Current(ctx, h.Harness))

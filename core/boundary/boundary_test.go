@@ -1,6 +1,7 @@
 package boundary_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +10,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/boundary"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/simtest"
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
 )
 
 // Payloads built from the fields each provider documents (the reference's
@@ -159,6 +165,7 @@ func TestFixtureScenarios(t *testing.T) {
 			if want := strings.Count(fmt.Sprint(tc.want), string(boundary.Clear)); clears != want {
 				t.Fatalf("%d boundaries change the session; want %d", clears, want)
 			}
+			endToEnd(t, bs)
 		})
 	}
 }
@@ -219,4 +226,53 @@ func TestStateRoundTrips(t *testing.T) {
 	if err := json.Unmarshal(raw, &back); err != nil || back != st || back.Ending != P {
 		t.Fatalf("state %s read back as %+v (%v)", raw, back, err)
 	}
+}
+
+// endToEnd applies a scenario's boundaries to a session and checks what
+// it holds: a conversation per clear and per fork besides the root, a
+// provider_boundary entry per clear, every bound provider session bound,
+// and the conversation of the last binding current.
+func endToEnd(t *testing.T, bs []boundary.Boundary) {
+	t.Helper()
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := must(core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), CheckInvariants: true}))
+		wantConvs, wantEntries := 1, 0
+		var last boundary.Transition
+		for _, b := range bs {
+			tr := must(boundary.Apply(ctx, h, b))
+			if tr.Changed {
+				last = tr
+				switch b.Kind {
+				case boundary.Clear:
+					wantConvs, wantEntries = wantConvs+1, wantEntries+1
+				case boundary.Fork:
+					wantConvs++
+				}
+			}
+		}
+		convs := must(storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
+			return h.Store().ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
+		}))
+		entries := 0
+		for _, c := range convs {
+			entries += len(must(h.Store().ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: 10}, ConversationID: c.ID, Kind: boundary.EntryKind.Kind()})).Items)
+		}
+		if len(convs) != wantConvs || entries != wantEntries {
+			t.Fatalf("%d conversations, %d provider_boundary entries; want %d and %d", len(convs), entries, wantConvs, wantEntries)
+		}
+		for _, b := range bs {
+			if b.Kind == boundary.Compact || b.Kind == boundary.None || b.Kind == boundary.UIOnly {
+				continue
+			}
+			if _, ok := must2(h.Store().GetValue(ctx, boundary.BindingValue.WithKey(string(b.Provider)+"/"+b.SessionID).Address, 0)); !ok {
+				t.Fatalf("provider session %s is not bound", b.SessionID)
+			}
+		}
+		if last.Changed {
+			if cur := must(boundary.Current(ctx, h)); cur != last.Binding.Conversation {
+				t.Fatalf("current %d; want the last binding's %d", cur, last.Binding.Conversation)
+			}
+		}
+		must(0, h.Close(ctx))
+	})
 }

@@ -56,7 +56,14 @@ func TestTurnsCarryAcrossAClearAndTheNextTurnIsStillRefused(t *testing.T) {
 		if r := x.prompt(t, ctx, root.ID, "third"); r.Status != agent.InputFailed || agent.BudgetAxisOf(r) != agent.AxisTurns {
 			t.Fatalf("the third turn = %+v; want failed on the turns axis", r)
 		}
+		usedBefore, _ := must2(x.h.Store().GetValue(ctx, agent.BudgetUsedValue.Address, 0))
+		totalsBefore, _ := must2(x.h.Store().GetValue(ctx, agent.UsageTotals.Address, 0))
 		next := x.apply(t, ctx, boundary.Clear, "clear", N).Binding.Conversation
+		usedAfter, _ := must2(x.h.Store().GetValue(ctx, agent.BudgetUsedValue.Address, 0))
+		totalsAfter, _ := must2(x.h.Store().GetValue(ctx, agent.UsageTotals.Address, 0))
+		if string(usedBefore.Value) != string(usedAfter.Value) || string(totalsBefore.Value) != string(totalsAfter.Value) {
+			t.Fatalf("the clear changed what the budget counts: %s → %s, %s → %s", usedBefore.Value, usedAfter.Value, totalsBefore.Value, totalsAfter.Value)
+		}
 		if r := x.prompt(t, ctx, next, "after the clear"); r.Status != agent.InputFailed || agent.BudgetAxisOf(r) != agent.AxisTurns {
 			t.Fatalf("the first turn after the clear = %+v; want still refused: turns carry", r)
 		}

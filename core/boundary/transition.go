@@ -98,8 +98,9 @@ func Current(ctx context.Context, h *core.Harness) (storage.ID, error) {
 //     bound to it;
 //   - startup and resume: the provider session is bound to the current
 //     conversation (no new conversation);
-//   - fork: a fork of the current conversation at its last entry is
-//     created, bound to the new provider session and made current;
+//   - fork: a fork of the current conversation at its last entry (at its
+//     start when it has none) is created, bound to the new provider
+//     session and made current;
 //   - compact, ui-only, none: nothing.
 //
 // A provider session already bound commits nothing and returns the binding
@@ -139,15 +140,13 @@ func Apply(ctx context.Context, h *core.Harness, b Boundary) (Transition, error)
 			bind.Conversation, bind.Previous = next, cur
 			core.TxValue(tx, CurrentValue).Set(next)
 		case Fork:
-			at, err := lastEntry(tx, cur)
+			at, err := lastEntry(tx, cur) // core.ForkStart for an empty one
 			if err != nil {
 				return err
 			}
-			if at != 0 {
-				fork := tx.Fork(cur, at)
-				bind.Conversation, bind.Previous = fork, cur
-				core.TxValue(tx, CurrentValue).Set(fork)
-			}
+			fork := tx.Fork(cur, at)
+			bind.Conversation, bind.Previous = fork, cur
+			core.TxValue(tx, CurrentValue).Set(fork)
 		}
 		core.TxValue(tx, addr).Set(bind)
 		tr.Binding, tr.Changed = bind, true
