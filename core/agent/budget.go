@@ -19,6 +19,9 @@ import (
 // context budget is per conversation: a new conversation starts empty.
 
 // BudgetLimits are a session's limits; zero means no limit on that axis.
+// Turns counts model turns: generations, each counted at its first
+// attempt (an answer after tool results is a turn of its own); Queries
+// counts every provider request, retries included.
 type BudgetLimits struct {
 	Turns        int
 	Queries      int
