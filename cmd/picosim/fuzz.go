@@ -242,6 +242,8 @@ type finding struct {
 	// smallest case's traces went ("" when an interruption stopped
 	// fuzz before the smallest case ran again).
 	trace, smallestTrace string
+	// timeline is the smallest case's trace as picosim show prints it.
+	timeline string
 	// program, for a generated run, is where the smallest case's program
 	// went, programText is it, and programCmd runs it.
 	program, programText string
@@ -419,6 +421,15 @@ func (f *fuzzer) writeTraces(ctx context.Context, fd *finding, trace []byte) err
 	if fd.smallestTrace, err = writeArtifact(f.cfg.out, name+"-smallest.jsonl", smallest.Bytes()); err != nil {
 		return &fieldError{"--out", err}
 	}
+	// The smallest case's timeline, for a person to read (picosim show).
+	if lines, err := traceLines(smallest.Bytes()); err == nil {
+		var timeline bytes.Buffer
+		if showTrace(&timeline, lines, showOptions{}) == nil {
+			if fd.timeline, err = writeArtifact(f.cfg.out, name+"-smallest.timeline.txt", timeline.Bytes()); err != nil {
+				return &fieldError{"--out", err}
+			}
+		}
+	}
 	if fd.smallest.sc.generated {
 		// The smallest case as a program of its own: the drawn (or given)
 		// program without the dropped lines, runnable with --program.
@@ -451,6 +462,9 @@ func (f *fuzzer) report(w io.Writer, start time.Time, stopped error) {
 		fmt.Fprintf(w, "  trace: %s\n", fd.trace)
 		if fd.smallestTrace != "" {
 			fmt.Fprintf(w, "  smallest trace: %s\n", fd.smallestTrace)
+		}
+		if fd.timeline != "" {
+			fmt.Fprintf(w, "  its timeline: %s\n", fd.timeline)
 		}
 		if fd.program != "" {
 			fmt.Fprintf(w, "  smallest program: %s\n    %s\n  runs with: %s\n", fd.program,

@@ -36,6 +36,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return helpMain(stdout)
 	case "replay":
 		return replayMain(ctx, args[1:], stdout, stderr)
+	case "show":
+		return showMain(args[1:], stdout, stderr)
 	case "check":
 		return checkMain(ctx, args[1:], stdout, stderr)
 	case "fuzz":

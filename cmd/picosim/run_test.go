@@ -338,3 +338,43 @@ func TestInvariantsCatchLostAcknowledgedWork(t *testing.T) {
 		t.Fatalf("%v %v", err, problems)
 	}
 }
+
+// picosim show's timeline of a golden trace, whole and filtered, is
+// golden too; a damaged trace is refused.
+func TestShowTimelines(t *testing.T) {
+	trace := filepath.Join("..", "..", "fixtures", "traces", "provider-clear.crash.jsonl")
+	for _, tc := range []struct {
+		golden string
+		args   []string
+	}{
+		{"show-provider-clear-crash", nil},
+		{"show-provider-clear-crash-commits", []string{"--kinds", "commit,host,fault,restart,check", "--from", "10", "--to", "60"}},
+		{"show-provider-clear-crash-main", []string{"--actor", "main", "--kinds", "host,commit"}},
+	} {
+		var out, errOut bytes.Buffer
+		if code := showMain(append([]string{trace}, tc.args...), &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errOut.String())
+		}
+		golden := filepath.Join("testdata", tc.golden+".golden")
+		if *update {
+			if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (go test ./cmd/picosim -update creates it)", err)
+		}
+		if out.String() != string(want) {
+			t.Errorf("show %v:\n%s\nwant:\n%s\n(if intended: go test ./cmd/picosim -update)", tc.args, out.String(), want)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte("{\"k\":\"run\"\nnot json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := showMain([]string{bad}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "bad.jsonl") {
+		t.Fatalf("show of a damaged trace: exit %d, %q; want a usage failure naming the file", code, errOut.String())
+	}
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// showRecord is the part of a trace record show reads.
+type showRecord struct {
+	Kind   string          `json:"k"`
+	Step   int             `json:"step"`
+	Actor  string          `json:"actor"`
+	Point  string          `json:"point"`
+	At     int64           `json:"atMs"`
+	Error  string          `json:"error"`
+	Detail json.RawMessage `json:"detail"`
+}
+
+// showOptions are picosim show's filters.
+type showOptions struct {
+	actor    string
+	from, to int
+	kinds    []string
+}
+
+const showHelp = `usage: picosim show TRACE [--actor NAME] [--from STEP] [--to STEP] [--kinds K1,K2]
+
+Prints a trace as a timeline: the actors as columns (a letter each, named in the legend), one line
+per record — scheduling decision, commit, event, host action, fault, restart, model call, process
+milestone, failure — with its step and virtual time. ● marks the actor of the line, │ the actors
+alive then.
+
+  --actor NAME   only records of actors whose name contains NAME
+  --from STEP    only records from scheduling step STEP on
+  --to STEP      only records up to step STEP
+  --kinds K,…    only these record kinds (run, commit, event, host, fault, restart, failure, time,
+                 spawn, exit, faux.call, faux.end, proc.start, proc.exit, check, program, …)
+
+Exit status: 0, 2 for a mistake of use or a damaged trace.
+`
+
+func showMain(args []string, stdout, stderr io.Writer) int {
+	var o showOptions
+	fl := flag.NewFlagSet("show", flag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	fl.StringVar(&o.actor, "actor", "", "only records of actors whose name contains this")
+	fl.IntVar(&o.from, "from", 0, "first step")
+	fl.IntVar(&o.to, "to", 0, "last step (0: the end)")
+	kinds := fl.String("kinds", "", "record kinds, comma-separated")
+	pos, err := parseAnywhere(fl, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, showHelp)
+		return 0
+	case err != nil:
+		return fail(stderr, "show", err)
+	case len(pos) != 1:
+		return fail(stderr, "show", usagef("want one TRACE; usage: picosim show TRACE [FLAGS]"))
+	}
+	if *kinds != "" {
+		o.kinds = strings.Split(*kinds, ",")
+	}
+	lines, _, err := readTrace(pos[0])
+	if err != nil {
+		return fail(stderr, "show", fmt.Errorf("%s: %w", pos[0], err))
+	}
+	if err := showTrace(stdout, lines, o); err != nil {
+		return fail(stderr, "show", fmt.Errorf("%s: %w", pos[0], err))
+	}
+	return 0
+}
+
+// showTrace writes the timeline of a trace's lines.
+func showTrace(w io.Writer, lines [][]byte, o showOptions) error {
+	recs := make([]showRecord, len(lines))
+	for i, l := range lines {
+		if err := json.Unmarshal(l, &recs[i]); err != nil {
+			return damaged("line %d: %v", i+1, err)
+		}
+	}
+	// The actors, in order of appearance, each a column.
+	var actors []string
+	col := map[string]int{}
+	for _, r := range recs {
+		if _, ok := col[r.Actor]; r.Actor != "" && !ok {
+			col[r.Actor] = len(actors)
+			actors = append(actors, r.Actor)
+		}
+	}
+	fmt.Fprint(w, showHeader(recs))
+	fmt.Fprintf(w, "actors:")
+	for i, a := range actors {
+		fmt.Fprintf(w, " %c=%s", columnLetter(i), a)
+	}
+	letters := make([]rune, len(actors))
+	for i := range letters {
+		letters[i] = columnLetter(i)
+	}
+	fmt.Fprintf(w, "\n\n%6s %9s  %s  %s\n", "step", "time", string(letters), "what")
+	alive := make([]bool, len(actors))
+	var now int64
+	step := 0
+	for _, r := range recs {
+		if r.Step != 0 {
+			step = r.Step
+		}
+		if r.At != 0 {
+			now = r.At
+		}
+		c, has := col[r.Actor]
+		if has && (r.Kind == "spawn" || r.Kind == "run") {
+			alive[c] = true
+		}
+		if o.keep(r, step) {
+			lanes := make([]rune, len(actors))
+			for i := range lanes {
+				lanes[i] = ' '
+				if alive[i] {
+					lanes[i] = '│'
+				}
+			}
+			if has {
+				lanes[c] = '●'
+			}
+			fmt.Fprintf(w, "%6d %9s  %s  %s\n", step, showTime(now), string(lanes), describe(r))
+		}
+		if has && r.Kind == "exit" {
+			alive[c] = false
+		}
+	}
+	return nil
+}
+
+func (o showOptions) keep(r showRecord, step int) bool {
+	switch {
+	case o.actor != "" && !strings.Contains(r.Actor, o.actor):
+		return false
+	case step < o.from:
+		return false
+	case o.to > 0 && step > o.to:
+		return false
+	case len(o.kinds) > 0 && !slices.Contains(o.kinds, r.Kind):
+		return false
+	}
+	return true
+}
+
+// columnLetter names column i: a–z, then A–Z, then digits, then '+'.
+func columnLetter(i int) rune {
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	if i < len(letters) {
+		return rune(letters[i])
+	}
+	return '+'
+}
+
+func showTime(ms int64) string {
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+// showHeader is the trace's first line: what run it is.
+func showHeader(recs []showRecord) string {
+	for _, r := range recs {
+		if r.Kind == "header" {
+			var h traceHeader
+			if json.Unmarshal(r.Detail, &h) == nil {
+				return fmt.Sprintf("trace: %s seed %d on %s (%s), faults %s, %d records\n", h.Scenario, h.Seed, h.Backend, h.Strategy, h.Faults.String(), len(recs))
+			}
+		}
+	}
+	return fmt.Sprintf("trace: %d records\n", len(recs))
+}
+
+// describe is a record's line of text.
+func describe(r showRecord) string {
+	d := map[string]any{}
+	_ = json.Unmarshal(r.Detail, &d)
+	switch r.Kind {
+	case "run":
+		return "runs at " + r.Point
+	case "spawn", "exit":
+		return r.Kind + " " + r.Actor
+	case "time":
+		return "time moves to " + showTime(r.At)
+	case "commit":
+		return describeCommit(r.Detail)
+	case "event":
+		s := fmt.Sprintf("event %v", d["type"])
+		if e, ok := d["entry"].(map[string]any); ok {
+			s += fmt.Sprintf(" %v (%v)", e["id"], e["kind"])
+		}
+		if id, ok := d["taskId"]; ok {
+			s += fmt.Sprintf(" task %v", id)
+		}
+		return s
+	case "host":
+		s := fmt.Sprintf("host #%v: %v", d["index"], d["action"])
+		if d["dropped"] == true {
+			s += " (dropped)"
+		}
+		return s
+	case "refused":
+		return fmt.Sprintf("refused: %v: %s", d["action"], firstLine(fmt.Sprint(d["error"])))
+	case "failure":
+		return "FAILURE: " + firstLine(r.Error)
+	case "check":
+		if d["ok"] == true {
+			return "check: ok"
+		}
+		return "check: FAILED: " + firstLine(fmt.Sprint(d["error"]))
+	case "program":
+		var text string
+		_ = json.Unmarshal(r.Detail, &text)
+		return fmt.Sprintf("program of %d lines", strings.Count(text, "\n")-2)
+	case "header":
+		return "header"
+	}
+	raw := string(r.Detail)
+	if len(raw) > 100 {
+		raw = raw[:99] + "…"
+	}
+	if raw == "" {
+		return r.Kind
+	}
+	return r.Kind + " " + raw
+}
+
+// describeCommit summarizes a commit: its range, the task that wrote it
+// (scratch), and its writes by type, entries and tasks by kind.
+func describeCommit(raw json.RawMessage) string {
+	var c struct {
+		First  int64 `json:"first"`
+		Last   int64 `json:"last"`
+		Task   int64 `json:"task"`
+		Writes []struct {
+			Type  string `json:"type"`
+			Entry *struct {
+				Kind string `json:"kind"`
+			} `json:"entry"`
+			Task *struct {
+				Kind string `json:"kind"`
+			} `json:"task"`
+			Status string `json:"status"`
+			Abort  bool   `json:"abort"`
+		} `json:"writes"`
+	}
+	if json.Unmarshal(raw, &c) != nil {
+		return "commit ?"
+	}
+	var parts []string
+	count := map[string]int{}
+	var order []string
+	for _, w := range c.Writes {
+		label := w.Type
+		switch {
+		case w.Entry != nil:
+			label = "entry " + w.Entry.Kind
+		case w.Task != nil:
+			label = "task " + w.Task.Kind
+		case w.Type == "settle":
+			label = "settle " + w.Status
+		case w.Type == "patch" && w.Abort:
+			label = "abort mark"
+		case w.Type == "patch" && w.Status != "":
+			label = "patch " + w.Status
+		}
+		if count[label] == 0 {
+			order = append(order, label)
+		}
+		count[label]++
+	}
+	for _, l := range order {
+		if count[l] > 1 {
+			l += " ×" + strconv.Itoa(count[l])
+		}
+		parts = append(parts, l)
+	}
+	where := ""
+	if c.Task != 0 {
+		where = fmt.Sprintf(" (scratch of task %d)", c.Task)
+	}
+	return fmt.Sprintf("commit %d–%d%s: %s", c.First, c.Last, where, strings.Join(parts, ", "))
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
