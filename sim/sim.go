@@ -31,6 +31,10 @@ type Options struct {
 	Trace *Trace
 	// StepsMax bounds the number of scheduling decisions (0 = default).
 	StepsMax int
+	// OnStep, when set, is called after each scheduling decision with its
+	// step, before the chosen actor runs: a place to look at the run as it
+	// stands. It must not block or call the runtime.
+	OnStep func(step int)
 }
 
 // Sim is one simulated run. Create it with New, then call Run once.
@@ -40,6 +44,7 @@ type Sim struct {
 	strategy Strategy
 	trace    *Trace
 	stepsMax int
+	onStep   func(step int)
 
 	actors  []*actor // every actor, by id
 	cur     *actor   // the actor holding the baton; nil before the first hand-off
@@ -60,6 +65,7 @@ func New(opts Options) *Sim {
 		strategy: opts.Strategy,
 		trace:    opts.Trace,
 		stepsMax: opts.StepsMax,
+		onStep:   opts.OnStep,
 		outcome:  make(chan error, 1),
 	}
 	if s.strategy == nil {
@@ -241,6 +247,9 @@ func (s *Sim) schedule(from *actor) {
 			next.state, next.cond = runnable, nil
 			if s.trace != nil {
 				s.trace.record(event{Kind: "run", Step: s.step, Actor: next.name, Point: next.point, Of: len(cands)})
+			}
+			if s.onStep != nil {
+				s.onStep(s.step)
 			}
 			s.cur = next
 			next.resume <- false // buffered: handing the baton to itself does not block

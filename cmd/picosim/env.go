@@ -45,6 +45,8 @@ type env struct {
 	// proc is the fake execution environment of a shell scenario, the
 	// same machine across restarts.
 	proc *proc.Env
+	// last is the newest commit record, for replay --until.
+	last json.RawMessage
 	// adapter is the provider adapter's state of the launch (boundary.go).
 	adapter boundary.State
 	// prog is the generated scenario's program (see program).
@@ -453,12 +455,16 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 				r.e.entries = append(r.e.entries, rng.First+storage.ID(i))
 			}
 		}
-		r.e.s.Record("commit", struct {
+		rec := struct {
 			First  storage.ID      `json:"first"`
 			Last   storage.ID      `json:"last"`
 			Task   storage.ID      `json:"task,omitempty"`
 			Writes []storage.Write `json:"writes"`
-		}{rng.First, rng.Last, b.Task, b.Writes})
+		}{rng.First, rng.Last, b.Task, b.Writes}
+		r.e.s.Record("commit", rec)
+		if r.e.spec.inspect != nil {
+			r.e.last, _ = json.Marshal(rec)
+		}
 	}
 	return rng, err
 }

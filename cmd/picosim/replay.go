@@ -9,6 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/sim/clock"
+	"github.com/pico-go/pico/storage"
 )
 
 // Bounds of a trace file. A run's records are a few kilobytes at most (the
@@ -125,17 +130,22 @@ func asHeader(err error) error {
 	return err
 }
 
-const replayHelp = `usage: picosim replay TRACE
+const replayHelp = `usage: picosim replay TRACE [--until STEP]
 
 Re-runs the run a trace records and prints identical, or the first line that differs (exit 1). A
 trace that is not whole (cut short, a line that is no record, a header no run can carry out) is
 refused as damaged (exit 2).
+
+  --until STEP   also print the run's state at scheduling step STEP (picosim show gives the steps):
+                 virtual time, the live tasks with their status and running method, the root's
+                 queued inbox, the last commit and the root watch's folded view
 `
 
 // replayMain re-runs a trace and compares the new trace line by line.
 func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
+	until := fl.Int("until", 0, "print the run's state at this scheduling step")
 	pos, err := parseAnywhere(fl, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -148,9 +158,20 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case len(pos) > 1:
 		return fail(stderr, "replay", usagef("unexpected argument %q", pos[1]))
 	}
-	diff, err := replay(ctx, pos[0])
+	var state string
+	diff, err := replayInspecting(ctx, pos[0], func(e *env, step int) {
+		if *until > 0 && step == *until {
+			state = e.stateAt(step)
+		}
+	})
 	if err != nil {
 		return fail(stderr, "replay", fmt.Errorf("%s: %w", pos[0], err))
+	}
+	if *until > 0 {
+		if state == "" {
+			return fail(stderr, "replay", usagef("--until %d: the run does not reach that step", *until))
+		}
+		fmt.Fprint(stdout, state)
 	}
 	if diff != "" {
 		fmt.Fprint(stdout, diff)
@@ -163,6 +184,12 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // replay re-runs the trace at path and returns where the new trace first
 // differs, or "" when it is identical.
 func replay(ctx context.Context, path string) (string, error) {
+	return replayInspecting(ctx, path, nil)
+}
+
+// replayInspecting is replay calling inspect after every scheduling
+// decision of the re-run.
+func replayInspecting(ctx context.Context, path string, inspect func(e *env, step int)) (string, error) {
 	was, h, err := readTrace(path)
 	if err != nil {
 		return "", err
@@ -171,6 +198,7 @@ func replay(ctx context.Context, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	spec.inspect = inspect
 	var again bytes.Buffer
 	if _, err := runScenario(ctx, spec, &again); err != nil {
 		return "", asHeader(err)
@@ -205,4 +233,66 @@ func orEnd(line []byte) string {
 		return "(end of trace)"
 	}
 	return string(line)
+}
+
+// stateAt describes the run as it stands at a scheduling step, for replay
+// --until: read from the store and the process's own indexes, without
+// waiting on anything (it runs inside the scheduler).
+func (e *env) stateAt(step int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "at step %d, virtual time %s\n", step, e.s.Now().Sub(clock.Epoch))
+	if e.h == nil {
+		b.WriteString("no session is open\n")
+		return b.String()
+	}
+	ctx := context.Background()
+	store := e.h.Store()
+	live := true
+	tasks, err := storage.AllPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
+		return store.ScanTasks(ctx, storage.TaskQuery{Cursor: c, Live: &live})
+	})
+	b.WriteString("live tasks:\n")
+	switch {
+	case err != nil:
+		fmt.Fprintf(&b, "  (unreadable: %v)\n", err)
+	case len(tasks) == 0:
+		b.WriteString("  none\n")
+	}
+	for _, t := range tasks {
+		running := "not running"
+		if m, ok := e.oracle.active[t.ID]; ok {
+			running = string(m) + " running"
+		}
+		mark := ""
+		if t.Abort {
+			mark = ", marked for abort"
+		}
+		bg := ""
+		if t.Background {
+			bg = ", background"
+		}
+		fmt.Fprintf(&b, "  %d %s in conversation %d: %s (%s%s%s)\n", t.ID, t.Kind, t.ConversationID, t.Status, running, mark, bg)
+	}
+	inbox, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
+		return store.ReadList(ctx, agent.InboxList.In(root).Address, storage.ListQuery{Cursor: c})
+	})
+	b.WriteString("queued inbox of the root:\n")
+	if err == nil && len(inbox) == 0 {
+		b.WriteString("  empty\n")
+	}
+	for _, el := range inbox {
+		var item agent.InboxItem
+		_ = json.Unmarshal(el.Value, &item)
+		fmt.Fprintf(&b, "  %d %s\n", el.ID, item.Mode)
+	}
+	if e.last != nil {
+		fmt.Fprintf(&b, "last commit: %s\n", describeCommit(e.last))
+	} else {
+		b.WriteString("last commit: none\n")
+	}
+	if e.watch != nil {
+		view, _ := json.Marshal(e.watch.View())
+		fmt.Fprintf(&b, "root view: %s\n", view)
+	}
+	return b.String()
 }

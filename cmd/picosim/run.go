@@ -59,6 +59,9 @@ type runSpec struct {
 	program *program
 	// programFile is where --program read it, for the command line.
 	programFile string
+	// inspect, when set, is called after every scheduling decision with
+	// the run's env (replay --until); it is no part of what the run is.
+	inspect func(e *env, step int)
 }
 
 // command is the picosim command line that repeats the run, each argument
@@ -210,8 +213,16 @@ func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error)
 		return res, err
 	}
 	tr := sim.NewTrace(trace, false)
-	s := sim.New(sim.Options{Seed: spec.seed, Strategy: strat, Trace: tr})
 	var e *env
+	opts := sim.Options{Seed: spec.seed, Strategy: strat, Trace: tr}
+	if spec.inspect != nil {
+		opts.OnStep = func(step int) {
+			if e != nil {
+				spec.inspect(e, step)
+			}
+		}
+	}
+	s := sim.New(opts)
 	runErr := s.Run(context.Background(), func(ctx context.Context) {
 		s.Record("header", traceHeader{Format: traceFormat, runIdentity: spec.identity()})
 		e = newEnv(s, spec, dir)

@@ -378,3 +378,26 @@ func TestShowTimelines(t *testing.T) {
 		t.Fatalf("show of a damaged trace: exit %d, %q; want a usage failure naming the file", code, errOut.String())
 	}
 }
+
+// replay --until prints the run's state at a step inside a turn: the
+// streaming generation and the method it runs, the last commit, the root
+// view so far; the replay still says identical. A step the run never
+// reaches is a mistake of use.
+func TestReplayUntilAStepInsideATurn(t *testing.T) {
+	trace := filepath.Join("..", "..", "fixtures", "traces", "provider-clear.jsonl")
+	var out, errOut bytes.Buffer
+	if code := replayMain(context.Background(), []string{trace, "--until", "16"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"at step 16, virtual time 0s", "7 generation in conversation 1: streaming (execute running)",
+		"last commit: commit 8–9: entry system, patch streaming", `root view: {"conversation":{"id":1}`, "identical"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("replay --until 16 printed:\n%s\nwithout %q", out.String(), want)
+		}
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := replayMain(context.Background(), []string{trace, "--until", "1000000"}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "does not reach") {
+		t.Fatalf("--until past the end: exit %d, %q", code, errOut.String())
+	}
+}
