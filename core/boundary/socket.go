@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/pico-go/pico/core"
 )
@@ -141,8 +142,15 @@ func (s *Server) accept(ctx context.Context) {
 	}
 }
 
+// requestTimeout bounds one connection: a client that sends nothing (or
+// never reads the answer) cannot hold a delivery slot, nor make Close wait.
+const requestTimeout = 10 * time.Second
+
 // serve answers one connection's one request.
 func (s *Server) serve(ctx context.Context, conn net.Conn) {
+	if err := conn.SetDeadline(time.Now().Add(requestTimeout)); err != nil {
+		return
+	}
 	r := bufio.NewReaderSize(conn, 64<<10)
 	line, err := readLine(r, requestMax)
 	resp := Response{}
