@@ -52,6 +52,8 @@ type benchConfig struct {
 	// Dir, when set, is where the session's files go and stay; otherwise
 	// a temporary directory, removed afterwards.
 	Dir string
+	// progress, when set, hears how many turns are done after each one.
+	progress func(done, total int)
 }
 
 // benchTurnsMax bounds --turns: the workload's provider script and its
@@ -265,6 +267,9 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 		if answer != nil {
 			res.Done++
 		}
+		if c.progress != nil {
+			c.progress(i+1, c.Turns)
+		}
 	}
 	res.WallMs = float64(time.Since(start).Microseconds()) / 1000
 	var ru1 syscall.Rusage
@@ -469,6 +474,18 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err := pprof.StartCPUProfile(&profileBuf); err != nil {
 			_ = profile.Close()
 			return fail(stderr, "bench", &fieldError{"--cpuprofile", err})
+		}
+	}
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+		last := time.Now()
+		c.progress = func(done, total int) {
+			if done == total || time.Since(last) >= time.Second {
+				last = time.Now()
+				fmt.Fprintf(stderr, "\rbench: %d/%d turns ", done, total)
+				if done == total {
+					fmt.Fprint(stderr, "\r\033[K")
+				}
+			}
 		}
 	}
 	r, err := runBench(ctx, c)
