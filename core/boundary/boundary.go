@@ -38,8 +38,9 @@
 //   - classify.go: State, Policy, DefaultPolicy and Classify.
 //   - socket.go: the lifecycle socket a host serves (a private directory,
 //     a per-launch token, the adapter states beside it) for the hook
-//     command, cmd/pico-hook. It is real I/O with goroutines of its own,
-//     for a real host, never used under the simulator.
+//     command, cmd/pico-hook. Its actors, clock, lock and events are the
+//     harness's runtime's; the socket is an OS one, so it serves under the
+//     real runtime only.
 //   - transition.go: Apply, the other half: a classified boundary as one
 //     commit on the session's line (the old conversation stopped and its
 //     foreground marked, the new one with its provider_boundary entry made

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,19 +53,25 @@ type Response struct {
 var ErrBadToken = errors.New("boundary: the request does not carry this launch's token")
 
 // Server serves the lifecycle socket of one launch.
+//
+// Its actors, clock, lock and events are the harness's runtime's (DESIGN
+// §5), like the rest of core; the socket itself is an OS one, so a Server
+// serves only under the real runtime.
 type Server struct {
 	h     *core.Harness
+	rt    core.Runtime
 	dir   string
 	path  string
 	token string
 	ln    net.Listener
 
-	mu     sync.Mutex // one delivery at a time: the adapter state is read, classified and written whole
-	states map[Provider]State
+	deliver1 core.Lock // one delivery at a time: the adapter state is read, classified and written whole
+	states   map[Provider]State
 
-	wg   sync.WaitGroup
-	done chan struct{}
-	once sync.Once
+	stop     core.Event // set by Close
+	accepted core.Event // the accept actor has returned
+	mu       sync.Mutex // guards conns, held only to append or copy, never across a wait
+	conns    []core.Event
 }
 
 // Serve makes a private directory under parent (0700; parent "" is the
@@ -84,7 +91,9 @@ func Serve(ctx context.Context, h *core.Harness, parent string) (*Server, error)
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("boundary: lifecycle token: %w", err)
 	}
-	s := &Server{h: h, dir: dir, path: filepath.Join(dir, "lifecycle.sock"), token: hex.EncodeToString(raw), states: map[Provider]State{}, done: make(chan struct{})}
+	rt := h.Runtime()
+	s := &Server{h: h, rt: rt, dir: dir, path: filepath.Join(dir, "lifecycle.sock"), token: hex.EncodeToString(raw), states: map[Provider]State{},
+		deliver1: rt.NewLock("lifecycle.deliver"), stop: rt.NewEvent("lifecycle.stop"), accepted: rt.NewEvent("lifecycle.accepted")}
 	if err := s.loadStates(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -98,13 +107,14 @@ func Serve(ctx context.Context, h *core.Harness, parent string) (*Server, error)
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("boundary: lifecycle socket: %w", err)
 	}
-	s.wg.Go(func() { s.accept(ctx) })
-	s.wg.Go(func() {
-		select {
-		case <-ctx.Done():
-			s.ln.Close()
-		case <-s.done:
-		}
+	rt.Go(ctx, "lifecycle.accept", func(ctx context.Context) {
+		defer s.accepted.Set()
+		s.accept(ctx)
+	})
+	// Close, or ctx ending, stops the listener: Wait returns on either.
+	rt.Go(context.WithoutCancel(ctx), "lifecycle.stop", func(context.Context) {
+		_ = s.stop.Wait(ctx)
+		s.ln.Close()
 	})
 	return s, nil
 }
@@ -120,9 +130,16 @@ func (s *Server) Dir() string { return s.dir }
 // Close stops serving, waits for the deliveries in progress, and removes
 // the directory.
 func (s *Server) Close() error {
-	s.once.Do(func() { close(s.done) })
+	s.stop.Set()
 	err := s.ln.Close()
-	s.wg.Wait()
+	bg := context.Background()
+	_ = s.accepted.Wait(bg) // no connection is added after this
+	s.mu.Lock()
+	conns := slices.Clone(s.conns)
+	s.mu.Unlock()
+	for _, done := range conns {
+		_ = done.Wait(bg)
+	}
 	if rerr := os.RemoveAll(s.dir); err == nil || errors.Is(err, net.ErrClosed) {
 		err = rerr
 	}
@@ -135,7 +152,12 @@ func (s *Server) accept(ctx context.Context) {
 		if err != nil {
 			return // closed
 		}
-		s.wg.Go(func() {
+		done := s.rt.NewEvent("lifecycle.conn")
+		s.mu.Lock()
+		s.conns = append(slices.DeleteFunc(s.conns, core.Event.IsSet), done) // finished ones are forgotten
+		s.mu.Unlock()
+		s.rt.Go(ctx, "lifecycle.conn", func(ctx context.Context) {
+			defer done.Set()
 			defer conn.Close()
 			s.serve(ctx, conn)
 		})
@@ -148,7 +170,7 @@ const requestTimeout = 10 * time.Second
 
 // serve answers one connection's one request.
 func (s *Server) serve(ctx context.Context, conn net.Conn) {
-	if err := conn.SetDeadline(time.Now().Add(requestTimeout)); err != nil {
+	if err := conn.SetDeadline(s.rt.Now().Add(requestTimeout)); err != nil {
 		return
 	}
 	r := bufio.NewReaderSize(conn, 64<<10)
@@ -179,8 +201,10 @@ func (s *Server) deliver(ctx context.Context, req Request) (*Transition, error) 
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	if err := s.deliver1.Lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.deliver1.Unlock()
 	b, next, err := Classify(s.states[req.Provider], ev, DefaultPolicy(req.Provider))
 	if err != nil {
 		return nil, err

@@ -10,6 +10,12 @@
 // alone calls OnUpdate: the caller's actor never sees a concurrent call.
 // Output past the caller's window is kept whole in a private spill file.
 //
+// It is the one part of core exempt from DESIGN §5's concurrency contract
+// (core's TestCoreKeepsTheConcurrencyContract says so): it runs real
+// processes, which os/exec reads and waits for on goroutines of its own,
+// and real time bounds their kill grace. Under the simulator, sim/proc
+// takes its place.
+//
 // Confinement resolves every path, symlinks included, before it is used,
 // and refuses one outside the root with an *EscapeError; it keeps the file
 // tools inside the root, not a command, which can reach whatever the user
