@@ -445,7 +445,9 @@ func drawProgram(seed uint64) *program {
 			if !p.shell {
 				continue
 			}
-			l.args = []string{[]string{"go test ./...", "backup", "serve"}[rng.IntN(3)]}
+			// Processes that exit, run long, hang ignoring the kill's TERM
+			// for a while, and crash.
+			l.args = []string{[]string{"go test ./...", "backup", "serve", "flaky"}[rng.IntN(4)]}
 		}
 		p.lines = append(p.lines, l)
 	}
@@ -479,7 +481,7 @@ func drawResponse(rng *rand.Rand, shell bool) progLine {
 	case "calls":
 		tools := []string{"a", "b", "work:ok", "work:throw", "work:slow", "work:terminate", "work:handoff", "work:addTools", "subagent:run", "subagent:spawn"}
 		if shell {
-			tools = append(tools, "bash:go test ./...", "bash:serve")
+			tools = append(tools, "bash:go test ./...", "bash:serve", "bash:flaky")
 		}
 		var names []string
 		for range 1 + rng.IntN(3) {
