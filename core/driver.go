@@ -74,6 +74,7 @@ type invocation struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	span   trace.Span
+	home   home // its task's home when it was reserved; what it creates inherits it
 	snap   *storage.Task
 
 	progress []*Progress // bridges the method opened; drained before completion
@@ -90,7 +91,8 @@ func invocationOf(ctx context.Context) *invocation {
 
 type liveTask struct {
 	task  *storage.Task
-	epoch int // committed status transitions since the task was seeded
+	epoch int  // committed status transitions since the task was seeded
+	home  home // where its invocation spans go (telemetry.go)
 }
 
 // waiter is a temporary drive or task waiter. Resolving or cancelling it
@@ -149,6 +151,7 @@ type driver struct {
 	closed       Event
 	stopIdle     Event // shutdown: no live task and no invocation left
 	invocations  int
+	tel          telemetry
 }
 
 func newDriver(h *Harness) *driver {
@@ -586,7 +589,11 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 	}
 	d.h.watchEvents(ctx, batch, r)
 	d.h.sessionEvents(ctx, batch, r)
+	plan := d.tel.plan
+	d.tel.plan = nil
+	d.startTraces(ctx, plan)
 	var affected, created []storage.ID
+	var createdTasks map[storage.ID]bool
 	for i := range batch.Writes {
 		w := &batch.Writes[i]
 		switch w.Type {
@@ -597,6 +604,13 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 			delete(d.h.contexts, w.ID) // after the commit: a rejected delete keeps the cache
 		case storage.WriteTask:
 			d.addLive(w.Task)
+			d.live[w.Task.ID].home = d.homeOf(ctx, plan, w.Task.ID)
+			if plan != nil {
+				if createdTasks == nil {
+					createdTasks = map[storage.ID]bool{}
+				}
+				createdTasks[w.Task.ID] = true
+			}
 			d.pin(w.Task.ConversationID)
 			for _, dep := range w.Task.After {
 				if _, ok := d.live[dep]; ok {
@@ -632,6 +646,8 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 			delete(d.tasksW, w.ID)
 		}
 	}
+	d.rehome(plan, createdTasks)
+	d.endTraces(plan, &acts)
 	for _, c := range created {
 		if d.pins[c] == 0 { // nothing live needs the new conversation's link yet
 			delete(d.convOwner, c)
@@ -682,15 +698,18 @@ func (d *driver) reconsider(ctx context.Context, id storage.ID, acts *actions) {
 // released only when the method actually returns.
 func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *actions) {
 	kind, _ := d.h.kinds.Task(lt.task.Kind)
-	inv := &invocation{task: lt.task.ID, conv: lt.task.ConversationID, kind: kind, method: m, epoch: lt.epoch, snap: cloneTask(lt.task)}
-	// The span's parent is the operation that made the task runnable (a
-	// drive, a commit, the previous invocation's completion), without its
-	// cancellation: a drive caller giving up never becomes the task's signal.
-	spanCtx, span := d.h.tracer.Start(context.WithoutCancel(parent), "pico.task."+string(m), trace.WithAttributes(
+	inv := &invocation{task: lt.task.ID, conv: lt.task.ConversationID, kind: kind, method: m, epoch: lt.epoch, home: lt.home, snap: cloneTask(lt.task)}
+	// The span goes under the task's home; what made the task runnable (a
+	// drive, a commit, the previous invocation's completion) is at most a
+	// link, and its cancellation never reaches the task: a drive caller
+	// giving up is not the task's signal.
+	base, opts := d.invocationSpanStart(parent, lt.home)
+	spanCtx, span := startSpan(d.h.tracer, d.h.rt, base, "pico.task."+string(m), append(opts, trace.WithAttributes(
 		attribute.Int64("pico.task.id", int64(lt.task.ID)),
+		attribute.Int64("pico.conversation.id", int64(lt.task.ConversationID)),
 		attribute.String("pico.task.kind", lt.task.Kind),
 		attribute.String("pico.task.status", lt.task.Status),
-	))
+	))...)
 	cctx, cancel := context.WithCancel(spanCtx)
 	inv.ctx, inv.cancel, inv.span = context.WithValue(cctx, invocationKey{}, inv), cancel, span
 	d.running[lt.task.ID] = inv
@@ -1115,7 +1134,7 @@ func (d *driver) startCloser(ctx context.Context, acts *actions) {
 				if d.phase != phaseFaulted {
 					d.setPhase(phaseClosed)
 				}
-				return nil, nil
+				return d.endOpenTraces(), nil
 			})
 			d.closed.Set()
 		})

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"slices"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/pico-go/pico/storage"
 )
 
@@ -121,18 +125,27 @@ func (h *Harness) runHooks(ctx context.Context, kind storage.Kinder, point strin
 	}
 	regs := h.handlersFor(kind.Kind(), point, chain)
 	out := make([]HookOutcome, 0, len(regs))
-	for _, r := range regs {
+	for i, r := range regs {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
 		o := HookOutcome{}
 		func() {
+			hctx, span := h.StartSpan(ctx, "pico.hook", trace.WithAttributes(
+				attribute.String("pico.hook.kind", kind.Kind()),
+				attribute.String("pico.hook.point", point),
+				attribute.Int("pico.hook.index", i),
+			))
+			defer span.End()
 			defer func() {
 				if p := recover(); p != nil {
 					o.Err = fmt.Errorf("hook %s.%s panicked: %v", kind.Kind(), point, p)
 				}
+				if o.Err != nil {
+					span.SetStatus(codes.Error, o.Err.Error())
+				}
 			}()
-			o.Output, o.Err = r.handler(ctx, input)
+			o.Output, o.Err = r.handler(hctx, input)
 		}()
 		// Cancellation is control flow, never a fail-open/fail-closed
 		// decision: the mark may have revoked the invocation before its

@@ -189,7 +189,7 @@ func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx 
 			return storage.Range{}, nil, err
 		}
 	}
-	spanCtx, span := l.tracer.Start(admitted, "pico.commit", trace.WithAttributes(
+	spanCtx, span := startSpan(l.tracer, l.rt, admitted, "pico.commit", trace.WithAttributes(
 		attribute.String("pico.batch", string(batch.Kind)),
 		attribute.Int("pico.writes", len(batch.Writes)),
 	))
@@ -219,6 +219,9 @@ func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx 
 		panic("core: storage numbered a batch from a sequence the line did not read")
 	}
 	after := func() { span.End() } // telemetry callbacks run after the line is released
+	if tx.h != nil {
+		tx.h.d.tel.plan = tx.traces // read by the harness's AfterCommit, below
+	}
 	if l.opts.AfterCommit != nil {
 		if then := l.opts.AfterCommit(admitted, batch, r); then != nil {
 			after = func() {

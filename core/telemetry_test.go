@@ -5,6 +5,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/pico-go/pico/core"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // spanTree indexes recorded spans for parent/child checks by span id.
@@ -153,5 +155,120 @@ func TestEveryInvocationHasItsOwnSpan(t *testing.T) {
 				t.Fatalf("execute %d has %d commit children; want 2", i, len(got))
 			}
 		}
+	})
+}
+
+// The trace door (Tx.StartTrace, HomeTask, EndTrace): a rejected commit
+// starts nothing; a homed task's invocations go under the trace while it
+// is open; once it ended, the next invocation is a new root linked to it;
+// every span carries the runtime's (virtual) time.
+func TestATraceOpensWithItsCommitAndOutlivedWorkIsLinked(t *testing.T) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		rec := tracetest.NewSpanRecorder()
+		kind := simtest.StepKind("homed", nil)
+		kind.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			if err := patchTask(ctx, rt, task.ID, core.TaskPatch{Status: "running"}); err != nil {
+				return err
+			}
+			if attemptOf(task) == 0 {
+				_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+					tx.Patch(task.ID, core.TaskPatch{Status: "planned", State: map[string]int{"attempt": 1}})
+					tx.EndTrace("work", nil)
+					return nil
+				})
+				return err
+			}
+			return settleTask(ctx, rt, task.ID, "done", nil)
+		}
+		h := openTraced(t, ctx, s, rec, kind)
+		_, err := h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
+			tx.StartTrace("refused", "refused")
+			tx.Task(kind, core.TaskSpec{})
+			return errors.New("the plan gives up")
+		})
+		if err == nil {
+			t.Fatal("the refused plan committed")
+		}
+		opened := s.Now()
+		var id storage.ID
+		must(h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
+			id = tx.Task(kind, core.TaskSpec{})
+			tx.StartTrace("work", "work", trace.WithAttributes(attribute.String("what", "test")))
+			tx.HomeTask(id, "work")
+			return nil
+		}))
+		must(h.Root().Drive(ctx))
+		must(0, h.Close(ctx))
+
+		tree := spanTree{rec.Ended()}
+		var roots []sdktrace.ReadOnlySpan
+		for _, sp := range tree.spans {
+			switch sp.Name() {
+			case "refused":
+				t.Fatal("a rejected commit started its trace")
+			case "work":
+				roots = append(roots, sp)
+			}
+		}
+		if len(roots) != 1 || roots[0].Parent().IsValid() {
+			t.Fatalf("%d work traces; want one root", len(roots))
+		}
+		root := roots[0]
+		if !root.StartTime().Equal(opened) {
+			t.Fatalf("the trace started at %v; want the virtual time of its commit %v", root.StartTime(), opened)
+		}
+		if v, _ := attr(root, "pico.trace.unfinished"); v.AsBool() {
+			t.Fatal("the trace its task ended is marked unfinished")
+		}
+		execs := tree.invocations("pico.task.execute", id)
+		if len(execs) != 2 {
+			t.Fatalf("%d execute spans; want 2", len(execs))
+		}
+		if execs[0].Parent().SpanID() != root.SpanContext().SpanID() {
+			t.Fatal("the first execute is not under the open trace that homes its task")
+		}
+		second := execs[1]
+		if second.Parent().IsValid() || second.SpanContext().TraceID() == root.SpanContext().TraceID() {
+			t.Fatal("the execute after the trace ended is not a new root")
+		}
+		var home bool
+		for _, l := range second.Links() {
+			home = home || l.SpanContext.SpanID() == root.SpanContext().SpanID()
+		}
+		if !home {
+			t.Fatalf("the execute after the trace ended links %v; want its ended home", second.Links())
+		}
+		if !execs[0].EndTime().Before(second.StartTime()) && !execs[0].EndTime().Equal(second.StartTime()) {
+			t.Fatal("span times are not in the runtime's order")
+		}
+	})
+}
+
+// A trace still open when the session closes is ended then, marked
+// unfinished, so an exporter gets it.
+func TestAnOpenTraceEndsUnfinishedAtClose(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		rec := tracetest.NewSpanRecorder()
+		h := openTraced(t, ctx, s, rec)
+		must(h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
+			tx.StartTrace("open", "open")
+			tx.SetValue(storage.SessionValue[int]("x").Address, 1)
+			return nil
+		}))
+		for _, sp := range rec.Ended() {
+			if sp.Name() == "open" {
+				t.Fatal("the open trace ended before close")
+			}
+		}
+		must(0, h.Close(ctx))
+		for _, sp := range rec.Ended() {
+			if sp.Name() == "open" {
+				if v, _ := attr(sp, "pico.trace.unfinished"); !v.AsBool() {
+					t.Fatal("the trace ended at close is not marked unfinished")
+				}
+				return
+			}
+		}
+		t.Fatal("Close did not end the open trace")
 	})
 }

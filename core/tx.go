@@ -74,6 +74,7 @@ type Tx struct {
 	taskAt  map[storage.ID]int                   // task id → index of its creating write
 	convs   map[storage.ID]*storage.Conversation // created in this batch
 	entries map[storage.ID]*storage.Entry        // created in this batch
+	traces  *tracePlan                           // telemetry asked of this commit, nil for none
 }
 
 func newTx(ctx context.Context, store storage.Storage, kinds *Kinds) *Tx {

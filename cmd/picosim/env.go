@@ -168,7 +168,7 @@ func (e *env) open(ctx context.Context) error {
 		swarm = e.program().swarmOptions()
 	}
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
-		WatchQueueMax: swarm.queue, Retry: swarm.retry,
+		WatchQueueMax: swarm.queue, Retry: swarm.retry, TracerProvider: e.spec.tracer,
 		Models:       agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()}),
 		OnInvocation: func(inv core.Invocation, returned bool) { _ = e.oracle.invocation(inv, returned) }})
 	if err != nil {

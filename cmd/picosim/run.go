@@ -16,6 +16,7 @@ import (
 
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // traceFormat is the version of the trace format (README "Traces").
@@ -62,6 +63,9 @@ type runSpec struct {
 	// inspect, when set, is called after every scheduling decision with
 	// the run's env (replay --until); it is no part of what the run is.
 	inspect func(e *env, step int)
+	// tracer, when set, is the harness's tracer provider (run --otel); it
+	// is no part of what the run is either.
+	tracer trace.TracerProvider
 }
 
 // command is the picosim command line that repeats the run, each argument
@@ -269,9 +273,9 @@ func (e *env) playAndJudge(ctx context.Context, res *runResult) {
 
 // runOptions are picosim run's arguments.
 type runOptions struct {
-	spec        runSpec
-	trace, keep string
-	json        bool
+	spec              runSpec
+	trace, keep, otel string
+	json              bool
 }
 
 // parseRun reads picosim run's arguments, flags before or after the
@@ -289,6 +293,7 @@ func parseRun(args []string) (runOptions, error) {
 	fl.StringVar(&o.trace, "trace", "", "write the trace to this file")
 	fl.StringVar(&o.keep, "keep", "", "keep the session's files in this new or empty directory")
 	fl.BoolVar(&o.json, "json", false, "print a machine-readable result")
+	fl.StringVar(&o.otel, "otel", "", "write the run's telemetry spans to this file")
 	pos, err := parseAnywhere(fl, args)
 	if err != nil {
 		return o, err
@@ -357,12 +362,29 @@ func (o runOptions) run(ctx context.Context) (runResult, error) {
 	if o.trace != "" {
 		w = &trace
 	}
+	if o.otel != "" {
+		tel, err := openTelemetry(o.otel, o.spec)
+		if err != nil {
+			return newResult(o.spec), &fieldError{"--otel", err}
+		}
+		o.spec.tracer = tel.tp
+		res, err := o.runIn(ctx, w)
+		if cerr := tel.close(); cerr != nil && err == nil {
+			return res, &fieldError{"--otel", cerr}
+		}
+		return o.finish(res, err, trace.Bytes())
+	}
 	res, err := o.runIn(ctx, w)
+	return o.finish(res, err, trace.Bytes())
+}
+
+// finish writes the trace of a finished run.
+func (o runOptions) finish(res runResult, err error, trace []byte) (runResult, error) {
 	if err != nil {
 		return res, asFlag(err)
 	}
 	if o.trace != "" {
-		if err := writePrivate(o.trace, trace.Bytes()); err != nil {
+		if err := writePrivate(o.trace, trace); err != nil {
 			return res, &fieldError{"--trace", err}
 		}
 	}
@@ -446,7 +468,8 @@ func listMain(stdout io.Writer) int {
 }
 
 const runHelp = `usage: picosim run SCENARIO [--seed N] [--backend memory|jsonl|sqlite] [--strategy random|pct[:D:K]]
-                    [--faults PLAN] [--drop I,J] [--program FILE] [--trace FILE] [--keep DIR] [--json]
+                    [--faults PLAN] [--drop I,J] [--program FILE] [--trace FILE] [--keep DIR] [--otel FILE]
+                    [--json]
 
 Runs one scenario deterministically: the same arguments give the same trace, byte for byte.
 picosim list shows the scenarios. Flags may come before or after SCENARIO.
@@ -470,6 +493,10 @@ picosim list shows the scenarios. Flags may come before or after SCENARIO.
   --trace FILE   write the trace to FILE (created 0600)
   --keep DIR     keep the session's files in DIR, new or empty (made 0700), and print the file to
                  pass to picosim check (DIR/session.jsonl or DIR/sessions.db); jsonl and sqlite only
+  --otel FILE    write the run's OpenTelemetry spans to FILE (created 0600), one JSON object per
+                 span as the SDK's stdout exporter writes them: a trace per turn (pico.turn) with its
+                 invocations, provider calls, tool handlers, hooks and commits under it, stamped in
+                 virtual time, ids drawn from the seed
   --json         print the result as one JSON line
 
 Exit status: 0 when the run passes, 1 when it fails (with the command that reproduces it), 2 for a

@@ -14,6 +14,7 @@ import (
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // loop is a harness with the faux provider and a set of tools, for the
@@ -34,6 +35,7 @@ type agentOptions struct {
 	retry   agent.RetryPolicy
 	env     agent.ExecutionEnv
 	faux    faux.Options
+	tracer  trace.TracerProvider
 }
 
 func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *loop {
@@ -47,8 +49,9 @@ func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *l
 	}
 	h, err := agent.Open(ctx, o.store, agent.Options{
 		Runtime: s.Runtime(), TaskKinds: o.kinds, Replace: o.replace, Tools: o.tools, Retry: o.retry, Env: o.env, CheckInvariants: true,
-		Models: agent.NewModels(agent.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
-		Report: func(err error) { a.reports = append(a.reports, err) },
+		TracerProvider: o.tracer,
+		Models:         agent.NewModels(agent.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
+		Report:         func(err error) { a.reports = append(a.reports, err) },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,12 @@ func (c *config) createGeneration(tx *core.Tx, conv storage.ID, inputs []storage
 		adjust(&cfg)
 	}
 	st := GenerationState{Inputs: inputs, Config: cfg, MaxAttempts: c.retry.attempts()}
-	return tx.Task(kindName(GenerationKindName), core.TaskSpec{ConversationID: conv, State: st}), nil
+	id := tx.Task(kindName(GenerationKindName), core.TaskSpec{ConversationID: conv, State: st})
+	if len(inputs) > 0 {
+		startTurn(tx, conv, inputs, time.Time{})
+		tx.HomeTask(id, turnKey(conv, inputs[0]))
+	}
+	return id, nil
 }
 
 // BeforeRequestInput is what a before_request handler sees: the request as
@@ -198,12 +203,14 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *cor
 		return err
 	}
 	var stream ai.Stream
+	pctx, span := providerSpan(ctx, rt, model, st.Attempt, deferred != nil)
 	if deferred != nil {
-		stream = deferred.FetchDeferred(ctx, *st.Deferred)
+		stream = deferred.FetchDeferred(pctx, *st.Deferred)
 	} else {
-		stream = provider.Stream(ctx, req)
+		stream = provider.Stream(pctx, req)
 	}
-	final, err := streamFrames(ctx, rt, stream)
+	final, err := streamFrames(pctx, rt, stream)
+	endProviderSpan(span, final, err)
 	if err != nil {
 		return err
 	}
@@ -475,11 +482,12 @@ func (k generationKind) settleFinal(ctx context.Context, rt *core.TaskRuntime, c
 			}); err != nil {
 				return err
 			}
-			next, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer, ModeFollowUp})
+			next, since, err := placeGroup(tx.Tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer, ModeFollowUp})
 			if err != nil {
 				return err
 			}
 			if len(next) > 0 {
+				startTurn(tx.Tx, conv, next, since)
 				if _, err := cfg.createGeneration(tx.Tx, conv, next, nil); err != nil {
 					return err
 				}

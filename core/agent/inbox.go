@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
@@ -311,12 +312,13 @@ func (c *config) acceptIn(tx *core.Tx, conv storage.ID, mode InputMode, landsIdl
 	}
 	// An idle acceptance is a boundary: input that was waiting for one
 	// lands first, and joins the new group.
-	group, err := placeAtBoundary(tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer, ModeFollowUp, ModeNextRun})
+	group, since, err := placeGroup(tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer, ModeFollowUp, ModeNextRun})
 	if err != nil {
 		return 0, 0, err
 	}
 	placed, _ = placeItem(tx, conv, id, item)
 	group = append(group, id)
+	startTurn(tx, conv, group, since) // from the earliest acceptance that joins
 	_, err = c.createGeneration(tx, conv, group, nil)
 	return id, placed, err
 }
@@ -346,11 +348,17 @@ func placeItem(tx *core.Tx, conv, input storage.ID, item InboxItem) (entry stora
 // each in admission order (writes first, then the input that joins a
 // group). It returns the ids that join a group.
 func placeAtBoundary(tx *core.Tx, conv storage.ID, passes ...[]InputMode) ([]storage.ID, error) {
+	group, _, err := placeGroup(tx, conv, passes...)
+	return group, err
+}
+
+// placeGroup is placeAtBoundary that also reports the earliest acceptance
+// among the ids that join (zero for none), where a new group forms.
+func placeGroup(tx *core.Tx, conv storage.ID, passes ...[]InputMode) (group []storage.ID, since time.Time, err error) {
 	queued, err := readInbox(tx, conv)
 	if err != nil || len(queued) == 0 {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	var group []storage.ID
 	for _, modes := range passes {
 		for _, q := range queued {
 			if !slices.Contains(modes, q.Value.Mode) {
@@ -358,10 +366,13 @@ func placeAtBoundary(tx *core.Tx, conv storage.ID, passes ...[]InputMode) ([]sto
 			}
 			if _, joins := placeItem(tx, conv, q.ID, q.Value); joins {
 				group = append(group, q.ID)
+				if at := acceptedAt(q.Value); !at.IsZero() && (since.IsZero() || at.Before(since)) {
+					since = at
+				}
 			}
 		}
 	}
-	return group, nil
+	return group, since, nil
 }
 
 // resolveInputs moves every input of a group from running to its outcome.
@@ -377,7 +388,11 @@ func resolveInputs(tx *core.Tx, conv storage.ID, inputs []storage.ID, outcome fu
 		if !ok || cur.Status != InputRunning {
 			return fmt.Errorf("agent: input %d of conversation %d is %q, not running; its group owner cannot resolve it", id, conv, cur.Status)
 		}
-		v.Set(outcome(cur))
+		res := outcome(cur)
+		v.Set(res)
+		if id == inputs[0] {
+			endTurn(tx, conv, inputs, res)
+		}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
+	"go.opentelemetry.io/otel/codes"
 )
 
 // ReplayPolicy says whether a tool may run again after a crash interrupted
@@ -287,7 +288,12 @@ func runTool(ctx context.Context, rt *core.TaskRuntime, cfg *config, task *stora
 	}
 	out := &ToolOutput{fold: newOutputFold(st.Limits), progress: progress, preview: tr, Details: map[string]any{}}
 	budget := time.Duration(st.BudgetMs) * time.Millisecond
-	runErr := invokeTool(ctx, tool, st.Call.ID, st.Args, out, &ToolRuntime{TaskRuntime: rt, Budget: budget, env: cfg.env})
+	tctx, span := toolSpan(ctx, rt, st.Call.Name, st.Call.ID)
+	runErr := invokeTool(tctx, tool, st.Call.ID, st.Args, out, &ToolRuntime{TaskRuntime: rt, Budget: budget, env: cfg.env})
+	if runErr != nil {
+		span.SetStatus(codes.Error, runErr.Error())
+	}
+	span.End()
 	if err := progress.Drain(); err != nil {
 		return err
 	}
