@@ -476,19 +476,11 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail(stderr, "bench", &fieldError{"--cpuprofile", err})
 		}
 	}
-	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
-		last := time.Now()
-		c.progress = func(done, total int) {
-			if done == total || time.Since(last) >= time.Second {
-				last = time.Now()
-				fmt.Fprintf(stderr, "\rbench: %d/%d turns ", done, total)
-				if done == total {
-					fmt.Fprint(stderr, "\r\033[K")
-				}
-			}
-		}
-	}
+	var turns atomic.Int64
+	c.progress = func(done, _ int) { turns.Store(int64(done)) }
+	stop := startProgress(stderr, "bench", func() string { return fmt.Sprintf("%d/%d turns", turns.Load(), c.Turns) })
 	r, err := runBench(ctx, c)
+	stop()
 	if profile != nil {
 		pprof.StopCPUProfile()
 		_, werr := profile.Write(profileBuf.Bytes())
@@ -529,5 +521,6 @@ bytes on disk and the cold reopen time. --json prints one line with the peer ben
 --cpuprofile writes a CPU profile of the run for go tool pprof; --dir keeps the session's files in
 DIR (for picosim check) instead of a temporary directory. --collapse-every C collapses the context
 every C turns and waits for the summary: with a durable backend, §10.3's frequent compaction plus
-cold reopen.
+cold reopen. While it runs, stderr shows the turns done: a line redrawn every second on a terminal,
+a plain line every 10 s elsewhere.
 `

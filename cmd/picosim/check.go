@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
@@ -102,7 +103,10 @@ func checkCopy(ctx context.Context, backend, path, tmp, session string, stdout, 
 	original := func(msg string) string {
 		return strings.ReplaceAll(msg, tmp+string(filepath.Separator), filepath.Dir(path)+string(filepath.Separator))
 	}
-	store, warnings, problems, err := openCopy(ctx, backend, path, tmp, session)
+	var prog checkProgress
+	stop := startProgress(stderr, "check", prog.status)
+	defer stop()
+	store, warnings, problems, err := openCopy(ctx, backend, path, tmp, session, &prog)
 	var ee *envError
 	switch {
 	case errors.As(err, &ee):
@@ -117,7 +121,8 @@ func checkCopy(ctx context.Context, backend, path, tmp, session string, stdout, 
 	for _, w := range warnings {
 		fmt.Fprintf(stdout, "! %s: warning: %s\n", path, original(w))
 	}
-	report, more := checkState(ctx, store)
+	report, more := checkState(ctx, store, &prog)
+	stop()
 	problems = append(problems, more...)
 	if len(problems) > 0 {
 		for _, p := range problems {
@@ -140,8 +145,10 @@ SQLite file gets SQLite's integrity check; the final state of either backend is 
 invariants (task roles, contexts that derive, queued input in the inbox, running input owned by a
 live turn, every call of a settled exchange answered, no live tool after its post_tools, the last
 sequence at or above every stored id). A torn final line is a warning with its offset. A session
-that is being written is checked on a consistent copy, in TMPDIR. Exit status 1 when something is
-wrong, 3 when the copy cannot be made (TMPDIR missing, read-only or full).
+that is being written is checked on a consistent copy, in TMPDIR. While it works, stderr shows its
+progress (the phase, batches replayed, conversations checked): a line redrawn every second on a
+terminal, a plain line every 10 s elsewhere. Exit status 1 when something is wrong, 3 when the copy
+cannot be made (TMPDIR missing, read-only or full).
 `
 
 // sqliteMagic is how every SQLite database file begins.
@@ -181,8 +188,9 @@ const checkQuickBytesMin = 1 << 30
 // openCopy copies a session's files into dir and opens the copy read-only
 // as far as the backend allows; warnings and problems are what it found on
 // the way that does not stop the check.
-func openCopy(ctx context.Context, backend, path, dir, session string) (store storage.Storage, warnings, problems []string, err error) {
+func openCopy(ctx context.Context, backend, path, dir, session string, prog *checkProgress) (store storage.Storage, warnings, problems []string, err error) {
 	base := filepath.Base(path)
+	prog.phase("copying")
 	if backend == "jsonl" {
 		// Scratch first: a task that settles while we copy has its file
 		// unlinked (we skip it) and its settlement in the main file we copy
@@ -197,7 +205,11 @@ func openCopy(ctx context.Context, backend, path, dir, session string) (store st
 		if err := copyFile(path, copied); err != nil {
 			return nil, nil, nil, err
 		}
-		s, err := jsonl.Open(ctx, copied, jsonl.Options{Verify: agent.ValidateBatch})
+		prog.phase("replaying")
+		s, err := jsonl.Open(ctx, copied, jsonl.Options{Verify: func(ctx context.Context, before storage.Storage, b storage.CommitBatch) error {
+			prog.batch()
+			return agent.ValidateBatch(ctx, before, b)
+		}})
 		if err != nil {
 			return nil, nil, nil, copyFailed(err)
 		}
@@ -210,6 +222,7 @@ func openCopy(ctx context.Context, backend, path, dir, session string) (store st
 	if err := copySQLite(ctx, path, copied); err != nil {
 		return nil, nil, nil, err
 	}
+	prog.phase("integrity check")
 	problems, err = integrityProblems(ctx, copied)
 	if err != nil {
 		return nil, nil, nil, copyFailed(err)
@@ -351,7 +364,8 @@ func copyDir(from, to string) error {
 // task waits on an overflow collapse, every call of a settled exchange has
 // its result and no tool of it is still live, and the last sequence is at
 // or above every stored id.
-func checkState(ctx context.Context, store storage.Storage) (string, []string) {
+func checkState(ctx context.Context, store storage.Storage, prog *checkProgress) (string, []string) {
+	prog.phase("reading the final state")
 	var problems []string
 	convs, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
 		return store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
@@ -397,7 +411,10 @@ func checkState(ctx context.Context, store storage.Storage) (string, []string) {
 			owned[in] = true
 		}
 	}
+	prog.phase("checking conversations")
+	prog.conversations(len(convs))
 	for _, c := range convs {
+		prog.conversation()
 		entries, err := store.ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Before: math.MaxInt64, Limit: 1}, ConversationID: c.ID})
 		if err == nil && len(entries.Items) > 0 {
 			maxID = max(maxID, entries.Items[len(entries.Items)-1].ID)
@@ -528,4 +545,50 @@ func collapseWaitProblems(live []*storage.Task) []string {
 		}
 	}
 	return problems
+}
+
+// checkProgress is what check has done so far, for its progress line; its
+// methods do nothing on a nil one.
+type checkProgress struct {
+	step         atomic.Pointer[string]
+	batches      atomic.Int64
+	convs, total atomic.Int64
+}
+
+func (p *checkProgress) phase(name string) {
+	if p != nil {
+		p.step.Store(&name)
+	}
+}
+
+func (p *checkProgress) batch() {
+	if p != nil {
+		p.batches.Add(1)
+	}
+}
+
+func (p *checkProgress) conversations(n int) {
+	if p != nil {
+		p.total.Store(int64(n))
+	}
+}
+
+func (p *checkProgress) conversation() {
+	if p != nil {
+		p.convs.Add(1)
+	}
+}
+
+func (p *checkProgress) status() string {
+	s := "starting"
+	if step := p.step.Load(); step != nil {
+		s = *step
+	}
+	if n := p.batches.Load(); n > 0 {
+		s += fmt.Sprintf(", %d batches replayed", n)
+	}
+	if total := p.total.Load(); total > 0 {
+		s += fmt.Sprintf(", conversation %d of %d", p.convs.Load(), total)
+	}
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/sim/fault"
@@ -315,4 +316,40 @@ func TestCheckNamesATaskWaitingOnAnOverflowCollapse(t *testing.T) {
 	if len(problems) != 1 || !strings.Contains(problems[0], "task 12 (generation) waits on overflow collapse 10") {
 		t.Fatalf("problems = %q; want task 12 named, waiting on collapse 10", problems)
 	}
+}
+
+// check's progress line names the phase and counts what it has done: on a
+// terminal one redrawn line, elsewhere plain lines.
+func TestCheckProgressSaysWhatItHasDone(t *testing.T) {
+	var prog checkProgress
+	var plain bytes.Buffer
+	p := newProgressLine(&plain, "check", prog.status)
+	start := p.start
+	p.tick(start)
+	prog.phase("replaying")
+	for range 3 {
+		prog.batch()
+	}
+	p.tick(start.Add(10 * time.Second))
+	prog.phase("checking conversations")
+	prog.conversations(4)
+	prog.conversation()
+	p.tick(start.Add(20 * time.Second))
+	p.finish()
+	want := "check: starting, 0s\ncheck: replaying, 3 batches replayed, 10s\ncheck: checking conversations, 3 batches replayed, conversation 1 of 4, 20s\n"
+	if plain.String() != want {
+		t.Fatalf("plain progress:\n%s\nwant:\n%s", plain.String(), want)
+	}
+	var term bytes.Buffer
+	tp := &progressLine{w: &term, terminal: true, name: "check", status: prog.status, start: start}
+	tp.tick(start.Add(time.Second))
+	tp.finish()
+	if got := term.String(); !strings.HasPrefix(got, "\rcheck: checking conversations") || !strings.HasSuffix(got, "\r\033[K") || strings.Contains(got, "\n") {
+		t.Fatalf("terminal progress %q; want one redrawn line, cleared at the end", got)
+	}
+	var nilProg *checkProgress // what a run's own final check passes
+	nilProg.phase("x")
+	nilProg.batch()
+	nilProg.conversations(1)
+	nilProg.conversation()
 }

@@ -418,7 +418,7 @@ func (e *env) invariants(ctx context.Context) error {
 			return fmt.Errorf("entry %d was acknowledged, but the session has lost it", id)
 		}
 	}
-	if _, problems := checkState(ctx, store); len(problems) > 0 {
+	if _, problems := checkState(ctx, store, nil); len(problems) > 0 {
 		return fmt.Errorf("session invariant: %s", strings.Join(problems, "; "))
 	}
 	return nil
