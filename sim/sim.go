@@ -46,7 +46,8 @@ type Sim struct {
 	stepsMax int
 	onStep   func(step int)
 
-	actors  []*actor // every actor, by id
+	actors  []*actor // the actors not yet done, in spawn order
+	all     []*actor // every actor, by id, for the final unwind
 	cur     *actor   // the actor holding the baton; nil before the first hand-off
 	step    int
 	killing bool
@@ -146,9 +147,10 @@ func (s *Sim) Run(ctx context.Context, main func(ctx context.Context)) error {
 
 // spawn creates an actor that waits for its first baton.
 func (s *Sim) spawn(parent context.Context, name string, fn func(ctx context.Context)) *actor {
-	a := &actor{id: len(s.actors), name: name, s: s, resume: make(chan bool, 1), exited: make(chan struct{}), point: "start"}
+	a := &actor{id: len(s.all), name: name, s: s, resume: make(chan bool, 1), exited: make(chan struct{}), point: "start"}
 	a.ctx = context.WithValue(parent, actorKey{}, a)
 	s.actors = append(s.actors, a)
+	s.all = append(s.all, a)
 	s.strategy.Spawned(a.view())
 	s.trace.record(event{Kind: "spawn", Actor: name, ID: a.id})
 	go a.run(fn)
@@ -218,13 +220,20 @@ func (s *Sim) schedule(from *actor) {
 		if s.failure != nil {
 			return
 		}
-		cands := s.cands[:0]
+		// One pass drops the finished actors (keeping the others' order,
+		// which is what a strategy sees) and collects the eligible ones.
+		cands, live := s.cands[:0], s.actors[:0]
 		for _, a := range s.actors {
+			if a.state == done {
+				continue
+			}
+			live = append(live, a)
 			if a.eligible() {
 				cands = append(cands, a)
 			}
 		}
-		s.cands = cands
+		clear(s.actors[len(live):])
+		s.cands, s.actors = cands, live
 		if len(cands) > 0 {
 			s.step++
 			if s.step > s.stepsMax {
@@ -292,7 +301,7 @@ func (s *Sim) fail(err error) {
 // goroutine to exit.
 func (s *Sim) unwind() {
 	s.killing = true
-	for _, a := range s.actors {
+	for _, a := range s.all {
 		if a.state != done {
 			a.state = done
 			a.resume <- true
