@@ -77,64 +77,95 @@ func showMain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// timeline is a trace as show reads it: its records, and its actors in
+// order of appearance.
+type timeline struct {
+	recs   []showRecord
+	actors []string
+	col    map[string]int // an actor's place in actors
+}
+
+func readTimeline(lines [][]byte) (timeline, error) {
+	t := timeline{recs: make([]showRecord, len(lines)), col: map[string]int{}}
+	for i, l := range lines {
+		if err := json.Unmarshal(l, &t.recs[i]); err != nil {
+			return t, damaged("line %d: %v", i+1, err)
+		}
+	}
+	for _, r := range t.recs {
+		if _, ok := t.col[r.Actor]; r.Actor != "" && !ok {
+			t.col[r.Actor] = len(t.actors)
+			t.actors = append(t.actors, r.Actor)
+		}
+	}
+	return t, nil
+}
+
+// moment is where a record stands in its run. Spawns, exits, time moves
+// and failures carry no step, and most records no time: they happened at
+// the step and virtual time of the records before them.
+type moment struct {
+	step int
+	now  int64
+	// alive are the actors alive, by column, counting an actor that
+	// spawns or runs in this record and one that exits in it: one slice,
+	// changed between calls.
+	alive []bool
+}
+
+// walk calls each with every record, in order, and its moment.
+func (t timeline) walk(each func(i int, r showRecord, m moment)) {
+	m := moment{alive: make([]bool, len(t.actors))}
+	for i, r := range t.recs {
+		if r.Step != 0 {
+			m.step = r.Step
+		}
+		if r.At != 0 {
+			m.now = r.At
+		}
+		c, has := t.col[r.Actor]
+		if has && (r.Kind == "spawn" || r.Kind == "run") {
+			m.alive[c] = true
+		}
+		each(i, r, m)
+		if has && r.Kind == "exit" {
+			m.alive[c] = false
+		}
+	}
+}
+
 // showTrace writes the timeline of a trace's lines.
 func showTrace(w io.Writer, lines [][]byte, o showOptions) error {
-	recs := make([]showRecord, len(lines))
-	for i, l := range lines {
-		if err := json.Unmarshal(l, &recs[i]); err != nil {
-			return damaged("line %d: %v", i+1, err)
-		}
+	t, err := readTimeline(lines)
+	if err != nil {
+		return err
 	}
-	// The actors, in order of appearance, each a column.
-	var actors []string
-	col := map[string]int{}
-	for _, r := range recs {
-		if _, ok := col[r.Actor]; r.Actor != "" && !ok {
-			col[r.Actor] = len(actors)
-			actors = append(actors, r.Actor)
-		}
-	}
-	fmt.Fprint(w, showHeader(recs))
+	fmt.Fprint(w, showHeader(t.recs))
 	fmt.Fprintf(w, "actors:")
-	for i, a := range actors {
+	for i, a := range t.actors {
 		fmt.Fprintf(w, " %c=%s", columnLetter(i), a)
 	}
-	letters := make([]rune, len(actors))
+	letters := make([]rune, len(t.actors))
 	for i := range letters {
 		letters[i] = columnLetter(i)
 	}
 	fmt.Fprintf(w, "\n\n%6s %9s  %s  %s\n", "step", "time", string(letters), "what")
-	alive := make([]bool, len(actors))
-	var now int64
-	step := 0
-	for _, r := range recs {
-		if r.Step != 0 {
-			step = r.Step
+	t.walk(func(_ int, r showRecord, m moment) {
+		if !o.keep(r, m.step) {
+			return
 		}
-		if r.At != 0 {
-			now = r.At
-		}
-		c, has := col[r.Actor]
-		if has && (r.Kind == "spawn" || r.Kind == "run") {
-			alive[c] = true
-		}
-		if o.keep(r, step) {
-			lanes := make([]rune, len(actors))
-			for i := range lanes {
-				lanes[i] = ' '
-				if alive[i] {
-					lanes[i] = '│'
-				}
+		lanes := make([]rune, len(t.actors))
+		for i := range lanes {
+			lanes[i] = ' '
+			if m.alive[i] {
+				lanes[i] = '│'
 			}
-			if has {
-				lanes[c] = '●'
-			}
-			fmt.Fprintf(w, "%6d %9s  %s  %s\n", step, showTime(now), string(lanes), describe(r))
 		}
-		if has && r.Kind == "exit" {
-			alive[c] = false
+		if c, has := t.col[r.Actor]; has {
+			lanes[c] = '●'
 		}
-	}
+		fmt.Fprintf(w, "%6d %9s  %s  %s\n", m.step, showTime(m.now), string(lanes), describe(r))
+	})
 	return nil
 }
 
@@ -232,25 +263,18 @@ func describe(r showRecord) string {
 	return r.Kind + " " + raw
 }
 
+// commitDetail is the part of a commit record's detail show reads.
+type commitDetail struct {
+	First  int64             `json:"first"`
+	Last   int64             `json:"last"`
+	Task   int64             `json:"task"`
+	Writes []json.RawMessage `json:"writes"`
+}
+
 // describeCommit summarizes a commit: its range, the task that wrote it
 // (scratch), and its writes by type, entries and tasks by kind.
 func describeCommit(raw json.RawMessage) string {
-	var c struct {
-		First  int64 `json:"first"`
-		Last   int64 `json:"last"`
-		Task   int64 `json:"task"`
-		Writes []struct {
-			Type  string `json:"type"`
-			Entry *struct {
-				Kind string `json:"kind"`
-			} `json:"entry"`
-			Task *struct {
-				Kind string `json:"kind"`
-			} `json:"task"`
-			Status string `json:"status"`
-			Abort  bool   `json:"abort"`
-		} `json:"writes"`
-	}
+	var c commitDetail
 	if json.Unmarshal(raw, &c) != nil {
 		return "commit ?"
 	}
@@ -258,19 +282,7 @@ func describeCommit(raw json.RawMessage) string {
 	count := map[string]int{}
 	var order []string
 	for _, w := range c.Writes {
-		label := w.Type
-		switch {
-		case w.Entry != nil:
-			label = "entry " + w.Entry.Kind
-		case w.Task != nil:
-			label = "task " + w.Task.Kind
-		case w.Type == "settle":
-			label = "settle " + w.Status
-		case w.Type == "patch" && w.Abort:
-			label = "abort mark"
-		case w.Type == "patch" && w.Status != "":
-			label = "patch " + w.Status
-		}
+		label := writeLabel(w)
 		if count[label] == 0 {
 			order = append(order, label)
 		}
@@ -287,6 +299,36 @@ func describeCommit(raw json.RawMessage) string {
 		where = fmt.Sprintf(" (scratch of task %d)", c.Task)
 	}
 	return fmt.Sprintf("commit %d–%d%s: %s", c.First, c.Last, where, strings.Join(parts, ", "))
+}
+
+// writeLabel names one write of a commit: its type, entries and tasks by
+// kind, settles and patches by status, an abort mark as one.
+func writeLabel(raw json.RawMessage) string {
+	var w struct {
+		Type  string `json:"type"`
+		Entry *struct {
+			Kind string `json:"kind"`
+		} `json:"entry"`
+		Task *struct {
+			Kind string `json:"kind"`
+		} `json:"task"`
+		Status string `json:"status"`
+		Abort  bool   `json:"abort"`
+	}
+	_ = json.Unmarshal(raw, &w)
+	switch {
+	case w.Entry != nil:
+		return "entry " + w.Entry.Kind
+	case w.Task != nil:
+		return "task " + w.Task.Kind
+	case w.Type == "settle":
+		return "settle " + w.Status
+	case w.Type == "patch" && w.Abort:
+		return "abort mark"
+	case w.Type == "patch" && w.Status != "":
+		return "patch " + w.Status
+	}
+	return w.Type
 }
 
 func firstLine(s string) string {
