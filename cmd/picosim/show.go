@@ -30,20 +30,30 @@ type showOptions struct {
 	kinds    []string
 }
 
-const showHelp = `usage: picosim show TRACE [--actor NAME] [--from STEP] [--to STEP] [--kinds K1,K2]
+const showHelp = `usage: picosim show TRACE [--actor NAME] [--from STEP] [--to STEP] [--kinds K1,K2] [--html FILE]
 
 Prints a trace as a timeline: the actors as columns (a letter each, named in the legend), one line
 per record — scheduling decision, commit, event, host action, fault, restart, model call, process
 milestone, failure — with its step and virtual time. ● marks the actor of the line, │ the actors
 alive then.
 
+With --html, writes the trace instead as one self-contained page (no network) to FILE: the actors
+as lanes, a mark per record in its actor's lane, a shape and colour per kind (the legend names
+them), a column per record in the order the run went, under the step and virtual time it happened
+at (virtual time stands still for most records, so it labels the axis rather than spacing it).
+Clicking a mark shows its record: a commit's writes, an event's payload, a failure's message. The
+failure (a failure record, or else the run's failing check) is named at the top, with its step
+and actor, and is in view when the page opens.
+
   --actor NAME   only records of actors whose name contains NAME
   --from STEP    only records from scheduling step STEP on
   --to STEP      only records up to step STEP
   --kinds K,…    only these record kinds (run, commit, event, host, fault, restart, failure, time,
                  spawn, exit, faux.call, faux.end, proc.start, proc.exit, check, program, …)
+  --html FILE    the page, to FILE (made 0600), instead of the timeline
 
-Exit status: 0, 2 for a mistake of use or a damaged trace.
+Exit status: 0, 2 for a mistake of use, a damaged trace or a FILE that cannot be made, 3 when
+writing FILE fails (a full disk).
 `
 
 func showMain(args []string, stdout, stderr io.Writer) int {
@@ -54,6 +64,7 @@ func showMain(args []string, stdout, stderr io.Writer) int {
 	fl.IntVar(&o.from, "from", 0, "first step")
 	fl.IntVar(&o.to, "to", 0, "last step (0: the end)")
 	kinds := fl.String("kinds", "", "record kinds, comma-separated")
+	html := fl.String("html", "", "write the trace as an HTML page to this file instead")
 	pos, err := parseAnywhere(fl, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -71,7 +82,17 @@ func showMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "show", fmt.Errorf("%s: %w", pos[0], err))
 	}
-	if err := showTrace(stdout, lines, o); err != nil {
+	if *html == "" {
+		err = showTrace(stdout, lines, o)
+	} else {
+		var page []byte
+		if page, err = showPage(lines, o); err == nil {
+			if err := writePrivate(*html, page); err != nil {
+				return fail(stderr, "show", &fieldError{"--html", err})
+			}
+		}
+	}
+	if err != nil {
 		return fail(stderr, "show", fmt.Errorf("%s: %w", pos[0], err))
 	}
 	return 0
