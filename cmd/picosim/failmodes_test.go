@@ -299,9 +299,11 @@ func TestWhatPicosimWritesIsPrivate(t *testing.T) {
 	withUmask0([]string{plantedEnv + "=tool-order"}, "fuzz", "parallel-tools", "--seeds", "12", "--fail-fast", "--workers", "1", "--out", out)
 	withUmask0(nil, "bench", "--turns", "1", "--cpuprofile", profile)
 	artifacts, _ := filepath.Glob(filepath.Join(out, "*.jsonl"))
-	if len(artifacts) == 0 {
-		t.Fatal("fuzz wrote no failure trace")
+	pages, _ := filepath.Glob(filepath.Join(out, "*.html"))
+	if len(artifacts) == 0 || len(pages) == 0 {
+		t.Fatal("fuzz wrote no failure trace or no page")
 	}
+	artifacts = append(artifacts, pages...)
 	want := map[string]os.FileMode{trace: 0o600, keep: 0o700 | os.ModeDir, filepath.Dir(keep): 0o700 | os.ModeDir,
 		filepath.Join(keep, "session.jsonl"): 0o600, out: 0o700 | os.ModeDir, profile: 0o600}
 	for _, a := range artifacts {

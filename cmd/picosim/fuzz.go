@@ -240,8 +240,10 @@ type finding struct {
 	failure  string // the smallest case's
 	// trace and smallestTrace are where the failing run's and the
 	// smallest case's traces went ("" when an interruption stopped
-	// fuzz before the smallest case ran again).
+	// fuzz before the smallest case ran again), page and smallestPage
+	// their pages (picosim show --html).
 	trace, smallestTrace string
+	page, smallestPage   string
 	// timeline is the smallest case's trace as picosim show prints it.
 	timeline string
 	// program, for a generated run, is where the smallest case's program
@@ -410,6 +412,9 @@ func (f *fuzzer) writeTraces(ctx context.Context, fd *finding, trace []byte) err
 	if fd.trace, err = writeArtifact(f.cfg.out, name+".jsonl", trace); err != nil {
 		return &fieldError{"--out", err}
 	}
+	if fd.page, err = f.writePage(name+".html", trace); err != nil {
+		return err
+	}
 	var smallest bytes.Buffer
 	var ie *interrupted
 	switch _, err := runScenario(ctx, fd.smallest, &smallest); {
@@ -420,6 +425,9 @@ func (f *fuzzer) writeTraces(ctx context.Context, fd *finding, trace []byte) err
 	}
 	if fd.smallestTrace, err = writeArtifact(f.cfg.out, name+"-smallest.jsonl", smallest.Bytes()); err != nil {
 		return &fieldError{"--out", err}
+	}
+	if fd.smallestPage, err = f.writePage(name+"-smallest.html", smallest.Bytes()); err != nil {
+		return err
 	}
 	// The smallest case's timeline, for a person to read (picosim show).
 	if lines, err := traceLines(smallest.Bytes()); err == nil {
@@ -448,6 +456,26 @@ func (f *fuzzer) writeTraces(ctx context.Context, fd *finding, trace []byte) err
 	return nil
 }
 
+// writePage writes a trace's page (picosim show --html) into --out and
+// returns its path. A trace beyond what show reads (a record over
+// traceLineBytesMax) gets none, as it gets no timeline: "" and no error,
+// so that the finding is still reported.
+func (f *fuzzer) writePage(name string, trace []byte) (string, error) {
+	lines, err := traceLines(trace)
+	if err != nil {
+		return "", nil
+	}
+	page, err := showPage(lines, showOptions{})
+	if err != nil {
+		return "", nil
+	}
+	path, err := writeArtifact(f.cfg.out, name, page)
+	if err != nil {
+		return "", &fieldError{"--out", err}
+	}
+	return path, nil
+}
+
 // report prints the findings and the DONE line, which says so when an
 // interruption cut fuzz short.
 func (f *fuzzer) report(w io.Writer, start time.Time, stopped error) {
@@ -460,8 +488,14 @@ func (f *fuzzer) report(w io.Writer, start time.Time, stopped error) {
 		fmt.Fprintf(w, "  run: %s\n", fd.res.Command)
 		fmt.Fprintf(w, "  smallest: %s\n    fails with: %s\n", fd.smallest.command(), fd.failure)
 		fmt.Fprintf(w, "  trace: %s\n", fd.trace)
+		if fd.page != "" {
+			fmt.Fprintf(w, "  its page: %s\n", fd.page)
+		}
 		if fd.smallestTrace != "" {
 			fmt.Fprintf(w, "  smallest trace: %s\n", fd.smallestTrace)
+		}
+		if fd.smallestPage != "" {
+			fmt.Fprintf(w, "  its page: %s\n", fd.smallestPage)
 		}
 		if fd.timeline != "" {
 			fmt.Fprintf(w, "  its timeline: %s\n", fd.timeline)
@@ -497,7 +531,9 @@ type fuzzFailJSON struct {
 	Smallest        string `json:"smallest"`
 	SmallestFailure string `json:"smallestFailure"`
 	Trace           string `json:"trace"`
+	Page            string `json:"page,omitempty"`
 	SmallestTrace   string `json:"smallestTrace,omitempty"`
+	SmallestPage    string `json:"smallestPage,omitempty"`
 	Program         string `json:"program,omitempty"`
 	ProgramCommand  string `json:"programCommand,omitempty"`
 }
@@ -514,7 +550,7 @@ func (f *fuzzer) reportJSON(w io.Writer, start time.Time, stopped error) {
 	})
 	for _, fd := range f.findings {
 		j := fuzzFailJSON{Scenario: fd.res.Scenario, Seed: fd.res.Seed, Error: fd.res.Error, Command: fd.res.Command,
-			Smallest: fd.smallest.command(), SmallestFailure: fd.failure, Trace: fd.trace, SmallestTrace: fd.smallestTrace, Program: fd.program}
+			Smallest: fd.smallest.command(), SmallestFailure: fd.failure, Trace: fd.trace, Page: fd.page, SmallestTrace: fd.smallestTrace, SmallestPage: fd.smallestPage, Program: fd.program}
 		if fd.program != "" {
 			j.ProgramCommand = fd.programCmd.command()
 		}
@@ -585,14 +621,15 @@ of its files, every fourth seed). Flags may come before or after the scenarios.
 
 A failing run's trace goes to DIR (picosim-failures unless given; made 0700, traces 0600), and the
 failure is shrunk while it still fails the same way: faults dropped, then the same seed under PCT
-with as few preemptions as still fail, then host actions left out. The commands of the failing
-run and of the smallest case are printed, and both traces go to DIR. The summary counts runs,
-faults that fired, restarts, failures and schedules per second; SIGINT or SIGTERM ends fuzz with
-the summary of what ran, saying it was interrupted. A CI job passes a new --start each run (its
-build number, say) to explore new seeds; a CI matrix of N jobs passes --shard 1/N … N/N, which
-split the seeds into disjoint shares (seed offsets from SEED modulo N), and --json makes the
-summary one JSON object (runs, faults, restarts, seconds, runs per second, the failures with
-their commands, traces and smallest programs).
+with as few preemptions as still fail, then host actions left out. The commands of the failing run
+and of the smallest case are printed, and both traces go to DIR, each with its page beside it
+(picosim show --html: the same name, ending .html) and the smallest its timeline. The summary
+counts runs, faults that fired, restarts, failures and schedules per second; SIGINT or SIGTERM ends
+fuzz with the summary of what ran, saying it was interrupted. A CI job passes a new --start each
+run (its build number, say) to explore new seeds; a CI matrix of N jobs passes --shard 1/N … N/N,
+which split the seeds into disjoint shares (seed offsets from SEED modulo N), and --json makes the
+summary one JSON object (runs, faults, restarts, seconds, runs per second, the failures with their
+commands, traces, pages and smallest programs).
 
 Exit status: 0 when nothing failed, 1 when something did, 2 for a mistake of use, 3 when the
 machine fails picosim (TMPDIR, disk, no cgo for sqlite, a trace that cannot be written), 128+N

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -118,6 +119,61 @@ func TestFuzzLeavesOutHostActionsTheFailureDoesNotNeed(t *testing.T) {
 	res := rerun(t, smallest, failure)
 	if res.Actions < 2 || len(res.Drop) != res.Actions-1 || len(res.Faults.Faults) != 0 {
 		t.Fatalf("the smallest case drops %v of %d actions with faults %s; want all but the steer, no faults", res.Drop, res.Actions, res.Faults)
+	}
+}
+
+// Beside each failing trace it writes, the failing run's and the smallest
+// case's, fuzz writes the trace's page (picosim show --html), named the
+// same but .html, and says where, in its report and in --json; the page
+// opens on the failure.
+func TestFuzzWritesAPageBesideEachFailingTrace(t *testing.T) {
+	t.Setenv(plantedEnv, "tool-order")
+	args := []string{"parallel-tools", "--seeds", "12", "--workers", "1", "--fail-fast"}
+	out := filepath.Join(t.TempDir(), "failures")
+	var report, stderr bytes.Buffer
+	if code := fuzzMain(context.Background(), append(args, "--out", out), &report, &stderr); code != 1 {
+		t.Fatalf("fuzz: exit %d; want 1\n%s%s", code, report.String(), stderr.String())
+	}
+	traces, _ := filepath.Glob(filepath.Join(out, "*.jsonl"))
+	pages, _ := filepath.Glob(filepath.Join(out, "*.html"))
+	if len(traces) != 2 || len(pages) != len(traces) {
+		t.Fatalf("fuzz wrote traces %v and pages %v; want a page beside each of two traces", traces, pages)
+	}
+	for _, trace := range traces {
+		path := strings.TrimSuffix(trace, ".jsonl") + ".html"
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("no page beside %s: %v", trace, err)
+		}
+		lines, _, err := readTrace(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := showPage(lines, showOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is not the page of %s", path, trace)
+		}
+		if !strings.Contains(report.String(), "  its page: "+path+"\n") {
+			t.Errorf("the report does not say where %s went:\n%s", path, report.String())
+		}
+		if !regexp.MustCompile(`<p id="verdict" class="failed">failed at step \d+ in actor main: planted bug: tool b ran before tool a</p>`).Match(got) ||
+			strings.Count(string(got), `class="mark failure"`) != 1 {
+			t.Errorf("%s does not open on the failing check", path)
+		}
+	}
+	var summary bytes.Buffer
+	jsonOut := filepath.Join(t.TempDir(), "failures")
+	fuzzMain(context.Background(), append(args, "--json", "--out", jsonOut), &summary, &stderr)
+	var sum fuzzSummary
+	if err := json.Unmarshal(summary.Bytes(), &sum); err != nil || len(sum.Failures) != 1 {
+		t.Fatalf("fuzz --json printed %q: %v", summary.String(), err)
+	}
+	f := sum.Failures[0]
+	if f.Page != strings.TrimSuffix(f.Trace, ".jsonl")+".html" || f.SmallestPage != strings.TrimSuffix(f.SmallestTrace, ".jsonl")+".html" {
+		t.Errorf("--json names the pages %q and %q beside %q and %q", f.Page, f.SmallestPage, f.Trace, f.SmallestTrace)
 	}
 }
 

@@ -15,7 +15,7 @@ commands:
   list      the built-in scenarios, one line each
   run       one deterministic run of a scenario (picosim run --help)
   replay    re-run a trace and report the first line that differs (picosim replay --help)
-  show      a trace as a timeline, the actors as columns (picosim show --help)
+  show      a trace as a timeline, the actors as columns, or as an HTML page (picosim show --help)
   fuzz      explore schedules and faults in parallel, shrink failures (picosim fuzz --help)
   check     validate a JSONL session or a SQLite database without writing (picosim check --help)
   bench     the peer's faux-turn workload (picosim bench --help)
