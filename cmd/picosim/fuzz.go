@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -281,33 +280,15 @@ func (f *fuzzer) measure(ctx context.Context) error {
 	return nil
 }
 
-// progress draws a progress line on a terminal stderr once a second (runs,
-// failures, elapsed), for --time runs as for --seeds ones; the returned
-// function stops it and clears the line.
-func (f *fuzzer) progress(w io.Writer, start time.Time) func() {
-	file, ok := w.(*os.File)
-	if !ok || !isTerminal(file) {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				fmt.Fprint(w, "\r\033[K")
-				return
-			case <-tick.C:
-				f.mu.Lock()
-				runs, failures := f.runs, len(f.findings)
-				f.mu.Unlock()
-				fmt.Fprintf(w, "\rfuzz: %d runs, %d failures, %s ", runs, failures, time.Since(start).Round(time.Second))
-			}
-		}
+// progress reports the fuzzer's runs and failures on stderr while it
+// works (progress.go: redrawn on a terminal, plain lines elsewhere); the
+// returned function stops it.
+func (f *fuzzer) progress(w io.Writer) func() {
+	return startProgress(w, "fuzz", func() string {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return fmt.Sprintf("%d runs, %d failures", f.runs, len(f.findings))
 	})
-	return func() { close(done); wg.Wait() }
 }
 
 // backendOf is the backend a seed runs on: --backend's, or by default
@@ -588,7 +569,7 @@ func fuzzMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		})
 	}
-	stopProgress := f.progress(stderr, start)
+	stopProgress := f.progress(stderr)
 	f.feed(ctx, jobs, start)
 	wg.Wait()
 	stopProgress()
@@ -629,7 +610,8 @@ fuzz with the summary of what ran, saying it was interrupted. A CI job passes a 
 run (its build number, say) to explore new seeds; a CI matrix of N jobs passes --shard 1/N … N/N,
 which split the seeds into disjoint shares (seed offsets from SEED modulo N), and --json makes the
 summary one JSON object (runs, faults, restarts, seconds, runs per second, the failures with their
-commands, traces, pages and smallest programs).
+commands, traces, pages and smallest programs). While it runs, stderr shows the runs and failures
+so far: a line redrawn every second on a terminal, a plain line every 10 s elsewhere.
 
 Exit status: 0 when nothing failed, 1 when something did, 2 for a mistake of use, 3 when the
 machine fails picosim (TMPDIR, disk, no cgo for sqlite, a trace that cannot be written), 128+N
