@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Method names a task kind method the driver invokes.
@@ -703,13 +704,16 @@ func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *a
 	// drive, a commit, the previous invocation's completion) is at most a
 	// link, and its cancellation never reaches the task: a drive caller
 	// giving up is not the task's signal.
-	base, opts := d.invocationSpanStart(parent, lt.home)
-	spanCtx, span := startSpan(d.h.tracer, d.h.rt, base, "pico.task."+string(m), append(opts, trace.WithAttributes(
-		attribute.Int64("pico.task.id", int64(lt.task.ID)),
-		attribute.Int64("pico.conversation.id", int64(lt.task.ConversationID)),
-		attribute.String("pico.task.kind", lt.task.Kind),
-		attribute.String("pico.task.status", lt.task.Status),
-	))...)
+	spanCtx, span := context.WithoutCancel(parent), trace.Span(noop.Span{})
+	if d.h.Tracing() {
+		base, opts := d.invocationSpanStart(parent, lt.home)
+		spanCtx, span = startSpan(d.h.tracer, d.h.rt, base, "pico.task."+string(m), append(opts, trace.WithAttributes(
+			attribute.Int64("pico.task.id", int64(lt.task.ID)),
+			attribute.Int64("pico.conversation.id", int64(lt.task.ConversationID)),
+			attribute.String("pico.task.kind", lt.task.Kind),
+			attribute.String("pico.task.status", lt.task.Status),
+		))...)
+	}
 	cctx, cancel := context.WithCancel(spanCtx)
 	inv.ctx, inv.cancel, inv.span = context.WithValue(cctx, invocationKey{}, inv), cancel, span
 	d.running[lt.task.ID] = inv

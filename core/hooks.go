@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pico-go/pico/storage"
 )
@@ -131,11 +132,14 @@ func (h *Harness) runHooks(ctx context.Context, kind storage.Kinder, point strin
 		}
 		o := HookOutcome{}
 		func() {
-			hctx, span := h.StartSpan(ctx, "pico.hook", trace.WithAttributes(
-				attribute.String("pico.hook.kind", kind.Kind()),
-				attribute.String("pico.hook.point", point),
-				attribute.Int("pico.hook.index", i),
-			))
+			hctx, span := ctx, trace.Span(noop.Span{})
+			if h.Tracing() {
+				hctx, span = h.StartSpan(ctx, "pico.hook", trace.WithAttributes(
+					attribute.String("pico.hook.kind", kind.Kind()),
+					attribute.String("pico.hook.point", point),
+					attribute.Int("pico.hook.index", i),
+				))
+			}
 			defer span.End()
 			defer func() {
 				if p := recover(); p != nil {

@@ -189,10 +189,13 @@ func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx 
 			return storage.Range{}, nil, err
 		}
 	}
-	spanCtx, span := startSpan(l.tracer, l.rt, admitted, "pico.commit", trace.WithAttributes(
-		attribute.String("pico.batch", string(batch.Kind)),
-		attribute.Int("pico.writes", len(batch.Writes)),
-	))
+	spanCtx, span := admitted, trace.Span(noop.Span{})
+	if recording(l.tracer) {
+		spanCtx, span = startSpan(l.tracer, l.rt, admitted, "pico.commit", trace.WithAttributes(
+			attribute.String("pico.batch", string(batch.Kind)),
+			attribute.Int("pico.writes", len(batch.Writes)),
+		))
+	}
 	r, err := l.store.Commit(spanCtx, batch)
 	if err != nil {
 		span.RecordError(err)

@@ -165,7 +165,7 @@ func (h *Harness) sessionEvents(ctx context.Context, batch storage.CommitBatch, 
 		case w.Type == storage.WriteDeleteConversation:
 			common = append(common, SessionEvent{Type: SessionEventConversation, Conversation: &storage.Conversation{ID: w.ID}, Change: "deleted"})
 		case w.Addr == nil || w.Addr.Scope.Kind != storage.ScopeSession:
-		case usage.UsageRows.Namespace != "" && w.Type == storage.WriteListAppend && w.Addr.StateKey() == usage.UsageRows.StateKey():
+		case usage.UsageRows.Namespace != "" && w.Type == storage.WriteListAppend && w.Addr.Ref() == usage.UsageRows.Ref():
 			if !totalsRead {
 				v, ok, err := h.Store().GetValue(ctx, usage.UsageTotals, 0)
 				if err != nil {

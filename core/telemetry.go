@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pico-go/pico/storage"
 )
@@ -35,9 +36,20 @@ func (s clockedSpan) End(opts ...trace.SpanEndOption) {
 	s.Span.End(append([]trace.SpanEndOption{trace.WithTimestamp(s.rt.Now())}, opts...)...)
 }
 
+// recording reports whether tracer records spans: the no-op tracer of a
+// harness without a provider does not, and then no span, link or
+// attribute is built at all.
+func recording(tracer trace.Tracer) bool {
+	_, off := tracer.(noop.Tracer)
+	return !off
+}
+
 // startSpan starts a span at the runtime's time, whose End stamps the
 // runtime's time too. Explicit timestamps in opts win.
 func startSpan(tracer trace.Tracer, rt Runtime, ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !recording(tracer) {
+		return ctx, noop.Span{}
+	}
 	ctx, span := tracer.Start(ctx, name, append([]trace.SpanStartOption{trace.WithTimestamp(rt.Now())}, opts...)...)
 	if !span.IsRecording() {
 		return ctx, span
@@ -52,6 +64,10 @@ func startSpan(tracer trace.Tracer, rt Runtime, ctx context.Context, name string
 func (h *Harness) StartSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	return startSpan(h.tracer, h.rt, ctx, name, opts...)
 }
+
+// Tracing reports whether the host's tracer records spans, so a kind
+// builds a span's attributes only when someone will read them.
+func (h *Harness) Tracing() bool { return recording(h.tracer) }
 
 // home is where a task's invocation spans go: under sc, while the trace
 // named key (if any) is open.
@@ -84,6 +100,11 @@ type traceEnd struct {
 	err error
 }
 
+// Tracing reports whether this commit's session records spans: without a
+// tracer the trace door does nothing, and a kind need not build keys or
+// attributes for it.
+func (tx *Tx) Tracing() bool { return tx.h != nil && tx.h.Tracing() }
+
 func (tx *Tx) plan() *tracePlan {
 	if tx.traces == nil {
 		tx.traces = &tracePlan{}
@@ -98,6 +119,9 @@ func (tx *Tx) plan() *tracePlan {
 // first input); a key already open stays as it is, so a continuation may
 // start its trace again. A rejected commit starts nothing.
 func (tx *Tx) StartTrace(key, name string, opts ...trace.SpanStartOption) {
+	if !tx.Tracing() {
+		return
+	}
 	p := tx.plan()
 	p.starts = append(p.starts, traceStart{key: key, name: name, opts: opts})
 }
@@ -106,6 +130,9 @@ func (tx *Tx) StartTrace(key, name string, opts ...trace.SpanStartOption) {
 // trace key, open or started by this commit. Tasks that id's invocations
 // create inherit the home.
 func (tx *Tx) HomeTask(id storage.ID, key string) {
+	if !tx.Tracing() {
+		return
+	}
 	p := tx.plan()
 	if p.homes == nil {
 		p.homes = map[storage.ID]string{}
@@ -117,6 +144,9 @@ func (tx *Tx) HomeTask(id storage.ID, key string) {
 // status when err is set. Invocations of tasks still homed in it start
 // new roots linked to it. Ending a trace that is not open does nothing.
 func (tx *Tx) EndTrace(key string, err error) {
+	if !tx.Tracing() {
+		return
+	}
 	p := tx.plan()
 	p.ends = append(p.ends, traceEnd{key: key, err: err})
 }
@@ -124,6 +154,9 @@ func (tx *Tx) EndTrace(key string, err error) {
 // startTraces opens the traces a persisted commit asked for, on the line.
 func (d *driver) startTraces(ctx context.Context, p *tracePlan) {
 	if p == nil {
+		return
+	}
+	if !d.h.Tracing() {
 		return
 	}
 	for _, s := range p.starts {

@@ -423,18 +423,31 @@ func mergeState(old json.RawMessage, patch any) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	if merged, ok := mergeObjects(old, raw); ok {
+		return merged, nil
+	}
+	return mergeMaps(old, raw), nil
+}
+
+// mergeMaps is mergeState by way of maps: what mergeObjects's splice gives
+// whenever it applies, and the answer for everything else.
+func mergeMaps(old, raw json.RawMessage) json.RawMessage {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(raw, &top) != nil || top == nil {
-		return raw, nil
+		return raw
 	}
 	var base map[string]json.RawMessage
 	if len(old) == 0 || json.Unmarshal(old, &base) != nil || base == nil {
-		return raw, nil
+		return raw
 	}
 	for k, v := range top {
 		base[k] = v
 	}
-	return json.Marshal(base)
+	merged, err := json.Marshal(base)
+	if err != nil { // both parts are valid JSON objects: it cannot fail
+		panic("core: merging two task states: " + err.Error())
+	}
+	return merged
 }
 
 // CreateConversation creates a conversation and returns its id. With an

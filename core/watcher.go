@@ -347,7 +347,7 @@ func (w *Watch[V, E]) valueChanges(writes []storage.Write) []valueChange {
 	var out []valueChange
 	for _, vw := range writes {
 		for key, a := range w.values {
-			if a.StateKey() != vw.Addr.StateKey() {
+			if a.Ref() != vw.Addr.Ref() {
 				continue
 			}
 			c := valueChange{key: key, deleted: vw.Type == storage.WriteValueDelete}

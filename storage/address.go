@@ -131,6 +131,18 @@ func (a Address) StateKey() string {
 	return a.String()
 }
 
+// StateRef is the comparable identity of the stored state an address
+// denotes, StateKey's without building a string: the map key of a store or
+// a checker.
+type StateRef struct {
+	Scope     Scope
+	Namespace string
+	Key       string
+}
+
+// Ref returns the identity of the stored state a denotes.
+func (a Address) Ref() StateRef { return StateRef{Scope: a.Scope, Namespace: a.Namespace, Key: a.Key} }
+
 // Historical reports whether the address supports reads at a position.
 func (a Address) Historical() bool { return a.Scope.Kind == ScopeConversation && a.Rewind }
 

@@ -35,7 +35,7 @@ func CheckBatch(ctx context.Context, l Lookup, lastSeq ID, batch CommitBatch) er
 	c := &checker{
 		ctx: ctx, l: l, lastSeq: lastSeq,
 		convs: map[ID]bool{}, tasks: map[ID]*Task{}, entries: map[ID]ID{},
-		policy: map[string]statePolicy{}, elems: map[string]map[ID]bool{}, cleared: map[string]bool{},
+		policy: map[StateRef]statePolicy{}, elems: map[StateRef]map[ID]bool{}, cleared: map[StateRef]bool{},
 	}
 	return c.check(batch)
 }
@@ -49,9 +49,9 @@ type checker struct {
 	convs   map[ID]bool  // created (true) or deleted (false) in this batch
 	tasks   map[ID]*Task // created or changed in this batch
 	entries map[ID]ID    // entry id → conversation, created in this batch
-	policy  map[string]statePolicy
-	elems   map[string]map[ID]bool // state key → element → visible, touched in this batch
-	cleared map[string]bool
+	policy  map[StateRef]statePolicy
+	elems   map[StateRef]map[ID]bool // state → element → visible, touched in this batch
+	cleared map[StateRef]bool
 	created map[ID]*Conversation // conversations created in this batch
 	owns    [][2]ID              // (task, conversation) ownership claims, checked at the end
 }
@@ -171,7 +171,7 @@ func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
 		}
 	}
 	isList := w.Type == WriteListAppend || w.Type == WriteListRemove || w.Type == WriteListClear
-	key := a.StateKey()
+	key := a.Ref()
 	p, known := c.policy[key]
 	if !known {
 		exists, rewind, list, err := c.l.StatePolicy(c.ctx, a)
@@ -220,7 +220,7 @@ func kindWord(list bool) string {
 	return "value"
 }
 
-func (c *checker) elemSet(key string) map[ID]bool {
+func (c *checker) elemSet(key StateRef) map[ID]bool {
 	m := c.elems[key]
 	if m == nil {
 		m = map[ID]bool{}
@@ -229,7 +229,7 @@ func (c *checker) elemSet(key string) map[ID]bool {
 	return m
 }
 
-func (c *checker) listHas(a Address, key string, element ID) (bool, error) {
+func (c *checker) listHas(a Address, key StateRef, element ID) (bool, error) {
 	if v, ok := c.elems[key][element]; ok {
 		return v, nil
 	}

@@ -74,7 +74,7 @@ func (c *config) createGeneration(tx *core.Tx, conv storage.ID, inputs []storage
 	}
 	st := GenerationState{Inputs: inputs, Config: cfg, MaxAttempts: c.retry.attempts()}
 	id := tx.Task(kindName(GenerationKindName), core.TaskSpec{ConversationID: conv, State: st})
-	if len(inputs) > 0 {
+	if len(inputs) > 0 && tx.Tracing() {
 		startTurn(tx, conv, inputs, time.Time{})
 		tx.HomeTask(id, turnKey(conv, inputs[0]))
 	}

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
@@ -33,7 +34,7 @@ func turnKey(conv, first storage.ID) string {
 // turn starts when it was accepted, not when its group formed). A group
 // whose trace is open already keeps it.
 func startTurn(tx *core.Tx, conv storage.ID, inputs []storage.ID, since time.Time) {
-	if len(inputs) == 0 {
+	if len(inputs) == 0 || !tx.Tracing() {
 		return
 	}
 	ids := make([]int64, len(inputs))
@@ -53,7 +54,7 @@ func startTurn(tx *core.Tx, conv storage.ID, inputs []storage.ID, since time.Tim
 // endTurn ends the group's trace with its terminal results' commit; a
 // failed group's trace ends in error.
 func endTurn(tx *core.Tx, conv storage.ID, inputs []storage.ID, outcome InputResult) {
-	if len(inputs) == 0 {
+	if len(inputs) == 0 || !tx.Tracing() {
 		return
 	}
 	var err error
@@ -77,6 +78,9 @@ func acceptedAt(item InboxItem) time.Time {
 // providerSpan starts the span of one provider call: the model, its
 // provider and the attempt it is.
 func providerSpan(ctx context.Context, rt *core.TaskRuntime, model ai.Model, attempt int, deferred bool) (context.Context, trace.Span) {
+	if !rt.Harness().Tracing() {
+		return ctx, noop.Span{}
+	}
 	return rt.Harness().StartSpan(ctx, "pico.provider.call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("gen_ai.provider.name", model.Provider),
 		attribute.String("gen_ai.request.model", model.ID),
@@ -89,6 +93,9 @@ func providerSpan(ctx context.Context, rt *core.TaskRuntime, model ai.Model, att
 // reason and usage, or its error.
 func endProviderSpan(span trace.Span, final *ai.Message, err error) {
 	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return
@@ -115,6 +122,9 @@ func endProviderSpan(span trace.Span, final *ai.Message, err error) {
 
 // toolSpan starts the span of one tool handler's run.
 func toolSpan(ctx context.Context, rt *core.TaskRuntime, name, callID string) (context.Context, trace.Span) {
+	if !rt.Harness().Tracing() {
+		return ctx, noop.Span{}
+	}
 	return rt.Harness().StartSpan(ctx, "pico.tool.call", trace.WithAttributes(
 		attribute.String("gen_ai.tool.name", name),
 		attribute.String("gen_ai.tool.call.id", callID),

@@ -28,9 +28,9 @@ type Store struct {
 	taskOrder []ID            // every task, ascending
 	live      map[ID]struct{} // non-terminal tasks
 
-	states       map[string]*state // by Address.StateKey
-	namespaces   map[string][]string
-	scratchAddrs map[ID][]storage.Address // task → its scratch state, retired on settle
+	states       map[storage.StateRef]*state
+	namespaces   map[storage.StateRef][]string // a scope and namespace → its keys, sorted
+	scratchAddrs map[ID][]storage.Address      // task → its scratch state, retired on settle
 
 	claimed bool // a harness holds the store (Claim)
 
@@ -87,8 +87,8 @@ func New() *Store {
 		kinds:        map[string]struct{}{},
 		tasks:        map[ID]*storage.Task{},
 		live:         map[ID]struct{}{},
-		states:       map[string]*state{},
-		namespaces:   map[string][]string{},
+		states:       map[storage.StateRef]*state{},
+		namespaces:   map[storage.StateRef][]string{},
 		scratchAddrs: map[ID][]storage.Address{},
 	}
 }
@@ -293,7 +293,7 @@ func (s *Store) apply(w *storage.Write, seq ID) {
 			delete(s.live, w.ID)
 			delete(s.convs[t.ConversationID].live, w.ID)
 			for _, a := range s.scratchAddrs[w.ID] {
-				delete(s.states, a.StateKey())
+				delete(s.states, a.Ref())
 				delete(s.namespaces, nsKey(a.Scope, a.Namespace))
 			}
 			delete(s.scratchAddrs, w.ID)
@@ -303,7 +303,7 @@ func (s *Store) apply(w *storage.Write, seq ID) {
 
 func (s *Store) applyState(w *storage.Write, seq ID) {
 	a := *w.Addr
-	key := a.StateKey()
+	key := a.Ref()
 	st := s.states[key]
 	if st == nil {
 		st = &state{rewind: a.Historical(), list: w.Type == storage.WriteListAppend ||
@@ -360,8 +360,8 @@ func (s *Store) indexKey(a storage.Address) {
 	}
 }
 
-func nsKey(scope storage.Scope, namespace string) string {
-	return storage.Address{Scope: scope, Namespace: namespace}.StateKey()
+func nsKey(scope storage.Scope, namespace string) storage.StateRef {
+	return storage.StateRef{Scope: scope, Namespace: namespace}
 }
 
 func cmpID(a, b ID) int {
@@ -395,7 +395,7 @@ func (l lookup) EntryVisible(_ context.Context, conversationID, id ID) (bool, er
 }
 
 func (l lookup) StatePolicy(_ context.Context, a storage.Address) (bool, bool, bool, error) {
-	st := l.s.states[a.StateKey()]
+	st := l.s.states[a.Ref()]
 	if st == nil {
 		return false, false, false, nil
 	}

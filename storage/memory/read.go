@@ -367,7 +367,7 @@ func checkRead(a storage.Address, at ID) error {
 // clears. (A historical read through a sticky address was rejected before.)
 func (s *Store) storedPolicy(a storage.Address) storage.Address {
 	if a.Scope.Kind == storage.ScopeConversation {
-		if st := s.states[a.StateKey()]; st != nil {
+		if st := s.states[a.Ref()]; st != nil {
 			a.Rewind = st.rewind
 		}
 	}
@@ -396,7 +396,7 @@ func (s *Store) value(a storage.Address, at ID) (version, bool) {
 	a = s.storedPolicy(a)
 	if !a.Historical() {
 		s.work.Add(1)
-		st := s.states[a.StateKey()]
+		st := s.states[a.Ref()]
 		if st == nil || st.list || len(st.versions) == 0 || st.versions[len(st.versions)-1].deleted {
 			return version{}, false
 		}
@@ -405,7 +405,7 @@ func (s *Store) value(a storage.Address, at ID) (version, bool) {
 	for _, l := range s.chain(a.Scope.ID, at) {
 		b := a
 		b.Scope.ID = l.c.rec.ID
-		st := s.states[b.StateKey()]
+		st := s.states[b.Ref()]
 		s.work.Add(1)
 		if st == nil || st.list || !st.rewind {
 			continue
@@ -473,7 +473,7 @@ func (s *Store) ScanValues(_ context.Context, q storage.ValueQuery) (storage.Pag
 // is stored with: local state first, then rewindable state of fork sources.
 func (s *Store) currentValue(scope storage.Scope, namespace, key string) (version, bool) {
 	a := storage.Address{Scope: scope, Namespace: namespace, Key: key}
-	if st := s.states[a.StateKey()]; st != nil {
+	if st := s.states[a.Ref()]; st != nil {
 		a.Rewind = st.rewind
 	} else {
 		a.Rewind = scope.Kind == storage.ScopeConversation
@@ -514,7 +514,7 @@ func (s *Store) eachListElement(a storage.Address, at, lo, hi ID, fn func(elemen
 	a = s.storedPolicy(a)
 	if !a.Historical() {
 		s.work.Add(1)
-		st := s.states[a.StateKey()]
+		st := s.states[a.Ref()]
 		if st == nil || !st.list {
 			return
 		}
@@ -532,7 +532,7 @@ func (s *Store) eachListElement(a storage.Address, at, lo, hi ID, fn func(elemen
 	for _, l := range s.chain(a.Scope.ID, at) {
 		b := a
 		b.Scope.ID = l.c.rec.ID
-		st := s.states[b.StateKey()]
+		st := s.states[b.Ref()]
 		s.work.Add(1)
 		if st == nil || !st.list || !st.rewind {
 			continue
