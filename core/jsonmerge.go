@@ -68,7 +68,7 @@ func objectMembers(obj []byte) ([]member, bool) {
 	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' || !plainText(obj) {
 		return nil, false
 	}
-	var ms []member
+	ms := make([]member, 0, 8) // a task state has a handful of keys
 	pos := 1
 	if obj[pos] == '}' {
 		return ms, pos == len(obj)-1

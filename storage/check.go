@@ -32,12 +32,17 @@ type Lookup interface {
 // batch count), task roles, and JSON payloads. It runs no kind code and knows
 // no kind. A nil error means the batch can be applied without failing.
 func CheckBatch(ctx context.Context, l Lookup, lastSeq ID, batch CommitBatch) error {
-	c := &checker{
-		ctx: ctx, l: l, lastSeq: lastSeq,
-		convs: map[ID]bool{}, tasks: map[ID]*Task{}, entries: map[ID]ID{},
-		policy: map[StateRef]statePolicy{}, elems: map[StateRef]map[ID]bool{}, cleared: map[StateRef]bool{},
-	}
+	c := &checker{ctx: ctx, l: l, lastSeq: lastSeq} // its maps are made on first use
 	return c.check(batch)
+}
+
+// put sets m[k], making the map on first use: most batches touch few of
+// the checker's maps.
+func put[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
 }
 
 type statePolicy struct{ rewind, list bool }
@@ -135,7 +140,7 @@ func (c *checker) write(batch CommitBatch, w *Write, seq ID) error {
 		if !ok {
 			return reject("conversation %d does not exist", w.ID)
 		}
-		c.convs[w.ID] = false
+		put(&c.convs, w.ID, false)
 		return nil
 	case WriteEntry:
 		return c.entry(w, seq)
@@ -188,7 +193,7 @@ func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
 			return reject("%s is a %s, not a %s", a.StateKey(), kindWord(p.list), kindWord(isList))
 		}
 	}
-	c.policy[key] = statePolicy{rewind: a.Rewind, list: isList}
+	put(&c.policy, key, statePolicy{rewind: a.Rewind, list: isList})
 	switch w.Type {
 	case WriteValueSet, WriteListAppend:
 		if len(w.Value) == 0 || !json.Valid(w.Value) {
@@ -207,8 +212,8 @@ func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
 		}
 		c.elemSet(key)[w.Element] = false
 	case WriteListClear:
-		c.cleared[key] = true
-		c.elems[key] = map[ID]bool{}
+		put(&c.cleared, key, true)
+		put(&c.elems, key, map[ID]bool{})
 	}
 	return nil
 }
@@ -224,7 +229,7 @@ func (c *checker) elemSet(key StateRef) map[ID]bool {
 	m := c.elems[key]
 	if m == nil {
 		m = map[ID]bool{}
-		c.elems[key] = m
+		put(&c.elems, key, m)
 	}
 	return m
 }
@@ -281,11 +286,8 @@ func (c *checker) createConversation(w *Write, seq ID) error {
 			return reject("owner task %d does not exist", conv.Owner)
 		}
 	}
-	c.convs[seq] = true
-	if c.created == nil {
-		c.created = map[ID]*Conversation{}
-	}
-	c.created[seq] = conv
+	put(&c.convs, seq, true)
+	put(&c.created, seq, conv)
 	return nil
 }
 
@@ -328,7 +330,7 @@ func (c *checker) entry(w *Write, seq ID) error {
 			return reject("entry %d names unknown task %d", e.ID, e.ByTaskID)
 		}
 	}
-	c.entries[seq] = e.ConversationID
+	put(&c.entries, seq, e.ConversationID)
 	return nil
 }
 
@@ -372,7 +374,7 @@ func (c *checker) newTask(w *Write, seq ID) error {
 	for _, owned := range t.Owns {
 		c.owns = append(c.owns, [2]ID{t.ID, owned})
 	}
-	c.tasks[seq] = t
+	put(&c.tasks, seq, t)
 	return nil
 }
 
@@ -413,7 +415,7 @@ func (c *checker) changeTask(w *Write) error {
 	if w.Role != "" {
 		next.Status, next.Role = w.Status, w.Role
 	}
-	c.tasks[w.ID] = &next
+	put(&c.tasks, w.ID, &next)
 	return nil
 }
 
