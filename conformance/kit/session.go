@@ -248,12 +248,12 @@ func refusal(err error) string {
 		return "spawn"
 	case errors.As(err, &input):
 		return "input"
-	case errors.As(err, &collapse):
-		return "collapse"
 	case errors.Is(err, agent.ErrNothingToCollapse):
 		return "nothing-to-collapse"
 	case errors.Is(err, agent.ErrCollapseInProgress):
 		return "collapse-in-progress"
+	case errors.As(err, &collapse):
+		return "collapse"
 	case errors.Is(err, core.ErrNotFound):
 		return "not-found"
 	case errors.Is(err, core.ErrShuttingDown):
@@ -403,7 +403,10 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 		if err != nil {
 			return nil, "", err
 		}
-		id, err := c.Collapse(ctx, agent.CollapseOptions{})
+		// Keep only the newest exchange: the scenarios' conversations
+		// are far below the default keepRecent.
+		var keep int64
+		id, err := c.Collapse(ctx, agent.CollapseOptions{KeepRecent: &keep})
 		if err != nil {
 			return nil, "", err
 		}
