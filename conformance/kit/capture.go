@@ -44,6 +44,7 @@ func (se *session) outcome(ctx context.Context) (Outcome, error) {
 		if err := json.Unmarshal(el.Value, &row); err != nil {
 			return o, fmt.Errorf("usage row %d: %w", el.ID, err)
 		}
+		se.note("usage-row", el.Value)
 		u := UsageOutcome{Conversation: idOf(row.ConversationID), Task: idOf(row.TaskID), Kind: row.Kind,
 			Attempt: row.Attempt, Outcome: row.Outcome, Known: row.Usage != nil}
 		if row.Usage != nil {
@@ -59,6 +60,7 @@ func (se *session) outcome(ctx context.Context) (Outcome, error) {
 
 func (se *session) conversation(ctx context.Context, c storage.Conversation) (ConversationOutcome, error) {
 	store := se.h.Store()
+	se.note("conversation", c)
 	co := ConversationOutcome{ID: idOf(c.ID)}
 	if c.Parent != nil {
 		co.Parent = &struct {
@@ -75,6 +77,7 @@ func (se *session) conversation(ctx context.Context, c storage.Conversation) (Co
 	}
 	for _, e := range entries {
 		if e.ConversationID == c.ID { // its own, not inherited
+			se.note("entry", e)
 			co.Entries = append(co.Entries, entryOutcome(e))
 		}
 	}
@@ -86,14 +89,19 @@ func (se *session) conversation(ctx context.Context, c storage.Conversation) (Co
 	}
 	slices.SortFunc(tasks, func(a, b *storage.Task) int { return int(a.ID - b.ID) })
 	for _, t := range tasks {
+		se.note("task", t)
 		co.Tasks = append(co.Tasks, taskOutcome(t))
 	}
-	if co.Inputs, err = inputOutcomes(ctx, store, c.ID); err != nil {
+	if co.Inputs, err = inputOutcomes(ctx, store, c.ID, se.note); err != nil {
 		return co, err
 	}
 	view, err := se.finalView(ctx, c.ID)
 	if err != nil {
 		return co, err
+	}
+	se.note("conversation-view", view)
+	for _, el := range view.Inbox {
+		se.note("inbox-item", el.Value)
 	}
 	co.View = viewOutcome(view)
 	return co, nil
@@ -117,6 +125,13 @@ func (se *session) finalView(ctx context.Context, conv storage.ID) (*core.Conver
 		return nil, fmt.Errorf("the watch's fold %+v differs from a fresh capture %+v", got, want)
 	}
 	return w.View(), nil
+}
+
+// note hands a record to the session's recorder, if any.
+func (se *session) note(schema string, v any) {
+	if se.record != nil {
+		se.record(schema, v)
+	}
 }
 
 func viewOutcome(v *core.ConversationView) ViewOutcome {
@@ -187,7 +202,7 @@ func taskOutcome(t *storage.Task) TaskOutcome {
 }
 
 // inputOutcomes reads the conversation's input results, by input id.
-func inputOutcomes(ctx context.Context, store storage.Storage, conv storage.ID) ([]InputOutcome, error) {
+func inputOutcomes(ctx context.Context, store storage.Storage, conv storage.ID, note func(string, any)) ([]InputOutcome, error) {
 	var out []InputOutcome
 	var ids []int64
 	results := map[int64]agent.InputResult{}
@@ -205,6 +220,7 @@ func inputOutcomes(ctx context.Context, store storage.Storage, conv storage.ID) 
 			if err := json.Unmarshal(kv.Version.Value, &r); err != nil {
 				return nil, fmt.Errorf("input result %s does not decode: %v", kv.Key, err)
 			}
+			note("input-result", kv.Version.Value)
 			ids, results[id] = append(ids, id), r
 		}
 		if len(p.Items) < q.Limit {

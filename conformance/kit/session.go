@@ -41,9 +41,9 @@ type session struct {
 	// watches are the watch actions' logs; live says which still listen.
 	watches []*watchLog
 	actions []ActionOutcome
-	// fault is the first thing the session did that the kit cannot judge
-	// (a fold that differs from a fresh capture, an untyped error).
-	fault error
+	// record, when set, sees every record and event the session
+	// exchanges, by the name of its schema (RunRecorded).
+	record func(schema string, v any)
 }
 
 // watchLog is one watch action: its conversation and each commit's events.
@@ -142,7 +142,11 @@ func (se *session) view(ctx context.Context, conv storage.ID) error {
 		return err
 	}
 	se.views[conv] = w
-	return w.Start(ctx, func(core.ConversationEvent) {})
+	return w.Start(ctx, func(ev core.ConversationEvent) {
+		if se.record != nil {
+			se.record("conversation-event", ev)
+		}
+	})
 }
 
 // know adds a conversation an action made to those the program knows.
