@@ -185,7 +185,7 @@ func messageOutcome(m ai.Message) MessageOutcome {
 }
 
 func taskOutcome(t *storage.Task) TaskOutcome {
-	out := TaskOutcome{ID: idOf(t.ID), Kind: t.Kind, Status: t.Status, Role: string(t.Role), Background: t.Background, Abort: t.Abort}
+	out := TaskOutcome{ID: idOf(t.ID), Kind: t.Kind, Status: t.Status, Background: t.Background, Abort: t.Abort}
 	for _, id := range t.After {
 		out.After = append(out.After, idOf(id))
 	}

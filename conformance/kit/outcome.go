@@ -82,13 +82,13 @@ type EditOutcome struct {
 	Target ID     `json:"target,omitempty"`
 }
 
-// TaskOutcome is one task: kind, status, role, its links, and the reason
-// its state gives for how it ended.
+// TaskOutcome is one task: kind, status, its links, and the reason its
+// state gives (why it ended, or why it started). The driver's role of a
+// status is this implementation's own and is left out.
 type TaskOutcome struct {
 	ID         ID     `json:"id"`
 	Kind       string `json:"kind"`
 	Status     string `json:"status"`
-	Role       string `json:"role,omitempty"`
 	Background bool   `json:"background,omitempty"`
 	Abort      bool   `json:"abort,omitempty"`
 	After      []ID   `json:"after,omitempty"`
