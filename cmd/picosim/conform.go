@@ -24,14 +24,16 @@ func conformMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	port := fl.String("port", "", "the port's command line, split at spaces: 'node adapter.mjs'")
 	dir := fl.String("scenarios", "fixtures/scenarios", "the directory of scenario files (*.txt)")
 	run := fl.String("run", "", "only the scenarios whose name matches this regular expression")
+	diffs := fl.Int("diffs", 1, "how many differences to print per scenario")
+	timeout := fl.Duration("timeout", kit.ReplyTimeout, "how long to wait for one reply of the port")
 	usage := func(msg string) int {
-		fmt.Fprintf(stderr, "picosim conform: %s\nusage: picosim conform --port 'CMD ARGS' [--scenarios DIR] [--run REGEXP]\n", msg)
+		fmt.Fprintf(stderr, "picosim conform: %s\nusage: picosim conform --port 'CMD ARGS' [--scenarios DIR] [--run REGEXP] [--diffs N] [--timeout D]\n", msg)
 		return exitUsage
 	}
 	pos, err := parseAnywhere(fl, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(stdout, "usage: picosim conform --port 'CMD ARGS' [--scenarios DIR] [--run REGEXP]")
+		fmt.Fprintln(stdout, "usage: picosim conform --port 'CMD ARGS' [--scenarios DIR] [--run REGEXP] [--diffs N] [--timeout D]")
 		fl.SetOutput(stdout)
 		fl.PrintDefaults()
 		return 0
@@ -62,7 +64,7 @@ func conformMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if len(chosen) == 0 {
 		return usage(fmt.Sprintf("no scenario in %s matches %q", *dir, *run))
 	}
-	sum, err := kit.Conform(ctx, strings.Fields(*port), chosen, stdout)
+	sum, err := kit.Conform(ctx, strings.Fields(*port), chosen, stdout, kit.Options{Diffs: *diffs, Timeout: *timeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "picosim conform: %v\n", err)
 		return exitUsage

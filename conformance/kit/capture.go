@@ -239,9 +239,12 @@ func inputOutcomes(ctx context.Context, store storage.Storage, conv storage.ID, 
 
 // dataOutcome is an entry's data as the outcome has it: a system entry's
 // tool definitions by name only (their descriptions and schemas are an
-// implementation's own); anything else as it is.
+// implementation's own), no tool result data; anything else as it is.
 func dataOutcome(kind string, data json.RawMessage) json.RawMessage {
-	if kind != core.SystemKind.Kind() || len(data) == 0 {
+	switch {
+	case kind == core.ToolResultKind.Kind():
+		return nil // ToolResultData is the renderer's, shaped by each implementation (§2.1)
+	case kind != core.SystemKind.Kind() || len(data) == 0:
 		return data
 	}
 	var m map[string]json.RawMessage

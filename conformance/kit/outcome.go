@@ -175,7 +175,8 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 }
 
 // Normalize renames every id to @1, @2, … by order of first appearance,
-// walking the outcome in its printed order, so that implementations that
+// walking the actions, then each conversation (its id, parent, owner,
+// tasks, entries, inputs, view), the usage rows and the watches, so that implementations that
 // number differently compare. It works on a copy.
 func Normalize(o Outcome) Outcome {
 	raw, err := json.Marshal(o)
@@ -216,6 +217,14 @@ func Normalize(o Outcome) Outcome {
 			rn(&cv.Parent.At)
 		}
 		rn(&cv.Owner)
+		// Tasks before entries, so that an entry's byTask (which one
+		// implementation may set and another not) does not shift names.
+		for j := range cv.Tasks {
+			t := &cv.Tasks[j]
+			rn(&t.ID)
+			all(t.After)
+			all(t.Owns)
+		}
 		for j := range cv.Entries {
 			e := &cv.Entries[j]
 			rn(&e.ID)
@@ -224,12 +233,6 @@ func Normalize(o Outcome) Outcome {
 			for k := range e.Edits {
 				rn(&e.Edits[k].Target)
 			}
-		}
-		for j := range cv.Tasks {
-			t := &cv.Tasks[j]
-			rn(&t.ID)
-			all(t.After)
-			all(t.Owns)
 		}
 		for j := range cv.Inputs {
 			in := &cv.Inputs[j]
@@ -446,6 +449,17 @@ func (d *Difference) String() string {
 // Diff compares two journals as JSON and reports the first difference,
 // or nil when they are equal.
 func Diff(got, want []byte) (*Difference, error) {
+	ds, err := Diffs(got, want, 1)
+	if err != nil || len(ds) == 0 {
+		return nil, err
+	}
+	return &ds[0], nil
+}
+
+// Diffs reports up to limit differences between two journals, in path
+// order; a list that differs in length differs at its first extra or
+// missing item.
+func Diffs(got, want []byte, limit int) ([]Difference, error) {
 	var g, w any
 	if err := json.Unmarshal(got, &g); err != nil {
 		return nil, fmt.Errorf("the outcome is not JSON: %w", err)
@@ -453,7 +467,22 @@ func Diff(got, want []byte) (*Difference, error) {
 	if err := json.Unmarshal(want, &w); err != nil {
 		return nil, fmt.Errorf("the expected outcome is not JSON: %w", err)
 	}
-	return firstDiff("", g, w), nil
+	c := &differ{limit: limit}
+	c.walk("", g, w)
+	return c.out, nil
+}
+
+type differ struct {
+	limit int
+	out   []Difference
+}
+
+func (c *differ) full() bool { return len(c.out) >= c.limit }
+
+func (c *differ) add(path, got, want string) {
+	if !c.full() {
+		c.out = append(c.out, Difference{orRoot(path), got, want})
+	}
 }
 
 const absent = "(absent)"
@@ -463,12 +492,16 @@ func show(v any) string {
 	return string(b)
 }
 
-func firstDiff(path string, g, w any) *Difference {
+func (c *differ) walk(path string, g, w any) {
+	if c.full() {
+		return
+	}
 	switch wv := w.(type) {
 	case map[string]any:
 		gv, ok := g.(map[string]any)
 		if !ok {
-			return &Difference{orRoot(path), show(g), show(w)}
+			c.add(path, show(g), show(w))
+			return
 		}
 		keys := make([]string, 0, len(wv)+len(gv))
 		for k := range wv {
@@ -489,38 +522,36 @@ func firstDiff(path string, g, w any) *Difference {
 			wk, wok := wv[k]
 			switch {
 			case !gok:
-				return &Difference{p, absent, show(wk)}
+				c.add(p, absent, show(wk))
 			case !wok:
-				return &Difference{p, show(gk), absent}
-			}
-			if d := firstDiff(p, gk, wk); d != nil {
-				return d
+				c.add(p, show(gk), absent)
+			default:
+				c.walk(p, gk, wk)
 			}
 		}
-		return nil
 	case []any:
 		gv, ok := g.([]any)
 		if !ok {
-			return &Difference{orRoot(path), show(g), show(w)}
+			c.add(path, show(g), show(w))
+			return
 		}
 		for i := range max(len(gv), len(wv)) {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			switch {
 			case i >= len(gv):
-				return &Difference{p, absent, show(wv[i])}
+				c.add(p, absent, show(wv[i]))
+				return
 			case i >= len(wv):
-				return &Difference{p, show(gv[i]), absent}
+				c.add(p, show(gv[i]), absent)
+				return
 			}
-			if d := firstDiff(p, gv[i], wv[i]); d != nil {
-				return d
-			}
+			c.walk(p, gv[i], wv[i])
 		}
-		return nil
+	default:
+		if show(g) != show(w) {
+			c.add(path, show(g), show(w))
+		}
 	}
-	if show(g) != show(w) {
-		return &Difference{orRoot(path), show(g), show(w)}
-	}
-	return nil
 }
 
 func orRoot(path string) string {

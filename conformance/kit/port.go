@@ -150,17 +150,25 @@ func clip(s string) string {
 	return s
 }
 
+// Options tune a conformance run.
+type Options struct {
+	// Diffs is how many differences to report per scenario (0: one).
+	Diffs int
+	// Timeout is how long to wait for one reply (0: ReplyTimeout).
+	Timeout time.Duration
+}
+
 // Verdict is one scenario's result on a port.
 type Verdict struct {
 	Scenario    string
-	Diff        *Difference // nil: the outcome matched
+	Diffs       []Difference // none: the outcome matched
 	Unsupported string      // the port cannot express the scenario
 	Err         error       // the port broke the protocol
 }
 
 // RunScenario plays one scenario on the port and diffs its normalized
 // outcome against the scenario's expected journal.
-func (p *Port) RunScenario(sc *Scenario) Verdict {
+func (p *Port) RunScenario(sc *Scenario, diffs int) Verdict {
 	v := Verdict{Scenario: sc.Name}
 	open, actions, err := sc.Requests()
 	if err != nil {
@@ -204,11 +212,10 @@ func (p *Port) RunScenario(sc *Scenario) Verdict {
 		v.Err = &PortError{Scenario: sc.Name, Request: "outcome", Reason: "no outcome: " + r.Error}
 		return v
 	}
-	d, err := Diff(Journal(Normalize(*r.Outcome)), sc.Expected)
+	v.Diffs, err = Diffs(Journal(Normalize(*r.Outcome)), sc.Expected, max(diffs, 1))
 	if err != nil {
 		v.Err = fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
-	v.Diff = d
 	return v
 }
 
@@ -228,7 +235,10 @@ func (s Summary) OK() bool { return s.Differ == 0 && s.Failed == 0 }
 //	- subagent-run: unsupported: no subagent tool
 //	! crash-reopen: port: scenario crash-reopen, action 2 (reopen): the port exited (exit status 1)
 //	DONE 73 scenarios: 70 ✓, 1 differ, 1 unsupported, 1 failed
-func Conform(ctx context.Context, argv []string, scs []*Scenario, w io.Writer) (Summary, error) {
+//
+// With opts.Diffs above one, the further differences of a scenario follow
+// its line, indented.
+func Conform(ctx context.Context, argv []string, scs []*Scenario, w io.Writer, opts Options) (Summary, error) {
 	var sum Summary
 	var p *Port
 	defer func() {
@@ -242,8 +252,11 @@ func Conform(ctx context.Context, argv []string, scs []*Scenario, w io.Writer) (
 			if p, err = StartPort(ctx, argv); err != nil {
 				return sum, err
 			}
+			if opts.Timeout > 0 {
+				p.timeout = opts.Timeout
+			}
 		}
-		v := p.RunScenario(sc)
+		v := p.RunScenario(sc, opts.Diffs)
 		sum.Scenarios++
 		switch {
 		case v.Err != nil:
@@ -254,9 +267,12 @@ func Conform(ctx context.Context, argv []string, scs []*Scenario, w io.Writer) (
 		case v.Unsupported != "":
 			sum.Unsupported++
 			fmt.Fprintf(w, "- %s: unsupported: %s\n", sc.Name, v.Unsupported)
-		case v.Diff != nil:
+		case len(v.Diffs) > 0:
 			sum.Differ++
-			fmt.Fprintf(w, "✗ %s: %s\n", sc.Name, v.Diff)
+			fmt.Fprintf(w, "✗ %s: %s\n", sc.Name, &v.Diffs[0])
+			for _, d := range v.Diffs[1:] {
+				fmt.Fprintf(w, "    %s\n", &d)
+			}
 		default:
 			sum.Passed++
 			fmt.Fprintf(w, "✓ %s\n", sc.Name)

@@ -55,7 +55,7 @@ func TestGoPortConforms(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	sum, err := Conform(context.Background(), []string{buildGoPort(t)}, scs, &out)
+	sum, err := Conform(context.Background(), []string{buildGoPort(t)}, scs, &out, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestBrokenPortsAreNamed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := p.RunScenario(sc)
+		v := p.RunScenario(sc, 1)
 		_ = p.Close()
 		var pe *PortError
 		if !errors.As(v.Err, &pe) || !strings.Contains(v.Err.Error(), tc.want) {
@@ -128,7 +128,7 @@ func TestBrokenPortsAreNamed(t *testing.T) {
 	}
 	t.Setenv(fakePortEnv, "unsupported")
 	var out strings.Builder
-	sum, err := Conform(context.Background(), []string{self}, []*Scenario{sc}, &out)
+	sum, err := Conform(context.Background(), []string{self}, []*Scenario{sc}, &out, Options{})
 	if err != nil || sum.Unsupported != 1 || !sum.OK() || !strings.Contains(out.String(), "- basic-turn: unsupported: no faux provider") {
 		t.Fatalf("unsupported port: %+v, %v:\n%s", sum, err, out.String())
 	}
@@ -152,5 +152,27 @@ func TestBadScenarioFilesNameTheLine(t *testing.T) {
 		if !errors.As(err, &se) || se.Line != tc.line || !strings.Contains(se.Reason, tc.want) || se.Path != "x.txt" {
 			t.Errorf("ParseScenario(%q) = %v; want a ScenarioError at x.txt:%d mentioning %q", tc.text, err, tc.line, tc.want)
 		}
+	}
+}
+
+// Diffs reports each difference up to its limit, in path order.
+func TestDiffsReportsUpToItsLimit(t *testing.T) {
+	got := []byte(`{"a":[1,2,3],"b":{"c":"x","d":true},"e":1}`)
+	want := []byte(`{"a":[1,5],"b":{"c":"y"},"e":1,"f":null}`)
+	ds, err := Diffs(got, want, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, d := range ds {
+		lines = append(lines, d.String())
+	}
+	wantLines := []string{"a[1]: got 2; want 5", "a[2]: got 3; want (absent)", `b.c: got "x"; want "y"`,
+		"b.d: got true; want (absent)", "f: got (absent); want null"}
+	if strings.Join(lines, "\n") != strings.Join(wantLines, "\n") {
+		t.Fatalf("Diffs:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(wantLines, "\n"))
+	}
+	if ds, _ := Diffs(got, want, 2); len(ds) != 2 {
+		t.Fatalf("Diffs with limit 2 = %d differences", len(ds))
 	}
 }
