@@ -162,8 +162,8 @@ type Options struct {
 type Verdict struct {
 	Scenario    string
 	Diffs       []Difference // none: the outcome matched
-	Unsupported string      // the port cannot express the scenario
-	Err         error       // the port broke the protocol
+	Unsupported string       // the port cannot express the scenario
+	Err         error        // the port broke the protocol
 }
 
 // RunScenario plays one scenario on the port and diffs its normalized
