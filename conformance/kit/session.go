@@ -305,8 +305,9 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 		if err != nil {
 			return nil, "", err
 		}
+		_ = entry // §9.1: write returns the input id; its placement is in the input's result
 		se.inputs[c.ID] = append(se.inputs[c.ID], input)
-		return []storage.ID{input, entry}, "", nil
+		return []storage.ID{input}, "", nil
 	case "cancel-queued":
 		c, err := se.agentConv(ctx, args[0])
 		if err != nil {
@@ -420,12 +421,12 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 		if err != nil {
 			return nil, "", err
 		}
-		input, entry, err := c.Reset(ctx, "")
+		input, _, err := c.Reset(ctx, "")
 		if err != nil {
 			return nil, "", err
 		}
 		se.inputs[c.ID] = append(se.inputs[c.ID], input)
-		return []storage.ID{input, entry}, "", nil
+		return nil, "", nil // §9.1: reset returns nothing
 	case "spawn":
 		c, err := se.agentConv(ctx, args[0])
 		if err != nil {
@@ -436,7 +437,7 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 			return nil, "", err
 		}
 		se.inputs[child] = append(se.inputs[child], input)
-		return []storage.ID{child, input}, "", se.know(ctx, child)
+		return []storage.ID{child}, "", se.know(ctx, child) // §9.1: spawn returns the child
 	}
 	return nil, "", fmt.Errorf("op %q is not one a data scenario may use", op)
 }
