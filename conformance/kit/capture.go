@@ -159,7 +159,7 @@ func optID(id storage.ID) ID {
 }
 
 func entryOutcome(e *storage.Entry) EntryOutcome {
-	out := EntryOutcome{ID: idOf(e.ID), Kind: e.Kind, ByTask: optID(e.ByTaskID), Key: e.Key, Data: dataOutcome(e.Kind, e.Data), Head: optID(e.Head)}
+	out := EntryOutcome{ID: idOf(e.ID), Kind: e.Kind, ByTask: optID(e.ByTaskID), Key: e.Key, Data: e.Data, Head: optID(e.Head)}
 	for _, m := range e.Model {
 		out.Model = append(out.Model, messageOutcome(m))
 	}
@@ -235,35 +235,4 @@ func inputOutcomes(ctx context.Context, store storage.Storage, conv storage.ID, 
 			Placement: optID(r.PlacementEntryID), Result: optID(r.ResultEntryID), Reason: r.Reason})
 	}
 	return out, nil
-}
-
-// dataOutcome is an entry's data as the outcome has it: a system entry's
-// tool definitions by name only (their descriptions and schemas are an
-// implementation's own), no tool result data; anything else as it is.
-func dataOutcome(kind string, data json.RawMessage) json.RawMessage {
-	switch {
-	case kind == core.ToolResultKind.Kind():
-		return nil // ToolResultData is the renderer's, shaped by each implementation (§2.1)
-	case kind != core.SystemKind.Kind() || len(data) == 0:
-		return data
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(data, &m) != nil {
-		return data
-	}
-	for _, k := range []string{"toolsAdded", "toolsRemoved"} {
-		var tools []struct {
-			Name string `json:"name"`
-		}
-		if json.Unmarshal(m[k], &tools) != nil || tools == nil {
-			continue
-		}
-		names := make([]string, len(tools))
-		for i, t := range tools {
-			names[i] = t.Name
-		}
-		m[k], _ = json.Marshal(names)
-	}
-	out, _ := json.Marshal(m)
-	return out
 }

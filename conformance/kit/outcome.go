@@ -227,6 +227,7 @@ func Normalize(o Outcome) Outcome {
 		}
 		for j := range cv.Entries {
 			e := &cv.Entries[j]
+			e.Data = dataOutcome(e.Kind, e.Data)
 			rn(&e.ID)
 			rn(&e.ByTask)
 			rn(&e.Head)
@@ -570,3 +571,37 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// dataOutcome is an entry's data as the outcome has it: a system entry's
+// tool definitions by name only (their descriptions and schemas are an
+// implementation's own), no tool result data; anything else as it is.
+func dataOutcome(kind string, data json.RawMessage) json.RawMessage {
+	switch {
+	case kind == toolResultKind:
+		return nil // ToolResultData is the renderer's, shaped by each implementation (§2.1)
+	case kind != systemKind || len(data) == 0:
+		return data
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return data
+	}
+	for _, k := range []string{"toolsAdded", "toolsRemoved"} {
+		var tools []struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(m[k], &tools) != nil || tools == nil {
+			continue
+		}
+		names := make([]string, len(tools))
+		for i, t := range tools {
+			names[i] = t.Name
+		}
+		m[k], _ = json.Marshal(names)
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// systemKind is the entry kind of system instructions.
+const systemKind = "system"
