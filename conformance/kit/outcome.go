@@ -229,6 +229,7 @@ func Normalize(o Outcome) Outcome {
 			e := &cv.Entries[j]
 			e.Data = dataOutcome(e.Kind, e.Data)
 			rn(&e.ID)
+			e.Data = renameDataIDs(e.Kind, e.Data, rn)
 			rn(&e.ByTask)
 			rn(&e.Head)
 			for k := range e.Edits {
@@ -605,3 +606,29 @@ func dataOutcome(kind string, data json.RawMessage) json.RawMessage {
 
 // systemKind is the entry kind of system instructions.
 const systemKind = "system"
+
+// dataIDs are the members of an entry kind's data that hold ids (§2.1):
+// renamed with the rest, so that a summary's boundary compares across
+// numberings. Ids inside model text (a subagent's id in its tool result)
+// stay as they are.
+var dataIDs = map[string][]string{"summary": {"summarizedThrough"}}
+
+func renameDataIDs(kind string, data json.RawMessage, rn func(*ID)) json.RawMessage {
+	fields := dataIDs[kind]
+	if len(fields) == 0 || len(data) == 0 {
+		return data
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return data
+	}
+	for _, f := range fields {
+		var id ID
+		if raw, ok := m[f]; ok && json.Unmarshal(raw, &id) == nil {
+			rn(&id)
+			m[f], _ = json.Marshal(id)
+		}
+	}
+	out, _ := json.Marshal(m)
+	return out
+}

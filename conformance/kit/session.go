@@ -41,6 +41,9 @@ type session struct {
 	// watches are the watch actions' logs; live says which still listen.
 	watches []*watchLog
 	actions []ActionOutcome
+	// configured says the root's settings are written (once, at the
+	// first open).
+	configured bool
 	// record, when set, sees every record and event the session
 	// exchanges, by the name of its schema (RunRecorded).
 	record func(schema string, v any)
@@ -123,6 +126,19 @@ func (se *session) open(ctx context.Context) error {
 		return err
 	}
 	se.h = h
+	if !se.configured {
+		// Collapses keep only the newest exchange (keepRecent 0, §8.4):
+		// the scenarios' conversations are far below the default, and an
+		// overflow could otherwise collapse nothing.
+		root, err := h.Conversation(ctx, rootConversation)
+		if err != nil {
+			return err
+		}
+		if err := root.Value(agent.CollapseKeepRecentValue.Address).Set(ctx, json.RawMessage("0")); err != nil {
+			return err
+		}
+		se.configured = true
+	}
 	clear(se.views)
 	for _, conv := range se.convs {
 		if err := se.view(ctx, conv); err != nil {
