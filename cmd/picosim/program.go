@@ -544,6 +544,24 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			g.convs = append(g.convs, f.ID)
 		}
 		return err
+	case "entry":
+		// A host commit of a notice entry that starts the context at the
+		// Nth entry of the conversation's transcript (§2.1 head rules).
+		conv := g.conv(l.args[0])
+		page, err := e.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+		if err != nil || len(page.Items) == 0 {
+			return err
+		}
+		c, err := e.h.Conversation(ctx, conv)
+		if err != nil {
+			return err
+		}
+		head := page.Items[atoi(l.args[1])%len(page.Items)].ID
+		_, err = c.Commit(ctx, func(tx *core.ConversationTx) error {
+			tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "host head"}, Head: head})
+			return nil
+		})
+		return err
 	case "watch":
 		conv := g.conv(l.args[0])
 		w, err := e.h.Watch(ctx, conv, core.WatchOptions{Tail: g.p.tail})

@@ -375,6 +375,25 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 			return nil, "", err
 		}
 		return []storage.ID{f.ID}, "", se.know(ctx, f.ID)
+	case "entry":
+		conv := se.conv(args[0])
+		page, err := se.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+		if err != nil {
+			return nil, "", err
+		}
+		if len(page.Items) == 0 {
+			return nil, "no entry", nil
+		}
+		c, err := se.h.Conversation(ctx, conv)
+		if err != nil {
+			return nil, "", err
+		}
+		n, _ := strconv.Atoi(args[1])
+		id, err := hostHead(ctx, c.Conversation, page.Items[n%len(page.Items)].ID)
+		if err != nil {
+			return nil, "", err
+		}
+		return []storage.ID{id}, "", nil
 	case "watch":
 		conv := se.conv(args[0])
 		w, err := se.h.Watch(ctx, conv, core.WatchOptions{Tail: se.swarm.Tail})
@@ -486,3 +505,14 @@ func (w *watchLog) listen(ev core.ConversationEvent) {
 type survivor struct{ storage.Storage }
 
 func (survivor) Close(context.Context) error { return nil }
+
+// hostHead is the entry action: a host commit of a notice entry that starts
+// the context at head (§2.1), which the line holds to the head rules.
+func hostHead(ctx context.Context, c *core.Conversation, head storage.ID) (storage.ID, error) {
+	var id storage.ID
+	_, err := c.Commit(ctx, func(tx *core.ConversationTx) error {
+		id = tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "host head"}, Head: head})
+		return nil
+	})
+	return id, err
+}

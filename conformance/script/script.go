@@ -71,6 +71,7 @@ var Arity = map[string][2]int{
 	"job":           {1, 1},
 	"spawn":         {2, 2},
 	"boundary":      {2, 2},
+	"entry":         {2, 2},
 }
 
 // ResponseKinds are what respond takes.
@@ -250,7 +251,7 @@ func (l Line) Check() error {
 		if _, err := strconv.Atoi(l.Args[0]); err != nil {
 			return fmt.Errorf("%s: %v", l.Op, err)
 		}
-	case "cancel-queued", "fork":
+	case "cancel-queued", "fork", "entry":
 		if _, err := strconv.Atoi(l.Args[1]); err != nil {
 			return fmt.Errorf("%s: %v", l.Op, err)
 		}

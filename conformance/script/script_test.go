@@ -36,6 +36,7 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\nswarm tail=-1\n", 2, "tail"},
 		{Magic + "\nrespond slow soon x\n", 2, "slow"},
 		{Magic + "\naccept q0 hi\n", 2, "not a conversation"},
+		{Magic + "\nentry c0 first\n", 2, "entry"},
 	} {
 		_, err := Parse(tc.text)
 		var pe *ProgramError

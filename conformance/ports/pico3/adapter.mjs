@@ -224,6 +224,7 @@ class Scenario {
       }
       case "reset": { await (await this.handle(args[0])).reset(undefined, ctx); return {}; }
       case "spawn": throw new Unsupported("no host spawn (children are made by tasks)");
+      case "entry": throw new Unsupported("no host commit of an entry with a head (HostTx has write, not entry)");
     }
     throw new Unsupported(`op ${op}`);
   }
