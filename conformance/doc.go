@@ -4,6 +4,18 @@
 // every query of storage.Storage, before and after a reopen. The package has
 // no API; everything lives in its tests.
 //
+// Beside it, the kit that checks another implementation (a port) against
+// this one (DESIGN §6, fixtures/README.md):
+//
+//   - script: the host-action program language, shared with picosim;
+//   - kit: data scenarios (fixtures/scenarios), their normalized observable
+//     outcomes, the JSON-lines port protocol, its runner and this
+//     implementation as a port (Serve);
+//   - schema: the JSON Schemas of everything a port exchanges
+//     (fixtures/schema/v1), generated from the Go types, and their validator;
+//   - ports/gopico: the Go adapter, a small main over kit.Serve;
+//   - ports/pico3: the TypeScript pico3's adapter and its differences.
+//
 // # Files
 //
 // Every file but this one is a test file:

@@ -19,6 +19,7 @@ commands:
   fuzz      explore schedules and faults in parallel, shrink failures (picosim fuzz --help)
   check     validate a JSONL session or a SQLite database without writing (picosim check --help)
   bench     the peer's faux-turn workload (picosim bench --help)
+  conform   the data scenarios on a port, each outcome diffed (picosim conform --help)
   demo      the kernel walk-through and a seeded pipeline sweep
   help      this text
 

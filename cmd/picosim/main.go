@@ -42,6 +42,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return checkMain(ctx, args[1:], stdout, stderr)
 	case "fuzz":
 		return fuzzMain(ctx, args[1:], stdout, stderr)
+	case "conform":
+		return conformMain(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return demoMain(ctx, stdout, stderr)
 	}

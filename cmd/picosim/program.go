@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pico-go/pico/conformance/script"
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
@@ -43,9 +43,11 @@ import (
 // else happens), then the other lines, each in program order.
 
 // programMagic is a program's first line.
-const programMagic = "picosim program 1"
+const programMagic = script.Magic
 
-// program is a parsed program: its swarm options and its lines.
+// program is a parsed program: its swarm options and its lines. The
+// syntax is package script's, shared with the conformance kit's data
+// scenarios; this is picosim's working copy of it.
 type program struct {
 	tail  int  // the watches' entry tail
 	shell bool // the shell tools over fake processes
@@ -77,67 +79,24 @@ type progLine struct {
 	args []string
 }
 
-// opArity is each op's argument count bounds: min, max.
-var opArity = map[string][2]int{
-	"respond":       {1, 3},
-	"accept":        {2, 3},
-	"followup":      {2, 2},
-	"steer":         {2, 2},
-	"next-run":      {2, 2},
-	"write":         {2, 2},
-	"cancel-queued": {2, 2},
-	"abort":         {1, 1},
-	"abort-task":    {1, 1},
-	"fork":          {2, 3},
-	"watch":         {1, 1},
-	"watch-session": {0, 0},
-	"unwatch":       {1, 1},
-	"resnapshot":    {1, 1},
-	"drive":         {1, 1},
-	"drive-async":   {1, 1},
-	"sleep":         {1, 1},
-	"reopen":        {0, 0},
-	"shutdown":      {0, 0},
-	"collapse":      {1, 1},
-	"reset":         {1, 1},
-	"job":           {1, 1},
-	"spawn":         {2, 2},
-	"boundary":      {2, 2},
-}
-
-// responseKinds are what respond takes.
-var responseKinds = []string{"text", "calls", "rate-limited", "deferred", "overflow", "fail", "aborted", "slow"}
-
 // ProgramError is a program that does not parse, naming its line.
-type ProgramError struct {
-	Line   int
-	Reason string
+type ProgramError = script.ProgramError
+
+// shared is the program in package script's form.
+func (p *program) shared() *script.Program {
+	q := &script.Program{Tail: p.tail, Shell: p.shell, Queue: p.queue, Retry: p.retry, Chunk: p.chunk}
+	for _, l := range p.lines {
+		q.Lines = append(q.Lines, l.shared())
+	}
+	return q
 }
 
-func (e *ProgramError) Error() string { return fmt.Sprintf("program line %d: %s", e.Line, e.Reason) }
+func (l progLine) shared() script.Line { return script.Line{Op: l.op, Args: l.args} }
 
 // String prints the program; parseProgram reads it back.
-func (p *program) String() string {
-	var b strings.Builder
-	b.WriteString(programMagic + "\n")
-	fmt.Fprintf(&b, "swarm tail=%d shell=%v queue=%d retry=%d chunk=%d\n", p.tail, p.shell, p.queue, p.retry, p.chunk)
-	for _, l := range p.lines {
-		b.WriteString(l.String())
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
+func (p *program) String() string { return p.shared().String() }
 
-func (l progLine) String() string {
-	parts := []string{l.op}
-	for _, a := range l.args {
-		if needsQuote(a) {
-			a = strconv.Quote(a)
-		}
-		parts = append(parts, a)
-	}
-	return strings.Join(parts, " ")
-}
+func (l progLine) String() string { return l.shared().String() }
 
 // hostOrder is the program's lines in the order they are host actions:
 // the respond lines first (all answers are queued before anything else
@@ -152,21 +111,6 @@ func (p *program) hostOrder() []int {
 		}
 	}
 	return append(responds, others...)
-}
-
-// needsQuote reports whether an argument must be printed quoted to read
-// back as one token: empty, or holding a space, a quote, a backslash or
-// anything unprintable.
-func needsQuote(a string) bool {
-	if a == "" {
-		return true
-	}
-	for _, r := range a {
-		if r == ' ' || r == '"' || r == '\\' || !strconv.IsPrint(r) {
-			return true
-		}
-	}
-	return false
 }
 
 // without is the program with the host actions numbered in drop left out:
@@ -191,159 +135,20 @@ func (p *program) without(drop []int) *program {
 // parseProgram reads a printed program, refusing anything it does not
 // know with a ProgramError naming the line.
 func parseProgram(text string) (*program, error) {
-	sc := bufio.NewScanner(strings.NewReader(text))
-	p := &program{tail: 1}
-	n := 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case n == 1:
-			if line != programMagic {
-				return nil, &ProgramError{1, fmt.Sprintf("%q: want %q", line, programMagic)}
-			}
-			continue
-		case line == "" || strings.HasPrefix(line, "#"):
-			continue
-		}
-		toks, err := tokens(line)
-		if err != nil {
-			return nil, &ProgramError{n, err.Error()}
-		}
-		if toks[0] == "swarm" {
-			if err := p.swarm(toks[1:]); err != nil {
-				return nil, &ProgramError{n, err.Error()}
-			}
-			continue
-		}
-		l := progLine{op: toks[0], args: toks[1:]}
-		if err := l.check(); err != nil {
-			return nil, &ProgramError{n, err.Error()}
-		}
-		p.lines = append(p.lines, l)
+	sp, err := script.Parse(text)
+	if err != nil {
+		return nil, err
 	}
-	if n == 0 {
-		return nil, &ProgramError{1, "empty program"}
+	p := &program{tail: sp.Tail, shell: sp.Shell, queue: sp.Queue, retry: sp.Retry, chunk: sp.Chunk}
+	for _, l := range sp.Lines {
+		p.lines = append(p.lines, progLine{op: l.Op, args: l.Args})
 	}
-	return p, sc.Err()
-}
-
-func (p *program) swarm(opts []string) error {
-	for _, o := range opts {
-		k, v, ok := strings.Cut(o, "=")
-		var err error
-		switch {
-		case !ok:
-			return fmt.Errorf("swarm option %q: want key=value", o)
-		case k == "tail":
-			p.tail, err = strconv.Atoi(v)
-			if err == nil && (p.tail < 0 || p.tail > 1000) {
-				err = errors.New("want 0 to 1000")
-			}
-		case k == "shell":
-			p.shell, err = strconv.ParseBool(v)
-		case k == "queue" || k == "retry" || k == "chunk":
-			var n int
-			n, err = strconv.Atoi(v)
-			if err == nil && (n < 0 || n > 1_000_000) {
-				err = errors.New("want 0 to 1000000")
-			}
-			switch k {
-			case "queue":
-				p.queue = n
-			case "retry":
-				p.retry = n
-			default:
-				p.chunk = n
-			}
-		default:
-			return fmt.Errorf("unknown swarm option %q", k)
-		}
-		if err != nil {
-			return fmt.Errorf("swarm option %s: %v", k, err)
-		}
-	}
-	return nil
-}
-
-// tokens splits a line into words and quoted strings.
-func tokens(line string) ([]string, error) {
-	var out []string
-	for line = strings.TrimSpace(line); line != ""; line = strings.TrimSpace(line) {
-		if line[0] == '"' {
-			q, err := strconv.QuotedPrefix(line)
-			if err != nil {
-				return nil, fmt.Errorf("bad quoted string at %q", line)
-			}
-			s, _ := strconv.Unquote(q)
-			out, line = append(out, s), line[len(q):]
-			continue
-		}
-		word, rest, _ := strings.Cut(line, " ")
-		out, line = append(out, word), rest
-	}
-	return out, nil
-}
-
-// check validates a line's op and arguments.
-func (l progLine) check() error {
-	ar, ok := opArity[l.op]
-	switch {
-	case !ok:
-		return fmt.Errorf("unknown op %q", l.op)
-	case len(l.args) < ar[0] || len(l.args) > ar[1]:
-		return fmt.Errorf("%s takes %d to %d arguments, not %d", l.op, ar[0], ar[1], len(l.args))
-	}
-	switch l.op {
-	case "respond":
-		if !slices.Contains(responseKinds, l.args[0]) {
-			return fmt.Errorf("respond %q: want one of %s", l.args[0], strings.Join(responseKinds, ", "))
-		}
-		if l.args[0] == "slow" {
-			if len(l.args) != 3 {
-				return errors.New("respond slow takes MS and TEXT")
-			}
-			if _, err := strconv.Atoi(l.args[1]); err != nil {
-				return fmt.Errorf("respond slow: %v", err)
-			}
-		}
-	case "boundary":
-		if !slices.Contains([]string{"startup", "resume", "clear", "compact", "fork"}, l.args[0]) {
-			return fmt.Errorf("boundary %q: want startup, resume, clear, compact or fork", l.args[0])
-		}
-	case "sleep", "abort-task", "unwatch", "resnapshot":
-		if _, err := strconv.Atoi(l.args[0]); err != nil {
-			return fmt.Errorf("%s: %v", l.op, err)
-		}
-	case "cancel-queued", "fork":
-		if _, err := strconv.Atoi(l.args[1]); err != nil {
-			return fmt.Errorf("%s: %v", l.op, err)
-		}
-		if l.op == "fork" && len(l.args) == 3 && l.args[2] != "abort" {
-			return fmt.Errorf("fork: third argument %q: want abort", l.args[2])
-		}
-	case "accept":
-		if len(l.args) == 3 && !strings.HasPrefix(l.args[2], "req=") {
-			return fmt.Errorf("accept: third argument %q: want req=ID", l.args[2])
-		}
-	}
-	if l.op != "respond" && l.op != "sleep" && l.op != "abort-task" && l.op != "unwatch" && l.op != "resnapshot" && l.op != "job" && l.op != "boundary" && len(l.args) > 0 {
-		if _, err := convIndex(l.args[0]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return p, nil
 }
 
 // convIndex reads "cN", the Nth conversation the program knows (c0 is the
 // root, then forks in the order they were made).
-func convIndex(a string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimPrefix(a, "c"))
-	if !strings.HasPrefix(a, "c") || err != nil || n < 0 {
-		return 0, fmt.Errorf("%q is not a conversation (c0, c1, …)", a)
-	}
-	return n, nil
-}
+func convIndex(a string) (int, error) { return script.ConvIndex(a) }
 
 // --- the generator ---
 
@@ -738,6 +543,24 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err == nil {
 			g.convs = append(g.convs, f.ID)
 		}
+		return err
+	case "entry":
+		// A host commit of a notice entry that starts the context at the
+		// Nth entry of the conversation's transcript (§2.1 head rules).
+		conv := g.conv(l.args[0])
+		page, err := e.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+		if err != nil || len(page.Items) == 0 {
+			return err
+		}
+		c, err := e.h.Conversation(ctx, conv)
+		if err != nil {
+			return err
+		}
+		head := page.Items[atoi(l.args[1])%len(page.Items)].ID
+		_, err = c.Commit(ctx, func(tx *core.ConversationTx) error {
+			tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "host head"}, Head: head})
+			return nil
+		})
 		return err
 	case "watch":
 		conv := g.conv(l.args[0])

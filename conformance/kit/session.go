@@ -1,0 +1,518 @@
+package kit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim"
+	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
+)
+
+// session is this implementation under the kit: an agent session over
+// memory storage on the simulated runtime, which a reopen keeps, with the
+// faux provider playing the scenario's responses and the kit's tools. Its
+// methods run on the simulation's main actor.
+type session struct {
+	s     *sim.Sim
+	swarm Swarm
+	store storage.Storage
+	faux  *faux.Provider
+	h     *agent.Harness
+	// convs are the conversations the program knows, by cN index: the
+	// root, then forks and spawned children in the order actions made them.
+	convs []storage.ID
+	// inputs are the inputs accepted into each conversation, in order,
+	// which cancel-queued numbers.
+	inputs map[storage.ID][]storage.ID
+	// views keep a watch on every conversation the program knows, whose
+	// fold is the final view.
+	views map[storage.ID]*core.WatchHandle
+	// watches are the watch actions' logs; live says which still listen.
+	watches []*watchLog
+	actions []ActionOutcome
+	// configured says the root's settings are written (once, at the
+	// first open).
+	configured bool
+	// record, when set, sees every record and event the session
+	// exchanges, by the name of its schema (RunRecorded).
+	record func(schema string, v any)
+}
+
+// watchLog is one watch action: its conversation and each commit's events.
+type watchLog struct {
+	conv    storage.ID
+	w       *core.WatchHandle
+	commits [][]string
+	readAt  storage.ID
+	live    bool
+}
+
+const rootConversation storage.ID = 1
+
+// quiesceDelay is the virtual time the kit lets pass after every action,
+// so that watch listeners have seen every commit it made before the next
+// one starts (virtual time moves only when nothing else can run).
+const quiesceDelay = time.Millisecond
+
+func newSession(s *sim.Sim, open Request) (*session, error) {
+	steps, err := fauxSteps(open.Responses)
+	if err != nil {
+		return nil, err
+	}
+	// Whole answers in one chunk: the outcome has no previews, but a
+	// watch's commits do not depend on chunking either way.
+	p, err := faux.New(s.Runtime(), s.Rand(), faux.Options{TokenSize: faux.TokenSize{Min: 4096, Max: 4096}})
+	if err != nil {
+		return nil, err
+	}
+	p.SetResponses(steps...)
+	sw := Swarm{Tail: 1}
+	if open.Swarm != nil {
+		sw = *open.Swarm
+	}
+	return &session{s: s, swarm: sw, store: survivor{memory.New()}, faux: p, convs: []storage.ID{rootConversation},
+		inputs: map[storage.ID][]storage.ID{}, views: map[storage.ID]*core.WatchHandle{}}, nil
+}
+
+// fauxSteps is the protocol's responses as faux steps.
+func fauxSteps(rs []Response) ([]faux.Step, error) {
+	var steps []faux.Step
+	for _, r := range rs {
+		switch r.Kind {
+		case "text":
+			steps = append(steps, faux.Reply(faux.Text(r.Text)))
+		case "calls":
+			var blocks []ai.Block
+			for _, c := range r.Calls {
+				blocks = append(blocks, faux.ToolCall(c.ID, c.Name, string(c.Arguments)))
+			}
+			steps = append(steps, faux.Reply(blocks...).WithStop(ai.StopToolUse))
+		case "rate-limited":
+			steps = append(steps, faux.RateLimited())
+		case "deferred":
+			steps = append(steps, faux.Reply().WithStop(ai.StopDeferred))
+		case "overflow":
+			steps = append(steps, faux.ContextOverflow())
+		case "fail":
+			steps = append(steps, faux.Reply().WithStop(ai.StopError).WithError("the provider refused"))
+		case "aborted":
+			steps = append(steps, faux.Reply(faux.Text("cut")).WithStop(ai.StopAborted))
+		default:
+			return nil, fmt.Errorf("response kind %q: want text, calls, rate-limited, deferred, overflow, fail or aborted", r.Kind)
+		}
+	}
+	return steps, nil
+}
+
+// open opens the harness over the session's storage (again, after a
+// reopen) and watches every conversation the program knows.
+func (se *session) open(ctx context.Context) error {
+	retry := agent.RetryPolicy{Delay: time.Duration(se.swarm.RetryMs) * time.Millisecond}
+	h, err := agent.Open(ctx, se.store, agent.Options{Runtime: se.s.Runtime(), CheckInvariants: true,
+		Tools: kitTools(), Retry: retry,
+		Models: agent.NewModels(agent.ModelSource{Provider: se.faux, Models: se.faux.Models()})})
+	if err != nil {
+		return err
+	}
+	se.h = h
+	if !se.configured {
+		// Collapses keep only the newest exchange (keepRecent 0, §8.4):
+		// the scenarios' conversations are far below the default, and an
+		// overflow could otherwise collapse nothing.
+		root, err := h.Conversation(ctx, rootConversation)
+		if err != nil {
+			return err
+		}
+		if err := root.Value(agent.CollapseKeepRecentValue.Address).Set(ctx, json.RawMessage("0")); err != nil {
+			return err
+		}
+		se.configured = true
+	}
+	clear(se.views)
+	for _, conv := range se.convs {
+		if err := se.view(ctx, conv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// view starts the watch whose fold is conv's final view.
+func (se *session) view(ctx context.Context, conv storage.ID) error {
+	if se.views[conv] != nil {
+		return nil
+	}
+	w, err := se.h.Watch(ctx, conv, core.WatchOptions{Tail: se.swarm.Tail})
+	if err != nil {
+		return err
+	}
+	se.views[conv] = w
+	return w.Start(ctx, func(ev core.ConversationEvent) {
+		if se.record != nil {
+			se.record("conversation-event", ev)
+		}
+	})
+}
+
+// know adds a conversation an action made to those the program knows.
+func (se *session) know(ctx context.Context, conv storage.ID) error {
+	se.convs = append(se.convs, conv)
+	return se.view(ctx, conv)
+}
+
+// kitTools are the tools a scenario's answers call: a and b echo their
+// name and arguments; work does what its do argument says.
+func kitTools() []agent.Tool {
+	echo := func(name string) agent.Tool {
+		return agent.Tool{
+			Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: json.RawMessage(`{"type":"object"}`)},
+			Replay:     agent.ReplaySafe,
+			Execute: func(_ context.Context, _ string, args json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
+				out.Write(name + string(args))
+				return nil
+			},
+		}
+	}
+	return []agent.Tool{echo("a"), echo("b"), workTool()}
+}
+
+// workTool does what its call asks: ok, throw, terminate, handoff or
+// addTools (picosim's work tool without its timed "slow").
+func workTool() agent.Tool {
+	return agent.Tool{
+		Definition: ai.Tool{Name: "work", Description: "do as asked", Parameters: json.RawMessage(`{"type":"object","properties":{"do":{"type":"string"}}}`)},
+		Replay:     agent.ReplaySafe,
+		Execute: func(_ context.Context, _ string, raw json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
+			var args struct{ Do string }
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return err
+			}
+			switch args.Do {
+			case "throw":
+				return errors.New("the work failed")
+			case "terminate":
+				out.Terminate(true)
+			case "handoff":
+				out.Handoff("start afresh")
+			case "addTools":
+				out.AddTools([]string{"b"})
+			}
+			out.Write("worked: " + args.Do)
+			return nil
+		},
+	}
+}
+
+// conv resolves "cN" to a conversation the program knows (modulo how many).
+func (se *session) conv(a string) storage.ID {
+	n, _ := strconv.Atoi(strings.TrimPrefix(a, "c"))
+	return se.convs[n%len(se.convs)]
+}
+
+func (se *session) agentConv(ctx context.Context, a string) (*agent.Conversation, error) {
+	return se.h.Conversation(ctx, se.conv(a))
+}
+
+// do performs one action and records its outcome; then it lets watch
+// listeners catch up.
+func (se *session) do(ctx context.Context, op string, args []string, line string) (ActionOutcome, error) {
+	before := se.store.LastSeq()
+	out := ActionOutcome{Line: line}
+	ids, result, err := se.act(ctx, op, args)
+	switch {
+	case err == nil:
+		for _, id := range ids {
+			out.IDs = append(out.IDs, idOf(id))
+		}
+		out.Result = result
+	case refusal(err) != "":
+		out.Refused = refusal(err)
+		if n := se.store.LastSeq() - before; n != 0 {
+			out.Result = fmt.Sprintf("consumed %d ids", n) // a rejected commit consumes none
+		}
+	default:
+		return out, fmt.Errorf("%s: %w", line, err)
+	}
+	if err := se.s.Runtime().Sleep(ctx, quiesceDelay); err != nil {
+		return out, err
+	}
+	se.actions = append(se.actions, out)
+	return out, nil
+}
+
+// refusal names a typed refusal of a host call: the commit rule it broke,
+// or the typed error; "" for anything else, which fails the scenario.
+func refusal(err error) string {
+	if r := core.RuleOf(err); r != "" {
+		return string(r)
+	}
+	var already *agent.RequestAlreadyAcceptedError
+	var spawn *agent.SpawnError
+	var input *agent.InputError
+	var collapse *agent.CollapseError
+	switch {
+	case errors.As(err, &already):
+		return "request-already-accepted"
+	case errors.As(err, &spawn):
+		return "spawn"
+	case errors.As(err, &input):
+		return "input"
+	case errors.Is(err, agent.ErrNothingToCollapse):
+		return "nothing-to-collapse"
+	case errors.Is(err, agent.ErrCollapseInProgress):
+		return "collapse-in-progress"
+	case errors.As(err, &collapse):
+		return "collapse"
+	case errors.Is(err, core.ErrNotFound):
+		return "not-found"
+	case errors.Is(err, core.ErrShuttingDown):
+		return "shutting-down"
+	}
+	return ""
+}
+
+func idOf(id storage.ID) ID { return ID(strconv.FormatInt(int64(id), 10)) }
+
+func (se *session) act(ctx context.Context, op string, args []string) (ids []storage.ID, result string, err error) {
+	switch op {
+	case "accept", "followup", "steer", "next-run":
+		c, err := se.agentConv(ctx, args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		content := ai.PlainText(args[1])
+		var id storage.ID
+		switch op {
+		case "accept":
+			var opts agent.AcceptOptions
+			if len(args) == 3 {
+				opts.RequestID = strings.TrimPrefix(args[2], "req=")
+			}
+			id, err = c.Accept(ctx, content, opts)
+		case "followup":
+			id, err = c.FollowUp(ctx, content)
+		case "steer":
+			id, err = c.Steer(ctx, content)
+		default:
+			id, err = c.NextRun(ctx, content)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		se.inputs[c.ID] = append(se.inputs[c.ID], id)
+		return []storage.ID{id}, "", nil
+	case "write":
+		c, err := se.agentConv(ctx, args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		input, entry, err := c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": args[1]}})
+		if err != nil {
+			return nil, "", err
+		}
+		_ = entry // §9.1: write returns the input id; its placement is in the input's result
+		se.inputs[c.ID] = append(se.inputs[c.ID], input)
+		return []storage.ID{input}, "", nil
+	case "cancel-queued":
+		c, err := se.agentConv(ctx, args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		ins := se.inputs[c.ID]
+		if len(ins) == 0 {
+			return nil, "no input", nil
+		}
+		n, _ := strconv.Atoi(args[1])
+		r, err := c.CancelQueued(ctx, ins[n%len(ins)])
+		return nil, string(r), err
+	case "abort":
+		c, err := se.agentConv(ctx, args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		return nil, "", c.Abort(ctx)
+	case "abort-task":
+		in, err := se.h.Inspect(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		live := append(in.Start, in.Inflight...)
+		if len(live) == 0 {
+			return nil, "no task", nil
+		}
+		slices.SortFunc(live, func(a, b *storage.Task) int { return int(a.ID - b.ID) })
+		n, _ := strconv.Atoi(args[0])
+		t := live[n%len(live)]
+		return []storage.ID{t.ID}, "", se.h.AbortTask(ctx, t.ID)
+	case "fork":
+		conv := se.conv(args[0])
+		page, err := se.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+		if err != nil {
+			return nil, "", err
+		}
+		if len(page.Items) == 0 {
+			return nil, "no entry", nil
+		}
+		c, err := se.h.Conversation(ctx, conv)
+		if err != nil {
+			return nil, "", err
+		}
+		n, _ := strconv.Atoi(args[1])
+		at := page.Items[n%len(page.Items)].ID
+		f, err := c.Fork(ctx, at, core.ForkOptions{Abort: len(args) == 3})
+		if err != nil {
+			return nil, "", err
+		}
+		return []storage.ID{f.ID}, "", se.know(ctx, f.ID)
+	case "entry":
+		conv := se.conv(args[0])
+		page, err := se.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+		if err != nil {
+			return nil, "", err
+		}
+		if len(page.Items) == 0 {
+			return nil, "no entry", nil
+		}
+		c, err := se.h.Conversation(ctx, conv)
+		if err != nil {
+			return nil, "", err
+		}
+		n, _ := strconv.Atoi(args[1])
+		id, err := hostHead(ctx, c.Conversation, page.Items[n%len(page.Items)].ID)
+		if err != nil {
+			return nil, "", err
+		}
+		return []storage.ID{id}, "", nil
+	case "watch":
+		conv := se.conv(args[0])
+		w, err := se.h.Watch(ctx, conv, core.WatchOptions{Tail: se.swarm.Tail})
+		if err != nil {
+			return nil, "", err
+		}
+		log := &watchLog{conv: conv, w: w, live: true}
+		se.watches = append(se.watches, log)
+		return nil, "", w.Start(ctx, log.listen)
+	case "unwatch":
+		var live []*watchLog
+		for _, w := range se.watches {
+			if w.live {
+				live = append(live, w)
+			}
+		}
+		if len(live) == 0 {
+			return nil, "no watch", nil
+		}
+		n, _ := strconv.Atoi(args[0])
+		w := live[n%len(live)]
+		w.w.Unsubscribe()
+		w.live = false
+		return nil, "", nil
+	case "drive":
+		c, err := se.agentConv(ctx, args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		r, err := c.Drive(ctx)
+		return nil, string(r), err
+	case "reopen", "shutdown":
+		if op == "shutdown" {
+			if err := se.h.Shutdown(ctx); err != nil {
+				return nil, "", err
+			}
+		}
+		for _, w := range se.watches {
+			w.live = false // a closed harness ends its watches
+		}
+		if err := se.h.Close(ctx); err != nil {
+			return nil, "", err
+		}
+		return nil, "", se.open(ctx)
+	case "collapse":
+		c, err := se.agentConv(ctx, args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		// Keep only the newest exchange: the scenarios' conversations
+		// are far below the default keepRecent.
+		var keep int64
+		id, err := c.Collapse(ctx, agent.CollapseOptions{KeepRecent: &keep})
+		if err != nil {
+			return nil, "", err
+		}
+		return []storage.ID{id}, "", nil
+	case "reset":
+		c, err := se.agentConv(ctx, args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		input, _, err := c.Reset(ctx, "")
+		if err != nil {
+			return nil, "", err
+		}
+		se.inputs[c.ID] = append(se.inputs[c.ID], input)
+		return nil, "", nil // §9.1: reset returns nothing
+	case "spawn":
+		c, err := se.agentConv(ctx, args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		child, input, err := c.Spawn(ctx, agent.SpawnOptions{Prompt: ai.PlainText(args[1])})
+		if err != nil {
+			return nil, "", err
+		}
+		se.inputs[child] = append(se.inputs[child], input)
+		return []storage.ID{child}, "", se.know(ctx, child) // §9.1: spawn returns the child
+	}
+	return nil, "", fmt.Errorf("op %q is not one a data scenario may use", op)
+}
+
+// listen logs one event of a watch action, grouped by the commit it
+// belongs to. Previews (task_output) are left out: they follow the
+// stream's chunking, which is an implementation's own.
+func (w *watchLog) listen(ev core.ConversationEvent) {
+	if ev.Type == core.EventTaskOutput {
+		return
+	}
+	if len(w.commits) == 0 || ev.ReadAt != w.readAt {
+		w.commits = append(w.commits, nil)
+		w.readAt = ev.ReadAt
+	}
+	s := ev.Type
+	switch {
+	case ev.Entry != nil:
+		s += " " + strconv.FormatInt(int64(ev.Entry.ID), 10)
+	case ev.Task != nil:
+		s += " " + strconv.FormatInt(int64(ev.Task.ID), 10)
+	}
+	last := len(w.commits) - 1
+	w.commits[last] = append(w.commits[last], s)
+}
+
+// survivor is the session's storage across a reopen: what a process keeps
+// on disk, so closing one harness leaves it for the next (memory storage is
+// the model the durable backends are held to).
+type survivor struct{ storage.Storage }
+
+func (survivor) Close(context.Context) error { return nil }
+
+// hostHead is the entry action: a host commit of a notice entry that starts
+// the context at head (§2.1), which the line holds to the head rules.
+func hostHead(ctx context.Context, c *core.Conversation, head storage.ID) (storage.ID, error) {
+	var id storage.ID
+	_, err := c.Commit(ctx, func(tx *core.ConversationTx) error {
+		id = tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "host head"}, Head: head})
+		return nil
+	})
+	return id, err
+}

@@ -1,0 +1,282 @@
+// Package script is the host-action program language (DESIGN §6): what a
+// host does to a session, and what its model answers, one line each, in a
+// printed form that parses back. picosim's generator and interpreter and
+// the conformance kit's data scenarios (fixtures/scenarios) read the same
+// language through this package, so a program the fuzzer prints is a
+// scenario a port can run.
+//
+//	picosim program 1
+//	swarm tail=2 shell=false
+//	respond calls a,work:throw
+//	respond text "done"
+//	accept c0 "hello" req=r1
+//	steer c0 "focus"
+//	drive c0
+//
+// The package knows the syntax and each op's arguments; what an op does is
+// its interpreter's business (cmd/picosim, conformance).
+package script
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Magic is a program's first line.
+const Magic = "picosim program 1"
+
+// Program is a parsed program: its swarm options and its lines.
+type Program struct {
+	Tail  int  // the watches' entry tail
+	Shell bool // the shell tools over fake processes
+	Queue int  // the watches' queue bound (0: the harness's default)
+	Retry int  // the first retry delay in ms (0: the default)
+	Chunk int  // tokens per streamed chunk (0: the faux provider's 3 to 5)
+	Lines []Line
+}
+
+// Line is one line: an op and its arguments.
+type Line struct {
+	Op   string
+	Args []string
+}
+
+// Arity is each op's argument count bounds: min, max.
+var Arity = map[string][2]int{
+	"respond":       {1, 3},
+	"accept":        {2, 3},
+	"followup":      {2, 2},
+	"steer":         {2, 2},
+	"next-run":      {2, 2},
+	"write":         {2, 2},
+	"cancel-queued": {2, 2},
+	"abort":         {1, 1},
+	"abort-task":    {1, 1},
+	"fork":          {2, 3},
+	"watch":         {1, 1},
+	"watch-session": {0, 0},
+	"unwatch":       {1, 1},
+	"resnapshot":    {1, 1},
+	"drive":         {1, 1},
+	"drive-async":   {1, 1},
+	"sleep":         {1, 1},
+	"reopen":        {0, 0},
+	"shutdown":      {0, 0},
+	"collapse":      {1, 1},
+	"reset":         {1, 1},
+	"job":           {1, 1},
+	"spawn":         {2, 2},
+	"boundary":      {2, 2},
+	"entry":         {2, 2},
+}
+
+// ResponseKinds are what respond takes.
+var ResponseKinds = []string{"text", "calls", "rate-limited", "deferred", "overflow", "fail", "aborted", "slow"}
+
+// ProgramError is a program that does not parse, naming its line.
+type ProgramError struct {
+	Line   int
+	Reason string
+}
+
+func (e *ProgramError) Error() string { return fmt.Sprintf("program line %d: %s", e.Line, e.Reason) }
+
+// String prints the program; Parse reads it back.
+func (p *Program) String() string {
+	var b strings.Builder
+	b.WriteString(Magic + "\n")
+	fmt.Fprintf(&b, "swarm tail=%d shell=%v queue=%d retry=%d chunk=%d\n", p.Tail, p.Shell, p.Queue, p.Retry, p.Chunk)
+	for _, l := range p.Lines {
+		b.WriteString(l.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func (l Line) String() string {
+	parts := []string{l.Op}
+	for _, a := range l.Args {
+		if NeedsQuote(a) {
+			a = strconv.Quote(a)
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// NeedsQuote reports whether an argument must be printed quoted to read
+// back as one token: empty, or holding a space, a quote, a backslash or
+// anything unprintable.
+func NeedsQuote(a string) bool {
+	if a == "" {
+		return true
+	}
+	for _, r := range a {
+		if r == ' ' || r == '"' || r == '\\' || !strconv.IsPrint(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Parse reads a printed program, refusing anything it does not know with
+// a ProgramError naming the line. Blank lines and lines starting with #
+// are comments.
+func Parse(text string) (*Program, error) {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	p := &Program{Tail: 1}
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case n == 1:
+			if line != Magic {
+				return nil, &ProgramError{1, fmt.Sprintf("%q: want %q", line, Magic)}
+			}
+			continue
+		case line == "" || strings.HasPrefix(line, "#"):
+			continue
+		}
+		toks, err := tokens(line)
+		if err != nil {
+			return nil, &ProgramError{n, err.Error()}
+		}
+		if toks[0] == "swarm" {
+			if err := p.swarm(toks[1:]); err != nil {
+				return nil, &ProgramError{n, err.Error()}
+			}
+			continue
+		}
+		l := Line{Op: toks[0], Args: toks[1:]}
+		if err := l.Check(); err != nil {
+			return nil, &ProgramError{n, err.Error()}
+		}
+		p.Lines = append(p.Lines, l)
+	}
+	if n == 0 {
+		return nil, &ProgramError{1, "empty program"}
+	}
+	return p, sc.Err()
+}
+
+func (p *Program) swarm(opts []string) error {
+	for _, o := range opts {
+		k, v, ok := strings.Cut(o, "=")
+		var err error
+		switch {
+		case !ok:
+			return fmt.Errorf("swarm option %q: want key=value", o)
+		case k == "tail":
+			p.Tail, err = strconv.Atoi(v)
+			if err == nil && (p.Tail < 0 || p.Tail > 1000) {
+				err = errors.New("want 0 to 1000")
+			}
+		case k == "shell":
+			p.Shell, err = strconv.ParseBool(v)
+		case k == "queue" || k == "retry" || k == "chunk":
+			var n int
+			n, err = strconv.Atoi(v)
+			if err == nil && (n < 0 || n > 1_000_000) {
+				err = errors.New("want 0 to 1000000")
+			}
+			switch k {
+			case "queue":
+				p.Queue = n
+			case "retry":
+				p.Retry = n
+			default:
+				p.Chunk = n
+			}
+		default:
+			return fmt.Errorf("unknown swarm option %q", k)
+		}
+		if err != nil {
+			return fmt.Errorf("swarm option %s: %v", k, err)
+		}
+	}
+	return nil
+}
+
+// tokens splits a line into words and quoted strings.
+func tokens(line string) ([]string, error) {
+	var out []string
+	for line = strings.TrimSpace(line); line != ""; line = strings.TrimSpace(line) {
+		if line[0] == '"' {
+			q, err := strconv.QuotedPrefix(line)
+			if err != nil {
+				return nil, fmt.Errorf("bad quoted string at %q", line)
+			}
+			s, _ := strconv.Unquote(q)
+			out, line = append(out, s), line[len(q):]
+			continue
+		}
+		word, rest, _ := strings.Cut(line, " ")
+		out, line = append(out, word), rest
+	}
+	return out, nil
+}
+
+// Check validates a line's op and arguments.
+func (l Line) Check() error {
+	ar, ok := Arity[l.Op]
+	switch {
+	case !ok:
+		return fmt.Errorf("unknown op %q", l.Op)
+	case len(l.Args) < ar[0] || len(l.Args) > ar[1]:
+		return fmt.Errorf("%s takes %d to %d arguments, not %d", l.Op, ar[0], ar[1], len(l.Args))
+	}
+	switch l.Op {
+	case "respond":
+		if !slices.Contains(ResponseKinds, l.Args[0]) {
+			return fmt.Errorf("respond %q: want one of %s", l.Args[0], strings.Join(ResponseKinds, ", "))
+		}
+		if l.Args[0] == "slow" {
+			if len(l.Args) != 3 {
+				return errors.New("respond slow takes MS and TEXT")
+			}
+			if _, err := strconv.Atoi(l.Args[1]); err != nil {
+				return fmt.Errorf("respond slow: %v", err)
+			}
+		}
+	case "boundary":
+		if !slices.Contains([]string{"startup", "resume", "clear", "compact", "fork"}, l.Args[0]) {
+			return fmt.Errorf("boundary %q: want startup, resume, clear, compact or fork", l.Args[0])
+		}
+	case "sleep", "abort-task", "unwatch", "resnapshot":
+		if _, err := strconv.Atoi(l.Args[0]); err != nil {
+			return fmt.Errorf("%s: %v", l.Op, err)
+		}
+	case "cancel-queued", "fork", "entry":
+		if _, err := strconv.Atoi(l.Args[1]); err != nil {
+			return fmt.Errorf("%s: %v", l.Op, err)
+		}
+		if l.Op == "fork" && len(l.Args) == 3 && l.Args[2] != "abort" {
+			return fmt.Errorf("fork: third argument %q: want abort", l.Args[2])
+		}
+	case "accept":
+		if len(l.Args) == 3 && !strings.HasPrefix(l.Args[2], "req=") {
+			return fmt.Errorf("accept: third argument %q: want req=ID", l.Args[2])
+		}
+	}
+	if l.Op != "respond" && l.Op != "sleep" && l.Op != "abort-task" && l.Op != "unwatch" && l.Op != "resnapshot" && l.Op != "job" && l.Op != "boundary" && len(l.Args) > 0 {
+		if _, err := ConvIndex(l.Args[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ConvIndex reads "cN", the Nth conversation the program knows (c0 is the
+// root, then forks and spawned children in the order they were made).
+func ConvIndex(a string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(a, "c"))
+	if !strings.HasPrefix(a, "c") || err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a conversation (c0, c1, …)", a)
+	}
+	return n, nil
+}
