@@ -1,7 +1,8 @@
 // Package simtest holds what the harness's tests share to run a session
 // under the simulator: one seeded run, a sweep of seeds, a panicking must
 // for actors, and the small task helpers the kernel's and the agent's tests
-// both use. It is imported only by tests.
+// both use. Tests import it, and picosim for its view comparison
+// (ViewDiff), which its oracles share with the tests.
 //
 // # Files
 //
