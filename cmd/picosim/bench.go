@@ -55,6 +55,13 @@ type benchConfig struct {
 	// Dir, when set, is where the session's files go and stay; otherwise
 	// a temporary directory, removed afterwards.
 	Dir string
+	// Compare, when set, is a file of the peer's JSON lines to compare
+	// with: ours run now with each line's settings, or read from Ours.
+	Compare string
+	Ours    string
+	// CompareSQLite adds, per peer memory line, our run on SQLite against
+	// our memory (the peer has no SQLite).
+	CompareSQLite bool
 	// progress, when set, hears how many turns are done after each one.
 	progress func(done, total int)
 }
@@ -85,6 +92,9 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fl.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	fl.StringVar(&c.Dir, "dir", "", "keep the session's files in this directory (created if need be)")
 	fl.StringVar(&c.Workload, "workload", "", "the §10.3 workload to run (list: name them)")
+	fl.StringVar(&c.Compare, "compare", "", "compare with the peer's JSON lines in this file (bench.mjs output)")
+	fl.StringVar(&c.Ours, "ours", "", "with --compare: our JSON lines to compare, instead of running now")
+	fl.BoolVar(&c.CompareSQLite, "sqlite", false, "with --compare: also run each memory row on SQLite, against our memory")
 	if err := fl.Parse(args); err != nil {
 		return c, flagError(err)
 	}
@@ -97,6 +107,10 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 		return c, err
 	}
 	switch {
+	case c.Compare == "" && (c.Ours != "" || c.CompareSQLite):
+		return c, usagef("--ours and --sqlite go with --compare")
+	case c.Compare != "" && (c.Workload != "" || c.JSON || c.CPUProfile != "" || c.Dir != ""):
+		return c, usagef("--compare takes its settings from the peer's lines: no --workload, --json, --cpuprofile or --dir")
 	case fl.NArg() > 0:
 		return c, usagef("unexpected argument %q", fl.Arg(0))
 	case c.Turns < 1 || c.Turns > benchTurnsMax:
@@ -576,9 +590,12 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, "bench", err)
 	}
-	if c.Workload == "list" {
+	switch {
+	case c.Workload == "list":
 		printWorkloads(stdout)
 		return 0
+	case c.Compare != "":
+		return compareMain(ctx, c, stdout, stderr)
 	}
 	// The profile goes to memory and then to the file, because pprof
 	// drops its own write errors: a full disk must not leave a cut
@@ -637,6 +654,7 @@ func benchError(ctx context.Context, err error) error {
 const benchHelp = `usage: picosim bench [--workload NAME] [--turns N] [--tools K] [--reset-every R] [--collapse-every C]
                      [--backend memory|jsonl|sqlite] [--fsync] [--json] [--cpuprofile FILE] [--dir DIR]
        picosim bench --workload list
+       picosim bench --compare PEER.json [--ours OURS.json] [--sqlite]
 
 Runs the faux-turn workload of shared/peer (each turn: one input, K tool calls, a final answer)
 under the real runtime and prints turns per second, turn latency percentiles, allocations per
@@ -655,4 +673,11 @@ many live background jobs, queued input and cancellation, frequent compaction pl
 and RSS as history grows tenfold (history-growth). --turns scales each; a workload fixes the
 tuning flags it does not take. The same runs are BenchmarkWorkloads:
   go test ./cmd/picosim -run XXX -bench Workloads -benchtime 1x
+
+--compare PEER.json reads the peer's JSON lines (node bench.mjs TURNS BACKEND TOOLS FSYNC RESET,
+one line per run), runs ours with each line's settings (or reads ours from --ours OURS.json, lines
+of picosim bench --json), and prints the ratio table: wall time, CPU, turn latency p50 and p99, RSS,
+and on JSONL bytes per turn on disk and the cold reopen. --sqlite adds our SQLite run for each
+memory line, against our memory. scripts/compare-peer.sh installs the peer outside the repository
+and runs the issue's rows on both sides.
 `
