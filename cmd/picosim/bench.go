@@ -66,6 +66,10 @@ type benchConfig struct {
 	progress func(done, total int)
 }
 
+// compareFixes are the flags --compare refuses: each peer line sets the
+// run, and the output is the table.
+var compareFixes = []string{"workload", "turns", "tools", "reset-every", "collapse-every", "backend", "fsync", "json", "cpuprofile", "dir"}
+
 func (c benchConfig) workloadName() string {
 	if c.Workload == "" {
 		return workloadTurns
@@ -109,8 +113,8 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	switch {
 	case c.Compare == "" && (c.Ours != "" || c.CompareSQLite):
 		return c, usagef("--ours and --sqlite go with --compare")
-	case c.Compare != "" && (c.Workload != "" || c.JSON || c.CPUProfile != "" || c.Dir != ""):
-		return c, usagef("--compare takes its settings from the peer's lines: no --workload, --json, --cpuprofile or --dir")
+	case c.Compare != "" && slices.ContainsFunc(compareFixes, func(f string) bool { return set[f] }):
+		return c, usagef("--compare takes its settings from the peer's lines: no --%s", strings.Join(compareFixes, ", --"))
 	case fl.NArg() > 0:
 		return c, usagef("unexpected argument %q", fl.Arg(0))
 	case c.Turns < 1 || c.Turns > benchTurnsMax:

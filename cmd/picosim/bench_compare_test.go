@@ -156,6 +156,8 @@ func TestBenchCompareFlagMistakesExitTwo(t *testing.T) {
 		{"--sqlite"},
 		{"--compare", peer, "--workload", "short"},
 		{"--compare", peer, "--json"},
+		{"--compare", peer, "--turns", "20"},
+		{"--compare", peer, "--backend", "sqlite"},
 		{"--compare", filepath.Join(t.TempDir(), "missing.json")},
 	} {
 		var out, errOut bytes.Buffer
