@@ -219,7 +219,10 @@ type benchRun struct {
 	// lat are the turns' latencies in ms, in order.
 	lat              []float64
 	calls, toolCalls atomic.Int64
-	res              *benchResult
+	// gate, while set, holds the echo tools until it is closed (the
+	// queued workload's turn).
+	gate atomic.Pointer[chan struct{}]
+	res  *benchResult
 }
 
 // runBench runs the configured workload under the real runtime and
@@ -332,7 +335,8 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	// memoryUsage); the peak over the process's life is apart, and in a
 	// process that runs several benches it is the largest of them.
 	res.RssMB = rssNowMB()
-	res.RssPeakMB = float64(ru1.Maxrss) / 1024 // Linux reports kilobytes
+	// Linux reports kilobytes; the set may have grown since the rusage.
+	res.RssPeakMB = max(float64(ru1.Maxrss)/1024, res.RssMB)
 	if c.Backend != "memory" {
 		res.DiskBytesOpen, _ = filesUnder(dir)
 	}

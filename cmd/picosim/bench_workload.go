@@ -295,11 +295,12 @@ func runLiveJobs(r *benchRun) error {
 	return r.stopJobs(all)
 }
 
-// runQueued queues input on a conversation that is busy but not yet
-// driven (the accepted turn's generation waits for the drive), so what
-// lands and what is cancelled does not depend on timing: the turn's tools
-// run, the steer joins at post_tools, the first followUp lands as the next
-// group; the second followUp and the nextRun are cancelled.
+// runQueued queues input on a conversation that is busy: the accepted
+// turn's tools wait at a gate until the queueing and cancelling are done,
+// so what lands and what is cancelled does not depend on timing (a
+// session stays attached after a drive, so the turn may already run). The
+// steer joins at post_tools, the first followUp lands as the next group;
+// the second followUp and the nextRun are cancelled.
 func runQueued(r *benchRun) error {
 	for i := range r.c.Turns {
 		r.feed()
@@ -316,6 +317,16 @@ func runQueued(r *benchRun) error {
 
 func (r *benchRun) queuedTurn() error {
 	c := r.root
+	gate := make(chan struct{})
+	r.gate.Store(&gate)
+	defer func() {
+		r.gate.Store(nil)
+		select {
+		case <-gate:
+		default:
+			close(gate) // a failed turn leaves no tool waiting
+		}
+	}()
 	in, err := c.Accept(r.ctx, ai.PlainText("tool:a,b"), agent.AcceptOptions{})
 	if err != nil {
 		return err
@@ -336,6 +347,8 @@ func (r *benchRun) queuedTurn() error {
 		}
 		r.res.Cancelled++
 	}
+	r.gate.Store(nil)
+	close(gate)
 	if _, err := c.Drive(r.ctx); err != nil {
 		return err
 	}
@@ -581,8 +594,15 @@ func (r *benchRun) tool(name string) agent.Tool {
 	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: name, Parameters: json.RawMessage(`{"type":"object","properties":{"v":{"type":"string"}},"required":["v"]}`)},
 		Replay:     agent.ReplaySafe,
-		Execute: func(_ context.Context, _ string, args json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
+		Execute: func(ctx context.Context, _ string, args json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
 			r.toolCalls.Add(1)
+			if gate := r.gate.Load(); gate != nil {
+				select {
+				case <-*gate:
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			}
 			out.Write(name + string(args))
 			return nil
 		},
