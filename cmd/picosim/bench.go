@@ -77,9 +77,8 @@ func (c benchConfig) workloadName() string {
 	return c.Workload
 }
 
-// benchTurnsMax bounds --turns: the workload's provider script and its
-// latencies are made up front, a few dozen bytes a turn, so an unbounded
-// count exhausts memory before the first turn; a million turns is hours.
+// benchTurnsMax bounds --turns: the turns' latencies are kept, and
+// history-growth runs ten times the count; a million turns is hours.
 const benchTurnsMax = 1_000_000
 
 func parseBench(args []string, stderr io.Writer) (benchConfig, error) {

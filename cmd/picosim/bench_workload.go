@@ -117,6 +117,9 @@ func (c *benchConfig) fixWorkload(set map[string]bool) error {
 	if !set["turns"] {
 		c.Turns = w.turns
 	}
+	if w.name == "history-growth" && c.Turns > benchTurnsMax/growthFactor {
+		return usagef("--turns %d: history-growth runs %d times that; want at most %d", c.Turns, growthFactor, benchTurnsMax/growthFactor)
+	}
 	w.configure(c)
 	return nil
 }

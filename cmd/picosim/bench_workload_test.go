@@ -138,6 +138,7 @@ func TestBenchWorkloadMistakesAreTypedAndExitTwo(t *testing.T) {
 		{[]string{"--workload", "bogus"}, `picosim: bench: --workload: unknown workload "bogus" (picosim bench --workload list names them)`},
 		{[]string{"--workload", "short", "--tools", "2"}, "picosim: bench: --tools: the short workload fixes it"},
 		{[]string{"--workload", "collapse", "--reset-every", "5"}, "picosim: bench: --reset-every: the collapse workload fixes it"},
+		{[]string{"--workload", "history-growth", "--turns", "200000"}, "picosim: bench: --turns 200000: history-growth runs 10 times that; want at most 100000"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := benchMain(context.Background(), c.args, &out, &errOut); code != 2 || errOut.String() != c.want+"\n" {
