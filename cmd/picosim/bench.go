@@ -25,6 +25,7 @@ import (
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/proc"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/jsonl"
 	"github.com/pico-go/pico/storage/memory"
@@ -35,8 +36,10 @@ import (
 const benchToolsMax = 4
 
 // benchConfig is what `picosim bench` runs: the peer's faux-turn workload
-// (shared/peer/bench.mjs).
+// (shared/peer/bench.mjs) or another §10.3 workload (bench_workload.go).
 type benchConfig struct {
+	// Workload names the workload; empty is the peer's (workloadTurns).
+	Workload   string
 	Turns      int
 	Tools      int
 	ResetEvery int
@@ -52,13 +55,30 @@ type benchConfig struct {
 	// Dir, when set, is where the session's files go and stay; otherwise
 	// a temporary directory, removed afterwards.
 	Dir string
+	// Compare, when set, is a file of the peer's JSON lines to compare
+	// with: ours run now with each line's settings, or read from Ours.
+	Compare string
+	Ours    string
+	// CompareSQLite adds, per peer memory line, our run on SQLite against
+	// our memory (the peer has no SQLite).
+	CompareSQLite bool
 	// progress, when set, hears how many turns are done after each one.
 	progress func(done, total int)
 }
 
-// benchTurnsMax bounds --turns: the workload's provider script and its
-// latencies are made up front, a few dozen bytes a turn, so an unbounded
-// count exhausts memory before the first turn; a million turns is hours.
+// compareFixes are the flags --compare refuses: each peer line sets the
+// run, and the output is the table.
+var compareFixes = []string{"workload", "turns", "tools", "reset-every", "collapse-every", "backend", "fsync", "json", "cpuprofile", "dir"}
+
+func (c benchConfig) workloadName() string {
+	if c.Workload == "" {
+		return workloadTurns
+	}
+	return c.Workload
+}
+
+// benchTurnsMax bounds --turns: the turns' latencies are kept, and
+// history-growth runs ten times the count; a million turns is hours.
 const benchTurnsMax = 1_000_000
 
 func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
@@ -74,10 +94,26 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fl.BoolVar(&c.JSON, "json", false, "print one JSON line with the peer benchmark's field names")
 	fl.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	fl.StringVar(&c.Dir, "dir", "", "keep the session's files in this directory (created if need be)")
+	fl.StringVar(&c.Workload, "workload", "", "the §10.3 workload to run (list: name them)")
+	fl.StringVar(&c.Compare, "compare", "", "compare with the peer's JSON lines in this file (bench.mjs output)")
+	fl.StringVar(&c.Ours, "ours", "", "with --compare: our JSON lines to compare, instead of running now")
+	fl.BoolVar(&c.CompareSQLite, "sqlite", false, "with --compare: also run each memory row on SQLite, against our memory")
 	if err := fl.Parse(args); err != nil {
 		return c, flagError(err)
 	}
+	set := map[string]bool{}
+	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.Workload == "list" {
+		return c, nil
+	}
+	if err := c.fixWorkload(set); err != nil {
+		return c, err
+	}
 	switch {
+	case c.Compare == "" && (c.Ours != "" || c.CompareSQLite):
+		return c, usagef("--ours and --sqlite go with --compare")
+	case c.Compare != "" && slices.ContainsFunc(compareFixes, func(f string) bool { return set[f] }):
+		return c, usagef("--compare takes its settings from the peer's lines: no --%s", strings.Join(compareFixes, ", --"))
 	case fl.NArg() > 0:
 		return c, usagef("unexpected argument %q", fl.Arg(0))
 	case c.Turns < 1 || c.Turns > benchTurnsMax:
@@ -123,6 +159,27 @@ type benchResult struct {
 	DiskBytes      int64   `json:"diskBytes"`
 	DiskFiles      int     `json:"diskFiles"`
 	ReopenMs       float64 `json:"reopenMs"`
+
+	// What the peer does not report: the workload (empty: the peer's),
+	// allocations per turn, the storage's queries, rows decoded, commits
+	// and writes over the run (storeCounts) and on the cold reopen, bytes
+	// on disk with the session still open (scratch and WAL included), and
+	// the workload's own counts.
+	Workload      string  `json:"workload,omitempty"`
+	AllocsPerTurn float64 `json:"allocsPerTurn"`
+	storeCounts
+	RssPeakMB         float64        `json:"rssPeakMB"`
+	ReopenQueries     int64          `json:"reopenQueries,omitempty"`
+	ReopenRows        int64          `json:"reopenRows,omitempty"`
+	DiskBytesOpen     int64          `json:"diskBytesOpen,omitempty"`
+	Forks             int            `json:"forks,omitempty"`
+	HistoricalReads   int            `json:"historicalReads,omitempty"`
+	HistoricalEntries int64          `json:"historicalEntries,omitempty"`
+	Children          int            `json:"children,omitempty"`
+	Jobs              int            `json:"jobs,omitempty"`
+	Cancelled         int            `json:"cancelled,omitempty"`
+	StreamedBytes     int64          `json:"streamedBytes,omitempty"`
+	History           []historyPoint `json:"history,omitempty"`
 }
 
 type turnMs struct {
@@ -143,10 +200,43 @@ func benchStore(ctx context.Context, c benchConfig, dir string) (storage.Storage
 	return memory.New(), nil
 }
 
-// runBench runs the workload under the real runtime: each turn one input
-// ("tool:a,b" style), one call per tool, the tools, and a final answer.
+// benchRun is one run of a workload: its session and what it measured so
+// far.
+type benchRun struct {
+	ctx   context.Context
+	c     benchConfig
+	w     workload
+	dir   string
+	rt    core.Runtime
+	p     *faux.Provider
+	opts  agent.Options
+	store *countingStore
+	h     *agent.Harness
+	root  *agent.Conversation
+	// settled hears the root's collapses end, when the config collapses.
+	settled <-chan *storage.Task
+	// lat are the turns' latencies in ms, in order.
+	lat              []float64
+	calls, toolCalls atomic.Int64
+	// gate, while set, holds the echo tools until it is closed (the
+	// queued workload's turn).
+	gate atomic.Pointer[chan struct{}]
+	res  *benchResult
+}
+
+// runBench runs the configured workload under the real runtime and
+// measures it: wall and CPU time over the session, turn latencies,
+// allocations per turn, memory, the storage's queries, rows and commits,
+// bytes on disk with the session open and closed, and a cold reopen.
 func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	res := benchResult{Impl: "pico-go", Backend: c.Backend, Fsync: c.Fsync, Turns: c.Turns, ToolsPerTurn: c.Tools, ResetEvery: c.ResetEvery, CollapseEvery: c.CollapseEvery}
+	w, err := findWorkload(c.workloadName())
+	if err != nil {
+		return res, err
+	}
+	if w.name != workloadTurns {
+		res.Workload = w.name
+	}
 	dir := c.Dir
 	if dir == "" {
 		tmp, err := tempDir(ctx, "picosim-bench-")
@@ -162,56 +252,32 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 		return res, err
 	}
 	rt := core.RealRuntime()
-	p, err := faux.New(rt, rand.New(rand.NewPCG(1, 2)), faux.Options{DiscardRequests: true})
+	fo := faux.Options{DiscardRequests: true}
+	if w.streams {
+		fo.TokenSize = faux.TokenSize{Min: streamTokensPerChunk, Max: streamTokensPerChunk}
+	}
+	p, err := faux.New(rt, rand.New(rand.NewPCG(1, 2)), fo)
 	if err != nil {
 		return res, err
 	}
-	names := []string{"a", "b", "c", "d"}[:c.Tools]
-	calls := 0
-	step := faux.Respond(func(req ai.Request) (faux.Step, error) {
-		calls++
-		in := int64(len(req.Messages) * 50) // usage as the peer's provider reports it
-		usage := ai.Usage{Input: in, Output: 2, TotalTokens: in + 2}
-		last := req.Messages[len(req.Messages)-1]
-		if summarizerAsks(last) {
-			return faux.Reply(faux.Text(fmt.Sprintf("summary %d", calls))).WithUsage(usage), nil
-		}
-		if last.Role == ai.RoleToolResult || len(names) == 0 {
-			return faux.Reply(faux.Text("after tools")).WithUsage(usage), nil
-		}
-		blocks := make([]ai.Block, len(names))
-		for i, n := range names {
-			blocks[i] = faux.ToolCall(fmt.Sprintf("call_%d_%d", calls, i), n, fmt.Sprintf(`{"v":%q}`, n))
-		}
-		return faux.Reply(blocks...).WithStop(ai.StopToolUse).WithUsage(usage), nil
-	})
-	collapses := 0
-	if c.CollapseEvery > 0 {
-		collapses = (c.Turns - 1) / c.CollapseEvery
-	}
-	steps := make([]faux.Step, 2*c.Turns+collapses)
-	for i := range steps {
-		steps[i] = step
-	}
-	p.SetResponses(steps...)
-	var toolCalls atomic.Int64 // a turn's tools run concurrently
+	r := &benchRun{ctx: ctx, c: c, w: w, dir: dir, rt: rt, p: p, res: &res, lat: make([]float64, 0, c.Turns)}
 	var tools []agent.Tool
-	for _, n := range names {
-		tools = append(tools, agent.Tool{
-			Definition: ai.Tool{Name: n, Description: n, Parameters: json.RawMessage(`{"type":"object","properties":{"v":{"type":"string"}},"required":["v"]}`)},
-			Replay:     agent.ReplaySafe,
-			Execute: func(_ context.Context, _ string, args json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
-				toolCalls.Add(1)
-				out.Write(n + string(args))
-				return nil
-			},
-		})
+	for _, n := range echoToolNames[:c.Tools] {
+		tools = append(tools, r.tool(n))
 	}
-	opts := agent.Options{Runtime: rt, Tools: tools, Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()})}
-	store, err := benchStore(ctx, c, dir)
+	if w.streams {
+		tools = append(tools, r.dumpTool())
+	}
+	r.opts = agent.Options{Runtime: rt, Tools: tools, Models: agent.NewModels(agent.ModelSource{Provider: p, Models: p.Models()})}
+	if w.jobs {
+		r.opts.Env = proc.New(rt, benchScripts)
+	}
+	backend, err := benchStore(ctx, c, dir)
 	if err != nil {
 		return res, err
 	}
+	r.store = &countingStore{Storage: backend}
+	var store storage.Storage = r.store
 	if at, ok := killPoint(); ok {
 		store = &killingStore{Storage: store, at: at}
 	}
@@ -220,8 +286,10 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	}
 	var ru0 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	start := time.Now()
-	h, err := agent.Open(ctx, store, opts)
+	r.h, err = agent.Open(ctx, store, r.opts)
 	if err != nil {
 		_ = store.Close(ctx)
 		return res, err
@@ -232,97 +300,133 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	// drops it, so that the cold reopen below is measured (time and peak
 	// memory) without the first session still held.
 	defer func() {
-		if h != nil {
-			_ = h.Close(ctx)
+		if r.h != nil {
+			_ = r.h.Close(ctx)
 		}
 	}()
-	root := h.Root()
-	settled, err := collapseWaiter(ctx, h, c)
-	if err != nil {
+	if err := r.attach(); err != nil {
 		return res, err
 	}
-	lat := make([]float64, 0, c.Turns)
-	input := "hello"
-	if len(names) > 0 {
-		input = "tool:" + strings.Join(names, ",")
+	if err := w.run(r); err != nil {
+		return res, err
 	}
-	for i := range c.Turns {
-		if c.ResetEvery > 0 && i > 0 && i%c.ResetEvery == 0 {
-			if _, err := root.Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, root.ID); return nil }); err != nil {
-				return res, err
-			}
-		}
-		if c.CollapseEvery > 0 && i > 0 && i%c.CollapseEvery == 0 {
-			if err := collapseAndWait(ctx, root, settled); err != nil {
-				return res, fmt.Errorf("collapse before turn %d: %w", i, err)
-			}
-			res.Collapses++
-		}
-		t0 := time.Now()
-		answer, err := root.Prompt(ctx, ai.PlainText(input), agent.AcceptOptions{})
-		if err != nil {
-			return res, fmt.Errorf("turn %d: %w", i, err)
-		}
-		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
-		if answer != nil {
-			res.Done++
-		}
-		if c.progress != nil {
-			c.progress(i+1, c.Turns)
-		}
-	}
-	res.WallMs = float64(time.Since(start).Microseconds()) / 1000
+	res.WallMs = msSince(start)
+	res.Turns = len(r.lat) // a workload may run more than --turns (history-growth)
 	var ru1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	var ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms1)
 	res.CPUUserMs = float64(time.Duration(ru1.Utime.Nano()-ru0.Utime.Nano()).Microseconds()) / 1000
 	res.CPUSysMs = float64(time.Duration(ru1.Stime.Nano()-ru0.Stime.Nano()).Microseconds()) / 1000
-	res.ProviderCalls, res.ToolCalls = p.Calls(), int(toolCalls.Load())
-	slices.Sort(lat)
-	pct := func(q float64) float64 { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
-	res.TurnMs = turnMs{P50: pct(0.5), P90: pct(0.9), P99: pct(0.99), Max: lat[len(lat)-1]}
-	cx, err := core.DeriveContext(ctx, h.Store(), root.ID, 0)
+	res.ProviderCalls, res.ToolCalls = p.Calls(), int(r.toolCalls.Load())
+	res.storeCounts = r.store.counts()
+	if len(r.lat) > 0 {
+		res.AllocsPerTurn = float64(ms1.Mallocs-ms0.Mallocs) / float64(len(r.lat))
+		res.TurnMs = latencies(r.lat)
+	}
+	cx, err := core.DeriveContext(ctx, r.h.Store(), r.root.ID, 0)
 	if err != nil {
 		return res, err
 	}
 	res.ContextEntries = len(cx.Entries)
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	res.HeapUsedMB = float64(ms.HeapAlloc) / (1 << 20)
-	res.RssMB = float64(ru1.Maxrss) / 1024 // Linux reports kilobytes
-	err = h.Close(ctx)
-	h, root = nil, nil
+	res.HeapUsedMB = float64(ms1.HeapAlloc) / (1 << 20)
+	// The peer's rssMB is the resident set at this point (Node's
+	// memoryUsage); the peak over the process's life is apart, and in a
+	// process that runs several benches it is the largest of them.
+	res.RssMB = rssNowMB()
+	// Linux reports kilobytes; the set may have grown since the rusage.
+	res.RssPeakMB = max(float64(ru1.Maxrss)/1024, res.RssMB)
+	if c.Backend != "memory" {
+		res.DiskBytesOpen, _ = filesUnder(dir)
+	}
+	err = r.h.Close(ctx)
+	r.h, r.root = nil, nil
 	if err != nil {
 		return res, err
 	}
 	if c.Backend != "memory" {
-		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				if info, err := d.Info(); err == nil {
-					res.DiskBytes += info.Size()
-					res.DiskFiles++
-				}
-			}
-			return nil
-		})
+		res.DiskBytes, res.DiskFiles = filesUnder(dir)
 		t0 := time.Now()
 		again, err := benchStore(ctx, c, dir)
 		if err != nil {
 			return res, fmt.Errorf("reopen: %w", err)
 		}
-		h2, err := agent.Open(ctx, again, opts)
+		counted := &countingStore{Storage: again}
+		h2, err := agent.Open(ctx, counted, r.opts)
 		if err != nil {
 			_ = again.Close(ctx)
 			return res, fmt.Errorf("reopen: %w", err)
 		}
-		res.ReopenMs = float64(time.Since(t0).Microseconds()) / 1000
+		res.ReopenMs = msSince(t0)
+		rc := counted.counts()
+		res.ReopenQueries, res.ReopenRows = rc.Queries, rc.Rows
 		if err := h2.Close(ctx); err != nil {
 			return res, err
 		}
 	}
-	if res.Done != c.Turns {
-		return res, fmt.Errorf("%d of %d turns ended with an answer", res.Done, c.Turns)
+	if want := len(r.lat); res.Done != want {
+		return res, fmt.Errorf("%d of %d turns ended with an answer", res.Done, want)
 	}
 	return res, nil
+}
+
+// attach makes the session's root handle, the collapse watch when the
+// config collapses, and for the job workloads attaches the session, so
+// that background work runs from now on.
+func (r *benchRun) attach() error {
+	r.root = r.h.Root()
+	var err error
+	if r.settled, err = collapseWaiter(r.ctx, r.h, r.c); err != nil {
+		return err
+	}
+	if r.w.jobs {
+		_, err = r.h.Drive(r.ctx)
+	}
+	return err
+}
+
+// reopenInPlace closes the session and opens it again cold on a fresh
+// handle of the same files, keeping the counters.
+func (r *benchRun) reopenInPlace() error {
+	err := r.h.Close(r.ctx)
+	r.h, r.root = nil, nil
+	if err != nil {
+		return err
+	}
+	again, err := benchStore(r.ctx, r.c, r.dir)
+	if err != nil {
+		return fmt.Errorf("reopen: %w", err)
+	}
+	r.store.Storage = again // nothing reads the wrapper between sessions
+	if r.h, err = agent.Open(r.ctx, r.store, r.opts); err != nil {
+		_ = again.Close(r.ctx)
+		return fmt.Errorf("reopen: %w", err)
+	}
+	return r.attach()
+}
+
+// latencies are the percentiles of turn latencies in ms.
+func latencies(lat []float64) turnMs {
+	lat = slices.Clone(lat)
+	slices.Sort(lat)
+	pct := func(q float64) float64 { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+	return turnMs{P50: pct(0.5), P90: pct(0.9), P99: pct(0.99), Max: lat[len(lat)-1]}
+}
+
+// filesUnder is the size and number of the regular files under dir: a
+// session's main file and its sidecars (JSONL's scratch, SQLite's -wal
+// and -shm).
+func filesUnder(dir string) (bytes int64, files int) {
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				bytes += info.Size()
+				files++
+			}
+		}
+		return nil
+	})
+	return bytes, files
 }
 
 // summarizerAsks reports whether a request's last message is the
@@ -431,21 +535,56 @@ func printBench(w io.Writer, c benchConfig, r benchResult) error {
 	if c.JSON {
 		return json.NewEncoder(w).Encode(r)
 	}
-	_, err := fmt.Fprintf(w, "%d turns on %s%s: %.1f turns/s (wall %.0f ms, cpu %.0f+%.0f ms)\n"+
+	var b strings.Builder
+	name := r.Workload
+	if name == "" {
+		name = workloadTurns
+	}
+	turns := float64(max(r.Turns, 1))
+	fmt.Fprintf(&b, "%s: %d turns on %s%s: %.1f turns/s (wall %.0f ms, cpu %.0f+%.0f ms)\n"+
 		"turn latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n"+
-		"provider calls %d, tool calls %d, %scontext entries %d\n"+
-		"memory: rss %.1f MB, heap %.1f MB; disk: %d bytes in %d files; cold reopen %.1f ms\n",
-		r.Turns, r.Backend, map[bool]string{true: " (fsync)", false: ""}[r.Fsync], float64(r.Turns)/(r.WallMs/1000), r.WallMs, r.CPUUserMs, r.CPUSysMs,
-		r.TurnMs.P50, r.TurnMs.P90, r.TurnMs.P99, r.TurnMs.Max, r.ProviderCalls, r.ToolCalls, collapsesNote(r), r.ContextEntries,
-		r.RssMB, r.HeapUsedMB, r.DiskBytes, r.DiskFiles, r.ReopenMs)
+		"allocations per turn %.0f; provider calls %d, tool calls %d, %scontext entries %d\n"+
+		"storage: %d queries (%.1f/turn), %d rows decoded (%.1f/turn), %d commits (%.1f/turn), %d writes\n",
+		name, r.Turns, r.Backend, map[bool]string{true: " (fsync)", false: ""}[r.Fsync], turns/(r.WallMs/1000), r.WallMs, r.CPUUserMs, r.CPUSysMs,
+		r.TurnMs.P50, r.TurnMs.P90, r.TurnMs.P99, r.TurnMs.Max,
+		r.AllocsPerTurn, r.ProviderCalls, r.ToolCalls, workloadNotes(r), r.ContextEntries,
+		r.Queries, float64(r.Queries)/turns, r.Rows, float64(r.Rows)/turns, r.Commits, float64(r.Commits)/turns, r.Writes)
+	fmt.Fprintf(&b, "memory: rss %.1f MB (peak %.1f MB), heap %.1f MB", r.RssMB, r.RssPeakMB, r.HeapUsedMB)
+	if r.Backend != "memory" {
+		fmt.Fprintf(&b, "; disk: %d bytes open (scratch and WAL included), %d closed in %d files (%.0f bytes/turn); "+
+			"cold reopen %.1f ms (%d queries, %d rows)", r.DiskBytesOpen, r.DiskBytes, r.DiskFiles, float64(r.DiskBytes)/turns,
+			r.ReopenMs, r.ReopenQueries, r.ReopenRows)
+	}
+	b.WriteString("\n")
+	for _, p := range r.History {
+		fmt.Fprintf(&b, "history of %d turns: rss %.1f MB, heap %.1f MB\n", p.Turns, p.RssMB, p.HeapMB)
+	}
+	if n := len(r.History); n >= 2 && r.History[0].RssMB > 0 {
+		fmt.Fprintf(&b, "rss grew %.2f× as history grew %d×\n", r.History[n-1].RssMB/r.History[0].RssMB, r.History[n-1].Turns/r.History[0].Turns)
+	}
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func collapsesNote(r benchResult) string {
-	if r.CollapseEvery == 0 {
-		return ""
+// workloadNotes are the counts a workload adds to the summary line.
+func workloadNotes(r benchResult) string {
+	var b strings.Builder
+	note := func(n int64, what string) {
+		if n != 0 {
+			fmt.Fprintf(&b, "%s %d, ", what, n)
+		}
 	}
-	return fmt.Sprintf("collapses %d, ", r.Collapses)
+	if r.CollapseEvery != 0 {
+		fmt.Fprintf(&b, "collapses %d, ", r.Collapses)
+	}
+	note(int64(r.Forks), "forks")
+	note(int64(r.HistoricalReads), "historical reads")
+	note(r.HistoricalEntries, "historical entries")
+	note(int64(r.Children), "children")
+	note(int64(r.Jobs), "jobs")
+	note(int64(r.Cancelled), "cancelled inputs")
+	note(r.StreamedBytes, "streamed bytes")
+	return b.String()
 }
 
 // benchMain is `picosim bench ARGS`; it returns the exit code.
@@ -457,6 +596,13 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if err != nil {
 		return fail(stderr, "bench", err)
+	}
+	switch {
+	case c.Workload == "list":
+		printWorkloads(stdout)
+		return 0
+	case c.Compare != "":
+		return compareMain(ctx, c, stdout, stderr)
 	}
 	// The profile goes to memory and then to the file, because pprof
 	// drops its own write errors: a full disk must not leave a cut
@@ -512,15 +658,33 @@ func benchError(ctx context.Context, err error) error {
 	return err
 }
 
-const benchHelp = `usage: picosim bench [--turns N] [--tools K] [--reset-every R] [--collapse-every C] [--backend memory|jsonl|sqlite]
-                     [--fsync] [--json] [--cpuprofile FILE] [--dir DIR]
+const benchHelp = `usage: picosim bench [--workload NAME] [--turns N] [--tools K] [--reset-every R] [--collapse-every C]
+                     [--backend memory|jsonl|sqlite] [--fsync] [--json] [--cpuprofile FILE] [--dir DIR]
+       picosim bench --workload list
+       picosim bench --compare PEER.json [--ours OURS.json] [--sqlite]
 
 Runs the faux-turn workload of shared/peer (each turn: one input, K tool calls, a final answer)
-under the real runtime and prints turns per second, turn latency percentiles, process memory,
-bytes on disk and the cold reopen time. --json prints one line with the peer benchmark's fields;
---cpuprofile writes a CPU profile of the run for go tool pprof; --dir keeps the session's files in
-DIR (for picosim check) instead of a temporary directory. --collapse-every C collapses the context
-every C turns and waits for the summary: with a durable backend, §10.3's frequent compaction plus
-cold reopen. While it runs, stderr shows the turns done: a line redrawn every second on a terminal,
-a plain line every 10 s elsewhere.
+under the real runtime and prints turns per second, turn latency percentiles, allocations per
+turn, the storage's queries, rows decoded and commits, process memory, bytes on disk (with the
+session open, scratch and WAL included, and closed) and the cold reopen time. --json prints one
+line with the peer benchmark's fields and ours after them; --cpuprofile writes a CPU profile of the
+run for go tool pprof; --dir keeps the session's files in DIR (for picosim check) instead of a
+temporary directory. --collapse-every C collapses the context every C turns and waits for the
+summary. While it runs, stderr shows the turns done: a line redrawn every second on a terminal, a
+plain line every 10 s elsewhere.
+
+--workload NAME runs one of pico-v3.md §10.3's workloads instead (--workload list names them and
+says what each does): short turns with and without tools, parallel and sequential tools, large
+streaming output, deep forks with historical reads, many finished children with few live tasks,
+many live background jobs, queued input and cancellation, frequent compaction plus cold reopen,
+and RSS as history grows tenfold (history-growth). --turns scales each; a workload fixes the
+tuning flags it does not take. The same runs are BenchmarkWorkloads:
+  go test ./cmd/picosim -run XXX -bench Workloads -benchtime 1x
+
+--compare PEER.json reads the peer's JSON lines (node bench.mjs TURNS BACKEND TOOLS FSYNC RESET,
+one line per run), runs ours with each line's settings (or reads ours from --ours OURS.json, lines
+of picosim bench --json), and prints the ratio table: wall time, CPU, turn latency p50 and p99, RSS,
+and on JSONL bytes per turn on disk and the cold reopen. --sqlite adds our SQLite run for each
+memory line, against our memory. scripts/compare-peer.sh installs the peer outside the repository
+and runs the issue's rows on both sides.
 `
