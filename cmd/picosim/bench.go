@@ -685,6 +685,6 @@ tuning flags it does not take. The same runs are BenchmarkWorkloads:
 one line per run), runs ours with each line's settings (or reads ours from --ours OURS.json, lines
 of picosim bench --json), and prints the ratio table: wall time, CPU, turn latency p50 and p99, RSS,
 and on JSONL bytes per turn on disk and the cold reopen. --sqlite adds our SQLite run for each
-memory line, against our memory. scripts/compare-peer.sh installs the peer outside the repository
-and runs the issue's rows on both sides.
+memory line, against our memory. conformance/ports/pico3/compare-bench.sh installs the peer
+outside the repository and runs the issue's rows on both sides.
 `

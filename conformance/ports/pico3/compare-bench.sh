@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# compare-peer.sh: issue 20's ratio table, the TypeScript peer (pico3, see
+# compare-bench.sh: issue 20's ratio table, the TypeScript peer (pico3, see
 # shared/peer/README.md) against picosim bench, measured side by side now.
 #
-#   scripts/compare-peer.sh            # the issue's rows: 200 and 2,000 turns
-#   SHORT=20 LONG=200 scripts/compare-peer.sh   # a quick look
+#   conformance/ports/pico3/compare-bench.sh            # the issue's rows: 200 and 2,000 turns
+#   SHORT=20 LONG=200 conformance/ports/pico3/compare-bench.sh   # a quick look
 #
 # The peer is installed outside the repository, in a temporary directory
 # (or reused from PEER_DIR, a directory where it is installed already:
@@ -14,7 +14,7 @@
 # picosim bench --compare OUT [--ours OURS.json].
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../../.." && pwd)
 short=${SHORT:-200}
 long=${LONG:-2000}
 reset=${RESET:-50}
@@ -33,7 +33,7 @@ if [[ -z $peer ]]; then
 	)
 fi
 case $peer in "$repo" | "$repo"/*)
-	echo "compare-peer.sh: PEER_DIR $peer is inside the repository; install the peer outside it" >&2
+	echo "compare-bench.sh: PEER_DIR $peer is inside the repository; install the peer outside it" >&2
 	exit 2
 	;;
 esac
