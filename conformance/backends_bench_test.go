@@ -10,9 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/memstat"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
@@ -259,7 +258,7 @@ func BenchmarkSQLiteHeap(b *testing.B) {
 			}
 			s := openTurnSession(b, ctx, store, uint64(m.history), heapSteadyTurns)
 			s.run(b, ctx, heapSteadyTurns)
-			heap, rss := heapNow()
+			heap, rss := memstat.Settled()
 			s.close(b, ctx)
 
 			at := "@" + strconv.Itoa(m.history)
@@ -400,7 +399,7 @@ func copyFile(from, to string) error {
 // harness would, and returns the Go heap in MB with the store still open.
 func coldStoreHeap(b *testing.B, ctx context.Context, dir string) float64 {
 	b.Helper()
-	before, _ := heapNow()
+	before, _ := memstat.Settled()
 	store, err := openSQLiteBench(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
@@ -419,34 +418,7 @@ func coldStoreHeap(b *testing.B, ctx context.Context, dir string) float64 {
 	if err != nil || len(tail.Items) == 0 {
 		b.Fatalf("transcript tail: %d entries, %v", len(tail.Items), err)
 	}
-	after, _ := heapNow()
+	after, _ := memstat.Settled()
 	runtime.KeepAlive(tail)
 	return max(after-before, 0)
-}
-
-// heapNow collects garbage and returns the live Go heap and the resident
-// set size in MB (rss 0 where /proc is unavailable).
-func heapNow() (heapMB, rssMB float64) {
-	runtime.GC()
-	debug.FreeOSMemory()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return float64(m.HeapAlloc) / (1 << 20), rssNow()
-}
-
-// rssNow reads the resident set size from /proc/self/statm (Linux), in MB.
-func rssNow() float64 {
-	raw, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(raw))
-	if len(fields) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseInt(fields[1], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return float64(pages*int64(os.Getpagesize())) / (1 << 20)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/internal/memstat"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/proc"
 	"github.com/pico-go/pico/storage"
@@ -58,7 +59,7 @@ func BenchmarkManyLiveJobs(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				heap0, rss0 := heapNow()
+				heap0, rss0 := memstat.Settled()
 				start := time.Now()
 				if _, err := h.Drive(ctx); err != nil { // attach: background work runs from now on
 					b.Fatal(err)
@@ -72,7 +73,7 @@ func BenchmarkManyLiveJobs(b *testing.B) {
 				}
 				waitJobs(b, ctx, h, func(t *storage.Task) bool { return t.Status == agent.JobRunning }, jobs)
 				elapsed += time.Since(start)
-				h1, r1 := heapNow()
+				h1, r1 := memstat.Settled()
 				heap, rss = heap+(h1-heap0), rss+(r1-rss0)
 				start = time.Now()
 				for _, id := range jobs {

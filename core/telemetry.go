@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -238,7 +239,7 @@ func (d *driver) endTraces(p *tracePlan, acts *actions) {
 // session closes, and returns what ends them after the release.
 func (d *driver) endOpenTraces() func() {
 	var acts actions
-	for _, key := range sortedKeys(d.tel.open) {
+	for _, key := range slices.Sorted(maps.Keys(d.tel.open)) {
 		t := d.tel.open[key]
 		acts.add(func() {
 			t.span.SetAttributes(attribute.Bool("pico.trace.unfinished", true))
@@ -283,13 +284,4 @@ func (d *driver) invocationSpanStart(parent context.Context, h home) (context.Co
 type telemetry struct {
 	open map[string]*openTrace
 	plan *tracePlan // the plan of the commit being published, during afterCommit
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/memstat"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/sim/proc"
 	"github.com/pico-go/pico/storage"
@@ -333,7 +334,7 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	// The peer's rssMB is the resident set at this point (Node's
 	// memoryUsage); the peak over the process's life is apart, and in a
 	// process that runs several benches it is the largest of them.
-	res.RssMB = rssNowMB()
+	res.RssMB = memstat.RSS()
 	// Linux reports kilobytes; the set may have grown since the rusage.
 	res.RssPeakMB = max(float64(ru1.Maxrss)/1024, res.RssMB)
 	if c.Backend != "memory" {

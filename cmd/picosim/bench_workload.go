@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +14,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/memstat"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/sim/proc"
 	"github.com/pico-go/pico/storage"
@@ -386,7 +384,7 @@ func runHistoryGrowth(r *benchRun) error {
 		if err := r.turns(r.root, growthSteadyTurns, input); err != nil {
 			return err
 		}
-		heap, rss := memoryNow()
+		heap, rss := memstat.Settled()
 		r.res.History = append(r.res.History, historyPoint{Turns: history, RssMB: rss, HeapMB: heap})
 	}
 	return nil
@@ -636,31 +634,3 @@ func (r *benchRun) dumpTool() agent.Tool {
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
-
-// memoryNow collects garbage, returns the memory to the system, and
-// reads the live Go heap and the resident set (0 where /proc is
-// unavailable), in MB.
-func memoryNow() (heapMB, rssMB float64) {
-	runtime.GC()
-	debug.FreeOSMemory()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return float64(m.HeapAlloc) / (1 << 20), rssNowMB()
-}
-
-// rssNowMB reads the resident set from /proc/self/statm (Linux).
-func rssNowMB() float64 {
-	raw, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(raw))
-	if len(fields) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseInt(fields[1], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return float64(pages*int64(os.Getpagesize())) / (1 << 20)
-}
