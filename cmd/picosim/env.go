@@ -24,6 +24,7 @@ import (
 	"github.com/pico-go/pico/storage/jsonl"
 	"github.com/pico-go/pico/storage/memory"
 	"github.com/pico-go/pico/storage/sqlite"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // env is a scenario's session: a backend in a directory behind the fault
@@ -75,6 +76,9 @@ type env struct {
 	waited      error
 	// oracle checks every commit and invocation as it happens.
 	oracle *oracle
+	// spans records the harness's spans for the span-tree check, every
+	// spanSeeds-th seed (nil otherwise, and when run --otel takes them).
+	spans *runSpans
 	// verdict is the run's outcome: nil when it passed.
 	verdict error
 	// envErr is the first storage error that was the machine's, not the
@@ -98,7 +102,20 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 	if err != nil {
 		panic("picosim: " + err.Error()) // a runtime and a source are always given
 	}
-	return &env{s: s, spec: spec, dir: dir, faux: p, oracle: newOracle()}
+	e := &env{s: s, spec: spec, dir: dir, faux: p, oracle: newOracle()}
+	if spec.tracer == nil && spec.seed%spanSeeds == 0 {
+		e.spans = newRunSpans(spec.seed)
+	}
+	return e
+}
+
+// tracer is the harness's tracer provider: run --otel's, or the run's own
+// recorder.
+func (e *env) tracer() trace.TracerProvider {
+	if e.spans != nil {
+		return e.spans.tp
+	}
+	return e.spec.tracer
 }
 
 // disk describes the backend's files; the memory backend has none. A
@@ -168,7 +185,7 @@ func (e *env) open(ctx context.Context) error {
 		swarm = e.program().swarmOptions()
 	}
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
-		WatchQueueMax: swarm.queue, Retry: swarm.retry, TracerProvider: e.spec.tracer,
+		WatchQueueMax: swarm.queue, Retry: swarm.retry, TracerProvider: e.tracer(),
 		Models:       agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()}),
 		OnInvocation: func(inv core.Invocation, returned bool) { _ = e.oracle.invocation(inv, returned) }})
 	if err != nil {
@@ -420,6 +437,9 @@ func (e *env) invariants(ctx context.Context) error {
 	}
 	if _, problems := checkState(ctx, store, nil); len(problems) > 0 {
 		return fmt.Errorf("session invariant: %s", strings.Join(problems, "; "))
+	}
+	if err := e.spans.check(ctx, store); err != nil {
+		return e.oracle.fail(err)
 	}
 	return nil
 }

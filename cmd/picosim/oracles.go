@@ -49,6 +49,8 @@ const (
 	ruleAbortCleanup oracleRule = "abort-cleanup"
 	// ruleOneBoundary: a provider session starts at most one conversation.
 	ruleOneBoundary oracleRule = "one-boundary-per-provider-session"
+	// ruleSpanTree: the run's spans have DESIGN §9's shape (spans.go).
+	ruleSpanTree oracleRule = "span-tree"
 )
 
 // oracleError is a broken rule, named, with what broke it.
