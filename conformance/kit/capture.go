@@ -193,10 +193,15 @@ func taskOutcome(t *storage.Task) TaskOutcome {
 		out.Owns = append(out.Owns, idOf(id))
 	}
 	var st struct {
-		Reason string `json:"reason"`
+		Reason   string `json:"reason"`
+		ExitCode *int   `json:"exitCode"`
+		Runs     int    `json:"runs"`
 	}
 	if json.Unmarshal(t.State, &st) == nil {
 		out.Reason = st.Reason
+		if t.Kind == agent.JobKindName {
+			out.ExitCode, out.Runs = st.ExitCode, st.Runs
+		}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -94,6 +95,10 @@ type TaskOutcome struct {
 	After      []ID   `json:"after,omitempty"`
 	Owns       []ID   `json:"owns,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	// A job's exit code (of its last run, once one ended with one) and,
+	// for a schedule, how many runs it finished.
+	ExitCode *int `json:"exitCode,omitempty"`
+	Runs     int  `json:"runs,omitempty"`
 }
 
 // InputOutcome is one input's result (pi.inputResult).
@@ -189,6 +194,14 @@ func Normalize(o Outcome) Outcome {
 	}
 	c.fillEmpty()
 	c.orderToolResults()
+	jobs := map[ID]bool{} // the jobs' ids, which model text may name
+	for _, cv := range c.Conversations {
+		for _, t := range cv.Tasks {
+			if t.Kind == jobKind {
+				jobs[t.ID] = true
+			}
+		}
+	}
 	names := map[ID]ID{}
 	rn := func(id *ID) {
 		if *id == "" {
@@ -230,6 +243,9 @@ func Normalize(o Outcome) Outcome {
 			e.Data = dataOutcome(e.Kind, e.Data)
 			rn(&e.ID)
 			e.Data = renameDataIDs(e.Kind, e.Data, rn)
+			for k := range e.Model {
+				e.Model[k].Text = jobText(e.Model[k].Text, jobs, rn)
+			}
 			rn(&e.ByTask)
 			rn(&e.Head)
 			for k := range e.Edits {
@@ -607,28 +623,78 @@ func dataOutcome(kind string, data json.RawMessage) json.RawMessage {
 // systemKind is the entry kind of system instructions.
 const systemKind = "system"
 
-// dataIDs are the members of an entry kind's data that hold ids (§2.1):
-// renamed with the rest, so that a summary's boundary compares across
+// dataIDs are the members of an entry kind's data that hold ids (§2.1,
+// §8.6), as paths of member names: renamed with the rest, so that a
+// summary's boundary and a job notice's job and origin task compare across
 // numberings. Ids inside model text (a subagent's id in its tool result)
-// stay as they are.
-var dataIDs = map[string][]string{"summary": {"summarizedThrough"}}
+// stay as they are, but for a job's (jobText).
+var dataIDs = map[string][][]string{
+	"summary": {{"summarizedThrough"}},
+	"notice":  {{"job"}, {"origin", "task"}},
+}
 
 func renameDataIDs(kind string, data json.RawMessage, rn func(*ID)) json.RawMessage {
 	fields := dataIDs[kind]
 	if len(fields) == 0 || len(data) == 0 {
 		return data
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(data, &m) != nil {
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if d.Decode(&m) != nil {
 		return data
 	}
-	for _, f := range fields {
-		var id ID
-		if raw, ok := m[f]; ok && json.Unmarshal(raw, &id) == nil {
-			rn(&id)
-			m[f], _ = json.Marshal(id)
+	for _, path := range fields {
+		at := m
+		for _, f := range path[:len(path)-1] {
+			if at, _ = at[f].(map[string]any); at == nil {
+				break
+			}
 		}
+		if at == nil {
+			continue
+		}
+		f := path[len(path)-1]
+		var id ID
+		switch v := at[f].(type) {
+		case json.Number:
+			id = ID(v.String())
+		case string:
+			id = ID(v)
+		default:
+			continue
+		}
+		rn(&id)
+		at[f] = id
 	}
 	out, _ := json.Marshal(m)
 	return out
+}
+
+// jobKind is the kind of jobs (§8.6).
+const jobKind = "job"
+
+// jobMention is a job's id where tool results and notices name it:
+// "Job 12", "job 12", "id 12".
+var jobMention = regexp.MustCompile(`\b(Job|job|id) ([0-9]+)\b`)
+
+// spillMention is where a truncated output says the whole of it is kept:
+// a path of the execution environment's, not the harness's.
+// (What it becomes starts with "(", so that a second pass leaves it.)
+var spillMention = regexp.MustCompile(`full output at [^\s;()][^\s;)]*`)
+
+// jobText renames the jobs' ids a model text names (bash's "still running
+// as job 12", a notice's "Job 12 (cmd) exited"), since job ids are each
+// implementation's own, and leaves a spill file's path out.
+func jobText(text string, jobs map[ID]bool, rn func(*ID)) string {
+	text = jobMention.ReplaceAllStringFunc(text, func(m string) string {
+		word, id, _ := strings.Cut(m, " ")
+		x := ID(id)
+		if !jobs[x] {
+			return m
+		}
+		rn(&x)
+		return word + " " + string(x)
+	})
+	return spillMention.ReplaceAllString(text, "full output at (spill file)")
 }

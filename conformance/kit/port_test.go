@@ -145,7 +145,19 @@ func TestBadScenarioFilesNameTheLine(t *testing.T) {
 		{"picosim program 1\nfly c0\n---- outcome\n", 2, "unknown op"},
 		{"picosim program 1\n# a comment\nsleep 10\n---- outcome\n", 3, "depends on timing"},
 		{"picosim program 1\nrespond slow 10 x\n---- outcome\n", 1, "depends on time"},
-		{"picosim program 1\nswarm shell=true\n---- outcome\n", 2, "no shell"},
+		{"picosim program 1\nswarm queue=3\n---- outcome\n", 2, "no watch queue bound"},
+		// Process declarations: each mistake names its line.
+		{"picosim program 1\nprocess build exit 0\n---- outcome\n", 2, "shell=true"},
+		{"picosim program 1\nswarm shell=true\n\nprocess build out hi\n---- outcome\n", 4, "no end"},
+		{"picosim program 1\nswarm shell=true\nprocess build wait soon exit 0\n---- outcome\n", 3, "wait \"soon\""},
+		{"picosim program 1\nswarm shell=true\nprocess build exit 0 out late\n---- outcome\n", 3, "after the end"},
+		{"picosim program 1\nswarm shell=true\nprocess build exit 300\n---- outcome\n", 3, "exit code 0 to 255"},
+		{"picosim program 1\nswarm shell=true\nprocess build fly away hang\n---- outcome\n", 3, "unknown step \"fly\""},
+		{"picosim program 1\nswarm shell=true\nprocess build wait 5 hang\n---- outcome\n", 3, "waits for nothing"},
+		{"picosim program 1\nswarm shell=true\nprocess build exit 0\nprocess x exit 1\nprocess build exit 1\n---- outcome\n", 5, "declared twice"},
+		{"picosim program 1\nswarm shell=true\nrespond text hi\nrespond calls job:status\n---- outcome\n", 4, "job:COMMAND:K"},
+		{"picosim program 1\nswarm budget=10\n---- outcome\n", 2, "shell=true"},
+		{"picosim program 1\nswarm shell=true\njob build every=0\n---- outcome\n", 3, "every=MS"},
 	} {
 		_, err := ParseScenario("x.txt", tc.text)
 		var se *ScenarioError

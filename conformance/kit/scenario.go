@@ -84,15 +84,29 @@ func ParseScenario(path, text string) (*Scenario, error) {
 	} else if err != nil {
 		return nil, &ScenarioError{path, 1, err.Error()}
 	}
-	if p.Shell || p.Queue != 0 {
-		return nil, &ScenarioError{path, lineOf(prog, "swarm"), "a data scenario has no shell and no watch queue bound"}
+	if p.Queue != 0 {
+		return nil, &ScenarioError{path, lineOf(prog, "swarm"), "a data scenario has no watch queue bound"}
 	}
 	for _, l := range p.Lines {
 		if !deterministicOps[l.Op] {
 			return nil, &ScenarioError{path, lineOf(prog, l.String()), fmt.Sprintf("op %s depends on timing or a tool a port need not have; data scenarios use %s", l.Op, strings.Join(sortedKeys(deterministicOps), ", "))}
 		}
 	}
-	if _, err := responses(p); err != nil {
+	for _, l := range p.Lines {
+		if !p.Shell && (l.Op == "process" || l.Op == "job" || l.Op == "wait-job") {
+			return nil, &ScenarioError{path, lineOf(prog, l.String()), fmt.Sprintf("op %s needs the shell tools: swarm shell=true", l.Op)}
+		}
+	}
+	if !p.Shell && p.Budget != 0 {
+		return nil, &ScenarioError{path, lineOf(prog, "swarm"), "a budget is for the shell tools' calls: swarm shell=true"}
+	}
+	_, err = responses(p)
+	if err == nil {
+		_, err = processes(p)
+	}
+	if le := (*lineError)(nil); errors.As(err, &le) {
+		return nil, &ScenarioError{path, nthLineOf(prog, le.l.String(), le.nth), le.err.Error()}
+	} else if err != nil {
 		return nil, &ScenarioError{path, 1, err.Error()}
 	}
 	return &Scenario{Name: name, Path: path, Program: p, Text: prog, Expected: []byte(rest)}, nil
@@ -109,6 +123,19 @@ func lineOf(text, prefix string) int {
 	return 1
 }
 
+// nthLineOf is the line number of the nth line of text whose tokens print
+// as line (1 when there is none).
+func nthLineOf(text, line string, nth int) int {
+	for i, l := range strings.Split(text, "\n") {
+		if q, err := script.Parse(script.Magic + "\n" + l + "\n"); err == nil && len(q.Lines) == 1 && q.Lines[0].String() == line {
+			if nth--; nth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return 1
+}
+
 // Requests is the scenario as the protocol carries it: the open request,
 // then one action request per host-action line.
 func (sc *Scenario) Requests() (Request, []Request, error) {
@@ -116,11 +143,16 @@ func (sc *Scenario) Requests() (Request, []Request, error) {
 	if err != nil {
 		return Request{}, nil, err
 	}
+	ps, err := processes(sc.Program)
+	if err != nil {
+		return Request{}, nil, err
+	}
 	open := Request{Type: RequestOpen, Version: ProtocolVersion, Scenario: sc.Name,
-		Swarm: &Swarm{Tail: sc.Program.Tail, RetryMs: sc.Program.Retry}, Responses: rs}
+		Swarm:     &Swarm{Tail: sc.Program.Tail, RetryMs: sc.Program.Retry, Shell: sc.Program.Shell, BudgetMs: sc.Program.Budget},
+		Responses: rs, Processes: ps}
 	var actions []Request
 	for _, l := range sc.Program.Lines {
-		if l.Op == "respond" {
+		if l.Op == "respond" || l.Op == "process" {
 			continue
 		}
 		actions = append(actions, Request{Type: RequestAction, Index: len(actions), Op: l.Op, Args: l.Args, Line: l.String()})

@@ -15,6 +15,7 @@ import (
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/sim/proc"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -28,7 +29,10 @@ type session struct {
 	swarm Swarm
 	store storage.Storage
 	faux  *faux.Provider
-	h     *agent.Harness
+	// proc is a shell scenario's execution environment (nil otherwise),
+	// the same machine across a reopen.
+	proc *proc.Env
+	h    *agent.Harness
 	// convs are the conversations the program knows, by cN index: the
 	// root, then forks and spawned children in the order actions made them.
 	convs []storage.ID
@@ -66,7 +70,8 @@ const rootConversation storage.ID = 1
 const quiesceDelay = time.Millisecond
 
 func newSession(s *sim.Sim, open Request) (*session, error) {
-	steps, err := fauxSteps(open.Responses)
+	se := &session{s: s}
+	steps, err := fauxSteps(open.Responses, se.jobAt)
 	if err != nil {
 		return nil, err
 	}
@@ -81,23 +86,86 @@ func newSession(s *sim.Sim, open Request) (*session, error) {
 	if open.Swarm != nil {
 		sw = *open.Swarm
 	}
-	return &session{s: s, swarm: sw, store: survivor{memory.New()}, faux: p, convs: []storage.ID{rootConversation},
-		inputs: map[storage.ID][]storage.ID{}, views: map[storage.ID]*core.WatchHandle{}}, nil
+	if len(open.Processes) > 0 && !sw.Shell {
+		return nil, errors.New("processes without the shell tools (swarm shell)")
+	}
+	if sw.Shell {
+		scripts := proc.Scripts{Commands: map[string]proc.Script{}}
+		for _, pr := range open.Processes {
+			sc := proc.Script{ExitCode: pr.ExitCode, Hang: pr.Hang, IgnoreKillMs: pr.TrapMs}
+			for _, c := range pr.Chunks {
+				sc.Chunks = append(sc.Chunks, proc.Chunk{AfterMs: c.AfterMs, Stream: c.Stream, Data: c.Data})
+			}
+			if pr.EndAfterMs > 0 {
+				sc.Chunks = append(sc.Chunks, proc.Chunk{AfterMs: pr.EndAfterMs, Stream: proc.StreamStdout})
+			}
+			scripts.Commands[pr.Command] = sc
+		}
+		if err := scripts.Validate(); err != nil {
+			return nil, err
+		}
+		se.proc = proc.New(s.Runtime(), scripts)
+	}
+	se.swarm, se.store, se.faux, se.convs = sw, survivor{memory.New()}, p, []storage.ID{rootConversation}
+	se.inputs, se.views = map[storage.ID][]storage.ID{}, map[storage.ID]*core.WatchHandle{}
+	return se, nil
 }
 
-// fauxSteps is the protocol's responses as faux steps.
-func fauxSteps(rs []Response) ([]faux.Step, error) {
+// jobs are the session's jobs by creation order.
+func (se *session) jobs(ctx context.Context) ([]*storage.Task, error) {
+	jobs, err := storage.AllPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
+		return se.store.ScanTasks(ctx, storage.TaskQuery{Cursor: c, Kind: agent.JobKindName})
+	})
+	slices.SortFunc(jobs, func(a, b *storage.Task) int { return int(a.ID - b.ID) })
+	return jobs, err
+}
+
+// jobAt is the session's kth job (modulo how many), 0 when there is none.
+func (se *session) jobAt(k int) storage.ID {
+	jobs, err := se.jobs(context.Background())
+	if err != nil || len(jobs) == 0 {
+		return 0
+	}
+	return jobs[k%len(jobs)].ID
+}
+
+// fauxSteps is the protocol's responses as faux steps; a job call's id is
+// the one jobAt gives when the model plays the answer.
+func fauxSteps(rs []Response, jobAt func(int) storage.ID) ([]faux.Step, error) {
 	var steps []faux.Step
 	for _, r := range rs {
 		switch r.Kind {
 		case "text":
 			steps = append(steps, faux.Reply(faux.Text(r.Text)))
 		case "calls":
-			var blocks []ai.Block
-			for _, c := range r.Calls {
-				blocks = append(blocks, faux.ToolCall(c.ID, c.Name, string(c.Arguments)))
+			blocks := func(jobAt func(int) storage.ID) ([]ai.Block, error) {
+				var blocks []ai.Block
+				for _, c := range r.Calls {
+					args := c.Arguments
+					if c.Job != nil {
+						var m map[string]any
+						if err := json.Unmarshal(args, &m); err != nil {
+							return nil, fmt.Errorf("call %s: arguments: %v", c.ID, err)
+						}
+						m["id"] = jobAt(*c.Job)
+						args, _ = json.Marshal(m)
+					}
+					blocks = append(blocks, faux.ToolCall(c.ID, c.Name, string(args)))
+				}
+				return blocks, nil
 			}
-			steps = append(steps, faux.Reply(blocks...).WithStop(ai.StopToolUse))
+			now, err := blocks(func(int) storage.ID { return 0 })
+			if err != nil {
+				return nil, err
+			}
+			if !slices.ContainsFunc(r.Calls, func(c Call) bool { return c.Job != nil }) {
+				steps = append(steps, faux.Reply(now...).WithStop(ai.StopToolUse))
+				continue
+			}
+			steps = append(steps, faux.Step{Func: func(ai.Request) (faux.Step, error) {
+				b, err := blocks(jobAt)
+				return faux.Reply(b...).WithStop(ai.StopToolUse), err
+			}})
 		case "rate-limited":
 			steps = append(steps, faux.RateLimited())
 		case "deferred":
@@ -119,9 +187,13 @@ func fauxSteps(rs []Response) ([]faux.Step, error) {
 // reopen) and watches every conversation the program knows.
 func (se *session) open(ctx context.Context) error {
 	retry := agent.RetryPolicy{Delay: time.Duration(se.swarm.RetryMs) * time.Millisecond}
-	h, err := agent.Open(ctx, se.store, agent.Options{Runtime: se.s.Runtime(), CheckInvariants: true,
-		Tools: kitTools(), Retry: retry,
-		Models: agent.NewModels(agent.ModelSource{Provider: se.faux, Models: se.faux.Models()})})
+	opts := agent.Options{Runtime: se.s.Runtime(), CheckInvariants: true,
+		Tools: kitTools(se.swarm.Shell), Retry: retry,
+		Models: agent.NewModels(agent.ModelSource{Provider: se.faux, Models: se.faux.Models()})}
+	if se.proc != nil {
+		opts.Env = se.proc
+	}
+	h, err := agent.Open(ctx, se.store, opts)
 	if err != nil {
 		return err
 	}
@@ -136,6 +208,11 @@ func (se *session) open(ctx context.Context) error {
 		}
 		if err := root.Value(agent.CollapseKeepRecentValue.Address).Set(ctx, json.RawMessage("0")); err != nil {
 			return err
+		}
+		if b := se.swarm.BudgetMs; b > 0 {
+			if err := root.Value(agent.ToolBudgetValue.Address).Set(ctx, json.RawMessage(strconv.Itoa(b))); err != nil {
+				return err
+			}
 		}
 		se.configured = true
 	}
@@ -172,8 +249,9 @@ func (se *session) know(ctx context.Context, conv storage.ID) error {
 }
 
 // kitTools are the tools a scenario's answers call: a and b echo their
-// name and arguments; work does what its do argument says.
-func kitTools() []agent.Tool {
+// name and arguments; work does what its do argument says; a shell
+// scenario's bash and job are the built-in ones.
+func kitTools(shell bool) []agent.Tool {
 	echo := func(name string) agent.Tool {
 		return agent.Tool{
 			Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: json.RawMessage(`{"type":"object"}`)},
@@ -184,7 +262,11 @@ func kitTools() []agent.Tool {
 			},
 		}
 	}
-	return []agent.Tool{echo("a"), echo("b"), workTool()}
+	tools := []agent.Tool{echo("a"), echo("b"), workTool()}
+	if shell {
+		tools = append(tools, agent.BashTool(), agent.JobTool())
+	}
+	return tools
 }
 
 // workTool does what its call asks: ok, throw, terminate, handoff or
@@ -425,6 +507,44 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 		}
 		r, err := c.Drive(ctx)
 		return nil, string(r), err
+	case "drive-for":
+		c, err := se.agentConv(ctx, args[0])
+		if err != nil {
+			return nil, "", err
+		}
+		ms, _ := strconv.Atoi(args[1])
+		r, err := se.driveFor(ctx, c, time.Duration(ms)*time.Millisecond)
+		return nil, r, err
+	case "job":
+		c, err := se.h.Conversation(ctx, rootConversation)
+		if err != nil {
+			return nil, "", err
+		}
+		spec := agent.JobSpec{Cmd: args[0]}
+		for _, a := range args[1:] {
+			if ms, ok := strings.CutPrefix(a, "every="); ok {
+				n, _ := strconv.Atoi(ms)
+				spec.Every = time.Duration(n) * time.Millisecond
+			} else if a == "rerun" {
+				spec.RerunSafe = true
+			}
+		}
+		id, err := c.StartJob(ctx, spec)
+		if err != nil {
+			return nil, "", err
+		}
+		return []storage.ID{id}, "", nil
+	case "wait-job":
+		jobs, err := se.jobs(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(jobs) == 0 {
+			return nil, "no job", nil
+		}
+		n, _ := strconv.Atoi(args[0])
+		r, err := se.waitJob(ctx, jobs[n%len(jobs)])
+		return []storage.ID{jobs[n%len(jobs)].ID}, r, err
 	case "reopen", "shutdown":
 		if op == "shutdown" {
 			if err := se.h.Shutdown(ctx); err != nil {
@@ -515,4 +635,64 @@ func hostHead(ctx context.Context, c *core.Conversation, head storage.ID) (stora
 		return nil
 	})
 	return id, err
+}
+
+// driveFor drives c until it is idle or bound of virtual time has passed,
+// whichever is first: "idle", or "busy" with its tasks still running.
+func (se *session) driveFor(ctx context.Context, c *agent.Conversation, bound time.Duration) (string, error) {
+	rt := se.s.Runtime()
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timedOut := rt.NewEvent("drive-for bound")
+	rt.Go(dctx, "drive-for bound", func(ctx context.Context) {
+		if rt.Sleep(ctx, bound) == nil {
+			timedOut.Set()
+			cancel()
+		}
+	})
+	r, err := c.Drive(dctx)
+	if err != nil && timedOut.IsSet() && ctx.Err() == nil {
+		return "busy", nil
+	}
+	return string(r), err
+}
+
+// waitJobBound is how long wait-job waits for a job in virtual time.
+const waitJobBound = time.Minute
+
+// waitJob drives job's conversation, then waits until the job has ended
+// or, for a schedule, finished one more run than when the wait began:
+// its status then, or "running" when waitJobBound passed first.
+func (se *session) waitJob(ctx context.Context, job *storage.Task) (string, error) {
+	runs := func(t *storage.Task) int {
+		var st agent.JobState
+		_ = json.Unmarshal(t.State, &st)
+		return st.Runs
+	}
+	before := runs(job)
+	c, err := se.h.Conversation(ctx, job.ConversationID)
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.Drive(ctx); err != nil {
+		return "", err
+	}
+	rt := se.s.Runtime()
+	until := rt.Now().Add(waitJobBound)
+	for {
+		t, ok, err := se.h.GetTask(ctx, job.ID)
+		switch {
+		case err != nil:
+			return "", err
+		case !ok:
+			return "", fmt.Errorf("job %d is gone", job.ID)
+		case !t.Live() || runs(t) > before:
+			return t.Status, nil
+		case !rt.Now().Before(until):
+			return t.Status, nil
+		}
+		if err := rt.Sleep(ctx, time.Millisecond); err != nil {
+			return "", err
+		}
+	}
 }

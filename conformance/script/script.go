@@ -36,7 +36,10 @@ type Program struct {
 	Queue int  // the watches' queue bound (0: the harness's default)
 	Retry int  // the first retry delay in ms (0: the default)
 	Chunk int  // tokens per streamed chunk (0: the faux provider's 3 to 5)
-	Lines []Line
+	// Budget is the root's tool call budget in virtual ms (pi.tool.budget;
+	// 0: the default), which a bash call waits for its job.
+	Budget int
+	Lines  []Line
 }
 
 // Line is one line: an op and its arguments.
@@ -68,7 +71,10 @@ var Arity = map[string][2]int{
 	"shutdown":      {0, 0},
 	"collapse":      {1, 1},
 	"reset":         {1, 1},
-	"job":           {1, 1},
+	"job":           {1, 3},
+	"wait-job":      {1, 1},
+	"drive-for":     {2, 2},
+	"process":       {2, 1000},
 	"spawn":         {2, 2},
 	"boundary":      {2, 2},
 	"entry":         {2, 2},
@@ -89,7 +95,11 @@ func (e *ProgramError) Error() string { return fmt.Sprintf("program line %d: %s"
 func (p *Program) String() string {
 	var b strings.Builder
 	b.WriteString(Magic + "\n")
-	fmt.Fprintf(&b, "swarm tail=%d shell=%v queue=%d retry=%d chunk=%d\n", p.Tail, p.Shell, p.Queue, p.Retry, p.Chunk)
+	fmt.Fprintf(&b, "swarm tail=%d shell=%v queue=%d retry=%d chunk=%d", p.Tail, p.Shell, p.Queue, p.Retry, p.Chunk)
+	if p.Budget != 0 {
+		fmt.Fprintf(&b, " budget=%d", p.Budget)
+	}
+	b.WriteByte('\n')
 	for _, l := range p.Lines {
 		b.WriteString(l.String())
 		b.WriteByte('\n')
@@ -178,7 +188,7 @@ func (p *Program) swarm(opts []string) error {
 			}
 		case k == "shell":
 			p.Shell, err = strconv.ParseBool(v)
-		case k == "queue" || k == "retry" || k == "chunk":
+		case k == "queue" || k == "retry" || k == "chunk" || k == "budget":
 			var n int
 			n, err = strconv.Atoi(v)
 			if err == nil && (n < 0 || n > 1_000_000) {
@@ -189,6 +199,8 @@ func (p *Program) swarm(opts []string) error {
 				p.Queue = n
 			case "retry":
 				p.Retry = n
+			case "budget":
+				p.Budget = n
 			default:
 				p.Chunk = n
 			}
@@ -247,7 +259,28 @@ func (l Line) Check() error {
 		if !slices.Contains([]string{"startup", "resume", "clear", "compact", "fork"}, l.Args[0]) {
 			return fmt.Errorf("boundary %q: want startup, resume, clear, compact or fork", l.Args[0])
 		}
-	case "sleep", "abort-task", "unwatch", "resnapshot":
+	case "process":
+		if _, err := ProcessOf(l); err != nil {
+			return err
+		}
+	case "job":
+		for _, a := range l.Args[1:] {
+			k, v, _ := strings.Cut(a, "=")
+			switch {
+			case a == "rerun":
+			case k == "every":
+				if n, err := strconv.Atoi(v); err != nil || n <= 0 {
+					return fmt.Errorf("job: %q: want every=MS with MS a positive number", a)
+				}
+			default:
+				return fmt.Errorf("job: argument %q: want every=MS or rerun", a)
+			}
+		}
+	case "drive-for":
+		if n, err := strconv.Atoi(l.Args[1]); err != nil || n < 0 {
+			return fmt.Errorf("drive-for: %q: want a number of virtual ms", l.Args[1])
+		}
+	case "sleep", "abort-task", "unwatch", "resnapshot", "wait-job":
 		if _, err := strconv.Atoi(l.Args[0]); err != nil {
 			return fmt.Errorf("%s: %v", l.Op, err)
 		}
@@ -263,7 +296,7 @@ func (l Line) Check() error {
 			return fmt.Errorf("accept: third argument %q: want req=ID", l.Args[2])
 		}
 	}
-	if l.Op != "respond" && l.Op != "sleep" && l.Op != "abort-task" && l.Op != "unwatch" && l.Op != "resnapshot" && l.Op != "job" && l.Op != "boundary" && len(l.Args) > 0 {
+	if !slices.Contains([]string{"respond", "sleep", "abort-task", "unwatch", "resnapshot", "job", "boundary", "process", "wait-job"}, l.Op) && len(l.Args) > 0 {
 		if _, err := ConvIndex(l.Args[0]); err != nil {
 			return err
 		}
@@ -279,4 +312,113 @@ func ConvIndex(a string) (int, error) {
 		return 0, fmt.Errorf("%q is not a conversation (c0, c1, …)", a)
 	}
 	return n, nil
+}
+
+// Process is a fake process a program declares (a process line): the
+// exact command line it answers, its output chunks in order, and how it
+// ends: with ExitCode, or, with Hang, never on its own (until killed).
+type Process struct {
+	Command string
+	Chunks  []ProcessChunk
+	// EndAfterMs is the virtual time after the last chunk (or the start)
+	// before the process exits.
+	EndAfterMs int
+	ExitCode   int
+	Hang       bool
+	// TrapMs is how long the process runs on after it is killed (as one
+	// that traps the signal), emitting what falls due meanwhile.
+	TrapMs int
+}
+
+// ProcessChunk is one piece of a process's output, AfterMs virtual
+// milliseconds after the previous one (or the start).
+type ProcessChunk struct {
+	AfterMs int
+	Stream  string // "stdout" or "stderr"
+	Data    string
+}
+
+// ProcessOf reads a process line:
+//
+//	process COMMAND STEP… END
+//
+// where each STEP is `wait MS` (virtual ms before the next chunk), `out
+// TEXT` or `err TEXT` (a chunk on stdout or stderr), `repeat N TEXT` (one
+// stdout chunk of TEXT N times) or `trap MS` (once killed it runs on MS
+// virtual ms, anywhere in the line), and END, the last word, is `exit N`
+// or `hang` (it runs until killed).
+func ProcessOf(l Line) (Process, error) {
+	p := Process{Command: l.Args[0]}
+	if strings.TrimSpace(p.Command) == "" {
+		return p, errors.New("process: an empty command")
+	}
+	bad := func(format string, args ...any) (Process, error) {
+		return Process{}, fmt.Errorf("process %q: "+format, append([]any{p.Command}, args...)...)
+	}
+	args := l.Args[1:]
+	wait := 0
+	ended := false
+	for i := 0; i < len(args); i++ {
+		if ended {
+			return bad("%q after the end (exit N or hang is the last step)", args[i])
+		}
+		need := func(n int) bool { return i+n < len(args) }
+		switch step := args[i]; step {
+		case "trap":
+			if !need(1) {
+				return bad("trap takes a number")
+			}
+			n, err := strconv.Atoi(args[i+1])
+			if err != nil || n < 0 || n > 86_400_000 {
+				return bad("trap %q: want 0 to 86400000 virtual ms", args[i+1])
+			}
+			p.TrapMs = n
+			i++
+		case "wait", "exit":
+			if !need(1) {
+				return bad("%s takes a number", step)
+			}
+			n, err := strconv.Atoi(args[i+1])
+			if err != nil || (step == "wait" && (n < 0 || n > 86_400_000)) || (step == "exit" && (n < 0 || n > 255)) {
+				return bad("%s %q: want %s", step, args[i+1], map[string]string{"wait": "0 to 86400000 virtual ms", "exit": "an exit code 0 to 255"}[step])
+			}
+			i++
+			if step == "wait" {
+				wait += n
+			} else {
+				p.ExitCode, ended = n, true
+			}
+		case "out", "err":
+			if !need(1) {
+				return bad("%s takes a TEXT", step)
+			}
+			stream := map[string]string{"out": "stdout", "err": "stderr"}[step]
+			p.Chunks = append(p.Chunks, ProcessChunk{AfterMs: wait, Stream: stream, Data: args[i+1]})
+			wait = 0
+			i++
+		case "repeat":
+			if !need(2) {
+				return bad("repeat takes N and TEXT")
+			}
+			n, err := strconv.Atoi(args[i+1])
+			if err != nil || n < 1 || n > 1_000_000 || len(args[i+2])*n > 4<<20 {
+				return bad("repeat %q: want 1 to 1000000 copies, at most 4 MiB in all", args[i+1])
+			}
+			p.Chunks = append(p.Chunks, ProcessChunk{AfterMs: wait, Stream: "stdout", Data: strings.Repeat(args[i+2], n)})
+			wait = 0
+			i += 2
+		case "hang":
+			p.Hang, ended = true, true
+		default:
+			return bad("unknown step %q: want wait MS, out TEXT, err TEXT, repeat N TEXT, trap MS, exit N or hang", step)
+		}
+	}
+	switch {
+	case !ended:
+		return bad("no end: the last step is exit N or hang")
+	case wait != 0 && p.Hang:
+		return bad("a wait before hang waits for nothing")
+	}
+	p.EndAfterMs = wait
+	return p, nil
 }

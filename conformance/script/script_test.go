@@ -37,6 +37,11 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\nrespond slow soon x\n", 2, "slow"},
 		{Magic + "\naccept q0 hi\n", 2, "not a conversation"},
 		{Magic + "\nentry c0 first\n", 2, "entry"},
+		{Magic + "\nswarm shell=true\nprocess make out\n", 3, "out takes a TEXT"},
+		{Magic + "\nprocess make exit 0 hang\n", 2, "after the end"},
+		{Magic + "\nswarm budget=-1\n", 2, "budget"},
+		{Magic + "\njob make every=soon\n", 2, "every=MS"},
+		{Magic + "\ndrive-for c0 later\n", 2, "virtual ms"},
 	} {
 		_, err := Parse(tc.text)
 		var pe *ProgramError

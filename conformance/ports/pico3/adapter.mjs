@@ -108,6 +108,15 @@ class Unsupported extends Error {}
 // the harness, held so that only a drive runs tasks.
 class Scenario {
   static async open(req) {
+    if (req.swarm?.shell) {
+      // pico3 has a job kind over a ProcessHost, but nothing a scenario's
+      // processes can reach: its bash tool spawns `bash -c` itself, and
+      // neither the host nor a built-in tool creates jobs.
+      const bash = (req.responses ?? []).some((r) => (r.calls ?? []).some((c) => c.name === "bash" || c.name === "job"));
+      throw new Unsupported(bash
+        ? "bashTool spawns `bash -c` through node:child_process: no job, no budget, no delegation, no process host to run the scenario's processes; no job tool"
+        : "no host way to start a job (HostTx has no task) and no job tool; the job kind's ProcessHost is only reachable from a tool");
+    }
     const s = new Scenario();
     s.dir = mkdtempSync(join(tmpdir(), "pico3-conform-"));
     s.models = fauxModels(req.responses ?? []);
@@ -225,6 +234,8 @@ class Scenario {
       case "reset": { await (await this.handle(args[0])).reset(undefined, ctx); return {}; }
       case "spawn": throw new Unsupported("no host spawn (children are made by tasks)");
       case "entry": throw new Unsupported("no host commit of an entry with a head (HostTx has write, not entry)");
+      case "job": case "wait-job": throw new Unsupported("no host way to start or wait for a job");
+      case "drive-for": throw new Unsupported("drive-for bounds a drive in virtual time; pico3 runs on the wall clock");
     }
     throw new Unsupported(`op ${op}`);
   }
