@@ -511,27 +511,8 @@ func exchangeProblems(ctx context.Context, store storage.Storage, all []*storage
 // inputResults reads every input result of a conversation, by input id.
 func inputResults(ctx context.Context, store storage.Storage, conv storage.ID) (map[storage.ID]agent.InputResult, error) {
 	out := map[storage.ID]agent.InputResult{}
-	for q := (storage.ValueQuery{Scope: storage.ConversationScope(conv), Namespace: agent.InputResultValue.Namespace, Limit: storage.PageLimitMax}); ; {
-		p, err := store.ScanValues(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		for _, kv := range p.Items {
-			id, err := strconv.ParseInt(kv.Key, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("input result key %q is not an input id", kv.Key)
-			}
-			var r agent.InputResult
-			if err := json.Unmarshal(kv.Version.Value, &r); err != nil {
-				return nil, fmt.Errorf("input result %s does not decode: %v", kv.Key, err)
-			}
-			out[storage.ID(id)] = r
-		}
-		if len(p.Items) < q.Limit {
-			return out, nil
-		}
-		q.After = p.Items[len(p.Items)-1].Key
-	}
+	err := agent.EachInputResult(ctx, store, conv, func(id storage.ID, r agent.InputResult, _ json.RawMessage) { out[id] = r })
+	return out, err
 }
 
 // collapseWaitProblems names live tasks that wait on a live overflow

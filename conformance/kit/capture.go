@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/pico-go/pico/core"
@@ -211,27 +210,11 @@ func inputOutcomes(ctx context.Context, store storage.Storage, conv storage.ID, 
 	var out []InputOutcome
 	var ids []int64
 	results := map[int64]agent.InputResult{}
-	for q := (storage.ValueQuery{Scope: storage.ConversationScope(conv), Namespace: agent.InputResultValue.Namespace, Limit: storage.PageLimitMax}); ; {
-		p, err := store.ScanValues(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		for _, kv := range p.Items {
-			id, err := strconv.ParseInt(kv.Key, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("input result key %q is not an input id", kv.Key)
-			}
-			var r agent.InputResult
-			if err := json.Unmarshal(kv.Version.Value, &r); err != nil {
-				return nil, fmt.Errorf("input result %s does not decode: %v", kv.Key, err)
-			}
-			note("input-result", kv.Version.Value)
-			ids, results[id] = append(ids, id), r
-		}
-		if len(p.Items) < q.Limit {
-			break
-		}
-		q.After = p.Items[len(p.Items)-1].Key
+	if err := agent.EachInputResult(ctx, store, conv, func(id storage.ID, r agent.InputResult, raw json.RawMessage) {
+		note("input-result", raw)
+		ids, results[int64(id)] = append(ids, int64(id)), r
+	}); err != nil {
+		return nil, err
 	}
 	slices.Sort(ids)
 	for _, id := range ids {

@@ -402,6 +402,34 @@ func (c *Conversation) Result(ctx context.Context, input storage.ID) (InputResul
 	return readInputResult(ctx, c.h.Store(), c.ID, input)
 }
 
+// EachInputResult calls fn with every input result stored in conversation
+// conv, in key order (a page of keys at a time), with its stored JSON: what
+// a checker or a conformance capture reads. A key that is no input id or a
+// value that does not decode is an error naming it.
+func EachInputResult(ctx context.Context, store storage.Storage, conv storage.ID, fn func(input storage.ID, r InputResult, raw json.RawMessage)) error {
+	for q := (storage.ValueQuery{Scope: storage.ConversationScope(conv), Namespace: InputResultValue.Namespace, Limit: storage.PageLimitMax}); ; {
+		p, err := store.ScanValues(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, kv := range p.Items {
+			id, err := strconv.ParseInt(kv.Key, 10, 64)
+			if err != nil {
+				return fmt.Errorf("input result key %q is not an input id", kv.Key)
+			}
+			var r InputResult
+			if err := json.Unmarshal(kv.Version.Value, &r); err != nil {
+				return fmt.Errorf("input result %s does not decode: %v", kv.Key, err)
+			}
+			fn(storage.ID(id), r, kv.Version.Value)
+		}
+		if len(p.Items) < q.Limit {
+			return nil
+		}
+		q.After = p.Items[len(p.Items)-1].Key
+	}
+}
+
 // readInputResult reads input's result in conversation conv.
 func readInputResult(ctx context.Context, store storage.Storage, conv, input storage.ID) (InputResult, bool, error) {
 	v, ok, err := store.GetValue(ctx, inputResultAddr(conv, input).Address, 0)

@@ -1563,3 +1563,39 @@ func TestWriteReturnsItsInputAndThePlacedEntry(t *testing.T) {
 		must(0, a.h.Close(ctx))
 	})
 }
+
+// EachInputResult visits every stored result in input order with its
+// stored JSON, and names a key that is no input id.
+func TestEachInputResultVisitsEveryResultAndNamesABadKey(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(answer("one"), answer("two"))
+		c := a.h.Root()
+		first := must(c.Accept(ctx, userText("a"), agent.AcceptOptions{}))
+		second := must(c.FollowUp(ctx, userText("b")))
+		must(c.Drive(ctx))
+		var got []storage.ID
+		must(0, agent.EachInputResult(ctx, a.h.Store(), c.ID, func(id storage.ID, r agent.InputResult, raw json.RawMessage) {
+			var back agent.InputResult
+			if err := json.Unmarshal(raw, &back); err != nil || back != r || r.Status != agent.InputDone {
+				t.Fatalf("input %d: %+v from %s; want done, the same as its JSON", id, r, raw)
+			}
+			got = append(got, id)
+		}))
+		if !slices.Equal(got, []storage.ID{first, second}) {
+			t.Fatalf("visited %v; want %v", got, []storage.ID{first, second})
+		}
+		must(0, a.h.Close(ctx))
+		// The harness's rules refuse such a key; a damaged store may hold one.
+		raw := memory.New()
+		addr := agent.InputResultValue.In(1).WithKey("not-an-id").Address
+		must(raw.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+			{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+			{Type: storage.WriteValueSet, Addr: &addr, Value: json.RawMessage(`{"status":"done"}`)},
+		}}))
+		err := agent.EachInputResult(ctx, raw, 1, func(storage.ID, agent.InputResult, json.RawMessage) {})
+		if err == nil || !strings.Contains(err.Error(), `"not-an-id"`) {
+			t.Fatalf("EachInputResult = %v; want an error naming the key", err)
+		}
+	})
+}
