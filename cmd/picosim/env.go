@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pico-go/pico/conformance/kit"
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
@@ -172,7 +173,7 @@ func (e *env) open(ctx context.Context) error {
 	shell := e.spec.sc.shell
 	if e.spec.sc.generated {
 		shell = e.program().shell
-		tools = append(tools, workTool())
+		tools = append(tools, kit.WorkTool())
 	}
 	if shell {
 		if e.proc == nil {

@@ -311,37 +311,6 @@ func (e *env) program() *program {
 	return e.prog
 }
 
-// workTool does what its call asks: ok, throw, slow, terminate, handoff or
-// addTools, the tool behaviours a program's answers draw.
-func workTool() agent.Tool {
-	return agent.Tool{
-		Definition: ai.Tool{Name: "work", Description: "do as asked", Parameters: json.RawMessage(`{"type":"object","properties":{"do":{"type":"string"}}}`)},
-		Replay:     agent.ReplaySafe,
-		Execute: func(ctx context.Context, _ string, raw json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
-			var args struct{ Do string }
-			if err := json.Unmarshal(raw, &args); err != nil {
-				return err
-			}
-			switch args.Do {
-			case "throw":
-				return errors.New("the work failed")
-			case "slow":
-				if err := rt.Sleep(ctx, rt.Now().Add(3*time.Second)); err != nil {
-					return err
-				}
-			case "terminate":
-				out.Terminate(true)
-			case "handoff":
-				out.Handoff("start afresh")
-			case "addTools":
-				out.AddTools([]string{"b"})
-			}
-			out.Write("worked: " + args.Do)
-			return nil
-		},
-	}
-}
-
 // driveBound is how long a drive action, and the liveness phase, may take
 // in virtual time before the run is judged hung.
 const driveBound = time.Hour

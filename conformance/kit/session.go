@@ -262,20 +262,22 @@ func kitTools(shell bool) []agent.Tool {
 			},
 		}
 	}
-	tools := []agent.Tool{echo("a"), echo("b"), workTool()}
+	tools := []agent.Tool{echo("a"), echo("b"), WorkTool()}
 	if shell {
 		tools = append(tools, agent.BashTool(), agent.JobTool())
 	}
 	return tools
 }
 
-// workTool does what its call asks: ok, throw, terminate, handoff or
-// addTools (picosim's work tool without its timed "slow").
-func workTool() agent.Tool {
+// WorkTool is the program language's "work" tool: it does what its call
+// asks — ok, throw, slow (three virtual seconds), terminate, handoff or
+// addTools — the tool behaviours a scenario's or a generated program's
+// answers name. picosim's runs and the kit's sessions use this one tool.
+func WorkTool() agent.Tool {
 	return agent.Tool{
 		Definition: ai.Tool{Name: "work", Description: "do as asked", Parameters: json.RawMessage(`{"type":"object","properties":{"do":{"type":"string"}}}`)},
 		Replay:     agent.ReplaySafe,
-		Execute: func(_ context.Context, _ string, raw json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
+		Execute: func(ctx context.Context, _ string, raw json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			var args struct{ Do string }
 			if err := json.Unmarshal(raw, &args); err != nil {
 				return err
@@ -283,6 +285,10 @@ func workTool() agent.Tool {
 			switch args.Do {
 			case "throw":
 				return errors.New("the work failed")
+			case "slow":
+				if err := rt.Sleep(ctx, rt.Now().Add(3*time.Second)); err != nil {
+					return err
+				}
 			case "terminate":
 				out.Terminate(true)
 			case "handoff":
