@@ -579,6 +579,8 @@ func (d *driver) dependsOn(deps []storage.ID, target storage.ID, created map[sto
 // afterCommit applies a whole persisted batch to the indexes, then
 // reconsiders the changed tasks and waiters. It runs on the line.
 func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r storage.Range) func() {
+	plan := d.tel.plan // what this commit asked of telemetry (line.go)
+	d.tel.plan = nil
 	var acts actions
 	if ctx.Value(shutdownKey{}) != nil {
 		d.setPhase(phaseStopping)
@@ -590,8 +592,6 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 	}
 	d.h.watchEvents(ctx, batch, r)
 	d.h.sessionEvents(ctx, batch, r)
-	plan := d.tel.plan
-	d.tel.plan = nil
 	d.startTraces(ctx, plan)
 	var affected, created []storage.ID
 	var createdTasks map[storage.ID]bool
