@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -23,10 +24,9 @@ import (
 const (
 	chromiumPath     = "/usr/bin/chromium"
 	chromedriverPath = "/usr/bin/chromedriver"
-	// chromedriverReadyTries bounds the wait for a chromedriver just
-	// started to answer /status, one try every chromedriverPollInterval.
-	chromedriverReadyTries   = 200
-	chromedriverPollInterval = 50 * time.Millisecond
+	// chromedriverStartMax bounds the wait for a chromedriver just started
+	// to say it listens.
+	chromedriverStartMax = 20 * time.Second
 	// webDriverCallTimeout bounds one WebDriver call, a new session
 	// (Chromium starting) the slowest of them.
 	webDriverCallTimeout = 60 * time.Second
@@ -176,9 +176,12 @@ func startChromium(t *testing.T) *webDriver {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	var log bytes.Buffer
 	driver := exec.Command(chromedriverPath, "--port="+strconv.Itoa(port))
-	driver.Stdout, driver.Stderr = &log, &log
+	out, err := driver.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver.Stderr = driver.Stdout
 	if err := driver.Start(); err != nil {
 		t.Fatalf("starting %s: %v", chromedriverPath, err)
 	}
@@ -186,22 +189,50 @@ func startChromium(t *testing.T) *webDriver {
 		driver.Process.Kill()
 		driver.Wait()
 	})
-	d := &webDriver{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", port), client: http.Client{Timeout: webDriverCallTimeout}}
-	for try := 0; !d.ready(); try++ {
-		if try == chromedriverReadyTries {
-			t.Fatalf("chromedriver did not answer on port %d in %s:\n%s", port, chromedriverReadyTries*chromedriverPollInterval, log.String())
+	// chromedriver says when it listens; wait for that line (or its exit),
+	// not for a poll to succeed.
+	var log strings.Builder
+	listening, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		sc := bufio.NewScanner(out)
+		said := false
+		for sc.Scan() {
+			if !said {
+				log.WriteString(sc.Text() + "\n")
+				if strings.Contains(sc.Text(), "started successfully") {
+					said = true
+					close(listening)
+				}
+			}
 		}
-		time.Sleep(chromedriverPollInterval)
+	}()
+	select {
+	case <-listening:
+	case <-ended:
+		t.Fatalf("chromedriver exited before it listened:\n%s", log.String())
+	case <-time.After(chromedriverStartMax):
+		t.Fatalf("chromedriver did not say it listens on port %d within %s", port, chromedriverStartMax)
 	}
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--window-size=1280,800", "--user-data-dir=" + profile}
+	d := &webDriver{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", port), client: http.Client{Timeout: webDriverCallTimeout}}
+	if !d.ready() {
+		t.Fatalf("chromedriver listens on port %d but is not ready to start a session", port)
+	}
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1280,800", "--user-data-dir=" + profile}
 	var s struct {
 		SessionID string `json:"sessionId"`
 	}
-	d.decode(&s, d.call("POST", "/session", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
+	value, status, err := d.try("POST", "/session", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
 		"browserName":        "chrome",
 		"goog:chromeOptions": map[string]any{"binary": chromiumPath, "args": args},
-	}}}))
+	}}})
+	if err != nil || status != http.StatusOK {
+		// Nothing of ours has run yet: a browser that cannot start is the
+		// machine's (no display libraries, no shared memory, a sandbox).
+		t.Skipf("Chromium is installed but cannot start a session here (%d %v): %s", status, err, value)
+	}
+	d.decode(&s, value)
 	d.session = s.SessionID
 	t.Cleanup(func() {
 		req, _ := http.NewRequest("DELETE", d.base+d.in(""), nil)
@@ -260,6 +291,34 @@ func (d *webDriver) call(method, path string, body any) json.RawMessage {
 		d.t.Fatalf("webdriver %s %s: %s %s %v", method, path, resp.Status, answer, err)
 	}
 	return v.Value
+}
+
+// try is call for a request whose failure the caller judges: the answer's
+// value (or its body when it has none), the HTTP status and a transport
+// error.
+func (d *webDriver) try(method, path string, body any) (json.RawMessage, int, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, 0, err
+	}
+	req, err := http.NewRequest(method, d.base+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	var v struct {
+		Value json.RawMessage `json:"value"`
+	}
+	if err == nil && json.Unmarshal(answer, &v) == nil && v.Value != nil {
+		return v.Value, resp.StatusCode, nil
+	}
+	return answer, resp.StatusCode, err
 }
 
 func (d *webDriver) decode(into any, value json.RawMessage) {
