@@ -592,9 +592,9 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 	}
 	d.h.watchEvents(ctx, batch, r)
 	d.h.sessionEvents(ctx, batch, r)
+	d.endTraces(plan, &acts) // before the starts: a key may end and start again in one commit
 	d.startTraces(ctx, plan)
 	var affected, created []storage.ID
-	var createdTasks map[storage.ID]bool
 	for i := range batch.Writes {
 		w := &batch.Writes[i]
 		switch w.Type {
@@ -605,12 +605,8 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 			delete(d.h.contexts, w.ID) // after the commit: a rejected delete keeps the cache
 		case storage.WriteTask:
 			d.addLive(w.Task)
-			d.live[w.Task.ID].home = d.homeOf(ctx, plan, w.Task.ID)
-			if plan != nil {
-				if createdTasks == nil {
-					createdTasks = map[storage.ID]bool{}
-				}
-				createdTasks[w.Task.ID] = true
+			if d.h.Tracing() {
+				d.live[w.Task.ID].home = d.homeOf(ctx, plan, w.Task.ID)
 			}
 			d.pin(w.Task.ConversationID)
 			for _, dep := range w.Task.After {
@@ -647,8 +643,7 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 			delete(d.tasksW, w.ID)
 		}
 	}
-	d.rehome(plan, createdTasks)
-	d.endTraces(plan, &acts)
+	d.rehome(plan)
 	for _, c := range created {
 		if d.pins[c] == 0 { // nothing live needs the new conversation's link yet
 			delete(d.convOwner, c)

@@ -37,6 +37,16 @@ func (s clockedSpan) End(opts ...trace.SpanEndOption) {
 	s.Span.End(append([]trace.SpanEndOption{trace.WithTimestamp(s.rt.Now())}, opts...)...)
 }
 
+// RecordError and AddEvent stamp their events with the runtime's time too
+// (the SDK would use the wall clock).
+func (s clockedSpan) RecordError(err error, opts ...trace.EventOption) {
+	s.Span.RecordError(err, append([]trace.EventOption{trace.WithTimestamp(s.rt.Now())}, opts...)...)
+}
+
+func (s clockedSpan) AddEvent(name string, opts ...trace.EventOption) {
+	s.Span.AddEvent(name, append([]trace.EventOption{trace.WithTimestamp(s.rt.Now())}, opts...)...)
+}
+
 // recording reports whether tracer records spans: the no-op tracer of a
 // harness without a provider does not, and then no span, link or
 // attribute is built at all.
@@ -113,8 +123,8 @@ func (tx *Tx) plan() *tracePlan {
 	return tx.traces
 }
 
-// StartTrace opens, once this commit is persisted, a trace of the kind's
-// own: a root span named name, linked to the span of the commit's ctx, that
+// StartTrace opens, once this commit is persisted (a commit with no writes
+// persists nothing and opens nothing), a trace of the kind's own: a root span named name, linked to the span of the commit's ctx, that
 // the tasks homed in it (HomeTask) are parented under until EndTrace. key
 // names the trace to the kind (the agent uses its turn's conversation and
 // first input); a key already open stays as it is, so a continuation may
@@ -142,7 +152,8 @@ func (tx *Tx) HomeTask(id storage.ID, key string) {
 }
 
 // EndTrace ends the trace key once this commit is persisted, with an error
-// status when err is set. Invocations of tasks still homed in it start
+// status when err is set; a commit's ends apply before its starts, so one
+// commit may end a key and start it again. Invocations of tasks still homed in it start
 // new roots linked to it. Ending a trace that is not open does nothing.
 func (tx *Tx) EndTrace(key string, err error) {
 	if !tx.Tracing() {
@@ -157,10 +168,7 @@ func (d *driver) startTraces(ctx context.Context, p *tracePlan) {
 	if p == nil {
 		return
 	}
-	if !d.h.Tracing() {
-		return
-	}
-	for _, s := range p.starts {
+	for _, s := range p.starts { // a plan exists only when the harness traces
 		if _, open := d.tel.open[s.key]; open {
 			continue
 		}
@@ -204,13 +212,15 @@ func (d *driver) traceHome(key string) home {
 	return h
 }
 
-// rehome applies a persisted commit's homes to tasks that were already live.
-func (d *driver) rehome(p *tracePlan, created map[storage.ID]bool) {
+// rehome applies a persisted commit's homes to the tasks it names that
+// are live, created by it or before it (homeOf already gave the created
+// ones the same home).
+func (d *driver) rehome(p *tracePlan) {
 	if p == nil {
 		return
 	}
 	for id, key := range p.homes {
-		if lt := d.live[id]; lt != nil && !created[id] {
+		if lt := d.live[id]; lt != nil {
 			lt.home = d.traceHome(key)
 		}
 	}
@@ -258,8 +268,10 @@ func (d *driver) invocationSpanStart(parent context.Context, h home) (context.Co
 	by := trace.SpanContextFromContext(parent)
 	var links []trace.Link
 	var opts []trace.SpanStartOption
-	_, ended := d.tel.open[h.key]
-	ended = h.key != "" && !ended
+	// A home's trace has ended when its key is no longer open, or is open
+	// again for another trace.
+	t := d.tel.open[h.key]
+	ended := h.key != "" && (t == nil || !t.sc.Equal(h.sc))
 	switch {
 	case h.sc.IsValid() && !ended:
 		base = trace.ContextWithSpanContext(base, h.sc)

@@ -272,3 +272,55 @@ func TestAnOpenTraceEndsUnfinishedAtClose(t *testing.T) {
 		t.Fatal("Close did not end the open trace")
 	})
 }
+
+// HomeTask also homes a task that is already live, and a key started again
+// after it ended is another trace: a task homed in the first goes on as a
+// root of its own, never under the second.
+func TestHomingALiveTaskAndAKeyStartedAgain(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		rec := tracetest.NewSpanRecorder()
+		gate := s.Runtime().NewEvent("gate")
+		kind := simtest.StepKind("gated", func(ctx context.Context, task *storage.Task, trt *core.TaskRuntime) error {
+			return gate.Wait(ctx)
+		})
+		h := openTraced(t, ctx, s, rec, kind)
+		live := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{After: nil})
+		must(h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
+			tx.StartTrace("k", "first")
+			tx.HomeTask(live, "k")
+			tx.SetValue(storage.SessionValue[int]("x").Address, 0) // a commit with no writes opens nothing
+			return nil
+		}))
+		must(h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
+			tx.EndTrace("k", nil)
+			tx.StartTrace("k", "second")
+			tx.SetValue(storage.SessionValue[int]("x").Address, 1)
+			return nil
+		}))
+		done := simtest.DriveInActor(ctx, s, h.Root(), nil)
+		gate.Set()
+		done.Wait(ctx)
+		must(0, h.Close(ctx))
+		tree := spanTree{rec.Ended()}
+		byName := map[string]sdktrace.ReadOnlySpan{}
+		for _, sp := range tree.spans {
+			byName[sp.Name()] = sp
+		}
+		execs := tree.invocations("pico.task.execute", live)
+		if len(execs) == 0 || byName["first"] == nil || byName["second"] == nil {
+			t.Fatalf("%d executes, traces %v", len(execs), byName)
+		}
+		for _, ex := range execs {
+			if ex.Parent().SpanID() == byName["second"].SpanContext().SpanID() {
+				t.Fatal("a task homed in the first trace under k went under the second")
+			}
+			var linked bool
+			for _, l := range ex.Links() {
+				linked = linked || l.SpanContext.SpanID() == byName["first"].SpanContext().SpanID()
+			}
+			if ex.Parent().IsValid() || !linked {
+				t.Fatalf("execute parent %v links %v; want a root linked to its ended home", ex.Parent(), ex.Links())
+			}
+		}
+	})
+}

@@ -240,7 +240,7 @@ func (tx *Tx) Entry(kind storage.Kinder, conversationID storage.ID, d EntryDraft
 	id := tx.next()
 	e := &storage.Entry{ID: id, ConversationID: conversationID, Kind: kind.Kind(), Key: d.Key,
 		Model: slices.Clone(d.Model), Edits: slices.Clone(d.Edits), Head: d.Head}
-	if inv := invocationOf(tx.ctx); inv != nil {
+	if inv := invocationOf(tx.ctx); inv != nil && tx.h != nil && tx.h.d.running[inv.task] == inv {
 		e.ByTaskID = inv.task // which task wrote it (§2.1); the host's entries name none
 	}
 	if d.Head == HeadSelf {

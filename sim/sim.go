@@ -135,7 +135,7 @@ func actorOf(ctx context.Context) *actor {
 // panics (*PanicError) or when the step bound is exceeded (*StepLimitError).
 // Actors still blocked at the end are unwound before Run returns.
 func (s *Sim) Run(ctx context.Context, main func(ctx context.Context)) error {
-	if s.cur != nil || len(s.actors) > 0 {
+	if s.cur != nil || len(s.all) > 0 {
 		panic("sim: Run called twice on one Sim")
 	}
 	s.spawn(ctx, "main", main)

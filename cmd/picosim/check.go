@@ -107,6 +107,9 @@ func checkCopy(ctx context.Context, backend, path, tmp, session string, stdout, 
 	stop := startProgress(stderr, "check", prog.status)
 	defer stop()
 	store, warnings, problems, err := openCopy(ctx, backend, path, tmp, session, &prog)
+	if err != nil {
+		stop() // the line is cleared before the error is printed
+	}
 	var ee *envError
 	switch {
 	case errors.As(err, &ee):
@@ -528,8 +531,9 @@ func collapseWaitProblems(live []*storage.Task) []string {
 	return problems
 }
 
-// checkProgress is what check has done so far, for its progress line; its
-// methods do nothing on a nil one.
+// checkProgress is what check has done so far, for its progress line. The
+// counting methods do nothing on a nil one (a run's own final check passes
+// nil); status is only asked of the one check made.
 type checkProgress struct {
 	step         atomic.Pointer[string]
 	batches      atomic.Int64

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // otelSpan is the part of the stdout exporter's span object the tests read.
@@ -19,6 +20,7 @@ type otelSpan struct {
 		SpanContext struct{ TraceID, SpanID string }
 	}
 	StartTime string
+	Events    []struct{ Name, Time string }
 }
 
 func readSpans(t *testing.T, path string) []otelSpan {
@@ -43,6 +45,10 @@ func readSpans(t *testing.T, path string) []otelSpan {
 // turn's invocations directly under it, in virtual time, the same bytes
 // for the same run.
 func TestRunWritesTheRunsSpans(t *testing.T) {
+	// The machine's zone must not show: every time is the runtime's.
+	local := time.Local
+	time.Local = time.FixedZone("UTC-8", -8*3600)
+	t.Cleanup(func() { time.Local = local })
 	dir := t.TempDir()
 	var paths []string
 	for i := range 2 {
@@ -93,5 +99,28 @@ func TestRunRefusesAnUnwritableOTelFile(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "--otel") || out.Len() != 0 {
 		t.Fatalf("stderr %q stdout %q; want an error naming --otel and no run", errb.String(), out.String())
+	}
+}
+
+// A run whose commit fails records the failure on the commit's span, and
+// that event too carries the runtime's time.
+func TestRunSpansOfAFailedCommitAreInVirtualTime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "spans.json")
+	var out, errb bytes.Buffer
+	plan := `{"faults":[{"name":"f","kind":"fail","commit":6}]}`
+	if code := runMain(context.Background(), []string{"parallel-tools", "--faults", plan, "--otel", path}, &out, &errb); code != 0 {
+		t.Fatalf("run exited %d: %s%s", code, out.String(), errb.String())
+	}
+	var events int
+	for _, s := range readSpans(t, path) {
+		for _, e := range s.Events {
+			events++
+			if !strings.HasPrefix(e.Time, "2026-01-01T") {
+				t.Fatalf("%s's event %s at %s; want the simulated clock's day", s.Name, e.Name, e.Time)
+			}
+		}
+	}
+	if events == 0 {
+		t.Fatal("no span recorded the failed commit")
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage/memory"
 )
 
@@ -26,6 +27,11 @@ func TestSpanTreeCheckRefusesWhatATurnIsNot(t *testing.T) {
 	defer h.Close(ctx)
 	root := h.Root()
 	input, _, err := root.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "placed at once"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Accepted and never driven: its generation is live, the input running.
+	running, err := root.Accept(ctx, ai.PlainText("hello"), agent.AcceptOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +60,11 @@ func TestSpanTreeCheckRefusesWhatATurnIsNot(t *testing.T) {
 			turn.End()
 			host.End()
 		}},
-		{"a turn that ended with its input still running", "ended, but the input is", func(tr trace.Tracer) {
+		{"a turn that ended with its input still running", `ended, but the input is "running"`, func(tr trace.Tracer) {
+			_, turn := tr.Start(ctx, "pico.turn", turnAttrs(int64(running)))
+			turn.End()
+		}},
+		{"a turn that ended for an input never accepted", `ended, but the input is ""`, func(tr trace.Tracer) {
 			_, turn := tr.Start(ctx, "pico.turn", turnAttrs(999))
 			turn.End()
 		}},

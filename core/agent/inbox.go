@@ -391,7 +391,7 @@ func resolveInputs(tx *core.Tx, conv storage.ID, inputs []storage.ID, outcome fu
 		res := outcome(cur)
 		v.Set(res)
 		if id == inputs[0] {
-			endTurn(tx, conv, inputs, res)
+			defer endTurn(tx, conv, inputs, res) // once every result is set
 		}
 	}
 	return nil
@@ -415,11 +415,11 @@ func EachInputResult(ctx context.Context, store storage.Storage, conv storage.ID
 		for _, kv := range p.Items {
 			id, err := strconv.ParseInt(kv.Key, 10, 64)
 			if err != nil {
-				return fmt.Errorf("input result key %q is not an input id", kv.Key)
+				return fmt.Errorf("agent: input result key %q is not an input id", kv.Key)
 			}
 			var r InputResult
 			if err := json.Unmarshal(kv.Version.Value, &r); err != nil {
-				return fmt.Errorf("input result %s does not decode: %v", kv.Key, err)
+				return fmt.Errorf("agent: input result %s does not decode: %v", kv.Key, err)
 			}
 			fn(storage.ID(id), r, kv.Version.Value)
 		}

@@ -1564,8 +1564,9 @@ func TestWriteReturnsItsInputAndThePlacedEntry(t *testing.T) {
 	})
 }
 
-// EachInputResult visits every stored result in input order with its
-// stored JSON, and names a key that is no input id.
+// EachInputResult visits every stored result in key order (the decimal
+// input id as text) with its stored JSON, and names a key that is no input
+// id.
 func TestEachInputResultVisitsEveryResultAndNamesABadKey(t *testing.T) {
 	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
 		a := openAgent(t, ctx, s, agentOptions{})

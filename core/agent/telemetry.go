@@ -32,7 +32,8 @@ func turnKey(conv, first storage.ID) string {
 // startTurn opens the trace of the group inputs in conv when tx commits;
 // since, when set, is the earliest acceptance among them (a queued input's
 // turn starts when it was accepted, not when its group formed). A group
-// whose trace is open already keeps it.
+// whose trace is open already keeps it, and its pico.inputs attribute: the
+// input that joins a running group later (steering) is not added.
 func startTurn(tx *core.Tx, conv storage.ID, inputs []storage.ID, since time.Time) {
 	if len(inputs) == 0 || !tx.Tracing() {
 		return
@@ -69,7 +70,7 @@ func endTurn(tx *core.Tx, conv storage.ID, inputs []storage.ID, outcome InputRes
 func acceptedAt(item InboxItem) time.Time {
 	for _, m := range item.Entry.Model {
 		if m.Timestamp > 0 {
-			return time.UnixMilli(m.Timestamp)
+			return time.UnixMilli(m.Timestamp).UTC() // as the runtime's clocks read, whatever the machine's zone
 		}
 	}
 	return time.Time{}

@@ -147,6 +147,7 @@ func TestATurnIsOneTraceWithItsToolAndRetryUnderIt(t *testing.T) {
 		hctx, hostSpan := host.Start(ctx, "host.request")
 		c := a.h.Root()
 		first := must(c.Accept(hctx, userText("one"), agent.AcceptOptions{}))
+		queuedAt := s.Now()
 		second := must(c.FollowUp(hctx, userText("two")))
 		hostSpan.End()
 		must(c.Drive(ctx))
@@ -297,6 +298,11 @@ func TestATurnIsOneTraceWithItsToolAndRetryUnderIt(t *testing.T) {
 		if turn2.StartTime().After(gen2[0].StartTime()) || turn1.EndTime().Before(p1[2].EndTime()) {
 			t.Fatalf("a turn does not cover its work: turn 1 ends %v before its last call ends %v", turn1.EndTime(), p1[2].EndTime())
 		}
+		// The queued followUp's turn starts at its acceptance, while turn 1
+		// still ran, not when its group formed.
+		if !turn2.StartTime().Equal(queuedAt) || !turn2.StartTime().Before(turn1.EndTime()) {
+			t.Fatalf("turn 2 starts at %v; want its acceptance at %v, before turn 1 ends at %v", turn2.StartTime(), queuedAt, turn1.EndTime())
+		}
 
 		// No span is stored in session data.
 		data, err := os.ReadFile(path)
@@ -309,6 +315,24 @@ func TestATurnIsOneTraceWithItsToolAndRetryUnderIt(t *testing.T) {
 					t.Fatalf("the session file holds span id %s of %s", id, describe(sp))
 				}
 			}
+		}
+	})
+}
+
+// A turn whose input fails ends its trace in error, with the failure.
+func TestAFailedTurnsTraceEndsInError(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		rec := tracetest.NewSpanRecorder()
+		a := openAgent(t, ctx, s, agentOptions{tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+		a.faux.SetResponses(faux.Reply().WithError("boom"))
+		c := a.h.Root()
+		if _, err := c.Prompt(ctx, userText("hi"), agent.AcceptOptions{}); err == nil {
+			t.Fatal("the prompt answered; want its input failed")
+		}
+		must(0, a.h.Close(ctx))
+		turns := indexSpans(rec.Ended()).named("pico.turn")
+		if len(turns) != 1 || turns[0].Status().Code != codes.Error || spanAttr(turns[0], "pico.trace.unfinished").AsBool() {
+			t.Fatalf("turns %d; want one, ended in error by its failed input (not by Close)", len(turns))
 		}
 	})
 }
