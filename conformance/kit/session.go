@@ -302,6 +302,23 @@ func WorkTool() agent.Tool {
 	}
 }
 
+// pickEntry is the entry a fork or host-entry line names: conversation cN's
+// entry number n (modulo how many it has). A conversation with no entry
+// gives a nil conversation and no error.
+func (se *session) pickEntry(ctx context.Context, convArg, nArg string) (*agent.Conversation, storage.ID, error) {
+	conv := se.conv(convArg)
+	page, err := se.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+	if err != nil || len(page.Items) == 0 {
+		return nil, 0, err
+	}
+	c, err := se.h.Conversation(ctx, conv)
+	if err != nil {
+		return nil, 0, err
+	}
+	n, _ := strconv.Atoi(nArg)
+	return c, page.Items[n%len(page.Items)].ID, nil
+}
+
 // conv resolves "cN" to a conversation the program knows (modulo how many).
 func (se *session) conv(a string) storage.ID {
 	n, _ := strconv.Atoi(strings.TrimPrefix(a, "c"))
@@ -444,40 +461,27 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 		t := live[n%len(live)]
 		return []storage.ID{t.ID}, "", se.h.AbortTask(ctx, t.ID)
 	case "fork":
-		conv := se.conv(args[0])
-		page, err := se.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+		c, at, err := se.pickEntry(ctx, args[0], args[1])
 		if err != nil {
 			return nil, "", err
 		}
-		if len(page.Items) == 0 {
+		if c == nil {
 			return nil, "no entry", nil
 		}
-		c, err := se.h.Conversation(ctx, conv)
-		if err != nil {
-			return nil, "", err
-		}
-		n, _ := strconv.Atoi(args[1])
-		at := page.Items[n%len(page.Items)].ID
 		f, err := c.Fork(ctx, at, core.ForkOptions{Abort: len(args) == 3})
 		if err != nil {
 			return nil, "", err
 		}
 		return []storage.ID{f.ID}, "", se.know(ctx, f.ID)
 	case "entry":
-		conv := se.conv(args[0])
-		page, err := se.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+		c, at, err := se.pickEntry(ctx, args[0], args[1])
 		if err != nil {
 			return nil, "", err
 		}
-		if len(page.Items) == 0 {
+		if c == nil {
 			return nil, "no entry", nil
 		}
-		c, err := se.h.Conversation(ctx, conv)
-		if err != nil {
-			return nil, "", err
-		}
-		n, _ := strconv.Atoi(args[1])
-		id, err := hostHead(ctx, c.Conversation, page.Items[n%len(page.Items)].ID)
+		id, err := hostHead(ctx, c.Conversation, at)
 		if err != nil {
 			return nil, "", err
 		}
