@@ -60,8 +60,8 @@ type benchConfig struct {
 	// with: ours run now with each line's settings, or read from Ours.
 	Compare string
 	Ours    string
-	// CompareSQLite adds, per peer memory line, our run on SQLite against
-	// our memory (the peer has no SQLite).
+	// CompareSQLite adds, per peer line, our run on SQLite against our
+	// memory or JSONL run of the line (the peer has no SQLite).
 	CompareSQLite bool
 	// progress, when set, hears how many turns are done after each one.
 	progress func(done, total int)
@@ -91,14 +91,14 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fl.IntVar(&c.ResetEvery, "reset-every", 0, "append a reset head every N turns (0: never)")
 	fl.IntVar(&c.CollapseEvery, "collapse-every", 0, "collapse the context every N turns, waiting for the summary (0: never)")
 	fl.StringVar(&c.Backend, "backend", "memory", "memory, jsonl or sqlite")
-	fl.BoolVar(&c.Fsync, "fsync", false, "sync every JSONL write")
+	fl.BoolVar(&c.Fsync, "fsync", false, "make every commit durable before it returns (JSONL: sync each line; SQLite: synchronous=FULL)")
 	fl.BoolVar(&c.JSON, "json", false, "print one JSON line with the peer benchmark's field names")
 	fl.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	fl.StringVar(&c.Dir, "dir", "", "keep the session's files in this directory (created if need be)")
 	fl.StringVar(&c.Workload, "workload", "", "the §10.3 workload to run (list: name them)")
 	fl.StringVar(&c.Compare, "compare", "", "compare with the peer's JSON lines in this file (bench.mjs output)")
 	fl.StringVar(&c.Ours, "ours", "", "with --compare: our JSON lines to compare, instead of running now")
-	fl.BoolVar(&c.CompareSQLite, "sqlite", false, "with --compare: also run each memory row on SQLite, against our memory")
+	fl.BoolVar(&c.CompareSQLite, "sqlite", false, "with --compare: also run each row on SQLite, against our memory or JSONL (with the row's fsync)")
 	if err := fl.Parse(args); err != nil {
 		return c, flagError(err)
 	}
@@ -127,8 +127,8 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 		return c, usagef("--collapse-every %d: want 0 or more", c.CollapseEvery)
 	case !slices.Contains(backends, c.Backend):
 		return c, usagef("--backend %q: want memory, jsonl or sqlite", c.Backend)
-	case c.Fsync && c.Backend != "jsonl":
-		return c, usagef("--fsync applies to the jsonl backend only")
+	case c.Fsync && c.Backend == "memory":
+		return c, usagef("--fsync applies to the jsonl and sqlite backends only")
 	}
 	if err := backendAvailable(c.Backend); err != nil {
 		return c, err
@@ -196,7 +196,7 @@ func benchStore(ctx context.Context, c benchConfig, dir string) (storage.Storage
 	case "jsonl":
 		return jsonl.Open(ctx, filepath.Join(dir, "session.jsonl"), jsonl.Options{Fsync: c.Fsync})
 	case "sqlite":
-		return sqlite.Open(ctx, filepath.Join(dir, "sessions.db"), sqlite.Options{Session: "bench"})
+		return sqlite.Open(ctx, filepath.Join(dir, "sessions.db"), sqlite.Options{Session: "bench", Fsync: c.Fsync})
 	}
 	return memory.New(), nil
 }
@@ -670,7 +670,8 @@ turn, the storage's queries, rows decoded and commits, process memory, bytes on 
 session open, scratch and WAL included, and closed) and the cold reopen time. --json prints one
 line with the peer benchmark's fields and ours after them; --cpuprofile writes a CPU profile of the
 run for go tool pprof; --dir keeps the session's files in DIR (for picosim check) instead of a
-temporary directory. --collapse-every C collapses the context every C turns and waits for the
+temporary directory. --fsync makes every commit durable before it returns: JSONL syncs each line,
+SQLite runs with synchronous=FULL. --collapse-every C collapses the context every C turns and waits for the
 summary. While it runs, stderr shows the turns done: a line redrawn every second on a terminal, a
 plain line every 10 s elsewhere.
 
@@ -686,6 +687,7 @@ tuning flags it does not take. The same runs are BenchmarkWorkloads:
 one line per run), runs ours with each line's settings (or reads ours from --ours OURS.json, lines
 of picosim bench --json), and prints the ratio table: wall time, CPU, turn latency p50 and p99, RSS,
 and on JSONL bytes per turn on disk and the cold reopen. --sqlite adds our SQLite run for each
-memory line, against our memory. conformance/ports/pico3/compare-bench.sh installs the peer
+line: a memory line's against our memory, a JSONL line's (synced as the line is, --fsync on
+SQLite being synchronous=FULL) against our JSONL. conformance/ports/pico3/compare-bench.sh installs the peer
 outside the repository and runs the issue's rows on both sides.
 `

@@ -212,8 +212,9 @@ type comparison struct {
 }
 
 // matchOurs pairs every peer line with the line of ours that has its
-// settings, and a memory line also with our SQLite line of the same
-// settings when there is one.
+// settings, and also with our SQLite line of the same settings when there
+// is one (a memory line's SQLite run syncs nothing, a JSONL line's syncs as
+// it does).
 func matchOurs(oursName string, peer, ours []benchLine) ([]comparison, error) {
 	var out []comparison
 	for _, p := range peer {
@@ -226,12 +227,10 @@ func matchOurs(oursName string, peer, ours []benchLine) ([]comparison, error) {
 			return nil, e
 		}
 		cmp := comparison{peer: p, ours: ours[i]}
-		if p.Backend == "memory" {
-			want := p
-			want.Backend, want.Fsync = "sqlite", false
-			if j := slices.IndexFunc(ours, func(o benchLine) bool { return want.differs(o) == "" }); j >= 0 {
-				cmp.sqlite = &ours[j]
-			}
+		want := p
+		want.Backend = "sqlite"
+		if j := slices.IndexFunc(ours, func(o benchLine) bool { return want.differs(o) == "" }); j >= 0 {
+			cmp.sqlite = &ours[j]
 		}
 		out = append(out, cmp)
 	}
@@ -273,7 +272,7 @@ func compareInputError(flagName string, err error) error {
 func runOurs(ctx context.Context, c benchConfig, peer []benchLine, stderr io.Writer) ([]comparison, error) {
 	var cmps []comparison
 	for _, p := range peer {
-		if p.Fsync && p.Backend != "jsonl" {
+		if p.Fsync && p.Backend == "memory" {
 			return nil, &fieldError{"--compare", &BenchLineError{c.Compare, p.Line, errors.New("fsync applies to the jsonl backend only")}}
 		}
 		if err := backendAvailable(p.Backend); err != nil {
@@ -284,11 +283,11 @@ func runOurs(ctx context.Context, c benchConfig, peer []benchLine, stderr io.Wri
 			return nil, err
 		}
 		cmp := comparison{peer: p, ours: ours}
-		if c.CompareSQLite && p.Backend == "memory" {
+		if c.CompareSQLite {
 			if err := backendAvailable("sqlite"); err != nil {
 				return nil, err
 			}
-			sq, err := runLike(ctx, p, "sqlite", false, stderr)
+			sq, err := runLike(ctx, p, "sqlite", p.Fsync, stderr)
 			if err != nil {
 				return nil, err
 			}
@@ -348,7 +347,7 @@ func comparisonRows(cmps []comparison) []compareRow {
 			rows = append(rows, compareRow{label + ": cold reopen", fmtMs(*p.ReopenMs), fmtMs(*o.ReopenMs), timeRatio(*p.ReopenMs, *o.ReopenMs)})
 		}
 		if s := c.sqlite; s != nil {
-			rows = append(rows, compareRow{s.label(), "(none)", fmtMs(s.WallMs), timeRatio(o.WallMs, s.WallMs) + " than our memory"})
+			rows = append(rows, compareRow{s.label(), "(none)", fmtMs(s.WallMs), timeRatio(o.WallMs, s.WallMs) + " than our " + backendName[o.Backend]})
 		}
 	}
 	return rows
@@ -364,6 +363,9 @@ func printComparison(w io.Writer, cmps []comparison) error {
 	return err
 }
 
+// backendName is how the table names a backend.
+var backendName = map[string]string{"memory": "memory", "jsonl": "JSONL", "sqlite": "SQLite"}
+
 // label names a line's workload as the table does.
 func (l benchLine) label() string {
 	var b strings.Builder
@@ -376,7 +378,7 @@ func (l benchLine) label() string {
 	if l.ResetEvery > 0 {
 		fmt.Fprintf(&b, ", reset every %d", l.ResetEvery)
 	}
-	b.WriteString(", " + map[string]string{"memory": "memory", "jsonl": "JSONL", "sqlite": "SQLite"}[l.Backend])
+	b.WriteString(", " + backendName[l.Backend])
 	if l.Fsync {
 		b.WriteString(" (fsync)")
 	}

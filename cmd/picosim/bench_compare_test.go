@@ -20,6 +20,7 @@ const (
 `
 	compareOurLines = `{"impl":"pico-go","backend":"jsonl","fsync":false,"turns":2000,"toolsPerTurn":2,"resetEvery":50,"done":2000,"providerCalls":4000,"toolCalls":4000,"wallMs":3078,"cpuUserMs":2800,"cpuSysMs":400,"turnMs":{"p50":1.4,"p90":2,"p99":4,"max":9},"rssMB":45,"heapUsedMB":3,"contextEntries":251,"diskBytes":15000000,"diskFiles":2,"reopenMs":418,"allocsPerTurn":3467}
 {"impl":"pico-go","backend":"sqlite","fsync":false,"turns":200,"toolsPerTurn":2,"resetEvery":0,"done":200,"providerCalls":400,"toolCalls":400,"wallMs":1404,"cpuUserMs":1000,"cpuSysMs":300,"turnMs":{"p50":6,"p90":8,"p99":12,"max":20},"rssMB":50,"heapUsedMB":3,"contextEntries":1001,"diskBytes":3000000,"diskFiles":3,"reopenMs":20}
+{"impl":"pico-go","backend":"sqlite","fsync":false,"turns":2000,"toolsPerTurn":2,"resetEvery":50,"done":2000,"providerCalls":4000,"toolCalls":4000,"wallMs":7695,"cpuUserMs":6000,"cpuSysMs":1500,"turnMs":{"p50":3,"p90":5,"p99":9,"max":20},"rssMB":30,"heapUsedMB":3,"contextEntries":251,"diskBytes":12000000,"diskFiles":3,"reopenMs":8}
 {"impl":"pico-go","backend":"memory","fsync":false,"turns":200,"toolsPerTurn":2,"resetEvery":0,"done":200,"providerCalls":400,"toolCalls":400,"wallMs":195,"cpuUserMs":180,"cpuSysMs":10,"turnMs":{"p50":0.9,"p90":1.2,"p99":2.5,"max":3},"rssMB":40,"heapUsedMB":3,"contextEntries":1001,"diskBytes":0,"diskFiles":0,"reopenMs":0}
 `
 	compareTable = `| workload | TS pico3 | pico-go | ratio |
@@ -37,6 +38,7 @@ const (
 | 2,000 turns × 2 tools, reset every 50, JSONL: RSS | 120.0 MB | 45.0 MB | 2.7× smaller |
 | 2,000 turns × 2 tools, reset every 50, JSONL: bytes per turn on disk | 5.0 KB | 7.5 KB | 1.5× larger |
 | 2,000 turns × 2 tools, reset every 50, JSONL: cold reopen | 493 ms | 418 ms | 1.2× faster |
+| 2,000 turns × 2 tools, reset every 50, SQLite | (none) | 7,695 ms | 2.5× slower than our JSONL |
 `
 )
 
@@ -100,6 +102,24 @@ func TestBenchCompareRunsOursWithThePeersSettings(t *testing.T) {
 		"5 turns × 2 tools, reset every 2, JSONL: cold reopen"}
 	if strings.Join(labels, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rows\n%s\nwant\n%s", strings.Join(labels, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// With --sqlite, a synced JSONL line also runs ours on SQLite with
+// synchronous=FULL, against our JSONL run.
+func TestBenchCompareRunsASyncedJSONLLineOnSyncedSQLiteToo(t *testing.T) {
+	line := `{"impl":"pico3","backend":"jsonl","fsync":true,"turns":3,"toolsPerTurn":1,"resetEvery":0,"done":3,"wallMs":100,"cpuUserMs":90,"cpuSysMs":5,"turnMs":{"p50":"20.0","p99":"30.0"},"rssMB":80,"diskBytes":25000,"reopenMs":10}`
+	var out, errOut bytes.Buffer
+	if code := benchMain(context.Background(), []string{"--compare", writeLines(t, "peer.json", line), "--sqlite"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
+	last := rows[len(rows)-1]
+	if !strings.HasPrefix(last, "| 3 turns × 1 tools, SQLite (fsync) | (none) | ") || !strings.HasSuffix(last, " than our JSONL |") {
+		t.Fatalf("last row %q; want our synced SQLite against our JSONL", last)
+	}
+	if !strings.HasPrefix(rows[2], "| 3 turns × 1 tools, JSONL (fsync) | ") {
+		t.Fatalf("first row %q; want the synced JSONL line", rows[2])
 	}
 }
 

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"strconv"
@@ -85,5 +86,46 @@ func TestABatchOverTheLimitIsRefusedBeforeAnythingIsStored(t *testing.T) {
 	}
 	if _, err := s.Commit(ctx, entry(2, "small")); err != nil {
 		t.Fatalf("a batch under the limit after the refusal = %v", err)
+	}
+}
+
+// Options.Fsync is SQLite's synchronous=FULL on every connection (the log
+// synced at each commit); without it, NORMAL (synced at checkpoints).
+func TestFsyncSetsTheSyncModeOfEveryConnection(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		fsync bool
+		want  int // PRAGMA synchronous: 1 NORMAL, 2 FULL
+	}{{false, 1}, {true, 2}} {
+		path := filepath.Join(t.TempDir(), "s.db")
+		s, err := Open(ctx, path, Options{Session: "s", Fsync: tc.fsync})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Two connections at once: the mode is each one's, from the DSN.
+		c1, err := s.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := s.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range []interface {
+			QueryRowContext(context.Context, string, ...any) *sql.Row
+		}{c1, c2} {
+			var got int
+			if err := c.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("Fsync %t: connection %d has synchronous=%d, want %d", tc.fsync, i+1, got, tc.want)
+			}
+		}
+		c1.Close()
+		c2.Close()
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

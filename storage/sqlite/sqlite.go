@@ -37,6 +37,12 @@ type Options struct {
 	// is created, nothing is written, no writer lock is taken (a checker
 	// reading a copy, or beside a live writer). Commit fails.
 	ReadOnly bool
+	// Fsync makes every commit durable before Commit returns: SQLite syncs
+	// the write-ahead log at each commit (synchronous=FULL). Without it the
+	// log is synced at checkpoints only (synchronous=NORMAL): a crash of
+	// the process loses nothing committed, a power loss may lose the last
+	// commits, as a JSONL store without its Fsync may.
+	Fsync bool
 }
 
 // ErrNotPicoDatabase is the cause of the error for a SQLite database that
@@ -193,7 +199,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	dsn := "file:" + url.PathEscape(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL"
+	dsn := "file:" + url.PathEscape(path) + "?" + dsnParams(opts)
 	if opts.ReadOnly {
 		dsn += "&mode=ro"
 	}
@@ -209,6 +215,22 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// stmtCacheSize is how many prepared statements each connection keeps
+// (the driver's _stmt_cache_size): more than the backend's distinct
+// queries, so a commit prepares nothing after the first few.
+const stmtCacheSize = 64
+
+// dsnParams are the connection parameters of every connection Open makes:
+// the busy timeout, immediate write transactions, the sync mode of
+// opts.Fsync and the statement cache.
+func dsnParams(opts Options) string {
+	sync := "NORMAL"
+	if opts.Fsync {
+		sync = "FULL"
+	}
+	return fmt.Sprintf("_busy_timeout=10000&_txlock=immediate&_synchronous=%s&_stmt_cache_size=%d", sync, stmtCacheSize)
 }
 
 // lockPath is the writer lock of one session of the database at path: a
