@@ -35,9 +35,10 @@ func fuzzStrategy(seed uint64) string {
 func pctStrategy(depth int) string { return fmt.Sprintf("pct:%d:%d", depth, fuzzPCTSteps) }
 
 // fuzzSpec is the run fuzz makes of a scenario's seed: its schedule
-// strategy and a fault plan drawn from the seed (a quarter of them empty).
+// strategy and a fault plan drawn from the seed (a quarter of them empty),
+// untraced (a failing one runs again for its trace).
 func fuzzSpec(sc scenario, seed uint64, backend string, batches int) runSpec {
-	return runSpec{sc: sc, seed: seed, backend: backend, strategy: fuzzStrategy(seed), plan: drawPlan(sc, seed, batches, backend)}
+	return runSpec{sc: sc, seed: seed, backend: backend, strategy: fuzzStrategy(seed), plan: drawPlan(sc, seed, batches, backend), untraced: true}
 }
 
 // shrink looks for the smallest case that still fails the same way (the
@@ -340,10 +341,27 @@ func (f *fuzzer) more(seed uint64, start time.Time) bool {
 	return seed-f.cfg.first < uint64(f.cfg.seeds)
 }
 
-// try runs one spec and, if it fails, shrinks it and writes both traces.
+// NondeterminismError is a fuzzed seed that failed, and run again for its
+// trace did not fail the same way: the run is not fixed by its seed, which
+// is a bug of the harness or the simulator itself. Fuzz stops on it
+// (exit 1): without determinism no finding could be shrunk or replayed.
+type NondeterminismError struct {
+	Command      string
+	First, Again string // the two runs' failures; "" passed
+}
+
+func (e *NondeterminismError) Error() string {
+	again := "passed"
+	if e.Again != "" {
+		again = "failed with: " + e.Again
+	}
+	return fmt.Sprintf("%s is not deterministic: it failed with: %s; run again for its trace it %s", e.Command, e.First, again)
+}
+
+// try runs one spec (untraced, as fuzzSpec makes it) and, if it fails,
+// runs it again for its trace, shrinks it and writes both traces.
 func (f *fuzzer) try(ctx context.Context, spec runSpec) {
-	var trace bytes.Buffer
-	res, err := runScenario(ctx, spec, &trace)
+	res, err := runScenario(ctx, spec, nil)
 	var ie *interrupted
 	switch {
 	case errors.As(err, &ie):
@@ -356,7 +374,21 @@ func (f *fuzzer) try(ctx context.Context, spec runSpec) {
 	if res.OK {
 		return
 	}
-	fd := finding{res: res}
+	var trace bytes.Buffer
+	traced := spec
+	traced.untraced = false
+	again, err := runScenario(ctx, traced, &trace)
+	switch {
+	case errors.As(err, &ie):
+		return
+	case err != nil:
+		f.halt(err)
+		return
+	case again.OK || again.Error != res.Error:
+		f.halt(&NondeterminismError{Command: spec.command(), First: res.Error, Again: again.Error})
+		return
+	}
+	fd := finding{res: again}
 	fd.smallest, fd.failure, err = shrink(ctx, spec, res.Error)
 	if err != nil && !errors.As(err, &ie) {
 		f.halt(err)
@@ -398,7 +430,9 @@ func (f *fuzzer) writeTraces(ctx context.Context, fd *finding, trace []byte) err
 	}
 	var smallest bytes.Buffer
 	var ie *interrupted
-	switch _, err := runScenario(ctx, fd.smallest, &smallest); {
+	traced := fd.smallest
+	traced.untraced = false
+	switch _, err := runScenario(ctx, traced, &smallest); {
 	case errors.As(err, &ie):
 		return nil
 	case err != nil:

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,5 +244,35 @@ func TestShardsSplitTheSeedsDisjointly(t *testing.T) {
 		if _, err := parseFuzz([]string{"--shard", bad}); err == nil {
 			t.Errorf("--shard %s accepted", bad)
 		}
+	}
+}
+
+// Fuzz runs its seeds untraced and a failing one again for its trace. A
+// seed that does not fail the same way the second time is not fixed by
+// its seed: fuzz stops on it, naming the command and both outcomes,
+// rather than shrink or write a trace that does not show the failure.
+func TestFuzzStopsOnASeedThatFailsOnlyOnce(t *testing.T) {
+	var calls atomic.Int32
+	flaky := scenario{name: "flaky", run: func(ctx context.Context, e *env) error {
+		if err := basicTurn(ctx, e); err != nil {
+			return err
+		}
+		if calls.Add(1) == 1 {
+			return errors.New("only the first time")
+		}
+		return nil
+	}}
+	f := &fuzzer{cfg: fuzzConfig{out: t.TempDir()}, stop: make(chan struct{})}
+	spec := runSpec{sc: flaky, seed: 1, backend: "memory", strategy: "random", untraced: true}
+	f.try(context.Background(), spec)
+	var ne *NondeterminismError
+	if !errors.As(f.fatal, &ne) || ne.Command != spec.command() || !strings.Contains(ne.First, "only the first time") || ne.Again != "" {
+		t.Fatalf("fatal %v; want a NondeterminismError naming %q, the first failure and a pass", f.fatal, spec.command())
+	}
+	if calls.Load() != 2 || len(f.findings) != 0 {
+		t.Fatalf("%d runs, %d findings; want the seed run twice and no finding", calls.Load(), len(f.findings))
+	}
+	if want := "is not deterministic: it failed with: "; !strings.Contains(ne.Error(), want) || !strings.HasSuffix(ne.Error(), "run again for its trace it passed") {
+		t.Fatalf("message %q", ne.Error())
 	}
 }
