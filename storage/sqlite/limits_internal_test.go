@@ -90,8 +90,9 @@ func TestABatchOverTheLimitIsRefusedBeforeAnythingIsStored(t *testing.T) {
 }
 
 // Options.Fsync is SQLite's synchronous=FULL on every connection (the log
-// synced at each commit); without it, NORMAL (synced at checkpoints).
-func TestFsyncSetsTheSyncModeOfEveryConnection(t *testing.T) {
+// synced at each commit); without it, NORMAL (synced at checkpoints). Every
+// connection's page cache is bounded the same.
+func TestFsyncSetsTheSyncModeOfEveryConnectionAndTheCacheIsBounded(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		fsync bool
@@ -114,12 +115,15 @@ func TestFsyncSetsTheSyncModeOfEveryConnection(t *testing.T) {
 		for i, c := range []interface {
 			QueryRowContext(context.Context, string, ...any) *sql.Row
 		}{c1, c2} {
-			var got int
+			var got, cache int
 			if err := c.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&got); err != nil {
 				t.Fatal(err)
 			}
-			if got != tc.want {
-				t.Errorf("Fsync %t: connection %d has synchronous=%d, want %d", tc.fsync, i+1, got, tc.want)
+			if err := c.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&cache); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want || cache != -pageCacheKiB {
+				t.Errorf("Fsync %t: connection %d has synchronous=%d, cache_size=%d; want %d, %d", tc.fsync, i+1, got, cache, tc.want, -pageCacheKiB)
 			}
 		}
 		c1.Close()

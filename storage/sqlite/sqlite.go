@@ -222,15 +222,20 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // queries, so a commit prepares nothing after the first few.
 const stmtCacheSize = 64
 
+// pageCacheKiB bounds each connection's page cache (SQLite's default is
+// 2,000 KiB): what a session's process holds of the database stays the
+// same however long its history grows.
+const pageCacheKiB = 1024
+
 // dsnParams are the connection parameters of every connection Open makes:
 // the busy timeout, immediate write transactions, the sync mode of
-// opts.Fsync and the statement cache.
+// opts.Fsync, the statement cache and the page cache's bound.
 func dsnParams(opts Options) string {
 	sync := "NORMAL"
 	if opts.Fsync {
 		sync = "FULL"
 	}
-	return fmt.Sprintf("_busy_timeout=10000&_txlock=immediate&_synchronous=%s&_stmt_cache_size=%d", sync, stmtCacheSize)
+	return fmt.Sprintf("_busy_timeout=10000&_txlock=immediate&_synchronous=%s&_stmt_cache_size=%d&_cache_size=-%d", sync, stmtCacheSize, pageCacheKiB)
 }
 
 // lockPath is the writer lock of one session of the database at path: a
