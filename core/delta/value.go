@@ -1,10 +1,8 @@
 package delta
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"reflect"
 	"slices"
@@ -22,22 +20,6 @@ func ValueOf(v any) (any, error) {
 		return nil, fmt.Errorf("delta: value: %w", err)
 	}
 	return ParseValue(raw)
-}
-
-// ParseValue decodes one JSON value into this package's representation
-// (numbers as json.Number). Invalid UTF-8 and lone surrogate escapes become
-// U+FFFD, as encoding/json does everywhere.
-func ParseValue(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("delta: value is not JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("delta: value is followed by more data")
-	}
-	return v, nil
 }
 
 // checkValue returns why v is not a value, or "" when it is one.
