@@ -92,9 +92,11 @@ type segment[T any] struct {
 	lo, cap ID // inclusive bounds of what this level contributes
 }
 
-// page collects a page from a span walk: limit+1 items decide Next.
+// page collects a page from a span walk: limit+1 items decide Next. Most
+// reads return a handful (an inbox, a task's frames), so the slice starts
+// small and grows as a long page needs.
 func page[T any](c storage.Cursor, readAt ID, walk func(fn func(T) bool), idOf func(T) ID) storage.Page[T] {
-	items := make([]T, 0, min(c.Limit+1, 64))
+	items := make([]T, 0, min(c.Limit+1, 8))
 	walk(func(x T) bool {
 		items = append(items, x)
 		return len(items) <= c.Limit
