@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -118,7 +119,7 @@ func (tx *Tx) batch() storage.CommitBatch {
 // durable ones about what was written.
 func Marshal(v any) (json.RawMessage, error) {
 	if raw, ok := v.(json.RawMessage); ok {
-		if !json.Valid(raw) {
+		if !jsonvalue.Valid(raw) {
 			return nil, &json.SyntaxError{}
 		}
 		if !utf8.Valid(raw) {

@@ -2,9 +2,10 @@ package storage
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/pico-go/pico/internal/jsonvalue"
 )
 
 // Lookup is the committed state CheckBatch consults. Every backend
@@ -196,7 +197,7 @@ func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
 	put(&c.policy, key, statePolicy{rewind: a.Rewind, list: isList})
 	switch w.Type {
 	case WriteValueSet, WriteListAppend:
-		if len(w.Value) == 0 || !json.Valid(w.Value) {
+		if len(w.Value) == 0 || !jsonvalue.Valid(w.Value) {
 			return reject("value is not valid JSON")
 		}
 		if w.Type == WriteListAppend {
@@ -309,7 +310,7 @@ func (c *checker) entry(w *Write, seq ID) error {
 	if !ok {
 		return reject("conversation %d does not exist", e.ConversationID)
 	}
-	if len(e.Data) != 0 && !json.Valid(e.Data) {
+	if len(e.Data) != 0 && !jsonvalue.Valid(e.Data) {
 		return reject("entry %d data is not valid JSON", e.ID)
 	}
 	if e.Head < 0 || e.Head > e.ID {
@@ -351,7 +352,7 @@ func (c *checker) newTask(w *Write, seq ID) error {
 	if t.Role == RoleTerminal {
 		return reject("task %d is created terminal", t.ID)
 	}
-	if len(t.State) != 0 && !json.Valid(t.State) {
+	if len(t.State) != 0 && !jsonvalue.Valid(t.State) {
 		return reject("task %d state is not valid JSON", t.ID)
 	}
 	ok, err := c.conv(t.ConversationID)
@@ -389,7 +390,7 @@ func (c *checker) changeTask(w *Write) error {
 	if !t.Live() {
 		return reject("task %d is terminal; it is never changed again", w.ID)
 	}
-	if len(w.State) != 0 && !json.Valid(w.State) {
+	if len(w.State) != 0 && !jsonvalue.Valid(w.State) {
 		return reject("task %d state is not valid JSON", w.ID)
 	}
 	next := *t

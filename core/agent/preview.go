@@ -6,6 +6,7 @@ import (
 
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/delta"
+	"github.com/pico-go/pico/internal/jsonvalue"
 )
 
 // streamPreview keeps a generation's preview, the partial assistant
@@ -77,7 +78,7 @@ func (p *streamPreview) apply(f ai.Frame) error {
 		// As the reducer does for a call that has not ended: the buffer
 		// once it is JSON, {} until then.
 		b.Arguments = json.RawMessage(`{}`)
-		if json.Valid(buf) {
+		if jsonvalue.Valid(buf) {
 			b.Arguments = json.RawMessage(buf)
 		}
 	case ai.FrameToolCallEnd:

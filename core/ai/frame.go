@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pico-go/pico/internal/jsonvalue"
 )
 
 // FrameType discriminates compact assistant-message frames.
@@ -531,7 +533,7 @@ func ReduceFrames(frames []Frame) (*Message, error) {
 			continue
 		}
 		b := &m.Content.Blocks[idx]
-		if json.Valid(ts.buf) {
+		if jsonvalue.Valid(ts.buf) {
 			b.Arguments = json.RawMessage(ts.buf)
 		} else {
 			b.Arguments = json.RawMessage(`{}`)

@@ -2,6 +2,7 @@ package delta
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -9,6 +10,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/pico-go/pico/internal/jsonvalue"
 )
 
 // ValueOf is a Go value in this package's representation: its JSON
@@ -20,6 +23,21 @@ func ValueOf(v any) (any, error) {
 		return nil, fmt.Errorf("delta: value: %w", err)
 	}
 	return ParseValue(raw)
+}
+
+// ParseValue decodes one JSON value into this package's representation
+// (numbers as json.Number, objects map[string]any, arrays []any). Invalid
+// UTF-8 and lone surrogate escapes become U+FFFD, as encoding/json does
+// everywhere; of a key given twice the last wins.
+func ParseValue(data []byte) (any, error) {
+	v, err := jsonvalue.Parse(data)
+	switch {
+	case errors.Is(err, jsonvalue.ErrTrailing):
+		return nil, errors.New("delta: value is followed by more data")
+	case err != nil:
+		return nil, fmt.Errorf("delta: value is not JSON: %w", err)
+	}
+	return v, nil
 }
 
 // checkValue returns why v is not a value, or "" when it is one.

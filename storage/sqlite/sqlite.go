@@ -16,6 +16,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
 
+	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/internal/filelock"
 )
@@ -93,7 +94,7 @@ var errNotJSON = errors.New("not valid JSON")
 // how an absent payload is stored (entry data, task state); a value or a
 // list element always has one.
 func checkJSON(table string, row ID, column, raw string, optional bool) error {
-	if (optional && raw == "") || json.Valid([]byte(raw)) {
+	if (optional && raw == "") || jsonvalue.Valid([]byte(raw)) {
 		return nil
 	}
 	return &RowError{Table: table, Row: row, Column: column, Err: errNotJSON}

@@ -1,4 +1,9 @@
-package delta
+// Package jsonvalue reads JSON texts in one pass: Parse decodes one into
+// the representation encoding/json gives an any with UseNumber (objects
+// map[string]any, arrays []any, numbers json.Number), Valid only checks
+// one, allocating nothing. Both agree with encoding/json on every input
+// (the tests and the fuzz target hold them to it), and are faster.
+package jsonvalue
 
 import (
 	"encoding/json"
@@ -12,29 +17,45 @@ import (
 // allows.
 const parseDepthMax = 10000
 
-// ParseValue decodes one JSON value into this package's representation
-// (numbers as json.Number). Invalid UTF-8 and lone surrogate escapes become
-// U+FFFD, as encoding/json does everywhere; of a key given twice the last
-// wins. It decodes exactly what encoding/json decodes into an any with
-// UseNumber, in one pass over data and without its buffering.
-func ParseValue(data []byte) (any, error) {
-	p := parser{data: data}
+// Parse decodes one JSON text, space around it allowed, as encoding/json
+// decodes it into an any with UseNumber: invalid UTF-8 and lone surrogate
+// escapes become U+FFFD, and of a key given twice the last wins.
+func Parse(data []byte) (any, error) {
+	p := parser{data: data, build: true}
 	p.space()
 	v, err := p.value(0)
 	if err != nil {
-		return nil, fmt.Errorf("delta: value is not JSON: %w", err)
+		return nil, err
 	}
 	p.space()
 	if p.i != len(p.data) {
-		return nil, errors.New("delta: value is followed by more data")
+		return nil, ErrTrailing
 	}
 	return v, nil
 }
 
-// parser reads one JSON text from data, from offset i on.
+// ErrTrailing is Parse's error for a JSON value followed by more than
+// space.
+var ErrTrailing = errors.New("the value is followed by more data")
+
+// Valid reports whether data is one JSON text, as json.Valid does (which,
+// like it, checks the grammar, not that strings are UTF-8).
+func Valid(data []byte) bool {
+	p := parser{data: data}
+	p.space()
+	if _, err := p.value(0); err != nil {
+		return false
+	}
+	p.space()
+	return p.i == len(p.data)
+}
+
+// parser reads one JSON text from data, from offset i on; it builds the
+// value only when build is set (Parse), and otherwise only checks it.
 type parser struct {
-	data []byte
-	i    int
+	data  []byte
+	i     int
+	build bool
 }
 
 // syntaxError says what was found at the parser's offset.
@@ -95,7 +116,10 @@ func (p *parser) object(depth int) (any, error) {
 		return nil, errors.New("exceeded max depth")
 	}
 	p.i++ // {
-	m := map[string]any{}
+	var m map[string]any
+	if p.build {
+		m = map[string]any{}
+	}
 	p.space()
 	if p.i < len(p.data) && p.data[p.i] == '}' {
 		p.i++
@@ -119,7 +143,9 @@ func (p *parser) object(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		m[k] = v
+		if p.build {
+			m[k] = v
+		}
 		p.space()
 		if p.i < len(p.data) {
 			switch p.data[p.i] {
@@ -141,7 +167,10 @@ func (p *parser) array(depth int) (any, error) {
 		return nil, errors.New("exceeded max depth")
 	}
 	p.i++ // [
-	a := []any{}
+	var a []any
+	if p.build {
+		a = []any{}
+	}
 	p.space()
 	if p.i < len(p.data) && p.data[p.i] == ']' {
 		p.i++
@@ -152,7 +181,9 @@ func (p *parser) array(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		a = append(a, v)
+		if p.build {
+			a = append(a, v)
+		}
 		p.space()
 		if p.i < len(p.data) {
 			switch p.data[p.i] {
@@ -198,10 +229,11 @@ func (p *parser) number() (any, error) {
 			return nil, p.syntaxError("a digit in the exponent")
 		}
 	}
-	return jsonNumber(p.data[start:p.i]), nil
+	if !p.build {
+		return nil, nil
+	}
+	return json.Number(p.data[start:p.i]), nil
 }
-
-func jsonNumber(b []byte) json.Number { return json.Number(b) }
 
 // digits skips one or more digits and reports whether there was one.
 func (p *parser) digits() bool {
@@ -221,10 +253,13 @@ func (p *parser) string() (string, error) {
 		c := p.data[p.i]
 		switch {
 		case c == '"':
-			s := string(p.data[start:p.i])
+			var s string
+			if p.build {
+				s = string(p.data[start:p.i])
+			}
 			p.i++
 			return s, nil
-		case c == '\\' || c >= utf8.RuneSelf:
+		case c == '\\' || c >= utf8.RuneSelf && p.build:
 			return p.slowString(start)
 		case c < 0x20:
 			return "", p.syntaxError("no control character in a string")
@@ -234,11 +269,15 @@ func (p *parser) string() (string, error) {
 	return "", p.syntaxError("the end of a string")
 }
 
-// slowString goes on reading the string that began at start, unescaping
-// and replacing what encoding/json does, from the parser's offset.
+// slowString goes on reading the string that began at start from the
+// parser's offset, unescaping and replacing what encoding/json does when
+// it builds the string, only checking the escapes when it does not.
 func (p *parser) slowString(start int) (string, error) {
-	b := make([]byte, p.i-start, p.i-start+16)
-	copy(b, p.data[start:p.i])
+	var b []byte
+	if p.build {
+		b = make([]byte, p.i-start, p.i-start+16)
+		copy(b, p.data[start:p.i])
+	}
 	for p.i < len(p.data) {
 		c := p.data[p.i]
 		switch {
@@ -247,48 +286,54 @@ func (p *parser) slowString(start int) (string, error) {
 			return string(b), nil
 		case c < 0x20:
 			return "", p.syntaxError("no control character in a string")
-		case c < utf8.RuneSelf && c != '\\':
-			b = append(b, c)
+		case c == '\\':
+			r, err := p.escape()
+			if err != nil {
+				return "", err
+			}
+			if p.build {
+				b = utf8.AppendRune(b, r)
+			}
+		case c < utf8.RuneSelf || !p.build:
+			if p.build {
+				b = append(b, c)
+			}
 			p.i++
-		case c >= utf8.RuneSelf:
+		default:
 			r, size := utf8.DecodeRune(p.data[p.i:])
 			b = utf8.AppendRune(b, r) // an invalid byte decodes to U+FFFD
 			p.i += size
-		default:
-			var err error
-			if b, err = p.escape(b); err != nil {
-				return "", err
-			}
 		}
 	}
 	return "", p.syntaxError("the end of a string")
 }
 
-// escape appends the escape at the parser's backslash to b.
-func (p *parser) escape(b []byte) ([]byte, error) {
+// escape reads the escape at the parser's backslash: the rune it stands
+// for.
+func (p *parser) escape() (rune, error) {
 	p.i++ // \
 	if p.i >= len(p.data) {
-		return nil, p.syntaxError("an escape")
+		return 0, p.syntaxError("an escape")
 	}
 	c := p.data[p.i]
 	p.i++
 	switch c {
 	case '"', '\\', '/':
-		return append(b, c), nil
+		return rune(c), nil
 	case 'b':
-		return append(b, '\b'), nil
+		return '\b', nil
 	case 'f':
-		return append(b, '\f'), nil
+		return '\f', nil
 	case 'n':
-		return append(b, '\n'), nil
+		return '\n', nil
 	case 'r':
-		return append(b, '\r'), nil
+		return '\r', nil
 	case 't':
-		return append(b, '\t'), nil
+		return '\t', nil
 	case 'u':
 		r := hex4(p.data[p.i:])
 		if r < 0 {
-			return nil, p.syntaxError("four hexadecimal digits after \\u")
+			return 0, p.syntaxError("four hexadecimal digits after \\u")
 		}
 		p.i += 4
 		if utf16.IsSurrogate(r) {
@@ -298,16 +343,16 @@ func (p *parser) escape(b []byte) ([]byte, error) {
 				if r2 := hex4(p.data[p.i+2:]); r2 >= 0 {
 					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
 						p.i += 6
-						return utf8.AppendRune(b, d), nil
+						return d, nil
 					}
 				}
 			}
 			r = utf8.RuneError
 		}
-		return utf8.AppendRune(b, r), nil
+		return r, nil
 	}
 	p.i--
-	return nil, p.syntaxError("an escape character")
+	return 0, p.syntaxError("an escape character")
 }
 
 // hex4 is the rune the first four bytes of s spell in hexadecimal, or -1.
