@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -29,7 +31,7 @@ func openChecked(t *testing.T) (*Harness, context.Context) {
 func panicOf(fn func()) (msg string) {
 	defer func() {
 		if p := recover(); p != nil {
-			msg = p.(string)
+			msg = fmt.Sprint(p)
 		}
 	}()
 	fn()
@@ -48,6 +50,11 @@ func TestTheInvariantCheckerFiresOnACorruptedIndex(t *testing.T) {
 		{"pins", func(d *driver, conv, _ storage.ID) { d.pins[conv]++ }},
 		{"links", func(d *driver, _, _ storage.ID) { d.ownedPinned[12345] = 1 }},
 		{"dependents", func(d *driver, _, _ storage.ID) { d.dependents[4242] = []storage.ID{1} }},
+		{"live-records", func(d *driver, _, task storage.ID) {
+			t := *d.live[task].task
+			t.State = json.RawMessage(`{"forged":true}`)
+			d.live[task].task = &t
+		}},
 		{"task-waiters", func(d *driver, _, _ storage.ID) {
 			d.tasksW[4242] = []*waiter{{target: 4242, ev: d.h.rt.NewEvent("stray")}}
 		}},

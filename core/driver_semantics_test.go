@@ -1000,3 +1000,46 @@ func TestAbortAfterReopenReachesNewWorkInALiveOwnersChild(t *testing.T) {
 		driving.Wait(ctx)
 	})
 }
+
+// --- invariants inside invocations ---
+
+// forgingStore returns a forged state for task forge once armed: what a
+// store that lost or garbled a commit would answer.
+type forgingStore struct {
+	storage.Storage
+	forge storage.ID
+	armed bool
+}
+
+func (f *forgingStore) GetTasks(ctx context.Context, ids []storage.ID) (map[storage.ID]*storage.Task, error) {
+	m, err := f.Storage.GetTasks(ctx, ids)
+	if t := m[f.forge]; f.armed && t != nil {
+		c := *t
+		c.State = json.RawMessage(`{"forged":true}`)
+		m[f.forge] = &c
+	}
+	return m, err
+}
+
+// The invariant check runs in the actor that commits, here an invocation,
+// whose recover makes a kind's panic a failed task: a broken invariant of
+// the harness goes through it and stops the run, naming the invariant,
+// rather than become the task's failure. The check compares the driver's
+// record of every live task with storage's (Tx reads live tasks from the
+// record).
+func TestABrokenInvariantInAnInvocationIsNotTheKindsFailure(t *testing.T) {
+	s := sim.New(sim.Options{Seed: 1})
+	store := &forgingStore{Storage: memory.New()}
+	err := s.Run(context.Background(), func(ctx context.Context) {
+		kind := simtest.StepKind("forged", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			store.forge, store.armed = task.ID, true
+			return patchTask(ctx, rt, task.ID, core.TaskPatch{Status: "running"})
+		})
+		h := open(t, ctx, s, store, kind)
+		simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		_, _ = h.Root().Drive(ctx)
+	})
+	if err == nil || !strings.Contains(err.Error(), `driver invariant "live-records" broken`) {
+		t.Fatalf("run = %v; want the simulator stopped by the live-records invariant", err)
+	}
+}

@@ -395,7 +395,7 @@ func (h *Harness) GetTask(ctx context.Context, id storage.ID) (*storage.Task, bo
 // running abort handler is never disturbed.
 func (h *Harness) AbortTask(ctx context.Context, id storage.ID) error {
 	_, err := h.commit(ctx, func(tx *Tx) error {
-		t, err := tx.current(id)
+		t, err := tx.stored(id) // an already marked task writes nothing: read what storage has
 		if err != nil {
 			return err
 		}

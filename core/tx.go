@@ -308,8 +308,28 @@ func (tx *Tx) remember(t *storage.Task) {
 }
 
 // current returns a task as this batch leaves it, reading committed state
-// for tasks the batch has not touched.
+// for tasks the batch has not touched: a live task's is the driver's record,
+// which every commit keeps as the store has it (afterCommit; checked after
+// every commit under Options.CheckInvariants), so only a terminal or
+// unknown task is read from storage. The record is shared: callers never
+// change it (a write copies it first). A caller that may end up writing
+// nothing uses stored instead, so that a store that can no longer be read
+// fails it as before.
 func (tx *Tx) current(id storage.ID) (*storage.Task, error) {
+	if t, ok := tx.tasks[id]; ok {
+		return t, nil
+	}
+	if tx.h != nil {
+		if lt, ok := tx.h.d.live[id]; ok {
+			return lt.task, nil
+		}
+	}
+	return tx.stored(id)
+}
+
+// stored returns a task as this batch leaves it, reading committed state
+// from storage for tasks the batch has not touched.
+func (tx *Tx) stored(id storage.ID) (*storage.Task, error) {
 	if t, ok := tx.tasks[id]; ok {
 		return t, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
 	"go.opentelemetry.io/otel/trace"
@@ -241,6 +242,9 @@ func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error)
 		e = newEnv(s, spec, dir)
 		e.playAndJudge(ctx, &res)
 	})
+	if runErr != nil && e != nil {
+		e.counts(&res) // the run stopped before playAndJudge could count
+	}
 	if tr != nil {
 		res.Decisions, res.Digest = tr.Len(), tr.Digest()
 	}
@@ -250,13 +254,28 @@ func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error)
 	case tr != nil && tr.Err() != nil:
 		return res, &envError{fmt.Errorf("writing the trace: %w", tr.Err())}
 	case runErr != nil:
-		res.Error = runErr.Error()
+		res.Error = runFailure(runErr)
 	case e.verdict != nil:
 		res.Error = e.verdict.Error()
 	default:
 		res.OK = true
 	}
 	return res, spec.checkReached(res.Actions)
+}
+
+// runFailure is how a run the simulator stopped failed, in one line when
+// an actor broke one of the harness's invariants (Options.CheckInvariants
+// panics with it): the invariant says what is wrong, and the stack of the
+// check, which is where it was found and not where it broke, stays in the
+// trace's failure record. Any other panic keeps its stack.
+func runFailure(err error) string {
+	var pe *sim.PanicError
+	if ie := (*core.DriverInvariantError)(nil); errors.As(err, &pe) {
+		if v, ok := pe.Value.(error); ok && errors.As(v, &ie) {
+			return fmt.Sprintf("sim: actor %s broke an invariant: %v", pe.Actor, ie)
+		}
+	}
+	return err.Error()
 }
 
 // playAndJudge plays the scenario on the main actor, records the final
@@ -274,12 +293,18 @@ func (e *env) playAndJudge(ctx context.Context, res *runResult) {
 	}
 	e.endHolds()
 	e.noteEnv(e.verdict)
-	res.Batches, res.Fired, res.Recovered, res.Actions = e.batches, e.firedCount(), e.recovered, e.actions
+	e.counts(res)
 	check := map[string]any{"ok": e.verdict == nil}
 	if e.verdict != nil {
 		check["error"] = e.verdict.Error()
 	}
 	e.s.Record("check", check)
+}
+
+// counts fills in what res counts of the run so far: commits admitted,
+// faults fired, whether it restarted, host actions reached.
+func (e *env) counts(res *runResult) {
+	res.Batches, res.Fired, res.Recovered, res.Actions = e.batches, e.firedCount(), e.recovered, e.actions
 }
 
 // runOptions are picosim run's arguments.
