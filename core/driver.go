@@ -136,7 +136,12 @@ type driver struct {
 	// Immutable ownership links, loaded on demand for live work only and
 	// released when nothing pins them: a conversation is pinned by every live
 	// task in it or below it in the ownership tree, and by an attachment.
-	convOwner   map[storage.ID]storage.ID // conversation → owner task (0: none)
+	convOwner map[storage.ID]storage.ID // conversation → owner task (0: none)
+	// existing are conversations known to exist: a commit created them or
+	// a transaction's lookup found them; the commit deleting one forgets
+	// it. Conversations are otherwise immutable, so an entry's check needs
+	// no read of storage for them.
+	existing    map[storage.ID]bool
 	taskConv    map[storage.ID]storage.ID // task → its conversation
 	pins        map[storage.ID]int
 	ownedPinned map[storage.ID]int // owner task → its pinned conversations
@@ -160,7 +165,7 @@ func newDriver(h *Harness) *driver {
 	return &driver{
 		h: h, live: map[storage.ID]*liveTask{}, running: map[storage.ID]*invocation{},
 		byConv: map[storage.ID]map[storage.ID]struct{}{}, fg: map[storage.ID]int{},
-		dependents: map[storage.ID][]storage.ID{}, convOwner: map[storage.ID]storage.ID{},
+		dependents: map[storage.ID][]storage.ID{}, convOwner: map[storage.ID]storage.ID{}, existing: map[storage.ID]bool{},
 		taskConv: map[storage.ID]storage.ID{}, pins: map[storage.ID]int{}, ownedPinned: map[storage.ID]int{}, attached: map[storage.ID]bool{},
 		tasksW:  map[storage.ID][]*waiter{},
 		drained: rt.NewEvent("drained"), closed: rt.NewEvent("closed"), stopIdle: rt.NewEvent("shutdown-idle"),
@@ -600,9 +605,11 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 		switch w.Type {
 		case storage.WriteCreateConversation:
 			d.convOwner[w.Conversation.ID] = w.Conversation.Owner
+			d.existing[w.Conversation.ID] = true
 			created = append(created, w.Conversation.ID)
 		case storage.WriteDeleteConversation:
 			delete(d.h.contexts, w.ID) // after the commit: a rejected delete keeps the cache
+			delete(d.existing, w.ID)
 		case storage.WriteTask:
 			d.addLive(w.Task)
 			if d.h.Tracing() {

@@ -55,6 +55,7 @@ func TestTheInvariantCheckerFiresOnACorruptedIndex(t *testing.T) {
 			t.State = json.RawMessage(`{"forged":true}`)
 			d.live[task].task = &t
 		}},
+		{"existing", func(d *driver, _, _ storage.ID) { d.existing[4242] = true }},
 		{"task-waiters", func(d *driver, _, _ storage.ID) {
 			d.tasksW[4242] = []*waiter{{target: 4242, ev: d.h.rt.NewEvent("stray")}}
 		}},

@@ -92,6 +92,9 @@ func (d *driver) checkIndexes() error {
 	if err := d.checkLiveRecords(broken); err != nil {
 		return err
 	}
+	if err := d.checkExisting(broken); err != nil {
+		return err
+	}
 	return d.checkWaitersIndex(broken)
 }
 
@@ -203,6 +206,25 @@ func (d *driver) checkWaitersIndex(broken func(name, format string, args ...any)
 		inv := d.running[id]
 		if inv.task != id {
 			return broken("running", "slot %d holds an invocation of task %d", id, inv.task)
+		}
+	}
+	return nil
+}
+
+// checkExisting checks that every conversation the driver knows to exist
+// is in storage, not deleted. A read that fails proves nothing.
+func (d *driver) checkExisting(broken func(name, format string, args ...any) error) error {
+	ids := sortedIDs(d.existing)
+	if len(ids) == 0 {
+		return nil
+	}
+	stored, err := d.h.Store().GetConversations(context.Background(), ids)
+	if err != nil {
+		return nil
+	}
+	for _, id := range ids {
+		if _, ok := stored[id]; !ok {
+			return broken("existing", "conversation %d is known to exist but storage has none", id)
 		}
 	}
 	return nil

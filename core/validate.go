@@ -118,8 +118,15 @@ func (tx *Tx) visible(conv, id storage.ID) (bool, error) {
 	return len(p.Items) == 1, nil
 }
 
+// conversationExists reports whether conversation id exists for an entry
+// this batch writes: created by the batch, known to the driver to exist,
+// or else found in storage (and then known). The batch writes in any case,
+// so a store that can no longer be written fails it all the same.
 func (tx *Tx) conversationExists(id storage.ID) (bool, error) {
 	if _, ok := tx.convs[id]; ok {
+		return true, nil
+	}
+	if tx.h != nil && tx.h.d.existing[id] {
 		return true, nil
 	}
 	got, err := tx.store.GetConversations(tx.ctx, []storage.ID{id})
@@ -127,6 +134,9 @@ func (tx *Tx) conversationExists(id storage.ID) (bool, error) {
 		return false, err
 	}
 	_, ok := got[id]
+	if ok && tx.h != nil {
+		tx.h.d.existing[id] = true
+	}
 	return ok, nil
 }
 
