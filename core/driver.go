@@ -136,15 +136,16 @@ type driver struct {
 	// Immutable ownership links, loaded on demand for live work only and
 	// released when nothing pins them: a conversation is pinned by every live
 	// task in it or below it in the ownership tree, and by an attachment.
-	convOwner map[storage.ID]storage.ID // conversation → owner task (0: none)
+	convOwner   map[storage.ID]storage.ID // conversation → owner task (0: none)
+	taskConv    map[storage.ID]storage.ID // task → its conversation
+	pins        map[storage.ID]int
+	ownedPinned map[storage.ID]int // owner task → its pinned conversations
+
 	// existing are conversations known to exist: a commit created them or
 	// a transaction's lookup found them; the commit deleting one forgets
 	// it. Conversations are otherwise immutable, so an entry's check needs
 	// no read of storage for them.
-	existing    map[storage.ID]bool
-	taskConv    map[storage.ID]storage.ID // task → its conversation
-	pins        map[storage.ID]int
-	ownedPinned map[storage.ID]int // owner task → its pinned conversations
+	existing map[storage.ID]bool
 
 	session  bool
 	attached map[storage.ID]bool
