@@ -146,19 +146,12 @@ func (p *parser) object(depth int) (any, error) {
 		if p.build {
 			m[k] = v
 		}
-		p.space()
-		if p.i < len(p.data) {
-			switch p.data[p.i] {
-			case ',':
-				p.i++
-				p.space()
-				continue
-			case '}':
-				p.i++
-				return m, nil
-			}
+		switch more, err := p.more('}', "a comma or the end of an object"); {
+		case err != nil:
+			return nil, err
+		case !more:
+			return m, nil
 		}
-		return nil, p.syntaxError("a comma or the end of an object")
 	}
 }
 
@@ -184,20 +177,32 @@ func (p *parser) array(depth int) (any, error) {
 		if p.build {
 			a = append(a, v)
 		}
-		p.space()
-		if p.i < len(p.data) {
-			switch p.data[p.i] {
-			case ',':
-				p.i++
-				p.space()
-				continue
-			case ']':
-				p.i++
-				return a, nil
-			}
+		switch more, err := p.more(']', "a comma or the end of an array"); {
+		case err != nil:
+			return nil, err
+		case !more:
+			return a, nil
 		}
-		return nil, p.syntaxError("a comma or the end of an array")
 	}
+}
+
+// more reads what follows a member of an object or array: a comma, and
+// another member follows (true), or the closing byte (false); anything
+// else is an error wanting what.
+func (p *parser) more(closing byte, what string) (bool, error) {
+	p.space()
+	if p.i < len(p.data) {
+		switch p.data[p.i] {
+		case ',':
+			p.i++
+			p.space()
+			return true, nil
+		case closing:
+			p.i++
+			return false, nil
+		}
+	}
+	return false, p.syntaxError(what)
 }
 
 // number reads a number as the grammar spells it and keeps its text.
