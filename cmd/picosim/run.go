@@ -69,9 +69,9 @@ type runSpec struct {
 	tracer trace.TracerProvider
 	// untraced runs without a trace: nothing is recorded or hashed, so the
 	// result has no digest and no decision count. Fuzz and shrink run so
-	// (encoding every commit and event is most of a run's time) and run a
-	// failing case again with its trace; a seed fixes the run, so the
-	// second run is the first one. No part of what the run is.
+	// (encoding every commit and event took a third of a basic-turn run)
+	// and run a failing case again with its trace; a seed fixes the run,
+	// so the second run is the first one. No part of what the run is.
 	untraced bool
 }
 
