@@ -163,6 +163,21 @@ type endRecord struct {
 // pause waits d of runtime time, ending early when the stream's ctx or
 // Next's ctx is done.
 func (s *stream) pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		// A zero pause is a scheduling point only: nothing wakes it, so it
+		// needs no context joining the two, just both checked in the order
+		// either's Err checks them, before it and after.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.rt.Sleep(ctx, 0); err != nil {
+			return err
+		}
+		return s.ctx.Err()
+	}
 	w := either(ctx, s.ctx)
 	defer w.release()
 	return s.rt.Sleep(w, d)
