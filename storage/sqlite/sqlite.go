@@ -609,7 +609,7 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 		_, err = q.ExecContext(ctx, `INSERT OR IGNORE INTO entry_kinds(session,kind) VALUES(?,?)`, sess, e.Kind)
 		return err
 	case storage.WriteTask:
-		return r.putTask(ctx, w.Task, true)
+		return r.insertTask(ctx, w.Task)
 	case storage.WritePatch, storage.WriteSettle:
 		old, ok, err := r.task(ctx, w.ID)
 		if err != nil {
@@ -631,7 +631,7 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 		if w.Owns != nil {
 			t.Owns = w.Owns
 		}
-		if err := r.putTask(ctx, &t, false); err != nil {
+		if err := r.updateTask(ctx, &t, w); err != nil {
 			return err
 		}
 		if w.Type == storage.WriteSettle {
@@ -651,7 +651,28 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 	return fmt.Errorf("unknown write type %q", w.Type)
 }
 
-func (r *reader) putTask(ctx context.Context, t *storage.Task, insert bool) error {
+// updateTask writes what a patch or settle changes of a stored task: its
+// state, owns and abort mark, and its status and role when w sets them.
+// Unlike a REPLACE (a delete and an insert), an UPDATE leaves the indexes
+// on columns it does not set alone, so a patch of state only rewrites the
+// row and no task index.
+func (r *reader) updateTask(ctx context.Context, t *storage.Task, w *storage.Write) error {
+	owns, err := marshalOrNull(t.Owns)
+	if err != nil {
+		return err
+	}
+	if w.Role == "" {
+		_, err = r.q.ExecContext(ctx, `UPDATE tasks SET state=?, owns=?, abort=? WHERE session=? AND id=?`,
+			nullJSON(t.State), owns, b2i(t.Abort), r.session, int64(t.ID))
+		return err
+	}
+	_, err = r.q.ExecContext(ctx, `UPDATE tasks SET status=?, role=?, state=?, owns=?, abort=? WHERE session=? AND id=?`,
+		t.Status, string(t.Role), nullJSON(t.State), owns, b2i(t.Abort), r.session, int64(t.ID))
+	return err
+}
+
+// insertTask stores a new task.
+func (r *reader) insertTask(ctx context.Context, t *storage.Task) error {
 	after, err := marshalOrNull(t.After)
 	if err != nil {
 		return err
@@ -660,11 +681,7 @@ func (r *reader) putTask(ctx context.Context, t *storage.Task, insert bool) erro
 	if err != nil {
 		return err
 	}
-	verb := "INSERT"
-	if !insert {
-		verb = "REPLACE"
-	}
-	_, err = r.q.ExecContext(ctx, verb+` INTO tasks(session,id,conv,kind,status,role,state,after,background,owns,abort) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err = r.q.ExecContext(ctx, `INSERT INTO tasks(session,id,conv,kind,status,role,state,after,background,owns,abort) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
 		r.session, int64(t.ID), int64(t.ConversationID), t.Kind, t.Status, string(t.Role), nullJSON(t.State), after,
 		b2i(t.Background), owns, b2i(t.Abort))
 	return err
