@@ -76,14 +76,22 @@ func scanTask(sc interface{ Scan(...any) error }) (*storage.Task, error) {
 }
 
 func (r *reader) task(ctx context.Context, id ID) (*storage.Task, bool, error) {
+	if r.memo != nil {
+		if t, ok := r.memo.tasks[id]; ok {
+			return t, t != nil, nil
+		}
+	}
 	t, err := scanTask(r.q.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE session=? AND id=?`, r.session, int64(id)))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
+		t, err = nil, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	return t, true, nil
+	if r.memo != nil {
+		r.memo.tasks[id] = t
+	}
+	return t, t != nil, nil
 }
 
 const entryCols = `id, conv, kind, key, by_task, data, model, head, edits`
@@ -195,15 +203,25 @@ func (r *reader) entryVisible(ctx context.Context, convID, id ID) (bool, error) 
 type stateInfo struct{ rewind, list bool }
 
 func (r *reader) stateInfo(ctx context.Context, key string) (*stateInfo, error) {
+	if r.memo != nil {
+		if info, ok := r.memo.infos[key]; ok {
+			return info, nil
+		}
+	}
 	var rw, list int
+	var info *stateInfo
 	err := r.q.QueryRowContext(ctx, `SELECT rewind, is_list FROM values_index WHERE session=? AND state_key=?`, r.session, key).Scan(&rw, &list)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
 		return nil, err
+	default:
+		info = &stateInfo{rewind: rw != 0, list: list != 0}
 	}
-	return &stateInfo{rewind: rw != 0, list: list != 0}, nil
+	if r.memo != nil {
+		r.memo.infos[key] = info
+	}
+	return info, nil
 }
 
 // segment is one level's contribution to a logical sequence: ids in [lo, cap].

@@ -494,7 +494,7 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 			Holder: fmt.Sprintf("another writer moved last_seq from %d to %d under this handle", s.lastSeq, stored)}
 		return storage.Range{}, s.poisoned
 	}
-	r := &reader{q: tx, session: s.session}
+	r := &reader{q: tx, session: s.session, memo: &commitMemo{infos: map[string]*stateInfo{}, tasks: map[ID]*storage.Task{}}}
 	if err := storage.CheckBatch(ctx, lookup{r}, s.lastSeq, batch); err != nil {
 		return storage.Range{}, err
 	}
@@ -532,6 +532,18 @@ func encodedSize(batch storage.CommitBatch) (int, error) {
 type reader struct {
 	q       queryer
 	session string
+	// memo, on a commit's reader only, keeps what the commit looked up:
+	// the batch check and the writes after it ask for the same state
+	// keys and tasks, and within one transaction the answer only changes
+	// by the commit's own writes, which update it.
+	memo *commitMemo
+}
+
+// commitMemo is what one commit read or wrote of state keys (nil: no such
+// key) and tasks.
+type commitMemo struct {
+	infos map[string]*stateInfo
+	tasks map[ID]*storage.Task
 }
 
 func nullJSON(b []byte) any {
@@ -609,6 +621,9 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 		_, err = q.ExecContext(ctx, `INSERT OR IGNORE INTO entry_kinds(session,kind) VALUES(?,?)`, sess, e.Kind)
 		return err
 	case storage.WriteTask:
+		if r.memo != nil {
+			r.memo.tasks[w.Task.ID] = w.Task
+		}
 		return r.insertTask(ctx, w.Task)
 	case storage.WritePatch, storage.WriteSettle:
 		old, ok, err := r.task(ctx, w.ID)
@@ -634,7 +649,13 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 		if err := r.updateTask(ctx, &t, w); err != nil {
 			return err
 		}
+		if r.memo != nil {
+			r.memo.tasks[t.ID] = &t
+		}
 		if w.Type == storage.WriteSettle {
+			if r.memo != nil {
+				clear(r.memo.infos) // the settled task's scratch keys go below
+			}
 			// "scratch_task != 0" lets SQLite use the partial scratch index
 			// instead of walking every state key of the session.
 			sub := `(SELECT state_key FROM values_index WHERE session=? AND scratch_task=? AND scratch_task != 0)`
@@ -704,6 +725,9 @@ func (r *reader) applyState(ctx context.Context, w *storage.Write, seq ID) error
 		if _, err := q.ExecContext(ctx, `INSERT INTO values_index(session,state_key,scope_ns,key,rewind,is_list,scratch_task) VALUES(?,?,?,?,?,?,?)`,
 			sess, key, nsKey(a.Scope, a.Namespace), a.Key, b2i(info.rewind), b2i(info.list), scratch); err != nil {
 			return err
+		}
+		if r.memo != nil {
+			r.memo.infos[key] = info
 		}
 	}
 	switch w.Type {
