@@ -735,9 +735,7 @@ func (d *driver) invoke(inv *invocation) {
 	err := func() (err error) {
 		defer func() {
 			if r := recover(); r != nil {
-				if ie, ok := r.(*DriverInvariantError); ok {
-					panic(ie) // the harness's bug, not the kind's (assertIndexes)
-				}
+				RethrowInvariant(r) // the harness's bug, not the kind's
 				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
 			}
 		}()

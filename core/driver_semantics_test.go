@@ -1043,3 +1043,34 @@ func TestABrokenInvariantInAnInvocationIsNotTheKindsFailure(t *testing.T) {
 		t.Fatalf("run = %v; want the simulator stopped by the live-records invariant", err)
 	}
 }
+
+// The same holds for a hook's recover: a hook that commits and breaks an
+// invariant stops the run, rather than become the hook's error.
+func TestABrokenInvariantInAHookIsNotTheHooksError(t *testing.T) {
+	s := sim.New(sim.Options{Seed: 1})
+	store := &forgingStore{Storage: memory.New()}
+	err := s.Run(context.Background(), func(ctx context.Context) {
+		var kind core.KindFuncs
+		kind = simtest.StepKind("hooked", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			outs, err := rt.RunHooks(ctx, kind, "point", nil)
+			if err == nil && len(outs) == 1 && outs[0].Err != nil {
+				t.Errorf("the hook's broken invariant became its error: %v", outs[0].Err)
+			}
+			return err
+		})
+		h := open(t, ctx, s, store, kind)
+		id := simtest.CreateTask(t, ctx, h.Root(), kind, core.TaskSpec{})
+		h.Hooks().On(kind, "point", func(ctx context.Context, _ any) (any, error) {
+			store.forge, store.armed = id, true
+			_, err := h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
+				tx.SetValue(storage.SessionValue[int]("tick").Address, 1)
+				return nil
+			})
+			return nil, err
+		}, core.HookOptions{})
+		_, _ = h.Root().Drive(ctx)
+	})
+	if err == nil || !strings.Contains(err.Error(), `driver invariant "live-records" broken`) {
+		t.Fatalf("run = %v; want the simulator stopped by the live-records invariant", err)
+	}
+}

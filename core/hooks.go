@@ -143,6 +143,7 @@ func (h *Harness) runHooks(ctx context.Context, kind storage.Kinder, point strin
 			defer span.End()
 			defer func() {
 				if p := recover(); p != nil {
+					RethrowInvariant(p) // the harness's bug, not the hook's
 					o.Err = fmt.Errorf("hook %s.%s panicked: %v", kind.Kind(), point, p)
 				}
 				if o.Err != nil {

@@ -236,11 +236,21 @@ func describeTask(t *storage.Task) string {
 		t.Kind, t.Status, t.Role, t.ConversationID, t.State, t.After, t.Owns, t.Background, t.Abort)
 }
 
+// RethrowInvariant panics again with p when it is a broken invariant of
+// the harness (a *DriverInvariantError, which assertIndexes panics with)
+// and returns otherwise. Every recover that turns a panic of user code
+// into an error (an invocation, a hook, a watch listener, a tool) calls it
+// first: the check runs in whichever actor committed, so without it a
+// recover around code that commits would make the harness's bug a failed
+// task or tool, and drop the actions of the commit it broke in.
+func RethrowInvariant(p any) {
+	if ie, ok := p.(*DriverInvariantError); ok {
+		panic(ie)
+	}
+}
+
 // assertIndexes panics with the *DriverInvariantError when
-// Options.CheckInvariants is set and an index is broken. The check runs in
-// whichever actor committed, often an invocation: its recover lets a
-// broken invariant go on (invoke), so that no kind's panic handling can
-// turn a bug of the harness into a failed task.
+// Options.CheckInvariants is set and an index is broken (RethrowInvariant).
 func (d *driver) assertIndexes() {
 	if !d.h.opts.CheckInvariants {
 		return

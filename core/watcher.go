@@ -191,6 +191,7 @@ func (w *Watch[V, E]) deliver(ctx context.Context) {
 func (w *Watch[V, E]) call(listener func(E), e E) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
+			RethrowInvariant(p) // a listener that committed: the harness's bug
 			w.h.report(fmt.Errorf("core: %s: the listener panicked: %v", w.name, p))
 			w.Unsubscribe()
 			ok = false

@@ -342,7 +342,9 @@ func (f *fuzzer) more(seed uint64, start time.Time) bool {
 }
 
 // NondeterminismError is a fuzzed seed that failed, and run again for its
-// trace did not fail the same way: the run is not fixed by its seed, which
+// trace did not fail the same way (the same signature, as shrink compares:
+// the failure with its numbers left out, since each run has a directory of
+// its own): the run is not fixed by its seed, which
 // is a bug of the harness or the simulator itself. Fuzz stops on it
 // (exit 1): without determinism no finding could be shrunk or replayed.
 type NondeterminismError struct {
@@ -384,7 +386,7 @@ func (f *fuzzer) try(ctx context.Context, spec runSpec) {
 	case err != nil:
 		f.halt(err)
 		return
-	case again.OK || again.Error != res.Error:
+	case again.OK || signature(again.Error) != signature(res.Error): // as shrink compares: each run has its own directory
 		f.halt(&NondeterminismError{Command: spec.command(), First: res.Error, Again: again.Error})
 		return
 	}

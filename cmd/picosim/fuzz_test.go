@@ -278,3 +278,21 @@ func TestFuzzStopsOnASeedThatFailsOnlyOnce(t *testing.T) {
 		t.Fatalf("message %q", ne.Error())
 	}
 }
+
+// A failure that names the run's own directory (a JSONL or SQLite error
+// names its file) differs in that name between the run and its traced
+// rerun; it fails the same way all the same, as shrink judges it, and is
+// a finding with its trace, not a nondeterminism.
+func TestFuzzTakesAFailureNamingItsDirectoryAsDeterministic(t *testing.T) {
+	named := scenario{name: "named", run: func(ctx context.Context, e *env) error {
+		if err := basicTurn(ctx, e); err != nil {
+			return err
+		}
+		return fmt.Errorf("the session's file %s is bad", filepath.Join(e.dir, "session.jsonl"))
+	}}
+	f := &fuzzer{cfg: fuzzConfig{out: t.TempDir()}, stop: make(chan struct{})}
+	f.try(context.Background(), runSpec{sc: named, seed: 1, backend: "jsonl", strategy: "random", untraced: true})
+	if f.fatal != nil || len(f.findings) != 1 || f.findings[0].trace == "" {
+		t.Fatalf("fatal %v, %d findings; want one finding with its trace", f.fatal, len(f.findings))
+	}
+}

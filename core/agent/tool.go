@@ -308,6 +308,7 @@ func runTool(ctx context.Context, rt *core.TaskRuntime, cfg *config, task *stora
 func invokeTool(ctx context.Context, tool Tool, callID string, args json.RawMessage, out *ToolOutput, rt *ToolRuntime) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			core.RethrowInvariant(p) // a tool that committed: the harness's bug
 			err = fmt.Errorf("tool %s panicked: %v", tool.Definition.Name, p)
 		}
 	}()
