@@ -42,7 +42,9 @@ func (h *Harness) previewOf(ctx context.Context, t *storage.Task) (*delta.Tracke
 	if !ok {
 		return nil, nil
 	}
-	v, err := pk.InitPreview(ctx, t, ScratchTx{tx: newScratchReadTx(ctx, h.Store(), h.kinds, t.ID)})
+	// A copy: t may be the driver's record, which transactions read and no
+	// kind may change.
+	v, err := pk.InitPreview(ctx, cloneTask(t), ScratchTx{tx: newScratchReadTx(ctx, h.Store(), h.kinds, t.ID)})
 	if err != nil {
 		return nil, fmt.Errorf("core: preview of task %d: %w", t.ID, err)
 	}
