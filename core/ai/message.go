@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/pico-go/pico/internal/jsonvalue"
 )
 
 // Role discriminates the message family.
@@ -118,20 +120,42 @@ func insertField(obj []byte, field string) []byte {
 
 // UnmarshalJSON reads a block and rejects an unknown type.
 func (b *Block) UnmarshalJSON(data []byte) error {
+	if fast, ok := decodeBlock(data); ok && fastPaths {
+		*b = fast
+		return nil
+	}
+	slow, err := unmarshalBlock(data)
+	if err != nil {
+		return err
+	}
+	*b = slow
+	return nil
+}
+
+// unmarshalBlock decodes a block with encoding/json: what the fast path
+// gives up on, and what it is tested against.
+func unmarshalBlock(data []byte) (Block, error) {
 	type plain Block
 	var p plain
 	if err := json.Unmarshal(data, &p); err != nil {
-		return err
+		return Block{}, err
 	}
-	switch p.Type {
+	if err := Block(p).check(); err != nil {
+		return Block{}, err
+	}
+	return Block(p), nil
+}
+
+// check holds a decoded block to a known type, and a tool call to an id.
+func (b Block) check() error {
+	switch b.Type {
 	case BlockText, BlockThinking, BlockImage, BlockToolCall:
 	default:
-		return fmt.Errorf("ai: unknown content block type %q", p.Type)
+		return fmt.Errorf("ai: unknown content block type %q", b.Type)
 	}
-	if p.Type == BlockToolCall && p.ID == "" {
+	if b.Type == BlockToolCall && b.ID == "" {
 		return fmt.Errorf("ai: toolCall block without id")
 	}
-	*b = Block(p)
 	return nil
 }
 
@@ -164,6 +188,11 @@ func (c Content) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON accepts a string or an array of blocks.
 func (c *Content) UnmarshalJSON(data []byte) error {
+	d := jsonvalue.NewDecoder(data)
+	if fast := (Content{}); fastPaths && readContent(d, &fast) && d.End() {
+		*c = fast
+		return nil
+	}
 	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '"' {
 		var s string
@@ -316,23 +345,46 @@ type Message struct {
 
 // UnmarshalJSON reads a message and rejects an unknown role or stop reason.
 func (m *Message) UnmarshalJSON(data []byte) error {
+	if fast, ok := decodeMessage(data); ok && fastPaths {
+		*m = fast
+		return nil
+	}
+	slow, err := unmarshalMessage(data)
+	if err != nil {
+		return err
+	}
+	*m = slow
+	return nil
+}
+
+// unmarshalMessage decodes a message with encoding/json: what the fast
+// path gives up on, and what it is tested against.
+func unmarshalMessage(data []byte) (Message, error) {
 	type plain Message
 	var p plain
 	if err := json.Unmarshal(data, &p); err != nil {
-		return err
+		return Message{}, err
 	}
-	switch p.Role {
+	if err := (*Message)(&p).check(); err != nil {
+		return Message{}, err
+	}
+	return Message(p), nil
+}
+
+// check holds a decoded message to a known role and stop reason, and a
+// tool result to the call it answers.
+func (m *Message) check() error {
+	switch m.Role {
 	case RoleUser, RoleAssistant, RoleToolResult, RoleSystem:
 	default:
-		return fmt.Errorf("ai: unknown message role %q", p.Role)
+		return fmt.Errorf("ai: unknown message role %q", m.Role)
 	}
-	if p.StopReason != "" && !p.StopReason.Valid() {
-		return fmt.Errorf("ai: unknown stopReason %q", p.StopReason)
+	if m.StopReason != "" && !m.StopReason.Valid() {
+		return fmt.Errorf("ai: unknown stopReason %q", m.StopReason)
 	}
-	if p.Role == RoleToolResult && p.ToolCallID == "" {
+	if m.Role == RoleToolResult && m.ToolCallID == "" {
 		return fmt.Errorf("ai: toolResult message without toolCallId")
 	}
-	*m = Message(p)
 	return nil
 }
 

@@ -254,8 +254,16 @@ func (p *parser) digits() bool {
 func (p *parser) string() (string, error) {
 	p.i++ // "
 	start := p.i
+	plain := &plainBytes[0]
+	if !p.build {
+		plain = &plainBytes[1]
+	}
 	for p.i < len(p.data) {
 		c := p.data[p.i]
+		if plain[c] {
+			p.i++
+			continue
+		}
 		switch {
 		case c == '"':
 			var s string
@@ -273,6 +281,17 @@ func (p *parser) string() (string, error) {
 	}
 	return "", p.syntaxError("the end of a string")
 }
+
+// plainBytes says which bytes a string holds as they are, needing neither
+// unescaping nor replacing: all but the quote, the backslash and control
+// characters, and, when the string is built ([0]), bytes outside ASCII.
+var plainBytes = func() (t [2][256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[1][c] = c != '"' && c != '\\'
+		t[0][c] = t[1][c] && c < utf8.RuneSelf
+	}
+	return t
+}()
 
 // slowString goes on reading the string that began at start from the
 // parser's offset, unescaping and replacing what encoding/json does when

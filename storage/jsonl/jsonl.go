@@ -403,8 +403,17 @@ func checkHeader(data []byte, want header) ([]byte, error) {
 	return rest, nil
 }
 
-// parseLine decodes one batch line strictly.
+// parseLine decodes one batch line strictly: by hand when the line is as
+// Commit writes them, else with encoding/json.
 func parseLine(text []byte) (line, error) {
+	if l, ok := decodeLine(text); ok {
+		return l, nil
+	}
+	return parseLineSlow(text)
+}
+
+// parseLineSlow decodes one batch line strictly with encoding/json.
+func parseLineSlow(text []byte) (line, error) {
 	var l line
 	dec := json.NewDecoder(bytes.NewReader(text))
 	dec.DisallowUnknownFields()
