@@ -196,6 +196,16 @@ func TestFastDecodingAgreesWithEncodingJSONOnSplicedTexts(t *testing.T) {
 	}
 }
 
+// Every splice token, at the start of a message and of its first block.
+func TestFastDecodingAgreesWithEncodingJSONOnEverySpliceToken(t *testing.T) {
+	base := `{"role":"assistant","content":[{"type":"text","text":"a"}],"usage":{"input":1,"cost":{"total":1}},"timestamp":1}`
+	for _, token := range messageTokens {
+		for _, at := range []int{1, strings.Index(base, `[{`) + 2, strings.Index(base, `"input"`)} {
+			checkAll(t, []byte(base[:at]+token+base[at:]))
+		}
+	}
+}
+
 // The fast paths give up on exactly what they must leave to
 // encoding/json, so that its result or its error is the answer.
 func TestFastDecodingGivesUpWhereEncodingJSONDecides(t *testing.T) {

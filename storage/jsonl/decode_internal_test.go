@@ -164,6 +164,16 @@ func TestDecodeLineAgreesWithEncodingJSONOnSplicedLines(t *testing.T) {
 	}
 }
 
+// Every splice token, at the start of a line and of its first write.
+func TestDecodeLineAgreesWithEncodingJSONOnEverySpliceToken(t *testing.T) {
+	base := `{"first":1,"writes":[{"type":"entry","entry":{"id":1,"conversationId":1,"kind":"k","model":[{"role":"user","content":"a","timestamp":1}]}}]}`
+	for _, token := range lineTokens {
+		for _, at := range []int{1, strings.Index(base, `[{`) + 2} {
+			sameAsSlow(t, []byte(base[:at]+token+base[at:]))
+		}
+	}
+}
+
 // A line the fast path gives up on gets encoding/json's answer: the same
 // batch, or the same error.
 func TestParseLineGivesEncodingJSONsAnswerWhereTheFastPathGivesUp(t *testing.T) {
@@ -190,15 +200,14 @@ func TestParseLineGivesEncodingJSONsAnswerWhereTheFastPathGivesUp(t *testing.T) 
 	}
 }
 
-// Every batch the golden traces commit (every scenario's, written as
-// Commit writes it) takes the fast path and reads as encoding/json reads
-// it.
-func TestDecodeLineReadsEveryBatchOfTheGoldenTraces(t *testing.T) {
+// forGoldenBatches calls fn with every batch the golden traces commit
+// (every scenario's), as a line.
+func forGoldenBatches(t *testing.T, fn func(l line)) {
+	t.Helper()
 	paths, err := filepath.Glob("../../fixtures/traces/*.jsonl")
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no golden traces: %v", err)
 	}
-	batches := 0
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -222,21 +231,29 @@ func TestDecodeLineReadsEveryBatchOfTheGoldenTraces(t *testing.T) {
 			if err := json.Unmarshal(r.Detail, &batch); err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
-			if len(batch.Writes) == 0 {
-				continue
-			}
-			text, err := json.Marshal(line{First: batch.First, Writes: batch.Writes})
-			if err != nil {
-				t.Fatal(err)
-			}
-			batches++
-			if !sameAsSlow(t, text) {
-				t.Errorf("%s: the fast path gave up on %s", path, text)
+			if len(batch.Writes) > 0 {
+				fn(line{First: batch.First, Writes: batch.Writes})
 			}
 		}
 	}
-	if batches < 100 {
-		t.Fatalf("only %d batches in the golden traces", batches)
+}
+
+// Every batch the golden traces commit, written as Commit writes it, takes
+// the fast path and reads as encoding/json reads it.
+func TestDecodeLineReadsEveryBatchOfTheGoldenTraces(t *testing.T) {
+	n := 0
+	forGoldenBatches(t, func(l line) {
+		text, err := encodeLine(nil, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if !sameAsSlow(t, text) {
+			t.Errorf("the fast path gave up on %s", text)
+		}
+	})
+	if n < 100 {
+		t.Fatalf("only %d batches in the golden traces", n)
 	}
 }
 
@@ -248,5 +265,157 @@ func FuzzLineDecoding(f *testing.F) {
 	f.Add([]byte(`{"first":6,"writes":[{"type":"task","task":{"id":6,"conversationId":1,"kind":"k","status":"s","role":"start","after":[2],"background":true}}]}`))
 	f.Fuzz(func(t *testing.T, text []byte) {
 		sameAsSlow(t, text)
+	})
+}
+
+// sameBytesAsMarshal fails t when encodeLine writes l otherwise than
+// json.Marshal, or fails otherwise.
+func sameBytesAsMarshal(t failer, l line) {
+	t.Helper()
+	want, wantErr := json.Marshal(l)
+	got, err := encodeLine(nil, l)
+	if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+		t.Fatalf("encodeLine failed with %v; json.Marshal with %v", err, wantErr)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("encodeLine wrote\n%s\njson.Marshal writes\n%s", got, want)
+	}
+}
+
+// encodeStrings are strings and raw values at every corner of escaping:
+// what encoding/json escapes, replaces or compacts, and what it keeps.
+var (
+	encodeStrings = []string{"", "plain", "a<b", "a>b", "a&b", "quote\"", "back\\slash", "<&>", "\x00\x1f\x7f", "\t\n\r\b\f", "é😀", "\u2028\u2029", "\xff\xfe", "\xed\xa0\x80", "~"}
+	encodeRaws    = []string{`null`, `1`, `"s"`, ` { "a" : [ 1 , 2 ] } `, "\t[\n]\r", "[\t1]", "[\n1]", "[\r1]", `[1 ]`, `"<"`, `">"`, `"&"`, `"<&>"`, `"\u2028"`, "\"\u2028\u2029\"", `"é"`, "\"\xff\"", `{"a":"b c"}`, `[1,`, `{"a"}`, ``, `nul`}
+)
+
+func TestEncodeLineWritesWhatJSONMarshalWrites(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var l line
+		if err := json.Unmarshal(genLine(t), &l); err != nil {
+			t.Fatal(err)
+		}
+		str := rapid.SampledFrom(encodeStrings)
+		rawOf := rapid.SampledFrom(encodeRaws)
+		for i := range l.Writes {
+			w := &l.Writes[i]
+			if rapid.Bool().Draw(t, "corners") {
+				w.Type, w.Status = storage.WriteType(str.Draw(t, "type")), str.Draw(t, "status")
+				w.Value, w.State = json.RawMessage(rawOf.Draw(t, "value")), json.RawMessage(rawOf.Draw(t, "state"))
+				if w.Addr != nil {
+					w.Addr.Namespace, w.Addr.Key = str.Draw(t, "ns"), str.Draw(t, "key")
+				}
+				if w.Entry != nil {
+					w.Entry.Kind, w.Entry.Data = str.Draw(t, "kind"), json.RawMessage(rawOf.Draw(t, "data"))
+				}
+				if w.Task != nil {
+					w.Task.Kind, w.Task.State = str.Draw(t, "kind"), json.RawMessage(rawOf.Draw(t, "state"))
+				}
+			}
+			if w.Addr != nil && rapid.IntRange(0, 20).Draw(t, "badScope") == 0 {
+				w.Addr.Scope = storage.Scope{}
+			}
+		}
+		if rapid.IntRange(0, 10).Draw(t, "nilWrites") == 0 {
+			l.Writes = nil
+		}
+		sameBytesAsMarshal(t, l)
+	})
+}
+
+// Every corner string in every string field, every corner raw value in
+// every raw field: the bytes json.Marshal writes, or its error.
+func TestEncodeLineAtEveryCorner(t *testing.T) {
+	for _, s := range encodeStrings {
+		for _, r := range encodeRaws {
+			raw := json.RawMessage(r)
+			sameBytesAsMarshal(t, line{First: 1, Task: 2, Writes: []storage.Write{
+				{Type: storage.WriteType(s), Addr: &storage.Address{Scope: storage.ScratchScope(2), Namespace: s, Key: s, Rewind: true},
+					Value: raw, Status: s, Role: storage.TaskRole(s), State: raw},
+				{Type: "entry", Entry: &storage.Entry{ID: 3, ConversationID: 1, Kind: s, Key: s, Data: raw,
+					Edits: []storage.ContextEdit{{Target: 1, Action: storage.EditAction(s)}}}},
+				{Type: "task", Task: &storage.Task{ID: 4, ConversationID: 1, Kind: s, Status: s, Role: storage.TaskRole(s), State: raw}},
+			}})
+		}
+	}
+}
+
+// Every batch of the golden traces encodes as json.Marshal encodes it.
+func TestEncodeLineWritesEveryBatchOfTheGoldenTracesAsJSONMarshal(t *testing.T) {
+	n := 0
+	forGoldenBatches(t, func(l line) {
+		sameBytesAsMarshal(t, l)
+		n++
+	})
+	if n < 100 {
+		t.Fatalf("only %d batches in the golden traces", n)
+	}
+}
+
+func FuzzLineEncoding(f *testing.F) {
+	f.Add([]byte(`{"first":1,"writes":[{"type":"createConversation","conversation":{"id":1,"parent":{"conversationId":2,"at":3}}}]}`))
+	f.Add([]byte(`{"first":4,"writes":[{"type":"entry","entry":{"id":4,"conversationId":1,"kind":"u<","data":{ "a" : "\u2028" },"model":[{"role":"user","content":"hi","timestamp":1}]}}]}`))
+	f.Add([]byte(`{"first":5,"task":2,"writes":[{"type":"settle","id":2,"status":"d\"","role":"terminal","state":[1, 2],"owns":[3],"abort":true}]}`))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		l, err := parseLineSlow(text)
+		if err != nil {
+			return
+		}
+		sameBytesAsMarshal(t, l)
+	})
+}
+
+// BenchmarkLineCodec encodes and decodes every batch of the golden traces
+// by hand and, for the ratio, with encoding/json.
+func BenchmarkLineCodec(b *testing.B) {
+	t := &testing.T{}
+	var lines []line
+	var texts [][]byte
+	forGoldenBatches(t, func(l line) {
+		lines = append(lines, l)
+		text, _ := json.Marshal(l)
+		texts = append(texts, text)
+	})
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for range b.N {
+			for _, l := range lines {
+				var err error
+				if buf, err = encodeLine(buf[:0], l); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("encode-json.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			for _, l := range lines {
+				if _, err := json.Marshal(l); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			for _, text := range texts {
+				if _, err := parseLine(text); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("decode-encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			for _, text := range texts {
+				if _, err := parseLineSlow(text); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
 	})
 }

@@ -103,7 +103,13 @@ type Store struct {
 	unlinkFailures []storage.ID
 	// tornTails are the torn final lines open found and cut.
 	tornTails []TornTail
+	// lineBuf is where Commit encodes its line, kept from one commit to
+	// the next (commits are serialized) unless it grew over lineBufMax.
+	lineBuf []byte
 }
+
+// lineBufMax bounds the buffer a store keeps for its lines.
+const lineBufMax = 64 << 10
 
 // scratchFilesOpenMax bounds the scratch files a store keeps open.
 const scratchFilesOpenMax = 64
@@ -518,7 +524,7 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 		return storage.Range{First: last + 1, Last: last}, nil
 	}
 	first := last + 1
-	raw, err := json.Marshal(line{First: first, Task: batch.Task, Writes: batch.Writes})
+	raw, err := encodeLine(s.lineBuf[:0], line{First: first, Task: batch.Task, Writes: batch.Writes})
 	if err != nil {
 		return storage.Range{}, fmt.Errorf("jsonl: encoding batch %d: %w", first, err)
 	}
@@ -526,6 +532,9 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 		return storage.Range{}, &storage.BatchError{Index: -1, Seq: first, Rule: "batch over the size limit", Err: &storage.BatchTooLargeError{Bytes: len(raw), Max: batchBytesMax}}
 	}
 	raw = append(raw, '\n')
+	if cap(raw) <= lineBufMax {
+		s.lineBuf = raw[:0] // the next commit's: the files copy what they are given
+	}
 	if batch.Kind == storage.BatchScratch {
 		err = s.appendScratch(batch.Task, raw)
 	} else {

@@ -1,0 +1,288 @@
+package jsonl
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/pico-go/pico/internal/jsonvalue"
+	"github.com/pico-go/pico/storage"
+)
+
+// encodeLine writes l as json.Marshal does, byte for byte, without
+// reflection. A string or raw value that needs any escaping or compacting
+// (a quote, a control character, <, > or &, U+2028, space outside a
+// string, bytes outside ASCII) is written by encoding/json itself, and
+// model messages always are; so are the errors: anything encodeLine cannot
+// write the same way, it leaves to json.Marshal of the whole line. The
+// tests hold the two to the same bytes. It appends to buf.
+func encodeLine(buf []byte, l line) ([]byte, error) {
+	e := encoder{buf: buf}
+	e.line(l)
+	if e.failed {
+		raw, err := json.Marshal(l)
+		return append(buf, raw...), err
+	}
+	return e.buf, nil
+}
+
+type encoder struct {
+	buf    []byte
+	failed bool
+}
+
+func (e *encoder) line(l line) {
+	e.buf = append(e.buf, `{"first":`...)
+	e.id(l.First)
+	if l.Task != 0 {
+		e.key(`"task":`)
+		e.id(l.Task)
+	}
+	e.key(`"writes":`)
+	if l.Writes == nil {
+		e.buf = append(e.buf, "null"...)
+	} else {
+		e.buf = append(e.buf, '[')
+		for i := range l.Writes {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.write(&l.Writes[i])
+		}
+		e.buf = append(e.buf, ']')
+	}
+	e.buf = append(e.buf, '}')
+}
+
+// key writes a member's key after a comma; the object is open and has a
+// member already.
+func (e *encoder) key(k string) {
+	e.buf = append(e.buf, ',')
+	e.buf = append(e.buf, k...)
+}
+
+func (e *encoder) id(n storage.ID) { e.buf = strconv.AppendInt(e.buf, int64(n), 10) }
+
+func (e *encoder) flag(b bool) { e.buf = strconv.AppendBool(e.buf, b) }
+
+// str writes s quoted, itself when it needs no escape.
+func (e *encoder) str(s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			e.marshal(s)
+			return
+		}
+	}
+	e.buf = append(e.buf, '"')
+	e.buf = append(e.buf, s...)
+	e.buf = append(e.buf, '"')
+}
+
+// raw writes a raw value, itself when it is compact and needs no escape.
+func (e *encoder) raw(r json.RawMessage) {
+	if !jsonvalue.Valid(r) {
+		e.failed = true // json.Marshal's error
+		return
+	}
+	for _, c := range r {
+		switch c {
+		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xe2:
+			e.marshal(r)
+			return
+		}
+	}
+	e.buf = append(e.buf, r...)
+}
+
+// marshal writes v with encoding/json, as it writes v inside the line.
+func (e *encoder) marshal(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		e.failed = true
+		return
+	}
+	e.buf = append(e.buf, b...)
+}
+
+func (e *encoder) ids(ids []storage.ID) {
+	e.buf = append(e.buf, '[')
+	for i, n := range ids {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		e.id(n)
+	}
+	e.buf = append(e.buf, ']')
+}
+
+func (e *encoder) write(w *storage.Write) {
+	e.buf = append(e.buf, `{"type":`...)
+	e.str(string(w.Type))
+	if w.Addr != nil {
+		e.key(`"addr":`)
+		e.address(w.Addr)
+	}
+	if len(w.Value) != 0 {
+		e.key(`"value":`)
+		e.raw(w.Value)
+	}
+	if w.Element != 0 {
+		e.key(`"element":`)
+		e.id(w.Element)
+	}
+	if c := w.Conversation; c != nil {
+		e.key(`"conversation":{"id":`)
+		e.id(c.ID)
+		if p := c.Parent; p != nil {
+			e.key(`"parent":{"conversationId":`)
+			e.id(p.ConversationID)
+			e.key(`"at":`)
+			e.id(p.At)
+			e.buf = append(e.buf, '}')
+		}
+		if c.Owner != 0 {
+			e.key(`"owner":`)
+			e.id(c.Owner)
+		}
+		e.buf = append(e.buf, '}')
+	}
+	if w.Entry != nil {
+		e.key(`"entry":`)
+		e.entry(w.Entry)
+	}
+	if w.Task != nil {
+		e.key(`"task":`)
+		e.task(w.Task)
+	}
+	if w.ID != 0 {
+		e.key(`"id":`)
+		e.id(w.ID)
+	}
+	if w.Status != "" {
+		e.key(`"status":`)
+		e.str(w.Status)
+	}
+	if w.Role != "" {
+		e.key(`"role":`)
+		e.str(string(w.Role))
+	}
+	if len(w.State) != 0 {
+		e.key(`"state":`)
+		e.raw(w.State)
+	}
+	if w.Abort {
+		e.key(`"abort":true`)
+	}
+	if len(w.Owns) != 0 {
+		e.key(`"owns":`)
+		e.ids(w.Owns)
+	}
+	e.buf = append(e.buf, '}')
+}
+
+func (e *encoder) address(a *storage.Address) {
+	e.buf = append(e.buf, `{"scope":`...)
+	switch a.Scope.Kind {
+	case storage.ScopeSession:
+		e.buf = append(e.buf, `{"session":true}`...)
+	case storage.ScopeConversation:
+		e.buf = append(e.buf, `{"conversation":`...)
+		e.id(a.Scope.ID)
+		e.buf = append(e.buf, '}')
+	case storage.ScopeScratch:
+		e.buf = append(e.buf, `{"scratch":`...)
+		e.id(a.Scope.ID)
+		e.buf = append(e.buf, '}')
+	default:
+		e.failed = true // Scope.MarshalJSON's error
+	}
+	e.key(`"namespace":`)
+	e.str(a.Namespace)
+	if a.Key != "" {
+		e.key(`"key":`)
+		e.str(a.Key)
+	}
+	if a.Rewind {
+		e.key(`"rewind":true`)
+	}
+	e.buf = append(e.buf, '}')
+}
+
+func (e *encoder) entry(en *storage.Entry) {
+	e.buf = append(e.buf, `{"id":`...)
+	e.id(en.ID)
+	e.key(`"conversationId":`)
+	e.id(en.ConversationID)
+	e.key(`"kind":`)
+	e.str(en.Kind)
+	if en.ByTaskID != 0 {
+		e.key(`"byTaskId":`)
+		e.id(en.ByTaskID)
+	}
+	if en.Key != "" {
+		e.key(`"key":`)
+		e.str(en.Key)
+	}
+	if len(en.Data) != 0 {
+		e.key(`"data":`)
+		e.raw(en.Data)
+	}
+	if len(en.Model) != 0 {
+		e.key(`"model":`)
+		e.marshal(en.Model)
+	}
+	if en.Head != 0 {
+		e.key(`"head":`)
+		e.id(en.Head)
+	}
+	if len(en.Edits) != 0 {
+		e.key(`"edits":[`)
+		for i, c := range en.Edits {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = append(e.buf, `{"target":`...)
+			e.id(c.Target)
+			e.key(`"action":`)
+			e.str(string(c.Action))
+			if len(c.Messages) != 0 {
+				e.key(`"messages":`)
+				e.marshal(c.Messages)
+			}
+			e.buf = append(e.buf, '}')
+		}
+		e.buf = append(e.buf, ']')
+	}
+	e.buf = append(e.buf, '}')
+}
+
+func (e *encoder) task(t *storage.Task) {
+	e.buf = append(e.buf, `{"id":`...)
+	e.id(t.ID)
+	e.key(`"conversationId":`)
+	e.id(t.ConversationID)
+	e.key(`"kind":`)
+	e.str(t.Kind)
+	e.key(`"status":`)
+	e.str(t.Status)
+	e.key(`"role":`)
+	e.str(string(t.Role))
+	if len(t.State) != 0 {
+		e.key(`"state":`)
+		e.raw(t.State)
+	}
+	if len(t.After) != 0 {
+		e.key(`"after":`)
+		e.ids(t.After)
+	}
+	if t.Background {
+		e.key(`"background":true`)
+	}
+	if len(t.Owns) != 0 {
+		e.key(`"owns":`)
+		e.ids(t.Owns)
+	}
+	if t.Abort {
+		e.key(`"abort":true`)
+	}
+	e.buf = append(e.buf, '}')
+}
