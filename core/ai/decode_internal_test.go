@@ -173,7 +173,6 @@ var messageTokens = []string{
 }
 
 func TestFastDecodingAgreesWithEncodingJSONOnSplicedTexts(t *testing.T) {
-	took := 0
 	rapid.Check(t, func(t *rapid.T) {
 		raw, err := json.Marshal(genMessage(t))
 		if err != nil {
@@ -187,22 +186,25 @@ func TestFastDecodingAgreesWithEncodingJSONOnSplicedTexts(t *testing.T) {
 			}
 			text = text[:at] + rapid.SampledFrom(messageTokens).Draw(t, "token") + text[at:]
 		}
-		if checkAll(t, []byte(text)) {
-			took++
-		}
+		checkAll(t, []byte(text))
 	})
-	if took == 0 {
-		t.Fatal("the fast path took none of the spliced texts")
-	}
 }
 
 // Every splice token, at the start of a message and of its first block.
 func TestFastDecodingAgreesWithEncodingJSONOnEverySpliceToken(t *testing.T) {
 	base := `{"role":"assistant","content":[{"type":"text","text":"a"}],"usage":{"input":1,"cost":{"total":1}},"timestamp":1}`
+	took := 0
 	for _, token := range messageTokens {
 		for _, at := range []int{1, strings.Index(base, `[{`) + 2, strings.Index(base, `"input"`)} {
-			checkAll(t, []byte(base[:at]+token+base[at:]))
+			if checkAll(t, []byte(base[:at]+token+base[at:])) {
+				took++
+			}
 		}
+	}
+	// Some tokens make texts the fast path reads, or it is not being
+	// tested on them.
+	if took < 5 {
+		t.Fatalf("the fast path took %d spliced texts", took)
 	}
 }
 

@@ -145,7 +145,6 @@ var lineTokens = []string{
 }
 
 func TestDecodeLineAgreesWithEncodingJSONOnSplicedLines(t *testing.T) {
-	took := 0
 	rapid.Check(t, func(t *rapid.T) {
 		text := string(genLine(t))
 		for range rapid.IntRange(1, 3).Draw(t, "splices") {
@@ -155,22 +154,25 @@ func TestDecodeLineAgreesWithEncodingJSONOnSplicedLines(t *testing.T) {
 			}
 			text = text[:at] + rapid.SampledFrom(lineTokens).Draw(t, "token") + text[at:]
 		}
-		if sameAsSlow(t, []byte(text)) {
-			took++
-		}
+		sameAsSlow(t, []byte(text))
 	})
-	if took == 0 {
-		t.Fatal("the fast path took none of the spliced lines")
-	}
 }
 
 // Every splice token, at the start of a line and of its first write.
 func TestDecodeLineAgreesWithEncodingJSONOnEverySpliceToken(t *testing.T) {
 	base := `{"first":1,"writes":[{"type":"entry","entry":{"id":1,"conversationId":1,"kind":"k","model":[{"role":"user","content":"a","timestamp":1}]}}]}`
+	took := 0
 	for _, token := range lineTokens {
 		for _, at := range []int{1, strings.Index(base, `[{`) + 2} {
-			sameAsSlow(t, []byte(base[:at]+token+base[at:]))
+			if sameAsSlow(t, []byte(base[:at]+token+base[at:])) {
+				took++
+			}
 		}
+	}
+	// Some tokens make lines the fast path reads (a new member that is
+	// fine where it lands), or it is not being tested on them.
+	if took < 5 {
+		t.Fatalf("the fast path took %d spliced lines", took)
 	}
 }
 

@@ -3,8 +3,10 @@ package jsonl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,4 +189,139 @@ func TestABatchOverTheLimitIsRefusedBeforeAnythingIsWrittenAndTheReaderNamesItsL
 	if !errors.As(err, &fe) || fe.Path != path || fe.Line != 2 || !errors.As(err, &tl) {
 		t.Fatalf("open with a line over the limit = %v; want a FileError at line 2 wrapping BatchTooLargeError", err)
 	}
+}
+
+// scratchSession opens a session with a conversation (1) and a live task
+// (2), which has written no scratch yet.
+func scratchSession(t *testing.T, path string) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []storage.CommitBatch{
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}}}},
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteTask, Task: &storage.Task{ID: 2, ConversationID: 1, Kind: "k", Status: "s", Role: storage.RoleInflight}}}},
+	} {
+		if _, err := s.Commit(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func frameBatch(v string) storage.CommitBatch {
+	addr := storage.Address{Scope: storage.ScratchScope(2), Namespace: "f"}
+	return storage.CommitBatch{Kind: storage.BatchScratch, Task: 2, Writes: []storage.Write{{Type: storage.WriteListAppend, Addr: &addr, Value: []byte(v)}}}
+}
+
+// frames is what task 2's scratch list holds after reopening path.
+func reopenedFrames(t *testing.T, path string) []string {
+	t.Helper()
+	ctx := context.Background()
+	r, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer r.Close(ctx)
+	page, err := r.ReadList(ctx, storage.Address{Scope: storage.ScratchScope(2), Namespace: "f"}, storage.ListQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range page.Items {
+		got = append(got, string(e.Value))
+	}
+	return got
+}
+
+// A task's first scratch write carries the file's header and the batch in
+// one write; when it fails, the file goes with it, and the task's next
+// scratch commit starts the file afresh.
+func TestAFailedFirstScratchWriteLeavesNoFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	s := scratchSession(t, path)
+	scratch := s.scratchFile(2)
+	saved := openScratchFile
+	t.Cleanup(func() { openScratchFile = saved })
+	openScratchFile = func(path string, create bool) (appendFile, error) {
+		f, err := saved(path, create)
+		if err != nil {
+			return nil, err
+		}
+		return &failingFile{appendFile: f, failNext: true, keep: 20, err: syscall.ENOSPC}, nil
+	}
+	if _, err := s.Commit(ctx, frameBatch(`1`)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("first scratch commit on a full disk = %v; want ENOSPC", err)
+	}
+	if _, err := os.Stat(scratch); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed first write left the scratch file (%v)", err)
+	}
+	openScratchFile = saved
+	for _, v := range []string{`2`, `3`} {
+		if _, err := s.Commit(ctx, frameBatch(v)); err != nil {
+			t.Fatalf("scratch commit %s after the failure: %v", v, err)
+		}
+	}
+	s.Close(ctx)
+	if got := reopenedFrames(t, path); strings.Join(got, ",") != "2,3" {
+		t.Fatalf("reopened frames %v; want [2 3]", got)
+	}
+}
+
+// A crash in a task's first scratch write can leave its file empty or
+// holding part of the header: nothing in it was acknowledged. Open reports
+// it as a torn tail and removes it, and the task's scratch starts afresh;
+// a file that is not a header's beginning is refused as before.
+func TestAScratchFileTornInItsHeaderIsATornTail(t *testing.T) {
+	header := `{"pico":"scratch","format":1,"task":2}`
+	for _, torn := range []string{"", `{`, header[:20], header} {
+		t.Run(fmt.Sprintf("%d bytes", len(torn)), func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "s.jsonl")
+			s := scratchSession(t, path)
+			scratch := s.scratchFile(2)
+			s.Close(ctx)
+			os.MkdirAll(filepath.Dir(scratch), 0o700)
+			if err := os.WriteFile(scratch, []byte(torn), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Open(ctx, path, Options{})
+			if err != nil {
+				t.Fatalf("open with a scratch file torn in its header: %v", err)
+			}
+			want := []TornTail{{Path: scratch, Offset: 0, Bytes: len(torn)}}
+			if got := r.TornTails(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("torn tails %+v; want %+v", got, want)
+			}
+			if _, err := os.Stat(scratch); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the torn scratch file is still there (%v)", err)
+			}
+			if _, err := r.Commit(ctx, frameBatch(`7`)); err != nil {
+				t.Fatal(err)
+			}
+			r.Close(ctx)
+			if got := reopenedFrames(t, path); strings.Join(got, ",") != "7" {
+				t.Fatalf("reopened frames %v; want [7]", got)
+			}
+		})
+	}
+	t.Run("not a header", func(t *testing.T) {
+		ctx := context.Background()
+		path := filepath.Join(t.TempDir(), "s.jsonl")
+		s := scratchSession(t, path)
+		scratch := s.scratchFile(2)
+		s.Close(ctx)
+		os.MkdirAll(filepath.Dir(scratch), 0o700)
+		os.WriteFile(scratch, []byte(`{"pico":"other"`), 0o600)
+		var fe *FileError
+		if _, err := Open(ctx, path, Options{}); !errors.As(err, &fe) || fe.Path != scratch || !errors.Is(err, ErrNotSession) {
+			t.Fatalf("open with a foreign scratch file = %v; want ErrNotSession naming it", err)
+		}
+		if data, _ := os.ReadFile(scratch); string(data) != `{"pico":"other"` {
+			t.Fatalf("the foreign file was changed to %q", data)
+		}
+	})
 }
