@@ -169,7 +169,8 @@ var messageTokens = []string{
 	`"timestamp":null,`, `"timestamp":"1",`, `"timestamp":1e3,`, `"isError":null,`, `"isError":1,`, `"endTurn":false,`,
 	`"stopReason":"nope",`, `"stopReason":null,`, `"toolCallId":"",`, `"unknown":{"a":[1,{"b":null}]},`, `"x\u0079":1,`,
 	`"details":null,`, `"diagnostics": [ 1 , 2 ] ,`, `"toolsAdded":null,`, `"toolsAdded":[{"name":"n","NAME":"m"}],`, `"sections":null,`,
-	`"deferred":null,`, "\"\x01\":1,", `"é":1,`, " ", ",", "}", "{", "]", `"`, `\`, "null",
+	`"deferred":null,`, "\"\x01\":1,", `"é":1,`, " ", ",", "}", "{", "]", `"`, `\`, "null", "n", "nu", "nul",
+	`"role":nul"user",`, `"timestamp":nu5,`, `"usage":n{"input":1},`, `"endTurn":nultrue,`, `"toolsAdded":n[],`,
 }
 
 func TestFastDecodingAgreesWithEncodingJSONOnSplicedTexts(t *testing.T) {
@@ -221,6 +222,10 @@ func TestFastDecodingGivesUpWhereEncodingJSONDecides(t *testing.T) {
 		`{"role":"user","content":[{"type":"toolCall","name":"x"}]}`,
 		`{"role":"user","content":"\[],"timestamp":1}`,
 		`{"role":"user","content":"a"} x`,
+		`{"role":nul"user","content":"hi","timestamp":1}`,
+		`{"role":"user","content":"hi","timestamp":nu5}`,
+		`{"role":"assistant","content":[],"usage":n{"input":1}}`,
+		`{"role":"user","content":[{"type":"text","text":n"x"}]}`,
 	} {
 		if _, ok := decodeMessage([]byte(text)); ok {
 			t.Errorf("the fast path took %s", text)

@@ -45,12 +45,15 @@ func (d *Decoder) next() byte {
 	return d.p.data[d.p.i]
 }
 
-// Null reads the next value if it is null, and reports whether it was.
+// Null reads the next value if it is null, and reports whether it was;
+// when it was not, the decoder stays where it was, for the caller to read
+// the value as what it is.
 func (d *Decoder) Null() bool {
-	if d.next() != 'n' {
+	if rest := d.p.data[d.p.i:]; len(rest) < 4 || string(rest[:4]) != "null" {
 		return false
 	}
-	return d.p.literal("null") == nil
+	d.p.i += 4
+	return true
 }
 
 // Object reads an object, calling member for each key with the decoder at

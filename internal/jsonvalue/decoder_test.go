@@ -122,7 +122,7 @@ var probeValues = []string{
 	`""`, `"abc"`, `"\u00e9\ud83d\ude00"`, `"\ud83d"`, "\"\xff\"", `"a\nb"`, `"\x"`, "\"\x01\"", `"<&>\u2028"`,
 	`0`, `-0`, `1`, `-12`, `9223372036854775807`, `9223372036854775808`, `-9223372036854775808`, `1.5`, `1e3`, `1E-2`, `01`, `-`,
 	`1e400`, `-1e400`, `4.9e-324`, `1e-400`, `0.1`,
-	`true`, `false`, `null`, `nul`, `tru`,
+	`true`, `false`, `null`, `nul`, `tru`, `n"x"`, `nul1`, `nutrue`, `n[]`, `n{}`, `nnull`, `nullx`,
 	`[]`, `[1,2]`, `[1,]`, `[1.5]`, `["a"]`, `[null]`, `{}`, `{"s":"x"}`, `{"s":"x","s":"y"}`, `{"S":"x"}`, `{"zz":1}`, `{"n":1,"o":{"n":2}}`,
 	`{"r":[1, {"a" : 2}]}`, `[` + strings.Repeat(`[`, 20) + strings.Repeat(`]`, 20) + `]`,
 }
@@ -156,7 +156,7 @@ func TestDecoderAgreesWithEncodingJSON(t *testing.T) {
 // string together.
 var probeTokens = []string{
 	"{", "}", "[", "]", ",", ":", " ", `"s"`, `"n"`, `"f"`, `"b"`, `"r"`, `"a"`, `"o"`, `"x"`, `"é"`, `"S"`, "\"\x01\"", `"ſ"`,
-	"0", "-", "1", "2.5", "e9", "true", "false", "null", `"v"`, `"\ud83d"`, "\xff",
+	"0", "-", "1", "2.5", "e9", "true", "false", "null", "n", "nu", "nul", `"v"`, `"\ud83d"`, "\xff",
 }
 
 func TestDecoderAgreesWithEncodingJSONOnAnyText(t *testing.T) {

@@ -141,7 +141,8 @@ var lineTokens = []string{
 	`"entry":{"model":[{"role":"user","content":"a","Role":"x"}]},`, `"entry":{"edits":[{"target":1,"bogus":2}]},`,
 	`"task":{"after":null,"owns":[1,null]},`, `"task":{"after":[1.5]},`, `"conversation":{"parent":null},`,
 	`"conversation":{"parent":{"at":1,"at":2}},`, `"abort":null,`, `"abort":"true",`, `"owns":[],`, `"state":{},`,
-	"\"\x01\":1,", `"é":1,`, `"\u0074ype":"x",`, " ", ",", "}", "{", "]", "[", `"`, `\`, "null",
+	"\"\x01\":1,", `"é":1,`, `"\u0074ype":"x",`, " ", ",", "}", "{", "]", "[", `"`, `\`, "null", "n", "nu", "nul",
+	`"first":nul1,`, `"writes":n[],`, `"abort":nutrue,`, `"owns":n[3],`, `"addr":n{"scope":{"session":true}},`,
 }
 
 func TestDecodeLineAgreesWithEncodingJSONOnSplicedLines(t *testing.T) {
@@ -156,6 +157,14 @@ func TestDecodeLineAgreesWithEncodingJSONOnSplicedLines(t *testing.T) {
 		}
 		sameAsSlow(t, []byte(text))
 	})
+}
+
+// A value nested to encoding/json's limit is read on the fast path.
+func TestDecodeLineTakesAValueAtTheDepthLimit(t *testing.T) {
+	text := `{"first":1,"writes":[{"type":"x","value":` + strings.Repeat("[", 9997) + strings.Repeat("]", 9997) + `}]}`
+	if !sameAsSlow(t, []byte(text)) {
+		t.Fatal("the fast path gave up on a value at the depth limit")
+	}
 }
 
 // Every splice token, at the start of a line and of its first write.
@@ -190,6 +199,13 @@ func TestParseLineGivesEncodingJSONsAnswerWhereTheFastPathGivesUp(t *testing.T) 
 		`{"first":1,"writes":[{"type":"entry","entry":{"model":[{"role":"nobody"}]}}]}`,
 		`{"first":1,"writes":[]}}`,
 		`{"first":1.5,"writes":[]}`,
+		`{"first":nul1,"writes":[]}`,
+		`{"first":1,"writes":n[]}`,
+		`{"first":1,"writes":[{"type":"x","abort":nutrue,"owns":n[3]}]}`,
+		`{"first":1,"writes":[{"type":"x","addr":n{"scope":{"session":true},"namespace":"x"}}]}`,
+		// A value nested one level past encoding/json's limit (10,000 with
+		// the line's object, its writes and the write).
+		`{"first":1,"writes":[{"type":"x","value":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}]}`,
 	} {
 		if _, ok := decodeLine([]byte(text)); ok {
 			t.Errorf("the fast path took %s", text)
