@@ -146,6 +146,49 @@ func TestTornScratchLineIsDiscardedOnRestart(t *testing.T) {
 	})
 }
 
+// A task's first scratch batch is written with its file's header in one
+// write, so a crash in it can cut the header too. Over tear seeds the cut
+// lands in the header and in the batch; either way restart finds the task
+// without scratch (open drops the torn file or the torn line), and the
+// next scratch commit reuses the torn batch's sequence.
+func TestTornFirstScratchWriteMayCutTheHeader(t *testing.T) {
+	inHeader, inBatch := 0, 0
+	for tear := uint32(1); tear <= 24; tear++ {
+		path, disk := jsonlSession(t)
+		plan := fault.Plan{Faults: []fault.Fault{{Name: "first-frame", Kind: fault.Crash, Commit: 1, Batch: storage.BatchScratch, Tear: tear}}}
+		simulateDisk(t, 1, disk, plan, func(ctx context.Context, p *process) {
+			task := p.liveTask(ctx)
+			_, err := p.line.Scratch(ctx, task, func(sc core.ScratchTx) error { sc.SetValue(note.Address, "first"); return nil })
+			if !errors.Is(err, fault.ErrCrashed) {
+				t.Fatalf("tear %d: crashing scratch commit = %v; want ErrCrashed", tear, err)
+			}
+			f := tornFiring(t, p.store)
+			file := filepath.Join(filepath.Dir(path), f.Torn.File)
+			header := fmt.Sprintf(`{"pico":"scratch","format":1,"task":%d}`+"\n", task)
+			data := readFile(file)
+			if f.Torn.Offset != 0 || len(data) != f.Torn.Kept || f.Torn.Kept < 1 || f.Torn.Kept >= f.Torn.Line || !strings.HasPrefix(header+"{", string(data[:min(len(data), len(header)+1)])) {
+				t.Fatalf("tear %d: torn %+v left %q; want a cut inside the file's one write, from 0", tear, *f.Torn, data)
+			}
+			if f.Torn.Kept < len(header) {
+				inHeader++
+			} else {
+				inBatch++
+			}
+			q := p.restart(ctx, fault.Plan{})
+			if got := q.noteOf(ctx, task); got != "" {
+				t.Fatalf("tear %d: scratch after restart = %q; want none (the torn first batch is discarded)", tear, got)
+			}
+			if r := q.scratch(ctx, task, "again"); r.First != f.FirstSeq {
+				t.Fatalf("tear %d: next scratch commit at %d; want %d, the torn batch's id", tear, r.First, f.FirstSeq)
+			}
+			must(0, q.store.Close(ctx))
+		})
+	}
+	if inHeader == 0 || inBatch == 0 {
+		t.Fatalf("the tears cut %d times in the header and %d in the batch; want both", inHeader, inBatch)
+	}
+}
+
 // A settle that tears died before the unlink that follows it: the task is
 // live again on restart, and the scratch the commit had already removed is
 // back, with its sequences.

@@ -21,7 +21,9 @@ type TornLine struct {
 	// "s.scratch/12"), so that a trace does not depend on where the
 	// session lives.
 	File string `json:"file"`
-	// Offset is where the line starts in the file.
+	// Offset is where the line starts in the file. In a file the commit
+	// created, which a store writes in one write (a JSONL scratch file's
+	// header with its first batch), the line is the whole file, from 0.
 	Offset int64 `json:"offset"`
 	// Line is the line's length, newline included; Kept is how many of its
 	// bytes stayed on disk, 1 to Line-1.
@@ -85,7 +87,8 @@ func (s *Storage) tear(ctx context.Context, f Fault, batch storage.CommitBatch) 
 	switch len(grown) {
 	case 0: // a batch without writes writes nothing
 	case 1:
-		if torn, err = cut(grown[0], before[grown[0]].size, after[grown[0]].rel, f.Tear); err != nil {
+		_, had := before[grown[0]]
+		if torn, err = cut(grown[0], before[grown[0]].size, !had, after[grown[0]].rel, f.Tear); err != nil {
 			return nil, fail("%v", err)
 		}
 	default:
@@ -154,9 +157,10 @@ func restore(before map[string]fileImage, paths []string) error {
 	return nil
 }
 
-// cut truncates path inside the last line of what was appended after from:
+// cut truncates path inside the last line of what was appended after from
+// (inside all of it, header included, when the commit created the file):
 // the line keeps 1 to len-1 of its bytes, drawn from seed.
-func cut(path string, from int64, rel string, seed uint32) (*TornLine, error) {
+func cut(path string, from int64, created bool, rel string, seed uint32) (*TornLine, error) {
 	file, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -176,6 +180,9 @@ func cut(path string, from int64, rel string, seed uint32) (*TornLine, error) {
 		return nil, fmt.Errorf("%s: the batch's bytes do not end with a newline; a torn crash needs a store that writes lines", rel)
 	}
 	start := bytes.LastIndexByte(appended[:len(appended)-1], '\n') + 1
+	if created {
+		start = 0
+	}
 	t := &TornLine{File: rel, Offset: from + int64(start), Line: len(appended) - start}
 	if t.Line >= 2 {
 		t.Kept = 1 + rand.New(rand.NewPCG(uint64(seed), 0)).IntN(t.Line-1)
