@@ -120,9 +120,11 @@ func insertField(obj []byte, field string) []byte {
 
 // UnmarshalJSON reads a block and rejects an unknown type.
 func (b *Block) UnmarshalJSON(data []byte) error {
-	if fast, ok := decodeBlock(data); ok && fastPaths {
-		*b = fast
-		return nil
+	if fastPaths {
+		if fast, ok := decodeBlock(data); ok {
+			*b = fast
+			return nil
+		}
 	}
 	slow, err := unmarshalBlock(data)
 	if err != nil {
@@ -345,9 +347,11 @@ type Message struct {
 
 // UnmarshalJSON reads a message and rejects an unknown role or stop reason.
 func (m *Message) UnmarshalJSON(data []byte) error {
-	if fast, ok := decodeMessage(data); ok && fastPaths {
-		*m = fast
-		return nil
+	if fastPaths {
+		if fast, ok := decodeMessage(data); ok {
+			*m = fast
+			return nil
+		}
 	}
 	slow, err := unmarshalMessage(data)
 	if err != nil {
