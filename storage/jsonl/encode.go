@@ -84,14 +84,23 @@ func (e *encoder) raw(r json.RawMessage) {
 		return
 	}
 	for _, c := range r {
-		switch c {
-		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xe2:
+		if rawSpecial[c] {
 			e.marshal(r)
 			return
 		}
 	}
 	e.buf = append(e.buf, r...)
 }
+
+// rawSpecial are the bytes that make encoding/json rewrite a raw value:
+// space it drops, characters it escapes for HTML, and the first byte of
+// U+2028 and U+2029.
+var rawSpecial = func() (t [256]bool) {
+	for _, c := range []byte(" \t\n\r<>&\xe2") {
+		t[c] = true
+	}
+	return t
+}()
 
 // marshal writes v with encoding/json, as it writes v inside the line.
 func (e *encoder) marshal(v any) {
