@@ -177,7 +177,7 @@ func (s *systemFolder) add(e *storage.Entry) error {
 	if !SystemKind.Is(e) || e.ID < s.epoch {
 		return nil
 	}
-	d, err := SystemKind.Data(e)
+	d, err := systemData(e)
 	if err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func (cc *contextCache) request(pending []ContextEntry) ([]ai.Message, error) {
 	for ; p.scanned < len(cc.entries); p.scanned++ {
 		ce := &cc.entries[p.scanned]
 		if SystemKind.Is(ce.Entry) && ce.Entry.ID >= p.epoch {
-			d, err := SystemKind.Data(ce.Entry)
+			d, err := systemData(ce.Entry)
 			if err != nil {
 				return nil, err
 			}
@@ -154,7 +154,7 @@ func (cc *contextCache) request(pending []ContextEntry) ([]ai.Message, error) {
 		}
 	}
 	for _, ce := range pending {
-		d, err := SystemKind.Data(ce.Entry)
+		d, err := systemData(ce.Entry)
 		newBaseline := SystemKind.Is(ce.Entry) && err == nil && d.Baseline
 		if newBaseline || slices.ContainsFunc(ce.Messages, func(m ai.Message) bool { return m.Role == ai.RoleToolResult }) {
 			// A new epoch, or results the index has not seen: project the
