@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/pico-go/pico/internal/gopool"
 )
 
 // RealRuntime returns the runtime of an ordinary process: goroutines, the
@@ -27,54 +29,11 @@ func (realRuntime) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Go runs fn on a goroutine of its own. Goroutines that finished their
-// function wait, a bounded number of them, for the next one: an invocation
-// then starts on a stack already grown to an invocation's depth instead of
-// growing a new one by copying (newstack was 8% of a turn's CPU).
+// Go runs fn on a goroutine of its own, one kept from an earlier function
+// when there is one (internal/gopool): an invocation then starts on a grown
+// stack.
 func (realRuntime) Go(ctx context.Context, _ string, fn func(context.Context)) {
-	job := func() { fn(ctx) }
-	workers.mu.Lock()
-	if n := len(workers.idle); n > 0 {
-		w := workers.idle[n-1]
-		workers.idle = workers.idle[:n-1]
-		workers.mu.Unlock()
-		w <- job
-		return
-	}
-	workers.started++
-	workers.mu.Unlock()
-	go work(job)
-}
-
-// workersIdleMax bounds the goroutines that wait for work.
-const workersIdleMax = 32
-
-// workers holds the goroutines of Go that wait for their next function,
-// each behind its own channel, and counts the goroutines Go started.
-var workers struct {
-	mu      sync.Mutex
-	idle    []chan func()
-	started int
-}
-
-// work runs job, then waits for the next one unless enough goroutines wait
-// already.
-func work(job func()) {
-	var next chan func()
-	for {
-		job()
-		workers.mu.Lock()
-		if len(workers.idle) >= workersIdleMax {
-			workers.mu.Unlock()
-			return
-		}
-		if next == nil {
-			next = make(chan func())
-		}
-		workers.idle = append(workers.idle, next)
-		workers.mu.Unlock()
-		job = <-next
-	}
+	gopool.Go(func() { fn(ctx) })
 }
 
 func (realRuntime) NewLock(string) Lock { return &realLock{ch: make(chan struct{}, 1)} }

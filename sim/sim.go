@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/internal/gopool"
 	"github.com/pico-go/pico/sim/clock"
 )
 
@@ -153,7 +154,7 @@ func (s *Sim) spawn(parent context.Context, name string, fn func(ctx context.Con
 	s.all = append(s.all, a)
 	s.strategy.Spawned(a.view())
 	s.trace.record(event{Kind: "spawn", Actor: name, ID: a.id})
-	go a.run(fn)
+	gopool.Go(func() { a.run(fn) })
 	return a
 }
 
