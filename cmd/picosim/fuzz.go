@@ -596,6 +596,12 @@ func fuzzMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, "fuzz", err)
 	}
 	fmt.Fprintf(stderr, "picosim: fuzz: started: %s\n", cfg.describe())
+	if cfg.workers < runtime.GOMAXPROCS(0) {
+		// A simulated run is one goroutine at a time, handing off to the
+		// next: with a processor to spare, every hand-off also wakes an
+		// idle thread that finds nothing to run (a tenth of a run's CPU).
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.workers))
+	}
 	jobs := make(chan runSpec)
 	var wg sync.WaitGroup
 	for range cfg.workers {
@@ -633,7 +639,7 @@ const fuzzHelp = `usage: picosim fuzz [SCENARIO...] [--seeds N | --time DURATION
 Explores schedules and storage faults: every scenario (or the ones named) over N seeds from SEED
 (200 seeds from 1 unless given), or until DURATION (more than 0) has passed, alternating random
 and PCT schedules, each seed with a fault plan drawn from it, in K parallel workers (one per CPU
-unless given), on backend B (unless given: memory, and JSONL, which adds torn lines and replays
+unless given; fewer workers than CPUs also run on only K of them), on backend B (unless given: memory, and JSONL, which adds torn lines and replays
 of its files, every fourth seed). Flags may come before or after the scenarios.
 
 A failing run's trace goes to DIR (picosim-failures unless given; made 0700, traces 0600), and the
