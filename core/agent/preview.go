@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/delta"
@@ -86,9 +87,56 @@ func (p *streamPreview) apply(f ai.Frame) error {
 		*b = ai.Block{Type: ai.BlockToolCall, ID: f.ID, Name: f.Name, Arguments: f.Arguments,
 			ThoughtSignature: f.ThoughtSignature, Namespace: f.Namespace}
 	}
-	v, err := delta.ValueOf(*b)
+	v, err := blockValue(*b)
 	if err != nil {
 		return err
 	}
 	return p.tr.Set(content(i), v)
+}
+
+// blockValue is delta.ValueOf(b), the block as its JSON reads back, built
+// without the JSON: a streamed block's preview is rebuilt at every delta.
+// A block whose text is not UTF-8 or whose arguments are not JSON takes
+// the round trip, which decides what encoding/json makes of them; the
+// tests hold the two to the same values.
+func blockValue(b ai.Block) (any, error) {
+	m := map[string]any{"type": string(b.Type)}
+	for _, f := range [...]struct {
+		key, val string
+	}{
+		{"text", b.Text}, {"textSignature", b.TextSignature}, {"thinking", b.Thinking}, {"thinkingSignature", b.ThinkingSignature},
+		{"data", b.Data}, {"mimeType", b.MimeType}, {"id", b.ID}, {"name", b.Name}, {"thoughtSignature", b.ThoughtSignature},
+		{"namespace", b.Namespace},
+	} {
+		if !utf8.ValidString(f.val) {
+			return delta.ValueOf(b)
+		}
+		if f.val != "" {
+			m[f.key] = f.val
+		}
+	}
+	if !utf8.ValidString(string(b.Type)) {
+		return delta.ValueOf(b)
+	}
+	if b.Redacted {
+		m["redacted"] = true
+	}
+	args := b.Arguments
+	if b.Type == ai.BlockToolCall && len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	if len(args) > 0 {
+		v, err := delta.ParseValue(args)
+		if err != nil {
+			return delta.ValueOf(b)
+		}
+		m["arguments"] = v
+	}
+	switch {
+	case b.Type == ai.BlockText && b.Text == "":
+		m["text"] = ""
+	case b.Type == ai.BlockThinking && b.Thinking == "":
+		m["thinking"] = ""
+	}
+	return m, nil
 }
