@@ -27,102 +27,43 @@ func systemData(e *storage.Entry) (SystemData, error) {
 func decodeSystemData(data []byte) (SystemData, bool) {
 	var sd SystemData
 	d := jsonvalue.NewDecoder(data)
-	ok := object(d, systemDataFields, func(i int) bool {
+	ok := d.Members(systemDataFields, func(i int) bool {
 		switch i {
 		case 0:
-			if d.Null() {
-				return true
-			}
-			v, ok := d.Bool()
-			sd.Baseline = v
-			return ok
+			return jsonvalue.BoolInto(d, &sd.Baseline)
 		case 1:
-			if d.Null() {
-				return true
-			}
-			sd.Sections = []SystemSection{}
-			return d.Array(func() bool {
-				var s SystemSection
-				ok := object(d, sectionFields, func(i int) bool {
+			return jsonvalue.SliceInto(d, &sd.Sections, func(s *SystemSection) bool {
+				return d.Members(sectionFields, func(i int) bool {
 					if i == 0 {
-						return str(d, &s.Key)
+						return jsonvalue.StringInto(d, &s.Key)
 					}
-					if d.Null() {
-						return true
-					}
-					text, ok := d.String()
-					s.Text = &text
-					return ok
+					return jsonvalue.PointerInto(d, &s.Text, func(t *string) bool { return jsonvalue.StringInto(d, t) })
 				})
-				sd.Sections = append(sd.Sections, s)
-				return ok
 			})
 		}
 		tools := &sd.ToolsAdded
 		if i == 3 {
 			tools = &sd.ToolsRemoved
 		}
-		if d.Null() {
-			return true
-		}
-		*tools = []ai.Tool{}
-		return d.Array(func() bool {
-			var t ai.Tool
-			ok := object(d, toolFields, func(i int) bool {
+		return jsonvalue.SliceInto(d, tools, func(t *ai.Tool) bool {
+			return d.Members(toolFields, func(i int) bool {
 				switch i {
 				case 0:
-					return str(d, &t.Name)
+					return jsonvalue.StringInto(d, &t.Name)
 				case 1:
-					return str(d, &t.Description)
+					return jsonvalue.StringInto(d, &t.Description)
 				case 2:
-					return raw(d, (*[]byte)(&t.Parameters))
+					return jsonvalue.RawInto(d, &t.Parameters)
 				}
-				return raw(d, (*[]byte)(&t.ConstrainedSampling))
+				return jsonvalue.RawInto(d, &t.ConstrainedSampling)
 			})
-			*tools = append(*tools, t)
-			return ok
 		})
 	})
 	return sd, ok && d.End()
 }
 
 var (
-	systemDataFields = []string{"baseline", "sections", "toolsAdded", "toolsRemoved"}
-	sectionFields    = []string{"key", "text"}
-	toolFields       = []string{"name", "description", "parameters", "constrainedSampling"}
+	systemDataFields = jsonvalue.SomeFields("baseline", "sections", "toolsAdded", "toolsRemoved")
+	sectionFields    = jsonvalue.SomeFields("key", "text")
+	toolFields       = jsonvalue.SomeFields("name", "description", "parameters", "constrainedSampling")
 )
-
-// object reads an object member by member, each known field's index to
-// set, once; an unknown key is skipped unless it names a field in another
-// case, as encoding/json (without DisallowUnknownFields) would match it.
-func object(d *jsonvalue.Decoder, names []string, set func(i int) bool) bool {
-	var seen uint32
-	return d.Object(func(key []byte) bool {
-		for i, n := range names {
-			if string(key) == n {
-				if seen&(1<<i) != 0 {
-					return false
-				}
-				seen |= 1 << i
-				return set(i)
-			}
-		}
-		return !jsonvalue.FoldsTo(key, names...) && d.Skip()
-	})
-}
-
-// str reads a string into s; null leaves s as it is.
-func str(d *jsonvalue.Decoder, s *string) bool {
-	if d.Null() {
-		return true
-	}
-	v, ok := d.String()
-	*s = v
-	return ok
-}
-
-func raw(d *jsonvalue.Decoder, r *[]byte) bool {
-	v, ok := d.Raw()
-	*r = v
-	return ok
-}

@@ -3,6 +3,9 @@ package jsonvalue_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -77,41 +80,95 @@ func decodeProbe(d *jsonvalue.Decoder, lenient bool) (p probe, ok bool) {
 	return p, ok
 }
 
+var (
+	probeNames        = []string{"s", "n", "f", "b", "r", "a", "o"}
+	probeKnownFields  = jsonvalue.KnownFields(probeNames...)
+	probeSomeFields   = jsonvalue.SomeFields(probeNames...)
+	probeFieldsByMode = map[bool]*jsonvalue.Fields{false: probeKnownFields, true: probeSomeFields}
+)
+
+// decodeProbeByFields is decodeProbe written on Members and the Into
+// functions, where a null leaves a field as it is.
+func decodeProbeByFields(d *jsonvalue.Decoder, lenient bool) (p probe, ok bool) {
+	ok = d.Members(probeFieldsByMode[lenient], func(i int) bool {
+		switch i {
+		case 0:
+			return jsonvalue.StringInto(d, &p.S)
+		case 1:
+			return jsonvalue.Int64Into(d, &p.N)
+		case 2:
+			return jsonvalue.Float64Into(d, &p.F)
+		case 3:
+			return jsonvalue.BoolInto(d, &p.B)
+		case 4:
+			return jsonvalue.RawInto(d, &p.R)
+		case 5:
+			return jsonvalue.SliceInto(d, &p.A, func(n *int64) bool { return jsonvalue.Int64Into(d, n) })
+		}
+		return jsonvalue.PointerInto(d, &p.O, func(o *probe) bool {
+			var ok bool
+			*o, ok = decodeProbeByFields(d, lenient)
+			return ok
+		})
+	})
+	return p, ok
+}
+
+var probeDecoders = []struct {
+	name   string
+	decode func(*jsonvalue.Decoder, bool) (probe, bool)
+}{
+	{"by methods", decodeProbe},
+	{"by fields", decodeProbeByFields},
+}
+
 // sameProbeAsEncodingJSON fails t when the hand decoder takes data and
 // encoding/json (strict, as the JSONL reader is) refuses it or decodes
 // another probe. The hand decoder may give up where encoding/json takes
 // the text: its caller then asks encoding/json.
 //
-// It checks both a strict and a lenient decoder, and reports whether the
-// strict one took data.
+// It checks a strict and a lenient decoder of each of probeDecoders, and
+// reports whether a strict one took data.
 func sameProbeAsEncodingJSON(t interface {
 	Helper()
 	Fatalf(string, ...any)
-}, data []byte) bool {
+}, data []byte) (took bool) {
 	t.Helper()
-	for _, lenient := range []bool{true, false} {
-		d := jsonvalue.NewDecoder(data)
-		got, ok := decodeProbe(d, lenient)
-		if !ok || !d.End() {
-			if !lenient {
-				return false
+	for _, pd := range probeDecoders {
+		for _, lenient := range []bool{true, false} {
+			if sameProbe(t, pd.name, pd.decode, data, lenient) && !lenient {
+				took = true
 			}
-			continue
 		}
-		var want probe
-		dec := json.NewDecoder(bytes.NewReader(data))
-		if !lenient {
-			dec.DisallowUnknownFields()
-		}
-		if err := dec.Decode(&want); err != nil {
-			t.Fatalf("the Decoder (lenient %t) took %q; encoding/json refuses it: %v", lenient, data, err)
-		}
-		if dec.More() {
-			t.Fatalf("the Decoder (lenient %t) took %q; encoding/json finds more after it", lenient, data)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("the Decoder (lenient %t) read %q otherwise than encoding/json (-want +got):\n%s", lenient, data, diff)
-		}
+	}
+	return took
+}
+
+// sameProbe is sameProbeAsEncodingJSON for one decoder, and reports
+// whether it took data.
+func sameProbe(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, name string, decode func(*jsonvalue.Decoder, bool) (probe, bool), data []byte, lenient bool) bool {
+	t.Helper()
+	d := jsonvalue.NewDecoder(data)
+	got, ok := decode(d, lenient)
+	if !ok || !d.End() {
+		return false
+	}
+	var want probe
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if !lenient {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(&want); err != nil {
+		t.Fatalf("the Decoder %s (lenient %t) took %q; encoding/json refuses it: %v", name, lenient, data, err)
+	}
+	if dec.More() {
+		t.Fatalf("the Decoder %s (lenient %t) took %q; encoding/json finds more after it", name, lenient, data)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the Decoder %s (lenient %t) read %q otherwise than encoding/json (-want +got):\n%s", name, lenient, data, diff)
 	}
 	return true
 }
@@ -146,8 +203,10 @@ func TestDecoderAgreesWithEncodingJSON(t *testing.T) {
 		t.Fatalf("the Decoder took only %d of the texts", took)
 	}
 	for _, text := range []string{`{}`, `{"s":"x","n":1,"f":1.5,"b":true,"r":null,"a":[],"o":null}`, `{"o":{"o":{"a":[1,2,3]}}}`} {
-		if !sameProbeAsEncodingJSON(t, []byte(text)) {
-			t.Errorf("the Decoder gave up on %s", text)
+		for _, pd := range probeDecoders {
+			if !sameProbe(t, pd.name, pd.decode, []byte(text), false) {
+				t.Errorf("the Decoder %s gave up on %s", pd.name, text)
+			}
 		}
 	}
 }
@@ -209,4 +268,101 @@ func FuzzDecoder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sameProbeAsEncodingJSON(t, data)
 	})
+}
+
+// Members gives up where setting as it reads would differ from
+// encoding/json: a key given twice (encoding/json merges a second object
+// into the first), a key matching a field only without regard to case,
+// and, for KnownFields, any other key; SomeFields skips other keys.
+func TestMembersGivesUpWhereEncodingJSONWouldDiffer(t *testing.T) {
+	for _, c := range []struct {
+		text         string
+		known, other bool // taken by KnownFields, by SomeFields
+	}{
+		{`{"s":"x","n":1}`, true, true},
+		{`{"s":"x","zz":[1,{"a":2}]}`, false, true},
+		{`{"o":{"n":1},"o":{"s":"x"}}`, false, false},
+		{`{"s":"x","s":"y"}`, false, false},
+		{`{"S":"x"}`, false, false},
+		{`{"ſ":"x"}`, false, false},
+		{`{"s":null,"a":null,"o":null}`, true, true},
+	} {
+		for _, lenient := range []bool{false, true} {
+			want := c.known
+			if lenient {
+				want = c.other
+			}
+			d := jsonvalue.NewDecoder([]byte(c.text))
+			_, got := decodeProbeByFields(d, lenient)
+			if got != want {
+				t.Errorf("%s (lenient %t): taken %t, want %t", c.text, lenient, got, want)
+			}
+			sameProbe(t, "by fields", decodeProbeByFields, []byte(c.text), lenient)
+		}
+	}
+}
+
+// A null leaves a slice nil, where an empty array gives an empty one.
+func TestSliceIntoTellsNullFromEmpty(t *testing.T) {
+	for text, wantNil := range map[string]bool{`null`: true, `[]`: false} {
+		var v []int64
+		d := jsonvalue.NewDecoder([]byte(text))
+		if !jsonvalue.SliceInto(d, &v, func(n *int64) bool { return jsonvalue.Int64Into(d, n) }) || !d.End() {
+			t.Fatalf("SliceInto gave up on %s", text)
+		}
+		if (v == nil) != wantNil {
+			t.Errorf("SliceInto of %s: nil %t, want %t", text, v == nil, wantNil)
+		}
+	}
+}
+
+func TestFieldsRefuseMoreNamesThanTheyTrack(t *testing.T) {
+	names := make([]string, 65)
+	for i := range names {
+		names[i] = strconv.Itoa(i)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "65 field names") {
+			t.Fatalf("KnownFields of 65 names: recovered %v, want a panic naming the count", r)
+		}
+	}()
+	jsonvalue.KnownFields(names...)
+}
+
+// Each Into function takes null and its own kind, and reports false on
+// a value of another kind, as do PointerInto and SliceInto when their
+// read does.
+func TestIntoFunctionsReportAValueOfAnotherKind(t *testing.T) {
+	texts := []string{`"x"`, `-2`, `1.5`, `true`, `["v"]`, `{}`, `null`}
+	for _, c := range []struct {
+		name  string
+		takes []string // besides null
+		read  func(d *jsonvalue.Decoder) bool
+	}{
+		{"StringInto", []string{`"x"`}, func(d *jsonvalue.Decoder) bool { var s string; return jsonvalue.StringInto(d, &s) }},
+		{"Int64Into", []string{`-2`}, func(d *jsonvalue.Decoder) bool { var n int64; return jsonvalue.Int64Into(d, &n) }},
+		{"Float64Into", []string{`-2`, `1.5`}, func(d *jsonvalue.Decoder) bool { var f float64; return jsonvalue.Float64Into(d, &f) }},
+		{"BoolInto", []string{`true`}, func(d *jsonvalue.Decoder) bool { var b bool; return jsonvalue.BoolInto(d, &b) }},
+		{"RawInto", texts, func(d *jsonvalue.Decoder) bool { var r []byte; return jsonvalue.RawInto(d, &r) }},
+		{"PointerInto", []string{`-2`}, func(d *jsonvalue.Decoder) bool {
+			var p *int64
+			return jsonvalue.PointerInto(d, &p, func(n *int64) bool { return jsonvalue.Int64Into(d, n) })
+		}},
+		{"SliceInto", []string{`["v"]`}, func(d *jsonvalue.Decoder) bool {
+			var v []string
+			return jsonvalue.SliceInto(d, &v, func(s *string) bool { return jsonvalue.StringInto(d, s) })
+		}},
+	} {
+		for _, text := range texts {
+			want := text == "null" || slices.Contains(c.takes, text)
+			d := jsonvalue.NewDecoder([]byte(text))
+			got := c.read(d)
+			if want { // and read it all
+				got = got && d.End()
+			}
+			if got != want {
+				t.Errorf("%s on %s: %t, want %t", c.name, text, got, want)
+			}
+		}
+	}
 }

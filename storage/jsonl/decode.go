@@ -15,183 +15,86 @@ import (
 func decodeLine(text []byte) (line, bool) {
 	d := jsonvalue.NewDecoder(text)
 	var l line
-	ok := object(d, lineFields, func(i int) bool {
+	ok := d.Members(lineFields, func(i int) bool {
 		switch i {
 		case 0:
-			return id(d, &l.First)
+			return jsonvalue.Int64Into(d, &l.First)
 		case 1:
-			return id(d, &l.Task)
+			return jsonvalue.Int64Into(d, &l.Task)
 		}
-		if d.Null() {
-			return true
-		}
-		l.Writes = []storage.Write{}
-		return d.Array(func() bool {
-			var w storage.Write
-			ok := readWrite(d, &w)
-			l.Writes = append(l.Writes, w)
-			return ok
-		})
+		return jsonvalue.SliceInto(d, &l.Writes, func(w *storage.Write) bool { return readWrite(d, w) })
 	})
 	return l, ok && d.End()
 }
 
 var (
-	lineFields         = []string{"first", "task", "writes"}
-	writeFields        = []string{"type", "addr", "value", "element", "conversation", "entry", "task", "id", "status", "role", "state", "abort", "owns"}
-	addressFields      = []string{"scope", "namespace", "key", "rewind"}
-	conversationFields = []string{"id", "parent", "owner"}
-	parentFields       = []string{"conversationId", "at"}
-	entryFields        = []string{"id", "conversationId", "kind", "byTaskId", "key", "data", "model", "head", "edits"}
-	editFields         = []string{"target", "action", "messages"}
-	taskFields         = []string{"id", "conversationId", "kind", "status", "role", "state", "after", "background", "owns", "abort"}
+	lineFields         = jsonvalue.KnownFields("first", "task", "writes")
+	writeFields        = jsonvalue.KnownFields("type", "addr", "value", "element", "conversation", "entry", "task", "id", "status", "role", "state", "abort", "owns")
+	addressFields      = jsonvalue.KnownFields("scope", "namespace", "key", "rewind")
+	conversationFields = jsonvalue.KnownFields("id", "parent", "owner")
+	parentFields       = jsonvalue.KnownFields("conversationId", "at")
+	entryFields        = jsonvalue.KnownFields("id", "conversationId", "kind", "byTaskId", "key", "data", "model", "head", "edits")
+	editFields         = jsonvalue.KnownFields("target", "action", "messages")
+	taskFields         = jsonvalue.KnownFields("id", "conversationId", "kind", "status", "role", "state", "after", "background", "owns", "abort")
 )
 
-// object reads an object whose keys must each be one of names, once.
-func object(d *jsonvalue.Decoder, names []string, set func(i int) bool) bool {
-	var seen uint32
-	return d.Object(func(key []byte) bool {
-		for i, n := range names {
-			if string(key) == n {
-				if seen&(1<<i) != 0 {
-					return false
-				}
-				seen |= 1 << i
-				return set(i)
-			}
-		}
-		return false
-	})
-}
-
-// id, str and flag read a field as encoding/json does: null leaves it as
-// it is.
-func id(d *jsonvalue.Decoder, v *storage.ID) bool {
-	if d.Null() {
-		return true
-	}
-	n, ok := d.Int64()
-	*v = storage.ID(n)
-	return ok
-}
-
-func str[S ~string](d *jsonvalue.Decoder, s *S) bool {
-	if d.Null() {
-		return true
-	}
-	v, ok := d.String()
-	*s = S(v)
-	return ok
-}
-
-func flag(d *jsonvalue.Decoder, b *bool) bool {
-	if d.Null() {
-		return true
-	}
-	v, ok := d.Bool()
-	*b = v
-	return ok
-}
-
-func raw(d *jsonvalue.Decoder, r *[]byte) bool {
-	v, ok := d.Raw()
-	*r = v
-	return ok
-}
-
+// ids reads a list of identifiers; null leaves it as it is.
 func ids(d *jsonvalue.Decoder, v *[]storage.ID) bool {
-	if d.Null() {
-		return true
-	}
-	*v = []storage.ID{}
-	return d.Array(func() bool {
-		var n storage.ID
-		ok := id(d, &n)
-		*v = append(*v, n)
-		return ok
-	})
+	return jsonvalue.SliceInto(d, v, func(n *storage.ID) bool { return jsonvalue.Int64Into(d, n) })
 }
 
 // messages reads model messages with their own UnmarshalJSON, as
 // encoding/json would call it.
 func messages(d *jsonvalue.Decoder, v *[]ai.Message) bool {
-	if d.Null() {
-		return true
-	}
-	*v = []ai.Message{}
-	return d.Array(func() bool {
+	return jsonvalue.SliceInto(d, v, func(m *ai.Message) bool {
 		text, ok := d.Value()
-		if !ok {
-			return false
-		}
-		var m ai.Message
-		if m.UnmarshalJSON(text) != nil {
-			return false
-		}
-		*v = append(*v, m)
-		return true
+		return ok && m.UnmarshalJSON(text) == nil
 	})
 }
 
 func readWrite(d *jsonvalue.Decoder, w *storage.Write) bool {
-	return object(d, writeFields, func(i int) bool {
+	return d.Members(writeFields, func(i int) bool {
 		switch i {
 		case 0:
-			return str(d, &w.Type)
+			return jsonvalue.StringInto(d, &w.Type)
 		case 1:
-			if d.Null() {
-				return true
-			}
-			w.Addr = new(storage.Address)
-			return readAddress(d, w.Addr)
+			return jsonvalue.PointerInto(d, &w.Addr, func(v *storage.Address) bool { return readAddress(d, v) })
 		case 2:
-			return raw(d, (*[]byte)(&w.Value))
+			return jsonvalue.RawInto(d, &w.Value)
 		case 3:
-			return id(d, &w.Element)
+			return jsonvalue.Int64Into(d, &w.Element)
 		case 4:
-			if d.Null() {
-				return true
-			}
-			w.Conversation = new(storage.Conversation)
-			return readConversation(d, w.Conversation)
+			return jsonvalue.PointerInto(d, &w.Conversation, func(v *storage.Conversation) bool { return readConversation(d, v) })
 		case 5:
-			if d.Null() {
-				return true
-			}
-			w.Entry = new(storage.Entry)
-			return readEntry(d, w.Entry)
+			return jsonvalue.PointerInto(d, &w.Entry, func(v *storage.Entry) bool { return readEntry(d, v) })
 		case 6:
-			if d.Null() {
-				return true
-			}
-			w.Task = new(storage.Task)
-			return readTask(d, w.Task)
+			return jsonvalue.PointerInto(d, &w.Task, func(v *storage.Task) bool { return readTask(d, v) })
 		case 7:
-			return id(d, &w.ID)
+			return jsonvalue.Int64Into(d, &w.ID)
 		case 8:
-			return str(d, &w.Status)
+			return jsonvalue.StringInto(d, &w.Status)
 		case 9:
-			return str(d, &w.Role)
+			return jsonvalue.StringInto(d, &w.Role)
 		case 10:
-			return raw(d, (*[]byte)(&w.State))
+			return jsonvalue.RawInto(d, &w.State)
 		case 11:
-			return flag(d, &w.Abort)
+			return jsonvalue.BoolInto(d, &w.Abort)
 		}
 		return ids(d, &w.Owns)
 	})
 }
 
 func readAddress(d *jsonvalue.Decoder, a *storage.Address) bool {
-	return object(d, addressFields, func(i int) bool {
+	return d.Members(addressFields, func(i int) bool {
 		switch i {
 		case 0:
 			return readScope(d, &a.Scope)
 		case 1:
-			return str(d, &a.Namespace)
+			return jsonvalue.StringInto(d, &a.Namespace)
 		case 2:
-			return str(d, &a.Key)
+			return jsonvalue.StringInto(d, &a.Key)
 		}
-		return flag(d, &a.Rewind)
+		return jsonvalue.BoolInto(d, &a.Rewind)
 	})
 }
 
@@ -225,89 +128,80 @@ func readScope(d *jsonvalue.Decoder, s *storage.Scope) bool {
 }
 
 func readConversation(d *jsonvalue.Decoder, c *storage.Conversation) bool {
-	return object(d, conversationFields, func(i int) bool {
+	return d.Members(conversationFields, func(i int) bool {
 		switch i {
 		case 0:
-			return id(d, &c.ID)
+			return jsonvalue.Int64Into(d, &c.ID)
 		case 1:
-			if d.Null() {
-				return true
-			}
-			c.Parent = new(storage.ParentRef)
-			return object(d, parentFields, func(i int) bool {
-				if i == 0 {
-					return id(d, &c.Parent.ConversationID)
-				}
-				return id(d, &c.Parent.At)
+			return jsonvalue.PointerInto(d, &c.Parent, func(p *storage.ParentRef) bool {
+				return d.Members(parentFields, func(i int) bool {
+					if i == 0 {
+						return jsonvalue.Int64Into(d, &p.ConversationID)
+					}
+					return jsonvalue.Int64Into(d, &p.At)
+				})
 			})
 		}
-		return id(d, &c.Owner)
+		return jsonvalue.Int64Into(d, &c.Owner)
 	})
 }
 
 func readEntry(d *jsonvalue.Decoder, e *storage.Entry) bool {
-	return object(d, entryFields, func(i int) bool {
+	return d.Members(entryFields, func(i int) bool {
 		switch i {
 		case 0:
-			return id(d, &e.ID)
+			return jsonvalue.Int64Into(d, &e.ID)
 		case 1:
-			return id(d, &e.ConversationID)
+			return jsonvalue.Int64Into(d, &e.ConversationID)
 		case 2:
-			return str(d, &e.Kind)
+			return jsonvalue.StringInto(d, &e.Kind)
 		case 3:
-			return id(d, &e.ByTaskID)
+			return jsonvalue.Int64Into(d, &e.ByTaskID)
 		case 4:
-			return str(d, &e.Key)
+			return jsonvalue.StringInto(d, &e.Key)
 		case 5:
-			return raw(d, (*[]byte)(&e.Data))
+			return jsonvalue.RawInto(d, &e.Data)
 		case 6:
 			return messages(d, &e.Model)
 		case 7:
-			return id(d, &e.Head)
+			return jsonvalue.Int64Into(d, &e.Head)
 		}
-		if d.Null() {
-			return true
-		}
-		e.Edits = []storage.ContextEdit{}
-		return d.Array(func() bool {
-			var c storage.ContextEdit
-			ok := object(d, editFields, func(i int) bool {
+		return jsonvalue.SliceInto(d, &e.Edits, func(c *storage.ContextEdit) bool {
+			return d.Members(editFields, func(i int) bool {
 				switch i {
 				case 0:
-					return id(d, &c.Target)
+					return jsonvalue.Int64Into(d, &c.Target)
 				case 1:
-					return str(d, &c.Action)
+					return jsonvalue.StringInto(d, &c.Action)
 				}
 				return messages(d, &c.Messages)
 			})
-			e.Edits = append(e.Edits, c)
-			return ok
 		})
 	})
 }
 
 func readTask(d *jsonvalue.Decoder, t *storage.Task) bool {
-	return object(d, taskFields, func(i int) bool {
+	return d.Members(taskFields, func(i int) bool {
 		switch i {
 		case 0:
-			return id(d, &t.ID)
+			return jsonvalue.Int64Into(d, &t.ID)
 		case 1:
-			return id(d, &t.ConversationID)
+			return jsonvalue.Int64Into(d, &t.ConversationID)
 		case 2:
-			return str(d, &t.Kind)
+			return jsonvalue.StringInto(d, &t.Kind)
 		case 3:
-			return str(d, &t.Status)
+			return jsonvalue.StringInto(d, &t.Status)
 		case 4:
-			return str(d, &t.Role)
+			return jsonvalue.StringInto(d, &t.Role)
 		case 5:
-			return raw(d, (*[]byte)(&t.State))
+			return jsonvalue.RawInto(d, &t.State)
 		case 6:
 			return ids(d, &t.After)
 		case 7:
-			return flag(d, &t.Background)
+			return jsonvalue.BoolInto(d, &t.Background)
 		case 8:
 			return ids(d, &t.Owns)
 		}
-		return flag(d, &t.Abort)
+		return jsonvalue.BoolInto(d, &t.Abort)
 	})
 }
