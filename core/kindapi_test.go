@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
@@ -610,4 +611,43 @@ func TestTxEntriesReadsTheCommittedTranscript(t *testing.T) {
 		}
 		must(0, h.Close(ctx))
 	})
+}
+
+// selfWriting is a payload that writes its own JSON, unlike what
+// encoding/json would write of it, so a test can see which was used.
+type selfWriting struct {
+	Text string `json:"text"`
+	err  error
+}
+
+func (s selfWriting) AppendJSON(buf []byte) ([]byte, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return append(jsonvalue.AppendString(append(buf, `{"self":`...), s.Text), '}'), nil
+}
+
+// Marshal takes a JSONAppender's bytes as they are, passes on its error,
+// and still refuses invalid UTF-8 in it; a stream frame, the one in the
+// tree, is json.Marshal's bytes whichever frame it is.
+func TestMarshalLetsAJSONAppenderWriteItself(t *testing.T) {
+	if got := string(must(core.Marshal(selfWriting{Text: "<é>"}))); got != `{"self":"\u003cé\u003e"}` {
+		t.Fatalf("Marshal(JSONAppender) = %s; want its own bytes", got)
+	}
+	boom := errors.New("boom")
+	if _, err := core.Marshal(selfWriting{err: boom}); !errors.Is(err, boom) {
+		t.Fatalf("Marshal of a failing JSONAppender = %v; want its error", err)
+	}
+	if _, err := core.Marshal(selfWriting{Text: "bad \xff"}); core.RuleOf(err) != core.RuleInvalidUTF8 {
+		t.Fatalf("Marshal of a JSONAppender with invalid UTF-8 = %v; want %s", err, core.RuleInvalidUTF8)
+	}
+	for _, f := range []ai.Frame{
+		{Type: ai.FrameTextDelta, ContentIndex: 1, Delta: "<hi>"},
+		{Type: ai.FrameStart, Partial: &ai.Message{Role: ai.RoleAssistant, Content: ai.Blocks(), Timestamp: 1}},
+	} {
+		want := must(json.Marshal(f))
+		if got := must(core.Marshal(f)); string(got) != string(want) {
+			t.Errorf("Marshal(%v) = %s; json.Marshal writes %s", f.Type, got, want)
+		}
+	}
 }

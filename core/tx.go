@@ -107,11 +107,24 @@ func (tx *Tx) batch() storage.CommitBatch {
 	return storage.CommitBatch{Kind: storage.BatchMain, Writes: tx.writes}
 }
 
+// JSONAppender is a payload that writes its own JSON: AppendJSON appends to
+// buf exactly the bytes json.Marshal writes of the value (compact, with
+// encoding/json's escapes), or returns json.Marshal's error. Marshal calls
+// it instead of json.Marshal, sparing the payloads a kind commits most
+// often (a stream's frames) encoding/json's reflection and its second
+// pass over what a MarshalJSON method returns. Marshal does not check the
+// bytes beyond their UTF-8: an implementation is held to json.Marshal by
+// its own tests.
+type JSONAppender interface {
+	AppendJSON(buf []byte) ([]byte, error)
+}
+
 // Marshal is the canonical JSON encoding of the payloads a commit carries
 // (entry data, task state, values): a json.RawMessage must be valid JSON and
-// is compacted as it is; anything else goes through encoding/json. Kinds that
-// store a payload inside another one (the agent's inbox drafts) encode it
-// with Marshal so it reads back as an entry's data would.
+// is compacted as it is; a JSONAppender writes itself; anything else goes
+// through encoding/json. Kinds that store a payload inside another one
+// (the agent's inbox drafts) encode it with Marshal so it reads back as an
+// entry's data would.
 //
 // Text must be valid UTF-8: Marshal refuses anything else with a
 // *CommitError for RuleInvalidUTF8 rather than let encoding/json turn it
@@ -131,7 +144,13 @@ func Marshal(v any) (json.RawMessage, error) {
 		}
 		return buf.Bytes(), nil
 	}
-	raw, err := json.Marshal(v)
+	var raw []byte
+	var err error
+	if a, ok := v.(JSONAppender); ok {
+		raw, err = jsonvalue.Appended(a.AppendJSON)
+	} else {
+		raw, err = json.Marshal(v)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -100,7 +101,68 @@ type frameJSON struct {
 }
 
 // MarshalJSON writes the frame in its reference shape.
-func (f Frame) MarshalJSON() ([]byte, error) {
+func (f Frame) MarshalJSON() ([]byte, error) { return jsonvalue.Appended(f.AppendJSON) }
+
+// AppendJSON appends what MarshalJSON writes to buf, and what json.Marshal
+// writes of the frame, byte for byte: by hand, but for a start frame's
+// partial message and arguments encoding/json would rewrite
+// (jsonvalue.AppendRaw), which go through encoding/json with the rest of
+// the frame.
+func (f Frame) AppendJSON(buf []byte) ([]byte, error) {
+	if f.Partial == nil {
+		if out, ok := f.appendPlain(buf); ok {
+			return out, nil
+		}
+	}
+	raw, err := f.marshalReflect()
+	return append(buf, raw...), err
+}
+
+// appendPlain writes a frame with no partial message as marshalReflect
+// does, or reports false, appending nothing.
+func (f Frame) appendPlain(buf []byte) ([]byte, bool) {
+	start := len(buf)
+	buf = append(buf, `{"type":`...)
+	buf = jsonvalue.AppendString(buf, string(f.Type))
+	if f.Type != FrameStart {
+		buf = append(buf, `,"contentIndex":`...)
+		buf = strconv.AppendInt(buf, int64(f.ContentIndex), 10)
+	}
+	var ok bool
+	switch f.Type {
+	case FrameTextStart, FrameThinkingStart:
+		if f.Content != nil {
+			if buf, ok = f.Content.appendPlain(append(buf, `,"content":`...)); !ok {
+				return buf[:start], false
+			}
+		}
+	case FrameTextEnd, FrameThinkingEnd:
+		buf = jsonvalue.AppendString(append(buf, `,"content":`...), f.EndContent)
+	}
+	buf = appendMember(buf, `,"delta":`, f.Delta)
+	buf = appendMember(buf, `,"textSignature":`, f.TextSignature)
+	buf = appendMember(buf, `,"thinkingSignature":`, f.ThinkingSignature)
+	if f.Redacted {
+		buf = append(buf, `,"redacted":true`...)
+	}
+	if f.ToolCall != nil {
+		if buf, ok = f.ToolCall.appendPlain(append(buf, `,"toolCall":`...)); !ok {
+			return buf[:start], false
+		}
+	}
+	buf = appendMember(buf, `,"json":`, f.JSON)
+	buf = appendMember(buf, `,"id":`, f.ID)
+	buf = appendMember(buf, `,"name":`, f.Name)
+	if buf, ok = appendArguments(buf, f.Arguments, f.Type == FrameToolCallEnd); !ok {
+		return buf[:start], false
+	}
+	buf = appendMember(buf, `,"thoughtSignature":`, f.ThoughtSignature)
+	buf = appendMember(buf, `,"namespace":`, f.Namespace)
+	return append(buf, '}'), true
+}
+
+// marshalReflect writes the frame through its wire form.
+func (f Frame) marshalReflect() ([]byte, error) {
 	w := frameJSON{
 		Type: f.Type, Partial: f.Partial, Delta: f.Delta,
 		TextSignature: f.TextSignature, ThinkingSignature: f.ThinkingSignature, Redacted: f.Redacted,

@@ -81,7 +81,75 @@ func ToolCall(id, name string, args json.RawMessage) Block {
 // MarshalJSON writes the block. Text and thinking blocks always carry their
 // text field, even when empty, and a tool call always carries its arguments
 // object, as the reference shapes do.
-func (b Block) MarshalJSON() ([]byte, error) {
+func (b Block) MarshalJSON() ([]byte, error) { return jsonvalue.Appended(b.AppendJSON) }
+
+// AppendJSON appends what MarshalJSON writes to buf: by hand, but for
+// arguments encoding/json would rewrite (jsonvalue.AppendRaw), which go
+// through encoding/json with the rest of the block.
+func (b Block) AppendJSON(buf []byte) ([]byte, error) {
+	if out, ok := b.appendPlain(buf); ok {
+		return out, nil
+	}
+	raw, err := b.marshalReflect()
+	return append(buf, raw...), err
+}
+
+// appendPlain writes the block as marshalReflect does, or reports false,
+// appending nothing.
+func (b Block) appendPlain(buf []byte) ([]byte, bool) {
+	start := len(buf)
+	buf = append(buf, `{"type":`...)
+	buf = jsonvalue.AppendString(buf, string(b.Type))
+	switch {
+	case b.Type == BlockText && b.Text == "":
+		buf = append(buf, `,"text":""`...)
+	case b.Type == BlockThinking && b.Thinking == "":
+		buf = append(buf, `,"thinking":""`...)
+	}
+	buf = appendMember(buf, `,"text":`, b.Text)
+	buf = appendMember(buf, `,"textSignature":`, b.TextSignature)
+	buf = appendMember(buf, `,"thinking":`, b.Thinking)
+	buf = appendMember(buf, `,"thinkingSignature":`, b.ThinkingSignature)
+	if b.Redacted {
+		buf = append(buf, `,"redacted":true`...)
+	}
+	buf = appendMember(buf, `,"data":`, b.Data)
+	buf = appendMember(buf, `,"mimeType":`, b.MimeType)
+	buf = appendMember(buf, `,"id":`, b.ID)
+	buf = appendMember(buf, `,"name":`, b.Name)
+	var ok bool
+	if buf, ok = appendArguments(buf, b.Arguments, b.Type == BlockToolCall); !ok {
+		return buf[:start], false
+	}
+	buf = appendMember(buf, `,"thoughtSignature":`, b.ThoughtSignature)
+	buf = appendMember(buf, `,"namespace":`, b.Namespace)
+	return append(buf, '}'), true
+}
+
+// appendArguments writes the arguments member, unless there are none and
+// they are not a tool call's, whose are {} then; it reports false when
+// encoding/json would rewrite them (jsonvalue.AppendRaw).
+func appendArguments(buf []byte, args json.RawMessage, toolCall bool) ([]byte, bool) {
+	if len(args) == 0 {
+		if !toolCall {
+			return buf, true
+		}
+		args = json.RawMessage(`{}`)
+	}
+	return jsonvalue.AppendRaw(append(buf, `,"arguments":`...), args)
+}
+
+// appendMember writes a string member, key with its leading comma, unless
+// v is empty (omitempty).
+func appendMember(buf []byte, key, v string) []byte {
+	if v == "" {
+		return buf
+	}
+	return jsonvalue.AppendString(append(buf, key...), v)
+}
+
+// marshalReflect writes the block with encoding/json.
+func (b Block) marshalReflect() ([]byte, error) {
 	type plain Block
 	if b.Type == BlockToolCall && len(b.Arguments) == 0 {
 		// Set on the copy rather than spliced in afterwards, so "arguments"

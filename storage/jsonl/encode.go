@@ -9,10 +9,9 @@ import (
 )
 
 // encodeLine writes l as json.Marshal does, byte for byte, without
-// reflection. A string or raw value that needs any escaping or compacting
-// (a quote, a control character, <, > or &, U+2028, space outside a
-// string, bytes outside ASCII) is written by encoding/json itself, and
-// model messages always are; so are the errors: anything encodeLine cannot
+// reflection. A raw value that needs any escaping or compacting (<, > or
+// &, U+2028, space outside a string) is written by encoding/json itself,
+// and model messages always are; so are the errors: anything encodeLine cannot
 // write the same way, it leaves to json.Marshal of the whole line. The
 // tests hold the two to the same bytes. It appends to buf.
 func encodeLine(buf []byte, l line) ([]byte, error) {
@@ -64,43 +63,16 @@ func (e *encoder) id(n storage.ID) { e.buf = strconv.AppendInt(e.buf, int64(n), 
 
 func (e *encoder) flag(b bool) { e.buf = strconv.AppendBool(e.buf, b) }
 
-// str writes s quoted, itself when it needs no escape.
-func (e *encoder) str(s string) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			e.marshal(s)
-			return
-		}
-	}
-	e.buf = append(e.buf, '"')
-	e.buf = append(e.buf, s...)
-	e.buf = append(e.buf, '"')
-}
+// str writes s quoted and escaped as encoding/json writes it.
+func (e *encoder) str(s string) { e.buf = jsonvalue.AppendString(e.buf, s) }
 
 // raw writes a raw value, itself when it is compact and needs no escape.
 func (e *encoder) raw(r json.RawMessage) {
-	if !jsonvalue.Valid(r) {
-		e.failed = true // json.Marshal's error
-		return
+	var ok bool
+	if e.buf, ok = jsonvalue.AppendRaw(e.buf, r); !ok {
+		e.marshal(r)
 	}
-	for _, c := range r {
-		if rawSpecial[c] {
-			e.marshal(r)
-			return
-		}
-	}
-	e.buf = append(e.buf, r...)
 }
-
-// rawSpecial are the bytes that make encoding/json rewrite a raw value:
-// space it drops, characters it escapes for HTML, and the first byte of
-// U+2028 and U+2029.
-var rawSpecial = func() (t [256]bool) {
-	for _, c := range []byte(" \t\n\r<>&\xe2") {
-		t[c] = true
-	}
-	return t
-}()
 
 // marshal writes v with encoding/json, as it writes v inside the line.
 func (e *encoder) marshal(v any) {

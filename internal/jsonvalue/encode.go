@@ -1,0 +1,127 @@
+package jsonvalue
+
+import (
+	"sync"
+	"unicode/utf8"
+)
+
+// AppendString appends s to buf as a JSON string exactly as json.Marshal
+// writes a Go string: quoted; the quote, the backslash and the control
+// characters escaped (\b, \f, \n, \r and \t by name, the rest as \u00XX);
+// <, > and & as \u003c, \u003e and \u0026, for HTML; U+2028 and U+2029 as
+// \u2028 and \u2029, for JavaScript; and each byte of invalid UTF-8 as
+// \ufffd.
+func AppendString(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if !stringEscaped[c] {
+				i++
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				buf = append(buf, '\\', c)
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	buf = append(buf, s[start:]...)
+	return append(buf, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// stringEscaped are the ASCII bytes AppendString escapes.
+var stringEscaped = func() (t [utf8.RuneSelf]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	for _, c := range `"\<>&` {
+		t[c] = true
+	}
+	return t
+}()
+
+// AppendRaw appends raw, a JSON text, to buf as json.Marshal writes a
+// json.RawMessage holding it, when that is raw itself: valid and compact,
+// with no <, > or & and no U+2028 or U+2029, all of which encoding/json
+// rewrites. It reports false, appending nothing, for any other text, which
+// the caller leaves to encoding/json.
+func AppendRaw(buf, raw []byte) ([]byte, bool) {
+	for _, c := range raw {
+		if rawRewritten[c] {
+			return buf, false
+		}
+	}
+	if !Valid(raw) {
+		return buf, false
+	}
+	return append(buf, raw...), true
+}
+
+// rawRewritten are the bytes that make encoding/json rewrite a raw value:
+// space it drops, characters it escapes for HTML, and the first byte of
+// U+2028 and U+2029.
+var rawRewritten = func() (t [256]bool) {
+	for _, c := range []byte(" \t\n\r<>&\xe2") {
+		t[c] = true
+	}
+	return t
+}()
+
+// Appended returns what write appends to an empty buffer, in a slice of
+// its own of just that length: write appends to a buffer reused from call
+// to call, so a value written by pieces costs one allocation.
+func Appended(write func(buf []byte) ([]byte, error)) ([]byte, error) {
+	bp := appendBuffers.Get().(*[]byte)
+	out, err := write((*bp)[:0])
+	var b []byte
+	if err == nil {
+		b = append(make([]byte, 0, len(out)), out...)
+	}
+	if cap(out) <= appendBufferMax {
+		*bp = out[:0]
+	}
+	appendBuffers.Put(bp)
+	return b, err
+}
+
+// appendBufferMax is the largest buffer Appended keeps for reuse.
+const appendBufferMax = 64 << 10
+
+var appendBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, 512)
+	return &b
+}}
