@@ -76,6 +76,10 @@ var (
 	scopeType   = reflect.TypeFor[storage.Scope]()
 	draftType   = reflect.TypeFor[agent.AcceptedEntryDraft]()
 	markerType  = reflect.TypeFor[json.Marshaler]()
+	// ownFields are the structs whose JSON encoders write their own fields
+	// as encoding/json does (by hand, for speed), so that their schema is
+	// their fields'.
+	ownFields = map[reflect.Type]bool{reflect.TypeFor[ai.Block](): true, reflect.TypeFor[ai.Message](): true}
 )
 
 // generator collects the named types a root refers to into $defs.
@@ -128,7 +132,7 @@ func (g *generator) schema(t reflect.Type) S {
 	if s, ok := g.special(t); ok {
 		return s
 	}
-	if t.Implements(markerType) && t.Kind() == reflect.Struct && t != reflect.TypeFor[ai.Block]() {
+	if t.Implements(markerType) && t.Kind() == reflect.Struct && !ownFields[t] {
 		panic(fmt.Sprintf("schema: %s has its own JSON encoder and no shape here", t))
 	}
 	switch t.Kind() {

@@ -1,6 +1,8 @@
 package jsonvalue
 
 import (
+	"math"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 )
@@ -125,3 +127,27 @@ var appendBuffers = sync.Pool{New: func() any {
 	b := make([]byte, 0, 512)
 	return &b
 }}
+
+// AppendFloat64 appends f as json.Marshal writes a float64: the shortest
+// text that reads back as f, in decimal notation but for magnitudes below
+// 1e-6 or from 1e21, which take an exponent of at least one digit. It
+// reports false, appending nothing, for infinities and NaN, which
+// json.Marshal refuses.
+func AppendFloat64(buf []byte, f float64) ([]byte, bool) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return buf, false
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	buf = strconv.AppendFloat(buf, f, format, -1, 64)
+	if format == 'e' {
+		// e-07 is written e-7.
+		if n := len(buf); n >= 4 && buf[n-4] == 'e' && buf[n-3] == '-' && buf[n-2] == '0' {
+			buf[n-2] = buf[n-1]
+			buf = buf[:n-1]
+		}
+	}
+	return buf, true
+}

@@ -3,6 +3,7 @@ package jsonvalue_test
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -123,4 +124,24 @@ func TestAppendedReturnsASliceOfItsOwn(t *testing.T) {
 	if out, err := jsonvalue.Appended(func(buf []byte) ([]byte, error) { return append(buf, big...), nil }); err != nil || string(out) != big {
 		t.Fatalf("Appended of %d bytes gave %d, %v", len(big), len(out), err)
 	}
+}
+
+// AppendFloat64 writes every float as json.Marshal does: around each
+// switch of notation, the extremes, negative zero, and any float rapid
+// draws; it refuses what json.Marshal refuses.
+func TestAppendFloat64WritesWhatMarshalWrites(t *testing.T) {
+	check := func(t interface{ Fatalf(string, ...any) }, f float64) {
+		want, err := json.Marshal(f)
+		got, ok := jsonvalue.AppendFloat64([]byte("p"), f)
+		if ok != (err == nil) || ok && string(got) != "p"+string(want) || !ok && string(got) != "p" {
+			t.Fatalf("AppendFloat64(%v) = %q, %t; json.Marshal writes %q, %v", f, got, ok, want, err)
+		}
+	}
+	for _, f := range []float64{0, math.Copysign(0, -1), 1, -1, 0.1, 1.5, 1e-6, 9.99e-7, 1e-7, 1.5e-10, 1e20, 1e21, 9.99e20, 1.2e21, 1e100, 5e-324,
+		math.MaxFloat64, -math.MaxFloat64, math.SmallestNonzeroFloat64, 123456789.125, math.Inf(1), math.Inf(-1), math.NaN()} {
+		check(t, f)
+		check(t, -f)
+	}
+	rapid.Check(t, func(t *rapid.T) { check(t, rapid.Float64().Draw(t, "f")) })
+	rapid.Check(t, func(t *rapid.T) { check(t, math.Float64frombits(rapid.Uint64().Draw(t, "bits"))) })
 }

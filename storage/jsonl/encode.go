@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/storage"
 )
@@ -11,9 +12,9 @@ import (
 // encodeLine writes l as json.Marshal does, byte for byte, without
 // reflection. A raw value that needs any escaping or compacting (<, > or
 // &, U+2028, space outside a string) is written by encoding/json itself,
-// and model messages always are; so are the errors: anything encodeLine cannot
-// write the same way, it leaves to json.Marshal of the whole line. The
-// tests hold the two to the same bytes. It appends to buf.
+// model messages by their own AppendJSON; and the errors: anything
+// encodeLine cannot write the same way, it leaves to json.Marshal of the
+// whole line. The tests hold the two to the same bytes. It appends to buf.
 func encodeLine(buf []byte, l line) ([]byte, error) {
 	e := encoder{buf: buf}
 	e.line(l)
@@ -72,6 +73,23 @@ func (e *encoder) raw(r json.RawMessage) {
 	if e.buf, ok = jsonvalue.AppendRaw(e.buf, r); !ok {
 		e.marshal(r)
 	}
+}
+
+// messages writes model messages as their AppendJSON does, which is what
+// encoding/json writes of them.
+func (e *encoder) messages(ms []ai.Message) {
+	e.buf = append(e.buf, '[')
+	for i := range ms {
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		var err error
+		if e.buf, err = ms[i].AppendJSON(e.buf); err != nil {
+			e.failed = true
+			return
+		}
+	}
+	e.buf = append(e.buf, ']')
 }
 
 // marshal writes v with encoding/json, as it writes v inside the line.
@@ -209,7 +227,7 @@ func (e *encoder) entry(en *storage.Entry) {
 	}
 	if len(en.Model) != 0 {
 		e.key(`"model":`)
-		e.marshal(en.Model)
+		e.messages(en.Model)
 	}
 	if en.Head != 0 {
 		e.key(`"head":`)
@@ -227,7 +245,7 @@ func (e *encoder) entry(en *storage.Entry) {
 			e.str(string(c.Action))
 			if len(c.Messages) != 0 {
 				e.key(`"messages":`)
-				e.marshal(c.Messages)
+				e.messages(c.Messages)
 			}
 			e.buf = append(e.buf, '}')
 		}

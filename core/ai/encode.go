@@ -1,0 +1,123 @@
+package ai
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/pico-go/pico/internal/jsonvalue"
+)
+
+// MarshalJSON writes the message as encoding/json writes its fields.
+func (m Message) MarshalJSON() ([]byte, error) { return jsonvalue.Appended(m.AppendJSON) }
+
+// AppendJSON appends what MarshalJSON writes to buf: by hand, but for a
+// message with deferred calls, nested calls, system sections or tool
+// changes, raw values encoding/json would rewrite (jsonvalue.AppendRaw) or
+// costs it refuses, which go through encoding/json with the rest of the
+// message.
+func (m Message) AppendJSON(buf []byte) ([]byte, error) {
+	if out, ok := m.appendPlain(buf); ok {
+		return out, nil
+	}
+	type plain Message
+	raw, err := json.Marshal(plain(m))
+	return append(buf, raw...), err
+}
+
+// appendPlain writes the message as encoding/json writes it, or reports
+// false, appending nothing.
+func (m Message) appendPlain(buf []byte) ([]byte, bool) {
+	if m.Deferred != nil || m.NestedCalls != nil || m.Sections != nil || m.ToolsAdded != nil || m.ToolsRemoved != nil {
+		return buf, false
+	}
+	start := len(buf)
+	ok := true
+	raw := func(key string, r json.RawMessage) {
+		if ok && len(r) > 0 {
+			buf, ok = jsonvalue.AppendRaw(append(buf, key...), r)
+		}
+	}
+	flag := func(key string, b *bool) {
+		if b != nil {
+			buf = strconv.AppendBool(append(buf, key...), *b)
+		}
+	}
+	buf = jsonvalue.AppendString(append(buf, `{"role":`...), string(m.Role))
+	buf, ok = m.Content.appendPlain(append(buf, `,"content":`...))
+	buf = appendMember(buf, `,"api":`, m.API)
+	buf = appendMember(buf, `,"provider":`, m.Provider)
+	buf = appendMember(buf, `,"model":`, m.Model)
+	if m.Usage != nil {
+		var usageOK bool
+		buf, usageOK = m.Usage.appendPlain(append(buf, `,"usage":`...))
+		ok = ok && usageOK
+	}
+	buf = appendMember(buf, `,"stopReason":`, string(m.StopReason))
+	buf = appendMember(buf, `,"responseModel":`, m.ResponseModel)
+	buf = appendMember(buf, `,"responseId":`, m.ResponseID)
+	buf = appendMember(buf, `,"providerThinkingLevel":`, m.ProviderThinkingLevel)
+	buf = appendMember(buf, `,"thinkingLevel":`, m.ThinkingLevel)
+	raw(`,"diagnostics":`, m.Diagnostics)
+	buf = appendMember(buf, `,"errorMessage":`, m.ErrorMessage)
+	buf = appendMember(buf, `,"rawStopReason":`, m.RawStopReason)
+	flag(`,"endTurn":`, m.EndTurn)
+	buf = appendMember(buf, `,"toolCallId":`, m.ToolCallID)
+	buf = appendMember(buf, `,"toolName":`, m.ToolName)
+	raw(`,"details":`, m.Details)
+	flag(`,"isError":`, m.IsError)
+	buf = strconv.AppendInt(append(buf, `,"timestamp":`...), m.Timestamp, 10)
+	if m.DurationMs != 0 {
+		buf = strconv.AppendInt(append(buf, `,"durationMs":`...), m.DurationMs, 10)
+	}
+	if !ok {
+		return buf[:start], false
+	}
+	return append(buf, '}'), true
+}
+
+// appendPlain writes the content as MarshalJSON does, or reports false.
+func (c Content) appendPlain(buf []byte) ([]byte, bool) {
+	if c.Plain && len(c.Blocks) == 1 && c.Blocks[0].Type == BlockText && c.Blocks[0].TextSignature == "" {
+		return jsonvalue.AppendString(buf, c.Blocks[0].Text), true
+	}
+	buf = append(buf, '[')
+	for i, b := range c.Blocks {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		var ok bool
+		if buf, ok = b.appendPlain(buf); !ok {
+			return buf, false
+		}
+	}
+	return append(buf, ']'), true
+}
+
+// appendPlain writes the usage as encoding/json does, or reports false
+// for a cost it refuses.
+func (u *Usage) appendPlain(buf []byte) ([]byte, bool) {
+	integer := func(key string, n int64) { buf = strconv.AppendInt(append(buf, key...), n, 10) }
+	integer(`{"input":`, u.Input)
+	integer(`,"output":`, u.Output)
+	integer(`,"cacheRead":`, u.CacheRead)
+	integer(`,"cacheWrite":`, u.CacheWrite)
+	if u.CacheWrite1h != 0 {
+		integer(`,"cacheWrite1h":`, u.CacheWrite1h)
+	}
+	if u.Reasoning != 0 {
+		integer(`,"reasoning":`, u.Reasoning)
+	}
+	integer(`,"totalTokens":`, u.TotalTokens)
+	ok := true
+	number := func(key string, f float64) {
+		if ok {
+			buf, ok = jsonvalue.AppendFloat64(append(buf, key...), f)
+		}
+	}
+	number(`,"cost":{"input":`, u.Cost.Input)
+	number(`,"output":`, u.Cost.Output)
+	number(`,"cacheRead":`, u.Cost.CacheRead)
+	number(`,"cacheWrite":`, u.Cost.CacheWrite)
+	number(`,"total":`, u.Cost.Total)
+	return append(buf, "}}"...), ok
+}

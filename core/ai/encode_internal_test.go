@@ -1,0 +1,99 @@
+package ai
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// marshalMessageReflect is what encoding/json writes of a message's fields.
+func marshalMessageReflect(m Message) ([]byte, error) {
+	type plain Message
+	return json.Marshal(plain(m))
+}
+
+func sameMessageBytes(t interface{ Fatalf(string, ...any) }, m Message) {
+	want, wantErr := marshalMessageReflect(m)
+	got, err := m.AppendJSON([]byte("prefix"))
+	if (err != nil) != (wantErr != nil) || err == nil && string(got) != "prefix"+string(want) {
+		t.Fatalf("AppendJSON(%#v) = %s, %v; encoding/json writes %s, %v", m, got, err, want, wantErr)
+	}
+	if err != nil {
+		return
+	}
+	if out, err := json.Marshal(m); err != nil || string(out) != string(want) {
+		t.Fatalf("json.Marshal(%#v) = %s, %v; want %s", m, out, err, want)
+	}
+}
+
+// Messages of every role with every field, plain or block content, the
+// fields left to encoding/json now and then, and raw values and costs it
+// rewrites or refuses: the bytes written by hand are encoding/json's.
+func TestMessageAppendJSONWritesWhatReflectionWrites(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := genMessage(t)
+		if rapid.Bool().Draw(t, "anyBlocks") {
+			m.Content = Blocks(rapid.SliceOfN(rapid.Custom(genAnyBlock), 0, 3).Draw(t, "blocks")...)
+		}
+		switch rapid.IntRange(0, 7).Draw(t, "odd") {
+		case 0:
+			m.Details = json.RawMessage(`{"a": "<b>"}`)
+		case 1:
+			m.Diagnostics = json.RawMessage(`{"a":`)
+		case 2:
+			m.Usage = &Usage{Cost: Cost{Total: math.NaN()}}
+		case 3:
+			m.Usage = &Usage{Input: 1, Cost: Cost{Input: 1e-7, Output: 1e21, CacheRead: 0.1, Total: -2.5}}
+		case 4:
+			m.Content = Content{Plain: true, Blocks: []Block{{Type: BlockText, Text: "x", TextSignature: "s"}}}
+		case 5:
+			m.Content = Content{}
+		case 6: // content encoding/json rewrites, then fields written by hand
+			m.Content = Blocks(ToolCall("c", "f", json.RawMessage(`{"a": 1}`)))
+			m.Usage = &Usage{Input: 2}
+			m.Details = json.RawMessage(`{"d":1}`)
+		}
+		sameMessageBytes(t, m)
+	})
+}
+
+// A message written by hand reads back as what it writes again: the hand
+// writer and the hand reader agree with each other as with encoding/json
+// (after one trip, which turns invalid UTF-8 into U+FFFD).
+func TestMessageAppendJSONRoundTrips(t *testing.T) {
+	trip := func(t *rapid.T, raw []byte) []byte {
+		var back Message
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		again, err := back.AppendJSON(nil)
+		if err != nil {
+			t.Fatalf("%#v: %v", back, err)
+		}
+		return again
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		raw, err := genMessage(t).AppendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		once := trip(t, raw)
+		if twice := trip(t, once); string(twice) != string(once) {
+			t.Fatalf("written again %s; before %s", twice, once)
+		}
+	})
+}
+
+func FuzzMessageEncoding(f *testing.F) {
+	f.Add("assistant", "hello", []byte(`{"a":1}`), 1.5, int64(3))
+	f.Add("toolResult", "<\u2028\xff", []byte(`[1, 2]`), 1e-9, int64(-1))
+	f.Fuzz(func(t *testing.T, role, s string, raw []byte, cost float64, n int64) {
+		m := Message{Role: Role(role), Content: Blocks(Text(s), Block{Type: BlockToolCall, ID: s, Arguments: raw}), Model: s,
+			Usage: &Usage{Input: n, Cost: Cost{Total: cost}}, Details: raw, ErrorMessage: s, Timestamp: n, DurationMs: n}
+		sameMessageBytes(t, m)
+		m.Content = PlainText(s)
+		sameMessageBytes(t, m)
+	})
+}
