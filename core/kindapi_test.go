@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -627,16 +628,17 @@ func (s selfWriting) AppendJSON(buf []byte) ([]byte, error) {
 	return append(jsonvalue.AppendString(append(buf, `{"self":`...), s.Text), '}'), nil
 }
 
-// Marshal takes a JSONAppender's bytes as they are, passes on its error,
-// and still refuses invalid UTF-8 in it; a stream frame, the one in the
-// tree, is json.Marshal's bytes whichever frame it is.
+// Marshal takes a JSONAppender's bytes as they are, asks json.Marshal when
+// it fails, and still refuses invalid UTF-8 in it; a stream frame, the
+// one in the tree, is json.Marshal's bytes whichever frame it is, nil and
+// failures included.
 func TestMarshalLetsAJSONAppenderWriteItself(t *testing.T) {
 	if got := string(must(core.Marshal(selfWriting{Text: "<é>"}))); got != `{"self":"\u003cé\u003e"}` {
 		t.Fatalf("Marshal(JSONAppender) = %s; want its own bytes", got)
 	}
-	boom := errors.New("boom")
-	if _, err := core.Marshal(selfWriting{err: boom}); !errors.Is(err, boom) {
-		t.Fatalf("Marshal of a failing JSONAppender = %v; want its error", err)
+	// An appender that fails leaves the payload to json.Marshal.
+	if got, err := core.Marshal(selfWriting{Text: "t", err: errors.New("boom")}); err != nil || string(got) != `{"text":"t"}` {
+		t.Fatalf("Marshal of a failing JSONAppender = %s, %v; want what json.Marshal writes", got, err)
 	}
 	if _, err := core.Marshal(selfWriting{Text: "bad \xff"}); core.RuleOf(err) != core.RuleInvalidUTF8 {
 		t.Fatalf("Marshal of a JSONAppender with invalid UTF-8 = %v; want %s", err, core.RuleInvalidUTF8)
@@ -648,6 +650,21 @@ func TestMarshalLetsAJSONAppenderWriteItself(t *testing.T) {
 		want := must(json.Marshal(f))
 		if got := must(core.Marshal(f)); string(got) != string(want) {
 			t.Errorf("Marshal(%v) = %s; json.Marshal writes %s", f.Type, got, want)
+		}
+	}
+	// A nil pointer to an appender is null, as json.Marshal writes it.
+	if got := string(must(core.Marshal((*ai.Frame)(nil)))); got != "null" {
+		t.Errorf("Marshal of a nil *Frame = %s; want null", got)
+	}
+	// A failure is json.Marshal's, error and all.
+	for _, f := range []ai.Frame{
+		{Type: ai.FrameToolCallEnd, Arguments: json.RawMessage(`{"a":`)},
+		{Type: ai.FrameStart, Partial: &ai.Message{Usage: &ai.Usage{Cost: ai.Cost{Total: math.NaN()}}}},
+	} {
+		_, want := json.Marshal(f)
+		_, err := core.Marshal(f)
+		if want == nil || err == nil || err.Error() != want.Error() {
+			t.Errorf("Marshal(%v) failed with %v; json.Marshal with %v", f.Type, err, want)
 		}
 	}
 }

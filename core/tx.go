@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"unicode/utf8"
 
@@ -109,12 +110,13 @@ func (tx *Tx) batch() storage.CommitBatch {
 
 // JSONAppender is a payload that writes its own JSON: AppendJSON appends to
 // buf exactly the bytes json.Marshal writes of the value (compact, with
-// encoding/json's escapes), or returns json.Marshal's error. Marshal calls
-// it instead of json.Marshal, sparing the payloads a kind commits most
-// often (a stream's frames) encoding/json's reflection and its second
-// pass over what a MarshalJSON method returns. Marshal does not check the
-// bytes beyond their UTF-8: an implementation is held to json.Marshal by
-// its own tests.
+// encoding/json's escapes) and returns buf grown, never memory it keeps,
+// or fails where json.Marshal fails. Marshal calls it instead of
+// json.Marshal, sparing the payloads a kind commits most often (a stream's
+// frames) encoding/json's reflection and its second pass over what a
+// MarshalJSON method returns; on a failure it asks json.Marshal, whose
+// error it returns. Marshal does not check the bytes beyond their UTF-8:
+// an implementation is held to json.Marshal by its own tests.
 type JSONAppender interface {
 	AppendJSON(buf []byte) ([]byte, error)
 }
@@ -144,13 +146,7 @@ func Marshal(v any) (json.RawMessage, error) {
 		}
 		return buf.Bytes(), nil
 	}
-	var raw []byte
-	var err error
-	if a, ok := v.(JSONAppender); ok {
-		raw, err = jsonvalue.Appended(a.AppendJSON)
-	} else {
-		raw, err = json.Marshal(v)
-	}
+	raw, err := marshalJSON(v)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +154,23 @@ func Marshal(v any) (json.RawMessage, error) {
 		return nil, ce
 	}
 	return raw, nil
+}
+
+// marshalJSON is json.Marshal(v), by v's AppendJSON when it has one. A
+// nil pointer is encoding/json's (null), and so is a failure: its error is
+// the one json.Marshal gives.
+func marshalJSON(v any) ([]byte, error) {
+	if a, ok := v.(JSONAppender); ok && !isNilPointer(v) {
+		if raw, err := jsonvalue.Appended(a.AppendJSON); err == nil {
+			return raw, nil
+		}
+	}
+	return json.Marshal(v)
+}
+
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // payloadError is the rejection of a payload Marshal refused: its own

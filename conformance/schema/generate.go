@@ -79,7 +79,7 @@ var (
 	// ownFields are the structs whose JSON encoders write their own fields
 	// as encoding/json does (by hand, for speed), so that their schema is
 	// their fields'.
-	ownFields = map[reflect.Type]bool{reflect.TypeFor[ai.Block](): true, reflect.TypeFor[ai.Message](): true}
+	ownFields = map[reflect.Type]bool{reflect.TypeFor[ai.Block](): true}
 )
 
 // generator collects the named types a root refers to into $defs.

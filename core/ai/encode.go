@@ -7,10 +7,9 @@ import (
 	"github.com/pico-go/pico/internal/jsonvalue"
 )
 
-// MarshalJSON writes the message as encoding/json writes its fields.
-func (m Message) MarshalJSON() ([]byte, error) { return jsonvalue.Appended(m.AppendJSON) }
-
-// AppendJSON appends what MarshalJSON writes to buf: by hand, but for a
+// AppendJSON appends what json.Marshal writes of the message to buf (a
+// Message has no MarshalJSON, so that encoding/json's errors and options
+// stay its own where it writes one): by hand, but for a
 // message with deferred calls, nested calls, system sections or tool
 // changes, raw values encoding/json would rewrite (jsonvalue.AppendRaw) or
 // costs it refuses, which go through encoding/json with the rest of the
@@ -19,8 +18,7 @@ func (m Message) AppendJSON(buf []byte) ([]byte, error) {
 	if out, ok := m.appendPlain(buf); ok {
 		return out, nil
 	}
-	type plain Message
-	raw, err := json.Marshal(plain(m))
+	raw, err := json.Marshal(m)
 	return append(buf, raw...), err
 }
 

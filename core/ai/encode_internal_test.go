@@ -37,7 +37,7 @@ func TestMessageAppendJSONWritesWhatReflectionWrites(t *testing.T) {
 		if rapid.Bool().Draw(t, "anyBlocks") {
 			m.Content = Blocks(rapid.SliceOfN(rapid.Custom(genAnyBlock), 0, 3).Draw(t, "blocks")...)
 		}
-		switch rapid.IntRange(0, 7).Draw(t, "odd") {
+		switch rapid.IntRange(0, 8).Draw(t, "odd") {
 		case 0:
 			m.Details = json.RawMessage(`{"a": "<b>"}`)
 		case 1:
@@ -50,6 +50,8 @@ func TestMessageAppendJSONWritesWhatReflectionWrites(t *testing.T) {
 			m.Content = Content{Plain: true, Blocks: []Block{{Type: BlockText, Text: "x", TextSignature: "s"}}}
 		case 5:
 			m.Content = Content{}
+		case 7:
+			m.ToolsRemoved = []ToolRef{{Name: "gone"}}
 		case 6: // content encoding/json rewrites, then fields written by hand
 			m.Content = Blocks(ToolCall("c", "f", json.RawMessage(`{"a": 1}`)))
 			m.Usage = &Usage{Input: 2}
@@ -84,6 +86,26 @@ func TestMessageAppendJSONRoundTrips(t *testing.T) {
 			t.Fatalf("written again %s; before %s", twice, once)
 		}
 	})
+}
+
+// A hand writer that gives up appends nothing to the caller's buffer.
+func TestAppendPlainGivesUpWithoutWriting(t *testing.T) {
+	rewritten := json.RawMessage(`{"a": 1}`)
+	bad := Block{Type: BlockToolCall, Arguments: rewritten}
+	for name, write := range map[string]func([]byte) ([]byte, bool){
+		"block":            bad.appendPlain,
+		"frame content":    Frame{Type: FrameTextStart, Content: &bad}.appendPlain,
+		"frame tool call":  Frame{Type: FrameToolCallStart, ToolCall: &bad}.appendPlain,
+		"frame arguments":  Frame{Type: FrameToolCallEnd, Arguments: rewritten}.appendPlain,
+		"message content":  Message{Role: RoleAssistant, Content: Blocks(bad), Usage: &Usage{}}.appendPlain,
+		"message usage":    Message{Role: RoleAssistant, Usage: &Usage{Cost: Cost{Input: math.Inf(1)}}}.appendPlain,
+		"message details":  Message{Role: RoleToolResult, Details: rewritten, Timestamp: 1}.appendPlain,
+		"message sections": Message{Role: RoleSystem, Sections: map[string]*string{}}.appendPlain,
+	} {
+		if got, ok := write([]byte("prefix")); ok || string(got) != "prefix" {
+			t.Errorf("%s: appendPlain = %q, %t; want the prefix alone and false", name, got, ok)
+		}
+	}
 }
 
 func FuzzMessageEncoding(f *testing.F) {

@@ -302,10 +302,16 @@ func TestMembersGivesUpWhereEncodingJSONWouldDiffer(t *testing.T) {
 	}
 }
 
-// A null leaves a slice nil, where an empty array gives an empty one.
+// A null sets a slice or a pointer to nil, as encoding/json does, where an
+// empty array gives an empty slice.
 func TestSliceIntoTellsNullFromEmpty(t *testing.T) {
+	p := new(int64)
+	d := jsonvalue.NewDecoder([]byte(`null`))
+	if !jsonvalue.PointerInto(d, &p, func(n *int64) bool { return jsonvalue.Int64Into(d, n) }) || p != nil {
+		t.Errorf("PointerInto of null left %v; want nil", p)
+	}
 	for text, wantNil := range map[string]bool{`null`: true, `[]`: false} {
-		var v []int64
+		v := []int64{7}
 		d := jsonvalue.NewDecoder([]byte(text))
 		if !jsonvalue.SliceInto(d, &v, func(n *int64) bool { return jsonvalue.Int64Into(d, n) }) || !d.End() {
 			t.Fatalf("SliceInto gave up on %s", text)

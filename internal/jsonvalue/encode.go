@@ -77,14 +77,30 @@ var stringEscaped = func() (t [utf8.RuneSelf]bool) {
 }()
 
 // AppendRaw appends raw, a JSON text, to buf as json.Marshal writes a
-// json.RawMessage holding it, when that is raw itself: valid and compact,
-// with no <, > or & and no U+2028 or U+2029, all of which encoding/json
-// rewrites. It reports false, appending nothing, for any other text, which
-// the caller leaves to encoding/json.
+// json.RawMessage holding it, when that is raw itself: valid and compact
+// (no space outside strings), with no <, > or & and no U+2028 or U+2029,
+// which encoding/json escapes. It reports false, appending nothing, for
+// any other text, which the caller leaves to encoding/json.
 func AppendRaw(buf, raw []byte) ([]byte, bool) {
-	for _, c := range raw {
-		if rawRewritten[c] {
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			inString = !inString
+		case '\\':
+			if inString {
+				i++ // the escaped byte, a quote perhaps
+			}
+		case ' ', '\t', '\n', '\r':
+			if !inString {
+				return buf, false
+			}
+		case '<', '>', '&':
 			return buf, false
+		case 0xe2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9
+			if i+2 < len(raw) && raw[i+1] == 0x80 && raw[i+2]&^1 == 0xa8 {
+				return buf, false
+			}
 		}
 	}
 	if !Valid(raw) {
@@ -92,16 +108,6 @@ func AppendRaw(buf, raw []byte) ([]byte, bool) {
 	}
 	return append(buf, raw...), true
 }
-
-// rawRewritten are the bytes that make encoding/json rewrite a raw value:
-// space it drops, characters it escapes for HTML, and the first byte of
-// U+2028 and U+2029.
-var rawRewritten = func() (t [256]bool) {
-	for _, c := range []byte(" \t\n\r<>&\xe2") {
-		t[c] = true
-	}
-	return t
-}()
 
 // Appended returns what write appends to an empty buffer, in a slice of
 // its own of just that length: write appends to a buffer reused from call

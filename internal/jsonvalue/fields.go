@@ -5,8 +5,8 @@ import "fmt"
 // Fields names the members of an object a hand-written decoder reads into
 // a struct, in the order its Members callback numbers them. Each name may
 // be given once: a key given twice makes encoding/json keep the last
-// value, which a fast path that sets as it reads cannot mirror, so
-// Members gives up on it.
+// value, or merge the two when they are objects, which a fast path that
+// sets as it reads does not mirror, so Members gives up on it.
 type Fields struct {
 	names  []string
 	strict bool
@@ -52,7 +52,8 @@ func (d *Decoder) Members(f *Fields, set func(i int) bool) bool {
 }
 
 // The Into functions read a value into a field as encoding/json does: a
-// null leaves the field as it is.
+// null leaves a string, number or boolean as it is, and sets a pointer or
+// a slice to nil.
 
 // StringInto reads a string into s.
 func StringInto[S ~string](d *Decoder, s *S) bool {
@@ -103,9 +104,10 @@ func RawInto[R ~[]byte](d *Decoder, r *R) bool {
 }
 
 // PointerInto reads a value into a new T by read, for a pointer field:
-// null leaves the pointer as it is.
+// null sets the pointer to nil.
 func PointerInto[T any](d *Decoder, p **T, read func(*T) bool) bool {
 	if d.Null() {
+		*p = nil
 		return true
 	}
 	*p = new(T)
@@ -113,10 +115,11 @@ func PointerInto[T any](d *Decoder, p **T, read func(*T) bool) bool {
 }
 
 // SliceInto reads an array into a new slice, each element by read: null
-// leaves the slice as it is, and an empty array gives an empty slice that
-// is not nil, as encoding/json decodes into a nil slice.
+// sets the slice to nil, and an empty array gives an empty slice that is
+// not nil, as encoding/json decodes into a nil slice.
 func SliceInto[T any](d *Decoder, v *[]T, read func(*T) bool) bool {
 	if d.Null() {
+		*v = nil
 		return true
 	}
 	*v = []T{}
