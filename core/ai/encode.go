@@ -7,13 +7,12 @@ import (
 	"github.com/pico-go/pico/internal/jsonvalue"
 )
 
-// AppendJSON appends what json.Marshal writes of the message to buf (a
-// Message has no MarshalJSON, so that encoding/json's errors and options
-// stay its own where it writes one): by hand, but for a
-// message with deferred calls, nested calls, system sections or tool
-// changes, raw values encoding/json would rewrite (jsonvalue.AppendRaw) or
-// costs it refuses, which go through encoding/json with the rest of the
-// message.
+// AppendJSON appends what json.Marshal writes of the message to buf: by
+// hand, but for a message with deferred calls, nested calls, system
+// sections or tool changes, raw values encoding/json would rewrite
+// (jsonvalue.AppendRaw) or costs it refuses, which go through encoding/json
+// with the rest of the message. A Message has no MarshalJSON, so that
+// where encoding/json writes one, its errors and options stay its own.
 func (m Message) AppendJSON(buf []byte) ([]byte, error) {
 	if out, ok := m.appendPlain(buf); ok {
 		return out, nil
