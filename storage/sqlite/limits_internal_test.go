@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -38,21 +37,12 @@ func openOne(t *testing.T) (*Store, string) {
 func TestAFullDiskRollsTheCommitBackAndTheStoreGoesOn(t *testing.T) {
 	ctx := context.Background()
 	s, path := openOne(t)
-	s.db.SetMaxOpenConns(1) // the page limit is a setting of the connection
-	var pages int
-	if err := s.db.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.db.ExecContext(ctx, `PRAGMA max_page_count=`+strconv.Itoa(pages)); err != nil {
-		t.Fatal(err)
-	}
+	lift := fillDisk(t, s) // the page limit is a setting of the writer's connection
 	_, err := s.Commit(ctx, entry(2, strings.Repeat("k", 64<<10)))
 	if err == nil || !strings.Contains(err.Error(), "full") || !strings.Contains(err.Error(), "rolled back") || s.LastSeq() != 1 {
 		t.Fatalf("commit on a full database = %v, lastSeq %d; want a rolled-back failure naming the full database", err, s.LastSeq())
 	}
-	if _, err := s.db.ExecContext(ctx, `PRAGMA max_page_count=1073741823`); err != nil {
-		t.Fatal(err)
-	}
+	lift()
 	if r, err := s.Commit(ctx, entry(2, "fits")); err != nil || r.First != 2 {
 		t.Fatalf("commit once there is room = %+v, %v; want it at 2", r, err)
 	}
@@ -103,7 +93,8 @@ func TestFsyncSetsTheSyncModeOfEveryConnectionAndTheCacheIsBounded(t *testing.T)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Two connections at once: the mode is each one's, from the DSN.
+		// Two connections at once beside the writer's: the mode is each
+		// one's, from the DSN.
 		c1, err := s.db.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -114,7 +105,7 @@ func TestFsyncSetsTheSyncModeOfEveryConnectionAndTheCacheIsBounded(t *testing.T)
 		}
 		for i, c := range []interface {
 			QueryRowContext(context.Context, string, ...any) *sql.Row
-		}{c1, c2} {
+		}{c1, c2, s.w} {
 			var got, cache int
 			if err := c.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&got); err != nil {
 				t.Fatal(err)
@@ -123,7 +114,7 @@ func TestFsyncSetsTheSyncModeOfEveryConnectionAndTheCacheIsBounded(t *testing.T)
 				t.Fatal(err)
 			}
 			if got != tc.want || cache != -pageCacheKiB {
-				t.Errorf("Fsync %t: connection %d has synchronous=%d, cache_size=%d; want %d, %d", tc.fsync, i+1, got, cache, tc.want, -pageCacheKiB)
+				t.Errorf("Fsync %t: connection %d (3: the writer's) has synchronous=%d, cache_size=%d; want %d, %d", tc.fsync, i+1, got, cache, tc.want, -pageCacheKiB)
 			}
 		}
 		c1.Close()

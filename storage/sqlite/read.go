@@ -21,6 +21,14 @@ type convRow struct {
 }
 
 func (r *reader) conv(ctx context.Context, id ID) (convRow, bool, error) {
+	if r.memo != nil {
+		if c, ok := r.memo.convs[id]; ok {
+			if c == nil {
+				return convRow{}, false, nil
+			}
+			return *c, true, nil
+		}
+	}
 	var (
 		c      convRow
 		pc, pa sql.NullInt64
@@ -29,15 +37,21 @@ func (r *reader) conv(ctx context.Context, id ID) (convRow, bool, error) {
 	)
 	err := r.q.QueryRowContext(ctx, `SELECT parent_conv, parent_at, owner, deleted FROM conversations WHERE session=? AND id=?`,
 		r.session, int64(id)).Scan(&pc, &pa, &owner, &del)
-	if errors.Is(err, sql.ErrNoRows) {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if r.memo != nil {
+			r.memo.convs[id] = nil
+		}
 		return c, false, nil
-	}
-	if err != nil {
+	case err != nil:
 		return c, false, err
 	}
 	c.rec.ID, c.rec.Owner, c.deleted = id, ID(owner), del != 0
 	if pc.Valid {
 		c.rec.Parent = &storage.ParentRef{ConversationID: ID(pc.Int64), At: ID(pa.Int64)}
+	}
+	if r.memo != nil {
+		r.memo.convs[id] = &c
 	}
 	return c, true, nil
 }
@@ -200,7 +214,12 @@ func (r *reader) entryVisible(ctx context.Context, convID, id ID) (bool, error) 
 	return false, nil
 }
 
-type stateInfo struct{ rewind, list bool }
+// stateInfo is a state key's row of values_index: its policy, its kind,
+// and the task whose scratch it is in (0: none).
+type stateInfo struct {
+	rewind, list bool
+	scratch      ID
+}
 
 func (r *reader) stateInfo(ctx context.Context, key string) (*stateInfo, error) {
 	if r.memo != nil {
@@ -209,14 +228,15 @@ func (r *reader) stateInfo(ctx context.Context, key string) (*stateInfo, error) 
 		}
 	}
 	var rw, list int
+	var scratch int64
 	var info *stateInfo
-	err := r.q.QueryRowContext(ctx, `SELECT rewind, is_list FROM values_index WHERE session=? AND state_key=?`, r.session, key).Scan(&rw, &list)
+	err := r.q.QueryRowContext(ctx, `SELECT rewind, is_list, scratch_task FROM values_index WHERE session=? AND state_key=?`, r.session, key).Scan(&rw, &list, &scratch)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return nil, err
 	default:
-		info = &stateInfo{rewind: rw != 0, list: list != 0}
+		info = &stateInfo{rewind: rw != 0, list: list != 0, scratch: ID(scratch)}
 	}
 	if r.memo != nil {
 		r.memo.infos[key] = info

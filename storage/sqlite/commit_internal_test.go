@@ -1,0 +1,216 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pico-go/pico/storage"
+)
+
+// fillDisk makes the database unable to grow (its page limit is its size
+// now) and returns the function that lifts the limit again.
+func fillDisk(t *testing.T, s *Store) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	var pages int
+	if err := s.w.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.ExecContext(ctx, `PRAGMA max_page_count=`+strconv.Itoa(pages)); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := s.w.ExecContext(ctx, `PRAGMA max_page_count=1073741823`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func bigEntry(id, conv ID) storage.Write {
+	return storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: id, ConversationID: conv, Kind: "user", Key: strings.Repeat("k", 64<<10)}}
+}
+
+// What a commit learns of conversations and tasks is kept for the next
+// commit, but not what a commit that rolled back wrote: the next commit
+// checks its batch against what is stored, so a write to a conversation or
+// task the failed batch created is refused, and the writer's connection is
+// not left inside a transaction.
+func TestACommitThatRollsBackLeavesNothingForTheNextCommitsCheck(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openOne(t) // conversation 1 at seq 1
+	defer s.Close(ctx)
+	lift := fillDisk(t, s)
+	_, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+		{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 2}},
+		{Type: storage.WriteTask, Task: &storage.Task{ID: 3, ConversationID: 1, Kind: "k", Status: "queued", Role: storage.RoleStart}},
+		bigEntry(4, 2),
+	}})
+	if err == nil || s.LastSeq() != 1 {
+		t.Fatalf("commit on a full database = %v, lastSeq %d; want a failure and nothing stored", err, s.LastSeq())
+	}
+	lift()
+	var inTx bool
+	if err := s.w.Raw(func(dc any) error {
+		inTx = !dc.(interface{ AutoCommit() bool }).AutoCommit()
+		return nil
+	}); err != nil || inTx {
+		t.Fatalf("after the failed commit the writer connection is in a transaction: %t (%v)", inTx, err)
+	}
+	for _, w := range []storage.Write{
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 2, ConversationID: 2, Kind: "user"}},
+		{Type: storage.WritePatch, ID: 3, Status: "running", Role: storage.RoleInflight},
+	} {
+		_, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{w}})
+		var be *storage.BatchError
+		if !errors.As(err, &be) || s.LastSeq() != 1 {
+			t.Errorf("%s after the batch that created its target rolled back = %v, lastSeq %d; want a BatchError", w.Type, err, s.LastSeq())
+		}
+	}
+	if _, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+		{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 2}},
+	}}); err != nil {
+		t.Fatalf("creating conversation 2 once there is room = %v", err)
+	}
+}
+
+// The commit memo never holds much more than commitMemoMax records however
+// many state keys the session writes.
+func TestTheCommitMemoIsBounded(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openOne(t)
+	defer s.Close(ctx)
+	const perBatch = 50
+	peak := 0
+	for b := range 2 * commitMemoMax / perBatch {
+		batch := storage.CommitBatch{Kind: storage.BatchMain}
+		for i := range perBatch {
+			a := storage.ConversationValue[int]("n", storage.Sticky).In(1).WithKey(strconv.Itoa(b*perBatch + i)).Address
+			batch.Writes = append(batch.Writes, storage.Write{Type: storage.WriteValueSet, Addr: &a, Value: json.RawMessage(`1`)})
+		}
+		if _, err := s.Commit(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		peak = max(peak, s.memo.size())
+	}
+	if peak > commitMemoMax+perBatch+1 || peak < commitMemoMax {
+		t.Fatalf("the memo held up to %d records; want it to reach %d and go no further than a batch past it", peak, commitMemoMax)
+	}
+}
+
+// Settling a task forgets its scratch keys, whose rows the settle deletes,
+// and only its own: another live task's scratch is still known, and both
+// tasks' scratch reads as the memory backend's would.
+func TestASettleForgetsOnlyItsOwnScratchKeys(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openOne(t) // conversation 1 at seq 1
+	defer s.Close(ctx)
+	commit := func(b storage.CommitBatch) {
+		t.Helper()
+		if _, err := s.Commit(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task := func(id ID) storage.Write {
+		return storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: id, ConversationID: 1, Kind: "k", Status: "running", Role: storage.RoleInflight}}
+	}
+	commit(storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{task(2), task(3)}})
+	frames := func(task ID) storage.Address {
+		return storage.ScratchList[string]("frames").In(task).Address
+	}
+	for _, id := range []ID{2, 3} {
+		a := frames(id)
+		commit(storage.CommitBatch{Kind: storage.BatchScratch, Task: id, Writes: []storage.Write{{Type: storage.WriteListAppend, Addr: &a, Value: json.RawMessage(`"f"`)}}})
+	}
+	commit(storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteSettle, ID: 2, Status: "done", Role: storage.RoleTerminal}}})
+	a2, a3 := frames(2), frames(3)
+	if _, ok := s.memo.infos[a2.StateKey()]; ok {
+		t.Error("the settled task's scratch key is still in the memo")
+	}
+	if info := s.memo.infos[a3.StateKey()]; info == nil || info.scratch != 3 || !info.list {
+		t.Errorf("the live task's scratch key in the memo = %+v; want a list of task 3's scratch", info)
+	}
+	commit(storage.CommitBatch{Kind: storage.BatchScratch, Task: 3, Writes: []storage.Write{{Type: storage.WriteListAppend, Addr: &a3, Value: json.RawMessage(`"g"`)}}})
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM list_elements l JOIN values_index v ON v.session=l.session AND v.state_key=l.state_key WHERE v.scratch_task=?`, 3).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("task 3's scratch holds %d indexed elements (%v); want 2", n, err)
+	}
+}
+
+// A commit whose context has ended stores nothing and says why; the store
+// goes on.
+func TestACommitWithAnEndedContextStoresNothing(t *testing.T) {
+	s, _ := openOne(t)
+	defer s.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Commit(ctx, entry(2, "k")); !errors.Is(err, context.Canceled) || s.LastSeq() != 1 {
+		t.Fatalf("commit with a cancelled context = %v, lastSeq %d; want context.Canceled and nothing stored", err, s.LastSeq())
+	}
+	if r, err := s.Commit(context.Background(), entry(2, "k")); err != nil || r.First != 2 {
+		t.Fatalf("the next commit = %+v, %v", r, err)
+	}
+}
+
+// A database Open creates has pages of pageSize; one made with another
+// size keeps it, and is written and read back as well.
+func TestANewDatabaseHasSmallPagesAndAnOldOneKeepsItsOwn(t *testing.T) {
+	ctx := context.Background()
+	pageSizeOf := func(path string) int {
+		t.Helper()
+		db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	s, path := openOne(t)
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := pageSizeOf(path); got != pageSize {
+		t.Errorf("a new database has pages of %d bytes; want %d", got, pageSize)
+	}
+
+	old := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite3", "file:"+old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `PRAGMA page_size=4096; PRAGMA journal_mode=WAL`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for round := range 2 {
+		s, err := Open(ctx, old, Options{Session: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			if _, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+				{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+				{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 2, ConversationID: 1, Kind: "user", Key: "old"}},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+		} else if got, err := s.GetEntries(ctx, []ID{2}); err != nil || got[2] == nil || got[2].Key != "old" {
+			t.Fatalf("reopened: entry 2 = %+v, %v", got[2], err)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := pageSizeOf(old); got != 4096 {
+		t.Errorf("a database made with 4,096-byte pages has %d-byte pages after pico wrote it", got)
+	}
+}
