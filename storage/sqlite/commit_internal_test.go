@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,7 +50,8 @@ func TestACommitThatRollsBackLeavesNothingForTheNextCommitsCheck(t *testing.T) {
 	_, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
 		{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 2}},
 		{Type: storage.WriteTask, Task: &storage.Task{ID: 3, ConversationID: 1, Kind: "k", Status: "queued", Role: storage.RoleStart}},
-		bigEntry(4, 2),
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 4, ConversationID: 1, Kind: "note"}},
+		bigEntry(5, 2),
 	}})
 	if err == nil || s.LastSeq() != 1 {
 		t.Fatalf("commit on a full database = %v, lastSeq %d; want a failure and nothing stored", err, s.LastSeq())
@@ -74,8 +76,12 @@ func TestACommitThatRollsBackLeavesNothingForTheNextCommitsCheck(t *testing.T) {
 	}
 	if _, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
 		{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 2}},
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 3, ConversationID: 1, Kind: "note"}},
 	}}); err != nil {
-		t.Fatalf("creating conversation 2 once there is room = %v", err)
+		t.Fatalf("creating conversation 2 and a note once there is room = %v", err)
+	}
+	if kinds, err := s.EntryKinds(ctx); err != nil || !slices.Contains(kinds, "note") {
+		t.Fatalf("entry kinds = %v, %v; want the note's kind listed", kinds, err)
 	}
 }
 
@@ -212,5 +218,83 @@ func TestANewDatabaseHasSmallPagesAndAnOldOneKeepsItsOwn(t *testing.T) {
 	}
 	if got := pageSizeOf(old); got != 4096 {
 		t.Errorf("a database made with 4,096-byte pages has %d-byte pages after pico wrote it", got)
+	}
+}
+
+// A last_seq that holds the handle's number written another way (edited by
+// hand) is the handle's own: the commit goes on and writes it plainly. A
+// batch refused after the claim leaves it as it was.
+func TestLastSeqIsComparedAsANumber(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openOne(t)
+	defer s.Close(ctx)
+	if _, err := s.db.ExecContext(ctx, `UPDATE session_metadata SET value='01' WHERE session='s' AND key='last_seq'`); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Commit(ctx, entry(2, "k")); err != nil || r.First != 2 {
+		t.Fatalf("commit over last_seq '01' = %+v, %v; want it at 2", r, err)
+	}
+	stored := func() string {
+		t.Helper()
+		var v string
+		if err := s.db.QueryRowContext(ctx, `SELECT value FROM session_metadata WHERE session='s' AND key='last_seq'`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := stored(); got != "2" {
+		t.Fatalf("last_seq after the commit = %q; want \"2\"", got)
+	}
+	var be *storage.BatchError
+	if _, err := s.Commit(ctx, entry(2, "again")); !errors.As(err, &be) {
+		t.Fatalf("a second entry 2 = %v; want a BatchError", err)
+	}
+	if got := stored(); got != "2" || s.LastSeq() != 2 {
+		t.Fatalf("after a refused batch last_seq is %q (handle %d); want \"2\"", got, s.LastSeq())
+	}
+}
+
+// Reads share the commits' memo: what one learns (a key that is not there)
+// serves the reads and commits after it, until a commit writes the key; a
+// memo that is full gets nothing more from reads. Reads run side by side
+// (go test -race checks they share it safely).
+func TestReadsShareTheCommitMemo(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openOne(t)
+	defer s.Close(ctx)
+	key := storage.ConversationValue[int]("n", storage.Sticky).In(1).WithKey("later").Address
+	done := make(chan error)
+	for range 4 {
+		go func() {
+			_, ok, err := s.GetValue(ctx, key, 0)
+			if ok {
+				err = errors.New("a value before any was written")
+			}
+			done <- err
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, ok := s.memo.infos[key.StateKey()]; !ok || info != nil {
+		t.Fatalf("after the reads the memo has %+v, %t for the key; want it known to be absent", info, ok)
+	}
+	if _, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteValueSet, Addr: &key, Value: json.RawMessage(`7`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := s.GetValue(ctx, key, 0); err != nil || !ok || string(v.Value) != "7" {
+		t.Fatalf("the value once written = %+v, %t, %v; want 7", v, ok, err)
+	}
+	for i := 0; s.memo.size() < commitMemoMax; i++ {
+		s.memo.kinds[strconv.Itoa(i)] = true
+	}
+	other := storage.ConversationValue[int]("n", storage.Sticky).In(1).WithKey("other").Address
+	if _, _, err := s.GetValue(ctx, other, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.memo.infos[other.StateKey()]; ok || s.memo.size() != commitMemoMax {
+		t.Fatalf("a read added to a full memo (%d records)", s.memo.size())
 	}
 }

@@ -94,7 +94,7 @@ func TestASecondProcessIsRefusedUntilTheHolderDies(t *testing.T) {
 }
 
 // Were two writers to meet anyway (a lock the file system does not honour),
-// the one whose view is stale is refused: last_seq is read inside the
+// the one whose view is stale is refused: last_seq is checked inside the
 // write transaction, and a moved one poisons the handle.
 func TestAWriterWhoseLastSeqMovedIsRefusedAndPoisoned(t *testing.T) {
 	ctx := context.Background()

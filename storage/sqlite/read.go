@@ -22,7 +22,7 @@ type convRow struct {
 
 func (r *reader) conv(ctx context.Context, id ID) (convRow, bool, error) {
 	if r.memo != nil {
-		if c, ok := r.memo.convs[id]; ok {
+		if c, ok := recall(r, r.memo.convs, id); ok {
 			if c == nil {
 				return convRow{}, false, nil
 			}
@@ -40,7 +40,7 @@ func (r *reader) conv(ctx context.Context, id ID) (convRow, bool, error) {
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		if r.memo != nil {
-			r.memo.convs[id] = nil
+			remember(r, r.memo.convs, id, nil)
 		}
 		return c, false, nil
 	case err != nil:
@@ -51,7 +51,7 @@ func (r *reader) conv(ctx context.Context, id ID) (convRow, bool, error) {
 		c.rec.Parent = &storage.ParentRef{ConversationID: ID(pc.Int64), At: ID(pa.Int64)}
 	}
 	if r.memo != nil {
-		r.memo.convs[id] = &c
+		remember(r, r.memo.convs, id, &c)
 	}
 	return c, true, nil
 }
@@ -91,7 +91,7 @@ func scanTask(sc interface{ Scan(...any) error }) (*storage.Task, error) {
 
 func (r *reader) task(ctx context.Context, id ID) (*storage.Task, bool, error) {
 	if r.memo != nil {
-		if t, ok := r.memo.tasks[id]; ok {
+		if t, ok := recall(r, r.memo.tasks, id); ok {
 			return t, t != nil, nil
 		}
 	}
@@ -103,7 +103,7 @@ func (r *reader) task(ctx context.Context, id ID) (*storage.Task, bool, error) {
 		return nil, false, err
 	}
 	if r.memo != nil {
-		r.memo.tasks[id] = t
+		remember(r, r.memo.tasks, id, t)
 	}
 	return t, t != nil, nil
 }
@@ -223,7 +223,7 @@ type stateInfo struct {
 
 func (r *reader) stateInfo(ctx context.Context, key string) (*stateInfo, error) {
 	if r.memo != nil {
-		if info, ok := r.memo.infos[key]; ok {
+		if info, ok := recall(r, r.memo.infos, key); ok {
 			return info, nil
 		}
 	}
@@ -239,7 +239,7 @@ func (r *reader) stateInfo(ctx context.Context, key string) (*stateInfo, error) 
 		info = &stateInfo{rewind: rw != 0, list: list != 0, scratch: ID(scratch)}
 	}
 	if r.memo != nil {
-		r.memo.infos[key] = info
+		remember(r, r.memo.infos, key, info)
 	}
 	return info, nil
 }
@@ -290,7 +290,34 @@ func order(backward bool) string {
 	return " ASC"
 }
 
-func (s *Store) rd() *reader { return &reader{q: s.db, session: s.session} }
+// rd is a reader of the database for one read, holding s.mu's read lock.
+// It shares the commits' memo with the reads beside it, under memoMu.
+func (s *Store) rd() *reader {
+	return &reader{q: s.db, session: s.session, memo: s.memo, shared: &s.memoMu}
+}
+
+// recall looks k up in m, one of the reader's memo's maps.
+func recall[K comparable, V any](r *reader, m map[K]V, k K) (V, bool) {
+	if r.shared != nil {
+		r.shared.Lock()
+		defer r.shared.Unlock()
+	}
+	v, ok := m[k]
+	return v, ok
+}
+
+// remember records v for k in m, one of the reader's memo's maps. A read
+// adds nothing to a memo that is full: only a commit starts a new one.
+func remember[K comparable, V any](r *reader, m map[K]V, k K, v V) {
+	if r.shared != nil {
+		r.shared.Lock()
+		defer r.shared.Unlock()
+		if r.memo.size() >= commitMemoMax {
+			return
+		}
+	}
+	m[k] = v
+}
 
 func (r *reader) conversationExists(ctx context.Context, id ID) error {
 	c, ok, err := r.conv(ctx, id)

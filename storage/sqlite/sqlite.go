@@ -113,7 +113,8 @@ type Store struct {
 	session  string
 	readOnly bool
 	lock     *filelock.Lock
-	memo     *commitMemo // what commits read and wrote; nil after a failed one
+	memo     *commitMemo // what commits and reads learned; nil after a failed commit
+	memoMu   sync.Mutex  // held by a read looking up or adding to memo
 	claimed  bool        // a harness holds this handle (Claim)
 	// poisoned is the first failure after which this handle can no longer
 	// trust what it knows (another writer moved last_seq); every later
@@ -531,14 +532,9 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 		}
 	}()
 	ctx = context.WithoutCancel(ctx)
-	stored, err := readLastSeq(ctx, tx, s.session)
-	if err != nil {
+	rng := storage.Range{First: s.lastSeq + 1, Last: s.lastSeq + ID(len(batch.Writes))}
+	if err := s.claimSeqs(ctx, tx, rng.Last); err != nil {
 		return storage.Range{}, err
-	}
-	if stored != s.lastSeq {
-		s.poisoned = &storage.LockedError{Session: fmt.Sprintf("%s (session %q)", s.path, s.session),
-			Holder: fmt.Sprintf("another writer moved last_seq from %d to %d under this handle", s.lastSeq, stored)}
-		return storage.Range{}, s.poisoned
 	}
 	if s.memo == nil || s.memo.size() > commitMemoMax {
 		s.memo = newCommitMemo()
@@ -553,21 +549,45 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 		}
 		return storage.Range{}, &storage.BatchError{Index: -1, Seq: s.lastSeq + 1, Rule: "batch over the size limit", Err: &storage.BatchTooLargeError{Bytes: n, Max: batchBytesMax}}
 	}
-	rng := storage.Range{First: s.lastSeq + 1, Last: s.lastSeq + ID(len(batch.Writes))}
 	for i := range batch.Writes {
 		if err := r.apply(ctx, &batch.Writes[i], s.lastSeq+1+ID(i)); err != nil {
 			return storage.Range{}, fmt.Errorf("sqlite: apply write %d (rolled back: nothing of the batch is stored): %w", i, err)
 		}
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE session_metadata SET value=? WHERE session=? AND key='last_seq'`,
-		strconv.FormatInt(int64(rng.Last), 10), s.session); err != nil {
-		return storage.Range{}, fmt.Errorf("sqlite: %w", err)
 	}
 	if err := tx.commit(ctx); err != nil {
 		return storage.Range{}, fmt.Errorf("sqlite: commit (rolled back: nothing of the batch is stored): %w", err)
 	}
 	s.lastSeq = rng.Last
 	return rng, nil
+}
+
+// claimSeqs moves the stored last_seq from the handle's to last, first
+// thing in a commit's transaction, in one statement that finds the row only
+// if it still holds the handle's value. If another writer moved it, the
+// handle is poisoned (its view of the session is stale) and nothing is
+// written; the rollback undoes the move if the batch then fails.
+func (s *Store) claimSeqs(ctx context.Context, tx *writeTx, last ID) error {
+	res, err := tx.ExecContext(ctx, `UPDATE session_metadata SET value=? WHERE session=? AND key='last_seq' AND value=?`,
+		strconv.FormatInt(int64(last), 10), s.session, strconv.FormatInt(int64(s.lastSeq), 10))
+	if err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	stored, err := readLastSeq(ctx, tx, s.session)
+	if err != nil {
+		return err
+	}
+	if stored != s.lastSeq {
+		s.poisoned = &storage.LockedError{Session: fmt.Sprintf("%s (session %q)", s.path, s.session),
+			Holder: fmt.Sprintf("another writer moved last_seq from %d to %d under this handle", s.lastSeq, stored)}
+		return s.poisoned
+	}
+	// The same number written another way (by hand: "007"): write ours.
+	_, err = tx.ExecContext(ctx, `UPDATE session_metadata SET value=? WHERE session=? AND key='last_seq'`,
+		strconv.FormatInt(int64(last), 10), s.session)
+	return err
 }
 
 // writeTx is one write transaction on the store's writer connection, begun
@@ -635,21 +655,26 @@ func encodedSize(batch storage.CommitBatch) (int, error) {
 type reader struct {
 	q       queryer
 	session string
-	// memo, on a commit's reader only, keeps what commits looked up: the
-	// batch check and the writes after it ask for the same conversations,
-	// state keys and tasks, and so does the next commit. The store is the
-	// session's only writer (its lock file, and last_seq checked first in
-	// every commit), so an answer only changes by its own writes, which
+	// memo keeps what commits and reads looked up: the batch check and
+	// the writes after it ask for the same conversations, state keys and
+	// tasks, and so do the next commit and the reads between. The store is
+	// the session's only writer (its lock file, and last_seq checked first
+	// in every commit), so an answer only changes by its own writes, which
 	// update the memo; a commit that fails drops it.
 	memo *commitMemo
+	// shared, on a read's reader, is the lock of the memo it shares with
+	// the reads beside it (a commit runs alone: nil).
+	shared *sync.Mutex
 }
 
 // commitMemo is what the store's commits read or wrote of conversations,
-// state keys and tasks (a nil value: none stored).
+// state keys and tasks (a nil value: none stored), and the entry kinds
+// they know are in entry_kinds.
 type commitMemo struct {
 	convs map[ID]*convRow
 	infos map[string]*stateInfo
 	tasks map[ID]*storage.Task
+	kinds map[string]bool
 }
 
 // commitMemoMax bounds a commit memo's records: past it the next commit
@@ -657,10 +682,10 @@ type commitMemo struct {
 const commitMemoMax = 4096
 
 func newCommitMemo() *commitMemo {
-	return &commitMemo{convs: map[ID]*convRow{}, infos: map[string]*stateInfo{}, tasks: map[ID]*storage.Task{}}
+	return &commitMemo{convs: map[ID]*convRow{}, infos: map[string]*stateInfo{}, tasks: map[ID]*storage.Task{}, kinds: map[string]bool{}}
 }
 
-func (m *commitMemo) size() int { return len(m.convs) + len(m.infos) + len(m.tasks) }
+func (m *commitMemo) size() int { return len(m.convs) + len(m.infos) + len(m.tasks) + len(m.kinds) }
 
 func nullJSON(b []byte) any {
 	if b == nil {
@@ -740,8 +765,16 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 			sess, int64(e.ID), int64(e.ConversationID), e.Kind, e.Key, int64(e.ByTaskID), nullJSON(e.Data), model, nullID(e.Head), edits); err != nil {
 			return err
 		}
-		_, err = q.ExecContext(ctx, `INSERT OR IGNORE INTO entry_kinds(session,kind) VALUES(?,?)`, sess, e.Kind)
-		return err
+		if r.memo != nil && r.memo.kinds[e.Kind] {
+			return nil
+		}
+		if _, err = q.ExecContext(ctx, `INSERT OR IGNORE INTO entry_kinds(session,kind) VALUES(?,?)`, sess, e.Kind); err != nil {
+			return err
+		}
+		if r.memo != nil {
+			r.memo.kinds[e.Kind] = true
+		}
+		return nil
 	case storage.WriteTask:
 		if r.memo != nil {
 			r.memo.tasks[w.Task.ID] = w.Task
