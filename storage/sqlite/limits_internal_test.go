@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -122,5 +123,36 @@ func TestFsyncSetsTheSyncModeOfEveryConnectionAndTheCacheIsBounded(t *testing.T)
 		if err := s.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A batch's size is the length of what json.Marshal writes of its writes,
+// escapes and all; one json.Marshal refuses is its error. The buffer it is
+// measured in is kept for the next commit only while small.
+func TestABatchIsMeasuredAsJSONMarshalWritesIt(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openOne(t)
+	defer s.Close(ctx)
+	a := storage.ConversationValue[int]("n<", storage.Sticky).In(1).WithKey("&").Address
+	for _, ws := range [][]storage.Write{
+		{{Type: storage.WriteValueSet, Addr: &a, Value: json.RawMessage(` { "a" : "<\u2028>" } `)}},
+		{{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 2, ConversationID: 1, Kind: "user", Key: strings.Repeat("é<", 40<<10)}}},
+	} {
+		want, err := json.Marshal(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.encodedSize(storage.CommitBatch{Kind: storage.BatchMain, Writes: ws}); err != nil || n != len(want) {
+			t.Errorf("encodedSize = %d, %v; json.Marshal writes %d bytes", n, err, len(want))
+		}
+		if cap(s.sizeBuf) > sizeBufMax {
+			t.Errorf("the store kept a buffer of %d bytes", cap(s.sizeBuf))
+		}
+	}
+	bad := storage.Address{Namespace: "n"}
+	ws := []storage.Write{{Type: storage.WriteValueSet, Addr: &bad, Value: json.RawMessage(`1`)}}
+	_, want := json.Marshal(ws)
+	if _, err := s.encodedSize(storage.CommitBatch{Kind: storage.BatchMain, Writes: ws}); err == nil || err.Error() != want.Error() {
+		t.Errorf("encodedSize of a scope of no kind = %v; want json.Marshal's %v", err, want)
 	}
 }

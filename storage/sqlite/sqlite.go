@@ -115,6 +115,7 @@ type Store struct {
 	lock     *filelock.Lock
 	memo     *commitMemo // what commits and reads learned; nil after a failed commit
 	memoMu   sync.Mutex  // held by a read looking up or adding to memo
+	sizeBuf  []byte      // where a commit measures its batch (encodedSize)
 	claimed  bool        // a harness holds this handle (Claim)
 	// poisoned is the first failure after which this handle can no longer
 	// trust what it knows (another writer moved last_seq); every later
@@ -543,7 +544,7 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 	if err := storage.CheckBatch(ctx, lookup{r}, s.lastSeq, batch); err != nil {
 		return storage.Range{}, err
 	}
-	if n, err := encodedSize(batch); err != nil || n > batchBytesMax {
+	if n, err := s.encodedSize(batch); err != nil || n > batchBytesMax {
 		if err != nil {
 			return storage.Range{}, fmt.Errorf("sqlite: encoding batch %d: %w", s.lastSeq+1, err)
 		}
@@ -645,11 +646,23 @@ func (tx *writeTx) rollback() error {
 }
 
 // encodedSize is how many bytes of JSON the batch's writes encode to: what
-// the size limit holds a batch to, as JSONL holds its line.
-func encodedSize(batch storage.CommitBatch) (int, error) {
+// the size limit holds a batch to, as JSONL holds its line. It writes them
+// into s.sizeBuf, kept for the next commit unless it grew past
+// sizeBufMax.
+func (s *Store) encodedSize(batch storage.CommitBatch) (int, error) {
+	raw, ok := storage.AppendWrites(s.sizeBuf[:0], batch.Writes)
+	if cap(raw) <= sizeBufMax {
+		s.sizeBuf = raw[:0]
+	}
+	if ok {
+		return len(raw), nil
+	}
 	raw, err := json.Marshal(batch.Writes)
 	return len(raw), err
 }
+
+// sizeBufMax bounds the buffer a store keeps for measuring batches.
+const sizeBufMax = 64 << 10
 
 // reader runs the backend's queries against the database or a transaction.
 type reader struct {
