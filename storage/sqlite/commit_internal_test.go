@@ -129,17 +129,36 @@ func TestASettleForgetsOnlyItsOwnScratchKeys(t *testing.T) {
 	frames := func(task ID) storage.Address {
 		return storage.ScratchList[string]("frames").In(task).Address
 	}
+	value := func(task ID) storage.Address {
+		return storage.ScratchValue[string]("v").In(task).Address
+	}
 	for _, id := range []ID{2, 3} {
-		a := frames(id)
-		commit(storage.CommitBatch{Kind: storage.BatchScratch, Task: id, Writes: []storage.Write{{Type: storage.WriteListAppend, Addr: &a, Value: json.RawMessage(`"f"`)}}})
+		a, v := frames(id), value(id)
+		commit(storage.CommitBatch{Kind: storage.BatchScratch, Task: id, Writes: []storage.Write{
+			{Type: storage.WriteListAppend, Addr: &a, Value: json.RawMessage(`"f"`)},
+			{Type: storage.WriteValueSet, Addr: &v, Value: json.RawMessage(`"v"`)},
+		}})
 	}
 	commit(storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteSettle, ID: 2, Status: "done", Role: storage.RoleTerminal}}})
 	a2, a3 := frames(2), frames(3)
+	for _, tc := range []struct {
+		table string
+		key   storage.Address
+		want  int
+	}{
+		{"list_elements", a2, 0}, {"value_versions", value(2), 0}, {"values_index", a2, 0}, {"values_index", value(2), 0},
+		{"list_elements", a3, 1}, {"value_versions", value(3), 1}, {"values_index", a3, 1}, {"values_index", value(3), 1},
+	} {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+tc.table+` WHERE session='s' AND state_key=?`, tc.key.StateKey()).Scan(&n); err != nil || n != tc.want {
+			t.Errorf("%s holds %d rows of %s (%v); want %d", tc.table, n, tc.key.StateKey(), err, tc.want)
+		}
+	}
 	if _, ok := s.memo.infos[a2.StateKey()]; ok {
 		t.Error("the settled task's scratch key is still in the memo")
 	}
-	if info := s.memo.infos[a3.StateKey()]; info == nil || info.scratch != 3 || !info.list {
-		t.Errorf("the live task's scratch key in the memo = %+v; want a list of task 3's scratch", info)
+	if info := s.memo.infos[a3.StateKey()]; info == nil || !info.list {
+		t.Errorf("the live task's scratch key in the memo = %+v; want a list", info)
 	}
 	commit(storage.CommitBatch{Kind: storage.BatchScratch, Task: 3, Writes: []storage.Write{{Type: storage.WriteListAppend, Addr: &a3, Value: json.RawMessage(`"g"`)}}})
 	var n int

@@ -214,12 +214,7 @@ func (r *reader) entryVisible(ctx context.Context, convID, id ID) (bool, error) 
 	return false, nil
 }
 
-// stateInfo is a state key's row of values_index: its policy, its kind,
-// and the task whose scratch it is in (0: none).
-type stateInfo struct {
-	rewind, list bool
-	scratch      ID
-}
+type stateInfo struct{ rewind, list bool }
 
 func (r *reader) stateInfo(ctx context.Context, key string) (*stateInfo, error) {
 	if r.memo != nil {
@@ -228,15 +223,14 @@ func (r *reader) stateInfo(ctx context.Context, key string) (*stateInfo, error) 
 		}
 	}
 	var rw, list int
-	var scratch int64
 	var info *stateInfo
-	err := r.q.QueryRowContext(ctx, `SELECT rewind, is_list, scratch_task FROM values_index WHERE session=? AND state_key=?`, r.session, key).Scan(&rw, &list, &scratch)
+	err := r.q.QueryRowContext(ctx, `SELECT rewind, is_list FROM values_index WHERE session=? AND state_key=?`, r.session, key).Scan(&rw, &list)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return nil, err
 	default:
-		info = &stateInfo{rewind: rw != 0, list: list != 0, scratch: ID(scratch)}
+		info = &stateInfo{rewind: rw != 0, list: list != 0}
 	}
 	if r.memo != nil {
 		remember(r, r.memo.infos, key, info)

@@ -821,27 +821,49 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 			r.memo.tasks[t.ID] = &t
 		}
 		if w.Type == storage.WriteSettle {
-			if r.memo != nil { // the settled task's scratch keys go below
-				for key, info := range r.memo.infos {
-					if info != nil && info.scratch == w.ID {
-						delete(r.memo.infos, key)
-					}
-				}
-			}
-			// "scratch_task != 0" lets SQLite use the partial scratch index
-			// instead of walking every state key of the session.
-			sub := `(SELECT state_key FROM values_index WHERE session=? AND scratch_task=? AND scratch_task != 0)`
-			for _, tbl := range []string{"value_versions", "list_elements", "list_clears", "list_removes"} {
-				if _, err := q.ExecContext(ctx, `DELETE FROM `+tbl+` WHERE session=? AND state_key IN `+sub, sess, sess, int64(w.ID)); err != nil {
-					return err
-				}
-			}
-			_, err := q.ExecContext(ctx, `DELETE FROM values_index WHERE session=? AND scratch_task=? AND scratch_task != 0`, sess, int64(w.ID))
-			return err
+			return r.retireScratch(ctx, w.ID)
 		}
 		return nil
 	}
 	return fmt.Errorf("unknown write type %q", w.Type)
+}
+
+// retireScratch deletes a settled task's scratch: each of its state keys'
+// rows from the one table that holds them (scratch never rewinds, so a
+// list's are its elements, a value's its versions), then the keys, which
+// the memo forgets. A task that wrote no scratch costs one query.
+func (r *reader) retireScratch(ctx context.Context, task ID) error {
+	q, sess := r.q, r.session
+	type scratchKey struct {
+		key  string
+		list bool
+	}
+	// "scratch_task != 0" lets SQLite use the partial scratch index instead
+	// of walking every state key of the session.
+	keys, err := queryAll(ctx, q, func(sc interface{ Scan(...any) error }) (scratchKey, error) {
+		var k scratchKey
+		var list int
+		err := sc.Scan(&k.key, &list)
+		k.list = list != 0
+		return k, err
+	}, `SELECT state_key, is_list FROM values_index WHERE session=? AND scratch_task=? AND scratch_task != 0`, sess, int64(task))
+	if err != nil || len(keys) == 0 {
+		return err
+	}
+	for _, k := range keys {
+		if r.memo != nil {
+			delete(r.memo.infos, k.key)
+		}
+		del := `DELETE FROM value_versions WHERE session=? AND state_key=?`
+		if k.list {
+			del = `DELETE FROM list_elements WHERE session=? AND state_key=?`
+		}
+		if _, err := q.ExecContext(ctx, del, sess, k.key); err != nil {
+			return err
+		}
+	}
+	_, err = q.ExecContext(ctx, `DELETE FROM values_index WHERE session=? AND scratch_task=? AND scratch_task != 0`, sess, int64(task))
+	return err
 }
 
 // updateTask writes what a patch or settle changes of a stored task: its
@@ -890,11 +912,12 @@ func (r *reader) applyState(ctx context.Context, w *storage.Write, seq ID) error
 	}
 	if info == nil {
 		info = &stateInfo{rewind: a.Historical(), list: isListWrite(w.Type)}
+		scratch := int64(0)
 		if a.Scope.Kind == storage.ScopeScratch {
-			info.scratch = a.Scope.ID
+			scratch = int64(a.Scope.ID)
 		}
 		if _, err := q.ExecContext(ctx, `INSERT INTO values_index(session,state_key,scope_ns,key,rewind,is_list,scratch_task) VALUES(?,?,?,?,?,?,?)`,
-			sess, key, nsKey(a.Scope, a.Namespace), a.Key, b2i(info.rewind), b2i(info.list), int64(info.scratch)); err != nil {
+			sess, key, nsKey(a.Scope, a.Namespace), a.Key, b2i(info.rewind), b2i(info.list), scratch); err != nil {
 			return err
 		}
 		if r.memo != nil {
