@@ -14,7 +14,8 @@ import (
 type Lookup interface {
 	// LookupConversation returns a conversation that exists and is not deleted.
 	LookupConversation(ctx context.Context, id ID) (Conversation, bool, error)
-	// LookupTask returns a task record, terminal or not.
+	// LookupTask returns a task record, terminal or not. Its State may be
+	// left out (SQLite's lookups do): no rule reads a stored task's state.
 	LookupTask(ctx context.Context, id ID) (*Task, bool, error)
 	// EntryVisible reports whether entry id is in the logical transcript of
 	// the conversation.

@@ -317,3 +317,93 @@ func TestReadsShareTheCommitMemo(t *testing.T) {
 		t.Fatalf("a read added to a full memo (%d records)", s.memo.size())
 	}
 }
+
+// endsAfterFirstLook is a context that has not ended when first asked and
+// has ended (its deadline passed) every time after: as if it ended while
+// SQLite waited for the write lock, a wait that does not watch it.
+type endsAfterFirstLook struct {
+	context.Context
+	looked bool
+}
+
+func (c *endsAfterFirstLook) Err() error {
+	if !c.looked {
+		c.looked = true
+		return nil
+	}
+	return context.DeadlineExceeded
+}
+
+// A commit whose context ended while it waited for the database's write
+// lock gives the lock back and stores nothing: it does not land after its
+// caller gave up. The store goes on.
+func TestACommitWhoseContextEndedWhileItWaitedStoresNothing(t *testing.T) {
+	s, _ := openOne(t)
+	defer s.Close(context.Background())
+	ctx := &endsAfterFirstLook{Context: context.Background()}
+	if _, err := s.Commit(ctx, entry(2, "late")); !errors.Is(err, context.DeadlineExceeded) || s.LastSeq() != 1 {
+		t.Fatalf("commit whose deadline passed in BEGIN = %v, lastSeq %d; want DeadlineExceeded and nothing stored", err, s.LastSeq())
+	}
+	if !ctx.looked {
+		t.Fatal("the commit never looked at its context")
+	}
+	if got, err := s.GetEntries(context.Background(), []ID{2}); err != nil || len(got) != 0 {
+		t.Fatalf("entry 2 = %v, %v; want none", got, err)
+	}
+	if r, err := s.Commit(context.Background(), entry(2, "k")); err != nil || r.First != 2 {
+		t.Fatalf("the next commit = %+v, %v", r, err)
+	}
+}
+
+// A writer connection left inside its transaction (a ROLLBACK that failed)
+// is closed, which gives the database's write lock back to other sessions'
+// writers; the store is poisoned and still closes cleanly.
+func TestAWriterLeftInItsTransactionIsDiscarded(t *testing.T) {
+	ctx := context.Background()
+	s, path := openOne(t)
+	if _, err := s.w.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	s.discardWriter(errors.New("rollback failed"))
+	other, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.ExecContext(ctx, `BEGIN IMMEDIATE; ROLLBACK`); err != nil {
+		t.Fatalf("another writer after the discard: %v; want the write lock free", err)
+	}
+	var pe *storage.PoisonedError
+	if _, err := s.Commit(ctx, entry(2, "k")); !errors.As(err, &pe) || !strings.Contains(err.Error(), "rollback failed") {
+		t.Fatalf("commit after the discard = %v; want a PoisonedError naming the rollback", err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close after the discard = %v", err)
+	}
+}
+
+// A patch that carries no state (an abort mark, a claim, a new status)
+// leaves the stored state as it was, though the memo the patch starts from
+// keeps no task's state.
+func TestAPatchWithoutStateKeepsTheStoredState(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openOne(t) // conversation 1 at seq 1
+	defer s.Close(ctx)
+	commit := func(ws ...storage.Write) {
+		t.Helper()
+		if _, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: ws}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 2, ConversationID: 1, Kind: "k", Status: "queued", Role: storage.RoleStart, State: json.RawMessage(`{"a":1}`)}})
+	if tk := s.memo.tasks[2]; tk == nil || tk.State != nil {
+		t.Fatalf("the memo's task 2 = %+v; want it without its state", tk)
+	}
+	commit(storage.Write{Type: storage.WritePatch, ID: 2, Abort: true})
+	commit(storage.Write{Type: storage.WritePatch, ID: 2, Status: "running", Role: storage.RoleInflight})
+	commit(storage.Write{Type: storage.WriteSettle, ID: 2, Status: "done", Role: storage.RoleTerminal})
+	got, err := s.GetTasks(ctx, []ID{2})
+	if err != nil || got[2] == nil || string(got[2].State) != `{"a":1}` || !got[2].Abort || got[2].Status != "done" {
+		t.Fatalf("task 2 after patches without state = %+v, %v; want state {\"a\":1}, aborted, done", got[2], err)
+	}
+}

@@ -103,7 +103,7 @@ func (r *reader) task(ctx context.Context, id ID) (*storage.Task, bool, error) {
 		return nil, false, err
 	}
 	if r.memo != nil {
-		remember(r, r.memo.tasks, id, t)
+		remember(r, r.memo.tasks, id, stateless(t))
 	}
 	return t, t != nil, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -482,7 +483,9 @@ func (s *Store) Close(context.Context) error {
 	s.closed = true
 	var err error
 	if s.w != nil {
-		err = s.w.Close()
+		if err = s.w.Close(); errors.Is(err, sql.ErrConnDone) {
+			err = nil // discarded after a failed rollback
+		}
 	}
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
@@ -528,8 +531,8 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 			return
 		}
 		s.memo = nil // it holds what the rolled-back writes did
-		if err := tx.rollback(); err != nil && s.poisoned == nil {
-			s.poisoned = fmt.Errorf("sqlite: rollback failed, the writer connection may still be in a transaction: %w", err)
+		if err := tx.rollback(); err != nil {
+			s.discardWriter(err)
 		}
 	}()
 	ctx = context.WithoutCancel(ctx)
@@ -604,7 +607,9 @@ type writeTx struct {
 }
 
 // begin waits for the database's write lock (BEGIN IMMEDIATE, within the
-// busy timeout) unless ctx ends first.
+// busy timeout). SQLite's wait does not end with ctx, so a ctx that ended
+// while it waited (a deadline) gets the lock given back: the caller gave
+// up, and the commit does not land after it did.
 func (s *Store) begin(ctx context.Context) (*writeTx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -612,7 +617,14 @@ func (s *Store) begin(ctx context.Context) (*writeTx, error) {
 	if _, err := s.w.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		return nil, err
 	}
-	return &writeTx{Conn: s.w}, nil
+	tx := &writeTx{Conn: s.w}
+	if err := ctx.Err(); err != nil {
+		if rerr := tx.rollback(); rerr != nil {
+			s.discardWriter(rerr)
+		}
+		return nil, err
+	}
+	return tx, nil
 }
 
 func (tx *writeTx) commit(ctx context.Context) error {
@@ -621,6 +633,18 @@ func (tx *writeTx) commit(ctx context.Context) error {
 	}
 	tx.done = true
 	return nil
+}
+
+// discardWriter handles a ROLLBACK that failed, which leaves the writer
+// connection inside its transaction, holding the database's write lock
+// that other sessions' writers wait for: it closes the connection (SQLite
+// rolls back what a closed connection began) and poisons the store with
+// err.
+func (s *Store) discardWriter(err error) {
+	s.w.Raw(func(any) error { return driver.ErrBadConn }) // database/sql closes a connection that reports it bad
+	if s.poisoned == nil {
+		s.poisoned = fmt.Errorf("sqlite: rollback failed, the writer connection was closed: %w", err)
+	}
 }
 
 // rollback ends the transaction unless it committed or SQLite ended it
@@ -673,7 +697,9 @@ type reader struct {
 	// tasks, and so do the next commit and the reads between. The store is
 	// the session's only writer (its lock file, and last_seq checked first
 	// in every commit), so an answer only changes by its own writes, which
-	// update the memo; a commit that fails drops it.
+	// update the memo; a commit that fails drops it. (Were two writers to
+	// meet anyway, the stale one's reads would trust the memo until its next
+	// commit finds last_seq moved.)
 	memo *commitMemo
 	// shared, on a read's reader, is the lock of the memo it shares with
 	// the reads beside it (a commit runs alone: nil).
@@ -688,6 +714,19 @@ type commitMemo struct {
 	infos map[string]*stateInfo
 	tasks map[ID]*storage.Task
 	kinds map[string]bool
+}
+
+// stateless is what the memo keeps of a task: all but its state, which no
+// lookup of the batch check reads and a patch writes only when it carries
+// one (updateTask), so the memo does not hold a large state past its
+// commit.
+func stateless(t *storage.Task) *storage.Task {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.State = nil
+	return &c
 }
 
 // commitMemoMax bounds a commit memo's records: past it the next commit
@@ -753,7 +792,12 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 			pc, pa = int64(c.Parent.ConversationID), int64(c.Parent.At)
 		}
 		if r.memo != nil {
-			r.memo.convs[c.ID] = &convRow{rec: *c}
+			rec := *c
+			if c.Parent != nil { // the batch's, which readers are not handed
+				p := *c.Parent
+				rec.Parent = &p
+			}
+			r.memo.convs[c.ID] = &convRow{rec: rec}
 		}
 		_, err := q.ExecContext(ctx, `INSERT INTO conversations(session,id,parent_conv,parent_at,owner,deleted) VALUES(?,?,?,?,?,0)`,
 			sess, int64(c.ID), pc, pa, int64(c.Owner))
@@ -790,7 +834,7 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 		return nil
 	case storage.WriteTask:
 		if r.memo != nil {
-			r.memo.tasks[w.Task.ID] = w.Task
+			r.memo.tasks[w.Task.ID] = stateless(w.Task)
 		}
 		return r.insertTask(ctx, w.Task)
 	case storage.WritePatch, storage.WriteSettle:
@@ -818,7 +862,7 @@ func (r *reader) apply(ctx context.Context, w *storage.Write, seq ID) error {
 			return err
 		}
 		if r.memo != nil {
-			r.memo.tasks[t.ID] = &t
+			r.memo.tasks[t.ID] = stateless(&t)
 		}
 		if w.Type == storage.WriteSettle {
 			return r.retireScratch(ctx, w.ID)
@@ -876,13 +920,20 @@ func (r *reader) updateTask(ctx context.Context, t *storage.Task, w *storage.Wri
 	if err != nil {
 		return err
 	}
-	if w.Role == "" {
+	switch {
+	case w.Role == "" && w.State == nil:
+		_, err = r.q.ExecContext(ctx, `UPDATE tasks SET owns=?, abort=? WHERE session=? AND id=?`,
+			owns, b2i(t.Abort), r.session, int64(t.ID))
+	case w.Role == "":
 		_, err = r.q.ExecContext(ctx, `UPDATE tasks SET state=?, owns=?, abort=? WHERE session=? AND id=?`,
 			nullJSON(t.State), owns, b2i(t.Abort), r.session, int64(t.ID))
-		return err
+	case w.State == nil:
+		_, err = r.q.ExecContext(ctx, `UPDATE tasks SET status=?, role=?, owns=?, abort=? WHERE session=? AND id=?`,
+			t.Status, string(t.Role), owns, b2i(t.Abort), r.session, int64(t.ID))
+	default:
+		_, err = r.q.ExecContext(ctx, `UPDATE tasks SET status=?, role=?, state=?, owns=?, abort=? WHERE session=? AND id=?`,
+			t.Status, string(t.Role), nullJSON(t.State), owns, b2i(t.Abort), r.session, int64(t.ID))
 	}
-	_, err = r.q.ExecContext(ctx, `UPDATE tasks SET status=?, role=?, state=?, owns=?, abort=? WHERE session=? AND id=?`,
-		t.Status, string(t.Role), nullJSON(t.State), owns, b2i(t.Abort), r.session, int64(t.ID))
 	return err
 }
 

@@ -5,8 +5,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/sqlite"
@@ -60,6 +65,96 @@ func TestStorageReopenedAfterEveryCommit(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Storage {
 		path := filepath.Join(t.TempDir(), "s.db")
 		return &reopening{Store: open(t, path, "s1"), path: path}
+	})
+}
+
+// againstTheFile checks, after every commit (refused ones too), that what
+// the store answers from its memo of commits is what the file says: a
+// read-only store on the same file, which keeps no memo, answers the same
+// reads of every conversation and task the batches named, and of the
+// values and lists this batch named (every one any batch named, each
+// tenth commit: a deep fork chain makes them slow to read).
+type againstTheFile struct {
+	*sqlite.Store
+	t       *testing.T
+	path    string
+	commits int
+	ids     map[ID]bool
+	addrs   map[string]storage.Address
+}
+
+func (c *againstTheFile) Commit(ctx context.Context, b storage.CommitBatch) (storage.Range, error) {
+	rng, err := c.Store.Commit(ctx, b)
+	named := map[string]storage.Address{}
+	for _, w := range b.Writes {
+		for _, id := range []ID{w.ID, w.Element} {
+			c.ids[id] = true
+		}
+		if w.Conversation != nil {
+			c.ids[w.Conversation.ID] = true
+		}
+		if w.Task != nil {
+			c.ids[w.Task.ID] = true
+		}
+		if w.Addr != nil {
+			c.addrs[w.Addr.StateKey()] = *w.Addr
+			named[w.Addr.StateKey()] = *w.Addr
+		}
+	}
+	if c.commits++; c.commits%10 == 0 {
+		named = c.addrs
+	}
+	if !errors.Is(err, storage.ErrClosed) {
+		c.compare(ctx, named)
+	}
+	return rng, err
+}
+
+func (c *againstTheFile) compare(ctx context.Context, addrs map[string]storage.Address) {
+	c.t.Helper()
+	ro, err := sqlite.Open(ctx, c.path, sqlite.Options{Session: "s1", ReadOnly: true})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer ro.Close(ctx)
+	ids := []ID{c.Store.LastSeq() + 1}
+	for id := range c.ids {
+		ids = append(ids, id)
+	}
+	type answer struct {
+		Convs map[ID]storage.Conversation
+		Tasks map[ID]*storage.Task
+		Value []any
+	}
+	read := func(s storage.Storage) answer {
+		var a answer
+		var err error
+		if a.Convs, err = s.GetConversations(ctx, ids); err != nil {
+			c.t.Fatal(err)
+		}
+		if a.Tasks, err = s.GetTasks(ctx, ids); err != nil {
+			c.t.Fatal(err)
+		}
+		for _, key := range slices.Sorted(maps.Keys(addrs)) {
+			addr := addrs[key]
+			v, ok, err := s.GetValue(ctx, addr, 0)
+			l, lerr := s.ReadList(ctx, addr, storage.ListQuery{Cursor: storage.Cursor{Limit: 100}})
+			a.Value = append(a.Value, addr.StateKey(), v, ok, fmt.Sprint(err), l, fmt.Sprint(lerr))
+		}
+		return a
+	}
+	if diff := cmp.Diff(read(ro), read(c.Store)); diff != "" {
+		c.t.Fatalf("after commit %d the store answers otherwise than its file (-file +store):\n%s", c.Store.LastSeq(), diff)
+	}
+}
+
+func TestStorageAnswersAsItsFileDoes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads everything the batches named after every commit")
+	}
+	storagetest.Run(t, func(t *testing.T) storage.Storage {
+		path := filepath.Join(t.TempDir(), "s.db")
+		return &againstTheFile{Store: open(t, path, "s1"), t: t, path: path, ids: map[ID]bool{}, addrs: map[string]storage.Address{}}
 	})
 }
 

@@ -18,6 +18,43 @@ var commitTests = []test{
 	{"PagesAreReadAtLastSeq", testPagesReadAt},
 	{"EmptyPagesEncodeItemsAsAJSONArray", testEmptyPagesEncodeArrays},
 	{"AClosedStoreFailsWithErrClosed", testClosed},
+	{"APatchChangesOnlyWhatItCarries", testPatchMerges},
+}
+
+// testPatchMerges: a patch or settle replaces what it carries (status and
+// role together, state, owns) and sets the abort mark; the rest of the task
+// stays as stored, each step read back in its own commit.
+func testPatchMerges(t *testing.T, open Opener) {
+	s := newStore(t, open)
+	x := s.tx()
+	c := x.conversation()
+	task := x.taskWith(storage.Task{ConversationID: c, Kind: "tool", Status: "pending", Role: storage.RoleStart, State: js("s0"), Background: true})
+	x.commit()
+	want := storage.Task{ID: task, ConversationID: c, Kind: "tool", Status: "pending", Role: storage.RoleStart, State: js("s0"), Background: true}
+	x = s.tx()
+	owned := x.ownedConversation(task)
+	x.commit()
+	for _, step := range []struct {
+		name  string
+		write storage.Write
+		apply func(*storage.Task)
+	}{
+		{"abort mark", storage.Write{Type: storage.WritePatch, ID: task, Abort: true}, func(t *storage.Task) { t.Abort = true }},
+		{"status", storage.Write{Type: storage.WritePatch, ID: task, Status: "running", Role: storage.RoleInflight},
+			func(t *storage.Task) { t.Status, t.Role = "running", storage.RoleInflight }},
+		{"claim", storage.Write{Type: storage.WritePatch, ID: task, Owns: []ID{owned}}, func(t *storage.Task) { t.Owns = []ID{owned} }},
+		{"state", storage.Write{Type: storage.WritePatch, ID: task, State: js("s1")}, func(t *storage.Task) { t.State = js("s1") }},
+		{"settle without state", storage.Write{Type: storage.WriteSettle, ID: task, Status: "done", Role: storage.RoleTerminal},
+			func(t *storage.Task) { t.Status, t.Role = "done", storage.RoleTerminal }},
+	} {
+		x = s.tx()
+		x.add(step.write)
+		x.commit()
+		step.apply(&want)
+		if got := s.getTasks(task)[task]; got == nil || !cmp.Equal(*got, want) {
+			t.Fatalf("after the %s patch the task is %+v; want %+v", step.name, got, want)
+		}
+	}
 }
 
 // testCommitNumbering spells out the numbers instead of using the tx
