@@ -52,7 +52,7 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 			if !ok || t.Live() {
 				return fmt.Errorf("agent: post_tools %d: tool task %d is missing or not terminal", task.ID, id)
 			}
-			ts, err := decodeState[ToolState](t)
+			ts, err := decodeState[toolOutputView](t)
 			if err != nil {
 				return err
 			}

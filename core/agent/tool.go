@@ -173,6 +173,19 @@ var ToolKind core.TaskKind = toolKind{core.Statuses{Name: ToolKindName, Initial:
 
 type toolKind struct{ core.Statuses }
 
+// toolOutputView and toolLimitsView are the parts of a ToolState that
+// post_tools (a settled call's output) and a tool's preview (its output
+// limits) read: decoding only them leaves the call, its arguments and the
+// rest as text, which decoding the whole state spent most of its time on.
+type (
+	toolOutputView struct {
+		Output *ToolOutputState `json:"output,omitempty"`
+	}
+	toolLimitsView struct {
+		Limits OutputLimits `json:"limits,omitempty"`
+	}
+)
+
 func decodeState[S any](t *storage.Task) (S, error) {
 	var s S
 	if len(t.State) > 0 {
@@ -479,7 +492,7 @@ func readScratchFrom[T any](sc core.ScratchReader, addr storage.Address) ([]T, e
 // InitPreview builds a tool's preview, its output state so far, from the
 // sink operations in scratch.
 func (toolKind) InitPreview(ctx context.Context, task *storage.Task, sc core.ScratchReader) (any, error) {
-	st, err := decodeState[ToolState](task)
+	st, err := decodeState[toolLimitsView](task)
 	if err != nil {
 		return nil, err
 	}

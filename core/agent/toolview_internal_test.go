@@ -1,0 +1,46 @@
+package agent
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// The views of a tool's state read the same output and limits as the whole
+// ToolState does: their fields are named as its fields are.
+func TestToolStateViewsReadWhatTheStateHolds(t *testing.T) {
+	st := ToolState{
+		Call:      ai.Block{Type: ai.BlockToolCall, ID: "c1", Name: "read", Arguments: json.RawMessage(`{"path":"a"}`)},
+		Assistant: 3, Offered: true, BudgetMs: 9, Args: json.RawMessage(`{"path":"a"}`),
+		Limits: OutputLimits{MaxBytes: 10, MaxLines: 2, Retain: "tail"},
+		Output: &ToolOutputState{Content: []ai.Block{{Type: ai.BlockText, Text: "out"}}},
+		Result: 7,
+	}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &storage.Task{ID: 5, Kind: ToolKindName, State: raw}
+	whole, err := decodeState[ToolState](task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := decodeState[toolOutputView](task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := decodeState[toolLimitsView](task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(whole.Output, out.Output); diff != "" || out.Output == nil {
+		t.Errorf("the output view reads otherwise than the state (-state +view):\n%s", diff)
+	}
+	if lim.Limits != whole.Limits || lim.Limits == (OutputLimits{}) {
+		t.Errorf("the limits view reads %+v; the state holds %+v", lim.Limits, whole.Limits)
+	}
+}
