@@ -314,6 +314,9 @@ func (c *checker) entry(w *Write, seq ID) error {
 	if len(e.Data) != 0 && !jsonvalue.Valid(e.Data) {
 		return reject("entry %d data is not valid JSON", e.ID)
 	}
+	if name := setButEmpty(field{"data", e.Data != nil, len(e.Data)}, field{"model", e.Model != nil, len(e.Model)}, field{"edits", e.Edits != nil, len(e.Edits)}); name != "" {
+		return reject("entry %d has an empty %s; leave it out", e.ID, name)
+	}
 	if e.Head < 0 || e.Head > e.ID {
 		return reject("entry %d head %d is not an earlier or its own entry", e.ID, e.Head)
 	}
@@ -356,6 +359,9 @@ func (c *checker) newTask(w *Write, seq ID) error {
 	if len(t.State) != 0 && !jsonvalue.Valid(t.State) {
 		return reject("task %d state is not valid JSON", t.ID)
 	}
+	if name := setButEmpty(field{"state", t.State != nil, len(t.State)}, field{"after", t.After != nil, len(t.After)}, field{"owns", t.Owns != nil, len(t.Owns)}); name != "" {
+		return reject("task %d has an empty %s; leave it out", t.ID, name)
+	}
 	ok, err := c.conv(t.ConversationID)
 	if err != nil {
 		return err
@@ -394,6 +400,9 @@ func (c *checker) changeTask(w *Write) error {
 	if len(w.State) != 0 && !jsonvalue.Valid(w.State) {
 		return reject("task %d state is not valid JSON", w.ID)
 	}
+	if name := setButEmpty(field{"state", w.State != nil, len(w.State)}, field{"owns", w.Owns != nil, len(w.Owns)}); name != "" {
+		return reject("%s of task %d has an empty %s; leave it out", w.Type, w.ID, name)
+	}
 	next := *t
 	if w.Type == WriteSettle {
 		if w.Status == "" || w.Role != RoleTerminal {
@@ -419,6 +428,27 @@ func (c *checker) changeTask(w *Write) error {
 	}
 	put(&c.tasks, w.ID, &next)
 	return nil
+}
+
+// field is an optional field of a record: its name, whether it is set
+// (non-nil) and its length.
+type field struct {
+	name string
+	set  bool
+	len  int
+}
+
+// setButEmpty returns the name of the first field that is set but empty.
+// A batch is stored as its JSON, which leaves an empty state or list out:
+// read back after a reopen it is absent, so a backend that kept it as
+// empty would answer otherwise. The rule refuses what cannot round-trip.
+func setButEmpty(fields ...field) string {
+	for _, f := range fields {
+		if f.set && f.len == 0 {
+			return f.name
+		}
+	}
+	return ""
 }
 
 func (c *checker) conv(id ID) (bool, error) {

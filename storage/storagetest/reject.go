@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -290,6 +291,13 @@ var rejectCases = []rejectCase{
 			return x
 		},
 		names: func(f *rejectFixture, x *tx) []string { return []string{"entry " + n(x.first), "not valid JSON"} }},
+	{name: "AnEntryWithAnEmptyModel", index: 0,
+		batch: func(s *store, f *rejectFixture) *tx {
+			x := s.tx()
+			x.entryWith(storage.Entry{ConversationID: f.conv, Kind: "user", Model: []ai.Message{}})
+			return x
+		},
+		names: func(f *rejectFixture, x *tx) []string { return []string{"entry " + n(x.first), "empty model"} }},
 	{name: "AHeadAfterItsEntry", index: 0,
 		batch: func(s *store, f *rejectFixture) *tx { x := s.tx(); x.head(f.conv, "reset", x.next()+1); return x },
 		names: func(f *rejectFixture, x *tx) []string { return []string{"entry " + n(x.first), "head " + n(x.first+1)} }},
@@ -374,6 +382,13 @@ var rejectCases = []rejectCase{
 			return x
 		},
 		names: func(f *rejectFixture, x *tx) []string { return []string{"task " + n(x.first), "not valid JSON"} }},
+	{name: "ATaskWithAnEmptyState", index: 0,
+		batch: func(s *store, f *rejectFixture) *tx {
+			x := s.tx()
+			x.taskWith(storage.Task{ConversationID: f.conv, Kind: "job", Status: "pending", Role: storage.RoleStart, State: json.RawMessage{}})
+			return x
+		},
+		names: func(f *rejectFixture, x *tx) []string { return []string{"task " + n(x.first), "empty state"} }},
 	{name: "ATaskInAMissingConversation", index: 0,
 		batch: func(s *store, f *rejectFixture) *tx { x := s.tx(); x.task(999, "job"); return x },
 		names: func(f *rejectFixture, x *tx) []string { return []string{"conversation 999"} }},
@@ -453,6 +468,20 @@ var rejectCases = []rejectCase{
 			return x
 		},
 		names: func(f *rejectFixture, x *tx) []string { return []string{"task " + n(f.live), "not valid JSON"} }},
+	{name: "PatchingOwnsToEmpty", index: 0,
+		batch: func(s *store, f *rejectFixture) *tx {
+			x := s.tx()
+			x.add(storage.Write{Type: storage.WritePatch, ID: f.live, Owns: []ID{}})
+			return x
+		},
+		names: func(f *rejectFixture, x *tx) []string { return []string{"patch of task " + n(f.live), "empty owns"} }},
+	{name: "SettlingWithAnEmptyState", index: 0,
+		batch: func(s *store, f *rejectFixture) *tx {
+			x := s.tx()
+			x.add(storage.Write{Type: storage.WriteSettle, ID: f.live, Status: "done", Role: storage.RoleTerminal, State: json.RawMessage{}})
+			return x
+		},
+		names: func(f *rejectFixture, x *tx) []string { return []string{"settle of task " + n(f.live), "empty state"} }},
 	{name: "SettlingWithoutTheTerminalRole", index: 0,
 		batch: func(s *store, f *rejectFixture) *tx {
 			x := s.tx()
