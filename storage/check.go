@@ -327,6 +327,9 @@ func (c *checker) entry(w *Write, seq ID) error {
 		if ed.Action != EditOmit && ed.Action != EditReplace {
 			return reject("entry %d edit of %d has unknown action %q", e.ID, ed.Target, ed.Action)
 		}
+		if setButEmpty(field{"messages", ed.Messages != nil, len(ed.Messages)}) != "" {
+			return reject("entry %d edit of %d has empty messages; leave them out", e.ID, ed.Target)
+		}
 	}
 	if e.ByTaskID != 0 {
 		if _, ok, err := c.task(e.ByTaskID); err != nil {

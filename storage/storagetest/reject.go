@@ -298,6 +298,15 @@ var rejectCases = []rejectCase{
 			return x
 		},
 		names: func(f *rejectFixture, x *tx) []string { return []string{"entry " + n(x.first), "empty model"} }},
+	{name: "AnEditWithEmptyMessages", index: 0,
+		batch: func(s *store, f *rejectFixture) *tx {
+			x := s.tx()
+			x.entryWith(storage.Entry{ConversationID: f.conv, Kind: "summary", Edits: []storage.ContextEdit{{Target: f.entry, Action: storage.EditReplace, Messages: []ai.Message{}}}})
+			return x
+		},
+		names: func(f *rejectFixture, x *tx) []string {
+			return []string{"entry " + n(x.first), "edit of " + n(f.entry), "empty messages"}
+		}},
 	{name: "AHeadAfterItsEntry", index: 0,
 		batch: func(s *store, f *rejectFixture) *tx { x := s.tx(); x.head(f.conv, "reset", x.next()+1); return x },
 		names: func(f *rejectFixture, x *tx) []string { return []string{"entry " + n(x.first), "head " + n(x.first+1)} }},
