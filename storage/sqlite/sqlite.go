@@ -649,8 +649,8 @@ func (s *Store) discardWriter(err error) {
 
 // rollback ends the transaction unless it committed or SQLite ended it
 // already (as it may when a statement or the COMMIT fails on a full disk).
-// Its error leaves the writer connection inside a transaction: Commit
-// poisons the store with it.
+// Its error leaves the writer connection inside a transaction: the caller
+// discards the connection (discardWriter).
 func (tx *writeTx) rollback() error {
 	if tx.done {
 		return nil
