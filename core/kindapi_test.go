@@ -668,3 +668,32 @@ func TestMarshalLetsAJSONAppenderWriteItself(t *testing.T) {
 		}
 	}
 }
+
+// Empty lists in a draft or a task spec are written as none, as a stored
+// record reads them back after a reopen; storage would refuse them empty.
+func TestEmptyListsAreWrittenAsNone(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		kind := simtest.StepKind("k", func(context.Context, *storage.Task, *core.TaskRuntime) error { return nil })
+		h := open(t, ctx, s, nil, kind)
+		var entry, edited, task storage.ID
+		must(h.Commit(ctx, func(tx *core.Tx) error {
+			entry = tx.Entry(core.UserKind, 1, core.EntryDraft{Model: []ai.Message{}, Edits: []storage.ContextEdit{}})
+			edited = tx.Entry(core.UserKind, 1, core.EntryDraft{Model: []ai.Message{ai.UserText("x", 1)},
+				Edits: []storage.ContextEdit{{Target: entry, Action: storage.EditOmit, Messages: []ai.Message{}}}})
+			task = tx.Task(kind, core.TaskSpec{ConversationID: 1, After: []storage.ID{}, Owns: []storage.ID{}})
+			return nil
+		}))
+		es := must(h.Store().GetEntries(ctx, []storage.ID{entry, edited}))
+		ts := must(h.Store().GetTasks(ctx, []storage.ID{task}))
+		if e := es[entry]; e == nil || e.Model != nil || e.Edits != nil {
+			t.Errorf("entry with empty lists = %+v; want none stored", e)
+		}
+		if e := es[edited]; e == nil || len(e.Edits) != 1 || e.Edits[0].Messages != nil {
+			t.Errorf("edit with empty messages = %+v; want the edit without messages", e)
+		}
+		if tk := ts[task]; tk == nil || tk.After != nil || tk.Owns != nil {
+			t.Errorf("task with empty lists = %+v; want none stored", tk)
+		}
+		must(0, h.Close(ctx))
+	})
+}

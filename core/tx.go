@@ -272,7 +272,7 @@ func (tx *Tx) Entry(kind storage.Kinder, conversationID storage.ID, d EntryDraft
 	}
 	id := tx.next()
 	e := &storage.Entry{ID: id, ConversationID: conversationID, Kind: kind.Kind(), Key: d.Key,
-		Model: slices.Clone(d.Model), Edits: slices.Clone(d.Edits), Head: d.Head}
+		Model: cloneOrNil(d.Model), Edits: cloneEdits(d.Edits), Head: d.Head}
 	if inv := invocationOf(tx.ctx); inv != nil && tx.h != nil && tx.h.d.running[inv.task] == inv {
 		e.ByTaskID = inv.task // which task wrote it (§2.1); the host's entries name none
 	}
@@ -316,7 +316,7 @@ func (tx *Tx) Task(kind storage.Kinder, spec TaskSpec) storage.ID {
 	status := k.InitialStatus()
 	role, _ := k.Role(status)
 	t := &storage.Task{ID: id, ConversationID: spec.ConversationID, Kind: k.Kind(), Status: status, Role: role,
-		After: slices.Clone(spec.After), Background: spec.Background, Owns: slices.Clone(spec.Owns)}
+		After: cloneOrNil(spec.After), Background: spec.Background, Owns: cloneOrNil(spec.Owns)}
 	if spec.State != nil {
 		raw, err := Marshal(spec.State)
 		if err != nil {
@@ -470,6 +470,25 @@ func (tx *Tx) Settle(id storage.ID, status string, state any) {
 	next.Status, next.Role, next.State = status, role, merged
 	tx.remember(&next)
 	tx.push(storage.Write{Type: storage.WriteSettle, ID: id, Status: status, Role: role, State: merged})
+}
+
+// cloneOrNil copies s, and gives nil for an empty one: a record is stored
+// as its JSON, which cannot tell an empty list from none, so storage
+// refuses the empty one and the kernel writes none.
+func cloneOrNil[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}
+
+// cloneEdits is cloneOrNil of context edits and of each edit's messages.
+func cloneEdits(eds []storage.ContextEdit) []storage.ContextEdit {
+	eds = cloneOrNil(eds)
+	for i := range eds {
+		eds[i].Messages = cloneOrNil(eds[i].Messages)
+	}
+	return eds
 }
 
 // mergeState merges a patch into a task state: object keys of the patch
