@@ -34,33 +34,30 @@ type Lookup interface {
 // batch count), task roles, and JSON payloads. It runs no kind code and knows
 // no kind. A nil error means the batch can be applied without failing.
 func CheckBatch(ctx context.Context, l Lookup, lastSeq ID, batch CommitBatch) error {
-	c := &checker{ctx: ctx, l: l, lastSeq: lastSeq} // its maps are made on first use
+	c := &checker{ctx: ctx, l: l, lastSeq: lastSeq}
 	return c.check(batch)
 }
 
-// put sets m[k], making the map on first use: most batches touch few of
-// the checker's maps.
-func put[K comparable, V any](m *map[K]V, k K, v V) {
-	if *m == nil {
-		*m = map[K]V{}
-	}
-	(*m)[k] = v
-}
-
 type statePolicy struct{ rewind, list bool }
+
+// elementRef is one element of a list.
+type elementRef struct {
+	list StateRef
+	id   ID
+}
 
 type checker struct {
 	ctx     context.Context
 	l       Lookup
 	lastSeq ID
-	convs   map[ID]bool  // created (true) or deleted (false) in this batch
-	tasks   map[ID]*Task // created or changed in this batch
-	entries map[ID]ID    // entry id → conversation, created in this batch
-	policy  map[StateRef]statePolicy
-	elems   map[StateRef]map[ID]bool // state → element → visible, touched in this batch
-	cleared map[StateRef]bool
-	created map[ID]*Conversation // conversations created in this batch
-	owns    [][2]ID              // (task, conversation) ownership claims, checked at the end
+	convs   batchMap[ID, bool]  // created (true) or deleted (false) in this batch
+	tasks   batchMap[ID, *Task] // created or changed in this batch
+	entries batchMap[ID, ID]    // entry id → conversation, created in this batch
+	policy  batchMap[StateRef, statePolicy]
+	elems   batchMap[elementRef, bool] // visible or not, touched in this batch
+	cleared batchMap[StateRef, bool]
+	created batchMap[ID, *Conversation] // conversations created in this batch
+	owns    [][2]ID                     // (task, conversation) ownership claims, checked at the end
 }
 
 func (c *checker) check(batch CommitBatch) error {
@@ -103,7 +100,7 @@ func (c *checker) check(batch CommitBatch) error {
 func (c *checker) checkOwnership() error {
 	for _, o := range c.owns {
 		task, id := o[0], o[1]
-		conv, ok := c.created[id]
+		conv, ok := c.created.get(id)
 		if !ok {
 			rec, found, err := c.l.LookupConversation(c.ctx, id)
 			if err != nil {
@@ -142,7 +139,7 @@ func (c *checker) write(batch CommitBatch, w *Write, seq ID) error {
 		if !ok {
 			return reject("conversation %d does not exist", w.ID)
 		}
-		put(&c.convs, w.ID, false)
+		c.convs.set(w.ID, false)
 		return nil
 	case WriteEntry:
 		return c.entry(w, seq)
@@ -179,7 +176,7 @@ func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
 	}
 	isList := w.Type == WriteListAppend || w.Type == WriteListRemove || w.Type == WriteListClear
 	key := a.Ref()
-	p, known := c.policy[key]
+	p, known := c.policy.get(key)
 	if !known {
 		exists, rewind, list, err := c.l.StatePolicy(c.ctx, a)
 		if err != nil {
@@ -195,14 +192,14 @@ func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
 			return reject("%s is a %s, not a %s", a.StateKey(), kindWord(p.list), kindWord(isList))
 		}
 	}
-	put(&c.policy, key, statePolicy{rewind: a.Rewind, list: isList})
+	c.policy.set(key, statePolicy{rewind: a.Rewind, list: isList})
 	switch w.Type {
 	case WriteValueSet, WriteListAppend:
 		if len(w.Value) == 0 || !jsonvalue.Valid(w.Value) {
 			return reject("value is not valid JSON")
 		}
 		if w.Type == WriteListAppend {
-			c.elemSet(key)[seq] = true
+			c.elems.set(elementRef{key, seq}, true)
 		}
 	case WriteListRemove:
 		visible, err := c.listHas(a, key, w.Element)
@@ -212,10 +209,10 @@ func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
 		if !visible {
 			return reject("element %d is not in list %s", w.Element, a)
 		}
-		c.elemSet(key)[w.Element] = false
+		c.elems.set(elementRef{key, w.Element}, false)
 	case WriteListClear:
-		put(&c.cleared, key, true)
-		put(&c.elems, key, map[ID]bool{})
+		c.cleared.set(key, true)
+		c.elems.deleteFunc(func(e elementRef) bool { return e.list == key })
 	}
 	return nil
 }
@@ -227,26 +224,17 @@ func kindWord(list bool) string {
 	return "value"
 }
 
-func (c *checker) elemSet(key StateRef) map[ID]bool {
-	m := c.elems[key]
-	if m == nil {
-		m = map[ID]bool{}
-		put(&c.elems, key, m)
-	}
-	return m
-}
-
 func (c *checker) listHas(a Address, key StateRef, element ID) (bool, error) {
-	if v, ok := c.elems[key][element]; ok {
+	if v, ok := c.elems.get(elementRef{key, element}); ok {
 		return v, nil
 	}
-	if c.cleared[key] || element <= 0 {
+	if cleared, _ := c.cleared.get(key); cleared || element <= 0 {
 		return false, nil
 	}
 	// A fork created in this batch inherits its source's list as of the fork
 	// point; it has no local elements yet.
 	at := ID(0)
-	for conv, ok := c.created[a.Scope.ID]; ok && a.Historical(); conv, ok = c.created[a.Scope.ID] {
+	for conv, ok := c.created.get(a.Scope.ID); ok && a.Historical(); conv, ok = c.created.get(a.Scope.ID) {
 		if conv.Parent == nil {
 			return false, nil
 		}
@@ -288,8 +276,8 @@ func (c *checker) createConversation(w *Write, seq ID) error {
 			return reject("owner task %d does not exist", conv.Owner)
 		}
 	}
-	put(&c.convs, seq, true)
-	put(&c.created, seq, conv)
+	c.convs.set(seq, true)
+	c.created.set(seq, conv)
 	return nil
 }
 
@@ -338,7 +326,7 @@ func (c *checker) entry(w *Write, seq ID) error {
 			return reject("entry %d names unknown task %d", e.ID, e.ByTaskID)
 		}
 	}
-	put(&c.entries, seq, e.ConversationID)
+	c.entries.set(seq, e.ConversationID)
 	return nil
 }
 
@@ -385,7 +373,7 @@ func (c *checker) newTask(w *Write, seq ID) error {
 	for _, owned := range t.Owns {
 		c.owns = append(c.owns, [2]ID{t.ID, owned})
 	}
-	put(&c.tasks, seq, t)
+	c.tasks.set(seq, t)
 	return nil
 }
 
@@ -429,7 +417,7 @@ func (c *checker) changeTask(w *Write) error {
 	if w.Role != "" {
 		next.Status, next.Role = w.Status, w.Role
 	}
-	put(&c.tasks, w.ID, &next)
+	c.tasks.set(w.ID, &next)
 	return nil
 }
 
@@ -455,7 +443,7 @@ func setButEmpty(fields ...field) string {
 }
 
 func (c *checker) conv(id ID) (bool, error) {
-	if v, ok := c.convs[id]; ok {
+	if v, ok := c.convs.get(id); ok {
 		return v, nil
 	}
 	if id <= 0 {
@@ -466,7 +454,7 @@ func (c *checker) conv(id ID) (bool, error) {
 }
 
 func (c *checker) task(id ID) (*Task, bool, error) {
-	if t, ok := c.tasks[id]; ok {
+	if t, ok := c.tasks.get(id); ok {
 		return t, true, nil
 	}
 	if id <= 0 {
@@ -478,14 +466,14 @@ func (c *checker) task(id ID) (*Task, bool, error) {
 // entryVisible also accepts entries written earlier in this batch to the
 // conversation itself.
 func (c *checker) entryVisible(conv, id ID) (bool, error) {
-	if owner, ok := c.entries[id]; ok {
+	if owner, ok := c.entries.get(id); ok {
 		return owner == conv, nil
 	}
 	if id <= 0 || id > c.lastSeq {
 		return false, nil
 	}
 	// A fork created in this batch sees its source up to the fork point.
-	for rec, ok := c.created[conv]; ok; rec, ok = c.created[conv] {
+	for rec, ok := c.created.get(conv); ok; rec, ok = c.created.get(conv) {
 		if rec.Parent == nil || id > rec.Parent.At {
 			return false, nil
 		}

@@ -81,10 +81,11 @@ func runFauxTurns(b *testing.B, ctx context.Context, rt core.Runtime, rng *rand.
 	return lat
 }
 
-func reportTurns(b *testing.B, lat []time.Duration, elapsed time.Duration, mallocs uint64) {
+func reportTurns(b *testing.B, lat []time.Duration, elapsed time.Duration, before, after *runtime.MemStats) {
 	turns := len(lat) * b.N
 	b.ReportMetric(float64(turns)/elapsed.Seconds(), "turns/s")
-	b.ReportMetric(float64(mallocs)/float64(turns), "allocs/turn")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(turns), "allocs/turn")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(turns), "B/turn")
 	window := func(from int) float64 {
 		var sum time.Duration
 		for _, d := range lat[from : from+turnWindowBench] {
@@ -109,7 +110,7 @@ func BenchmarkFauxTurns(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	runtime.ReadMemStats(&after)
-	reportTurns(b, lat, elapsed, after.Mallocs-before.Mallocs)
+	reportTurns(b, lat, elapsed, &before, &after)
 }
 
 // BenchmarkFauxTurnsSim is the same workload under the simulated runtime:
@@ -129,5 +130,5 @@ func BenchmarkFauxTurnsSim(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	runtime.ReadMemStats(&after)
-	reportTurns(b, lat, elapsed, after.Mallocs-before.Mallocs)
+	reportTurns(b, lat, elapsed, &before, &after)
 }

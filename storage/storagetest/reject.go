@@ -13,6 +13,10 @@ import (
 )
 
 // rejectFixture is committed state every rejection case builds on.
+// longBatchAppends is how many list appends a long batch of the reject
+// cases writes: more than a batch checker looks up in order.
+const longBatchAppends = 40
+
 type rejectFixture struct {
 	conv, entry, other, otherEntry ID // two conversations with one entry each
 	live, live2, done              ID // two live tasks of conv, one settled
@@ -194,6 +198,21 @@ var rejectCases = []rejectCase{
 			return x
 		},
 		names: func(f *rejectFixture, x *tx) []string { return []string{"element " + n(f.element), f.list.String()} }},
+	// A batch that touches more elements than a checker keeps in order
+	// (storage's batchMap): what it appended and removed before a clear is
+	// gone after it, and stays so.
+	{name: "RemovingAnElementAppendedBeforeAClearInALongBatch", index: longBatchAppends + 2,
+		batch: func(s *store, f *rejectFixture) *tx {
+			x := s.tx()
+			for i := range longBatchAppends {
+				x.push(f.list, i)
+			}
+			x.remove(f.list, x.first+1)
+			x.clear(f.list)
+			x.remove(f.list, x.first+2)
+			return x
+		},
+		names: func(f *rejectFixture, x *tx) []string { return []string{"element " + n(x.first+2), f.list.String()} }},
 
 	// Conversations.
 	{name: "ACreateConversationWithoutARecord", index: 0,
