@@ -38,6 +38,8 @@
 //   - driver.go: every driver decision: seeding, ownership links, admission,
 //     authority, applying a commit, reserving and completing invocations,
 //     drives and waiters, faults and closing; the lifecycle phase and its moves.
+//   - handon.go: under the real runtime, a settling invocation's goroutine
+//     runs the task its settlement made runnable, instead of waking another.
 //   - invariants.go: the check of the driver's indexes after every commit
 //     (Options.CheckInvariants).
 //   - harness.go: Open and Options, the Harness handle and its reads, abort,
@@ -54,6 +56,7 @@
 //
 // Tests: plugin_test.go (a plugin kind on the exported API alone),
 // kindapi_test.go (each door), driver_internal_test.go (the invariant
-// checker and phase moves), and the driver's semantics, the line, contexts
+// checker and phase moves), handon_test.go (handing on under the real
+// runtime), and the driver's semantics, the line, contexts
 // and the cache, forks, scratch, previews, watch and telemetry.
 package core

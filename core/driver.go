@@ -81,6 +81,12 @@ type invocation struct {
 	progress []*Progress // bridges the method opened; drained before completion
 	// returned is set once the method returned: its runtime is stale.
 	returned atomic.Bool
+	// name names its actor, started from parent's ctx; held are the
+	// invocations it holds back until it has completed (handon.go). Only
+	// its own goroutine touches held.
+	name   string
+	parent context.Context
+	held   []*invocation
 }
 
 type invocationKey struct{}
@@ -159,11 +165,15 @@ type driver struct {
 	stopIdle     Event // shutdown: no live task and no invocation left
 	invocations  int
 	tel          telemetry
+	// handsOn is set when the runtime hands on (handon.go); held is the
+	// collector lent to the decision running on the line, if any.
+	handsOn bool
+	held    *heldStarts
 }
 
 func newDriver(h *Harness) *driver {
 	rt := h.rt
-	return &driver{
+	d := &driver{
 		h: h, live: map[storage.ID]*liveTask{}, running: map[storage.ID]*invocation{},
 		byConv: map[storage.ID]map[storage.ID]struct{}{}, fg: map[storage.ID]int{},
 		dependents: map[storage.ID][]storage.ID{}, convOwner: map[storage.ID]storage.ID{}, existing: map[storage.ID]bool{},
@@ -171,6 +181,8 @@ func newDriver(h *Harness) *driver {
 		tasksW:  map[storage.ID][]*waiter{},
 		drained: rt.NewEvent("drained"), closed: rt.NewEvent("closed"), stopIdle: rt.NewEvent("shutdown-idle"),
 	}
+	_, d.handsOn = rt.(handingOn)
+	return d
 }
 
 // actions collects what the line decided, to run after release.
@@ -587,6 +599,7 @@ func (d *driver) dependsOn(deps []storage.ID, target storage.ID, created map[sto
 func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r storage.Range) func() {
 	plan := d.tel.plan // what this commit asked of telemetry (line.go)
 	d.tel.plan = nil
+	defer func() { d.held = nil }() // lent by the commit's Tx (line.go) for its starts only
 	var acts actions
 	if ctx.Value(shutdownKey{}) != nil {
 		d.setPhase(phaseStopping)
@@ -721,8 +734,8 @@ func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *a
 	inv.ctx, inv.cancel, inv.span = context.WithValue(cctx, invocationKey{}, inv), cancel, span
 	d.running[lt.task.ID] = inv
 	d.invocations++
-	name := fmt.Sprintf("task%d.%s", lt.task.ID, m)
-	acts.add(func() { d.h.rt.Go(parent, name, func(context.Context) { d.invoke(inv) }) })
+	inv.name, inv.parent = fmt.Sprintf("task%d.%s", lt.task.ID, m), parent
+	acts.add(d.start(inv))
 }
 
 // invoke runs one method outside the line, then reports its completion.
@@ -761,10 +774,14 @@ func (d *driver) invoke(inv *invocation) {
 }
 
 // complete is the invocation's completion on the line: the slot is released
-// only now, the contract is checked, and the task is reconsidered.
+// only now, the contract is checked, and the task is reconsidered. What the
+// completion makes runnable is held back for the invocation's goroutine.
 func (d *driver) complete(inv *invocation, err error) {
-	ctx := context.WithoutCancel(inv.ctx)
+	ctx, held := context.WithoutCancel(inv.ctx), d.newHeld()
+	defer inv.hold(held)
 	_ = d.h.line.Do(ctx, func() (func(), error) {
+		d.held = held
+		defer func() { d.held = nil }()
 		var acts actions
 		if d.running[inv.task] != inv {
 			panic(fmt.Sprintf("core: completion of task %d %s does not own its slot", inv.task, inv.method))

@@ -13,6 +13,10 @@ import (
 // committed status transition or settling (abort must settle); returning an
 // error other than the cancellation of its own invocation is a contract
 // fault that stops the session. Domain failures are statuses, not errors.
+// A method that has settled its task returns without waiting for anything
+// but its runtime: under the real runtime, what the settlement made
+// runnable starts once the method returns or calls on its runtime again
+// (handon.go).
 type TaskKind interface {
 	Kind() string
 	InitialStatus() string

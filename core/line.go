@@ -224,6 +224,7 @@ func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx 
 	after := func() { span.End() } // telemetry callbacks run after the line is released
 	if tx.h != nil {
 		tx.h.d.tel.plan = tx.traces // read by the harness's AfterCommit, below
+		tx.h.d.held = tx.held       // so are the starts a settling invocation holds back
 	}
 	if l.opts.AfterCommit != nil {
 		if then := l.opts.AfterCommit(admitted, batch, r); then != nil {

@@ -45,20 +45,38 @@ func InvocationOf(ctx context.Context) (Invocation, bool) {
 	return Invocation{Task: inv.task, ConversationID: inv.conv, Method: inv.method}, true
 }
 
+// check refuses a ctx that does not carry this invocation. A call on the
+// runtime is also where the invocations it held back start (handon.go): it
+// may be about to wait for them.
 func (r *TaskRuntime) check(ctx context.Context) error {
 	if inv := invocationOf(ctx); inv != r.inv {
 		return fmt.Errorf("%w: the ctx does not carry task %d's invocation", ErrStaleInvocation, r.inv.task)
 	}
+	r.h.d.startHeld(r.inv)
 	return nil
 }
 
 // Commit commits a plan with the task's conversation bound. After a durable
-// abort mark it rejects with ErrTaskCancelled before the builder runs.
+// abort mark it rejects with ErrTaskCancelled before the builder runs. A
+// commit that settles the task holds back what it makes runnable until the
+// invocation completes (handon.go).
 func (r *TaskRuntime) Commit(ctx context.Context, plan func(tx *ConversationTx) error) (storage.Range, error) {
 	if err := r.check(ctx); err != nil {
 		return storage.Range{}, err
 	}
-	return r.h.commit(ctx, func(tx *Tx) error { return plan(&ConversationTx{Tx: tx, ID: r.inv.conv}) })
+	var held *heldStarts
+	rg, err := r.h.commit(ctx, func(tx *Tx) error {
+		if err := plan(&ConversationTx{Tx: tx, ID: r.inv.conv}); err != nil {
+			return err
+		}
+		if tx.settles(r.inv.task) {
+			held = r.h.d.newHeld()
+			tx.held = held
+		}
+		return nil
+	})
+	r.inv.hold(held)
+	return rg, err
 }
 
 // Scratch commits a plan to the task's own scratch (§4.6).

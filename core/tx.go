@@ -77,6 +77,7 @@ type Tx struct {
 	convs   map[storage.ID]*storage.Conversation // created in this batch
 	entries map[storage.ID]*storage.Entry        // created in this batch
 	traces  *tracePlan                           // telemetry asked of this commit, nil for none
+	held    *heldStarts                          // where its starts are held back (handon.go), nil to start them
 }
 
 func newTx(ctx context.Context, store storage.Storage, kinds *Kinds) *Tx {
