@@ -107,22 +107,50 @@ func (h *Harness) Preview(ctx context.Context, task storage.ID) (v any, ok bool,
 // flushPreview turns a task's preview changes since the last flush into a
 // task output, after a scratch commit of the task. It runs on the line,
 // where the invocation that mutates the tracker is waiting for its commit.
+//
+// When nothing receives the task's outputs (no watch of its conversation,
+// no Options.OnTaskOutput) the changes are taken as published without
+// computing their ops: a watch attached later captures the published
+// value, and its first flush after that is a replacement when none was
+// computed before, so every replica still folds to the preview.
 func (h *Harness) flushPreview(task storage.ID, r storage.Range, acts *actions) {
 	tr := h.previews[task]
 	if tr == nil {
+		return
+	}
+	if !h.outputObserved(task) {
+		if tr.Dirty() {
+			tr.Discard()
+			h.markPublished(task)
+		}
 		return
 	}
 	ops := tr.Flush()
 	if len(ops) == 0 {
 		return
 	}
-	if h.published == nil {
-		h.published = map[storage.ID]bool{}
-	}
-	h.published[task] = true
+	h.markPublished(task)
 	h.watchOutput(task, ops, r.Last)
 	if h.opts.OnTaskOutput != nil {
 		out := TaskOutput{Task: task, Ops: ops}
 		acts.add(func() { h.opts.OnTaskOutput(out) })
 	}
+}
+
+// markPublished records that a task's preview has a published value, which
+// a watch's capture then carries.
+func (h *Harness) markPublished(task storage.ID) {
+	if h.published == nil {
+		h.published = map[storage.ID]bool{}
+	}
+	h.published[task] = true
+}
+
+// outputObserved reports whether anything receives a live task's outputs.
+func (h *Harness) outputObserved(task storage.ID) bool {
+	if h.opts.OnTaskOutput != nil {
+		return true
+	}
+	lt := h.d.live[task]
+	return lt != nil && len(h.watchers[lt.task.ConversationID]) > 0
 }
