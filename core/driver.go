@@ -777,7 +777,7 @@ func (d *driver) invoke(inv *invocation) {
 // only now, the contract is checked, and the task is reconsidered. What the
 // completion makes runnable is held back for the invocation's goroutine.
 func (d *driver) complete(inv *invocation, err error) {
-	ctx, held := context.WithoutCancel(inv.ctx), d.newHeld()
+	ctx, held := admittedContext(inv.ctx), d.newHeld()
 	defer inv.hold(held)
 	_ = d.h.line.Do(ctx, func() (func(), error) {
 		d.held = held

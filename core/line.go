@@ -130,10 +130,11 @@ func (l *Line) run(ctx context.Context, scratchTask storage.ID, plan func(tx *Tx
 	if err := l.refuseNested(ctx); err != nil {
 		return storage.Range{}, err
 	}
-	if err := l.lock.Lock(context.WithoutCancel(ctx)); err != nil {
+	admitted := admittedContext(ctx)
+	if err := l.lock.Lock(admitted); err != nil {
 		return storage.Range{}, err
 	}
-	r, after, err := l.locked(ctx, scratchTask, plan)
+	r, after, err := l.locked(admitted, scratchTask, plan)
 	if after != nil {
 		after()
 	}
@@ -154,13 +155,21 @@ func checkRules(ctx context.Context, before storage.Storage, batch storage.Commi
 	return nil
 }
 
-// locked is the part of a commit that holds the line. Unlock is deferred so
-// that a panicking plan releases the line; the panic itself propagates to
-// the caller after its writes were discarded.
-func (l *Line) locked(ctx context.Context, scratchTask storage.ID, plan func(tx *Tx) error) (storage.Range, func(), error) {
+// admittedContext is ctx without its cancellation, for a commit that once
+// admitted runs whole. Its invocation is looked up once and kept on top:
+// a value read straight from context.WithoutCancel's context allocates,
+// and a commit reads several.
+func admittedContext(ctx context.Context) context.Context {
+	return context.WithValue(context.WithoutCancel(ctx), invocationKey{}, invocationOf(ctx))
+}
+
+// locked is the part of a commit that holds the line, under the admitted
+// context (admittedContext). Unlock is deferred so that a panicking plan
+// releases the line; the panic itself propagates to the caller after its
+// writes were discarded.
+func (l *Line) locked(admitted context.Context, scratchTask storage.ID, plan func(tx *Tx) error) (storage.Range, func(), error) {
 	defer l.release()
-	l.hold(ctx)
-	admitted := context.WithoutCancel(ctx)
+	l.hold(admitted)
 	if l.opts.Admit != nil {
 		if err := l.opts.Admit(admitted, scratchTask); err != nil {
 			return storage.Range{}, nil, err
