@@ -19,15 +19,19 @@ type member struct{ key, val []byte }
 // are compact objects with plain ASCII keys, no key twice, and no byte
 // json.Marshal would escape (<, >, &, U+2028, U+2029).
 func mergeObjects(base, patch []byte) (out []byte, ok bool) {
-	bm, ok := objectMembers(base)
+	// A task state has a handful of keys: the member lists stay on the
+	// stack unless one has more than stateMembersMax.
+	var bbuf, pbuf [stateMembersMax]member
+	var mbuf [2 * stateMembersMax]member
+	bm, ok := objectMembers(base, bbuf[:0])
 	if !ok {
 		return nil, false
 	}
-	pm, ok := objectMembers(patch)
+	pm, ok := objectMembers(patch, pbuf[:0])
 	if !ok {
 		return nil, false
 	}
-	merged := make([]member, 0, len(bm)+len(pm))
+	merged := mbuf[:0]
 	i, j := 0, 0
 	for i < len(bm) || j < len(pm) {
 		switch {
@@ -61,14 +65,17 @@ func mergeObjects(base, patch []byte) (out []byte, ok bool) {
 	return append(out, '}'), true
 }
 
+// stateMembersMax is how many members of a task state and of its patch
+// mergeObjects keeps without allocating.
+const stateMembersMax = 12
+
 // objectMembers splits a compact JSON object into its members, sorted by
-// key. It assumes valid JSON (a stored state or a marshalled patch) and
-// reports !ok for what the splice does not handle.
-func objectMembers(obj []byte) ([]member, bool) {
+// key, appended to ms. It assumes valid JSON (a stored state or a
+// marshalled patch) and reports !ok for what the splice does not handle.
+func objectMembers(obj []byte, ms []member) ([]member, bool) {
 	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' || !plainText(obj) {
 		return nil, false
 	}
-	ms := make([]member, 0, 8) // a task state has a handful of keys
 	pos := 1
 	if obj[pos] == '}' {
 		return ms, pos == len(obj)-1

@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -68,6 +69,34 @@ func TestMergeStateSpliceEqualsTheMaps(t *testing.T) {
 	})
 	if spliced == 0 {
 		t.Fatal("no draw took the splice")
+	}
+}
+
+// States wider than the member lists mergeObjects keeps on its stack
+// (stateMembersMax) splice the same.
+func TestMergeObjectsOfWideStatesEqualsTheMaps(t *testing.T) {
+	wide := 0
+	rapid.Check(t, func(t *rapid.T) {
+		object := func(label string) map[string]any {
+			m := map[string]any{}
+			for range rapid.IntRange(0, 3*stateMembersMax).Draw(t, label) {
+				m[fmt.Sprintf("k%d", rapid.IntRange(0, 3*stateMembersMax).Draw(t, "key"))] = jsonValue(t, 1)
+			}
+			return m
+		}
+		base, patch := must(json.Marshal(object("base"))), must(json.Marshal(object("patch")))
+		want := mergeMaps(base, patch)
+		got, ok := mergeObjects(base, patch)
+		if !ok || string(got) != string(want) {
+			t.Fatalf("splice of %s and %s = %s, %v; the maps give %s", base, patch, got, ok, want)
+		}
+		var n map[string]any
+		if json.Unmarshal(base, &n) == nil && len(n) > stateMembersMax {
+			wide++
+		}
+	})
+	if wide == 0 {
+		t.Fatal("no draw had a state wider than stateMembersMax")
 	}
 }
 
