@@ -393,12 +393,14 @@ func malformedLine(o order) cell {
 // (JSONL only: only it keeps scratch in files of their own). Over a session
 // (lastSeq 6) whose live task 2 has three scratch frames, the settlement
 // of task 2 commits (sequence 7) and its scratch file stays on disk:
-// forward, the unlink succeeds and the file is recreated with its old lines
-// before reopening (a failed unlink, simulated); reverse, the unlink really
-// fails (the scratch path is a non-empty directory by then, which even root
-// cannot unlink), the store reports the failure, and its reads right after
-// the settle show no scratch. Either way the reopened store shows no
-// scratch of task 2, lastSeq 7, and its next write gets 8.
+// forward, the retirement succeeds (the file is unlinked, or emptied and
+// kept for the next task's scratch) and the file is written back with its
+// old lines before reopening (a failed retirement, simulated); reverse, the
+// retirement really fails (the scratch path is a non-empty directory by
+// then, which even root cannot unlink), the store reports the failure, and
+// its reads right after the settle show no scratch. Either way the
+// reopened store shows no scratch of task 2, lastSeq 7, and its next write
+// gets 8.
 func retirementUnlinkFails(o order) cell {
 	point := map[order]string{forward: "file-recreated-after-unlink", reverse: "unlink-fails"}[o]
 	return fileCell(point, func(ctx context.Context, dir string) error {
@@ -425,10 +427,10 @@ func retirementUnlinkFails(o order) cell {
 		}
 		failures := st.UnlinkFailures()
 		if o == forward {
-			if _, err := os.Stat(scratch); !errors.Is(err, os.ErrNotExist) || len(failures) != 0 {
-				return fmt.Errorf("the settle left its scratch file (%v) or reported unlink failures %v", err, failures)
+			if info, err := os.Stat(scratch); (err == nil && info.Size() != 0) || (err != nil && !errors.Is(err, os.ErrNotExist)) || len(failures) != 0 {
+				return fmt.Errorf("the settle left its scratch lines (%v) or reported unlink failures %v", err, failures)
 			}
-			check(os.WriteFile(scratch, saved, 0o600)) // as if the unlink had failed
+			check(os.WriteFile(scratch, saved, 0o600)) // as if the retirement had failed
 		} else if !slices.Equal(failures, []storage.ID{2}) {
 			return fmt.Errorf("unlink failures %v; want [2]", failures)
 		}

@@ -29,8 +29,9 @@ const (
 	// is set; the handle then answers ErrCrashed until Reopen (Restart for
 	// a handle of WrapDisk).
 	Crash Kind = "crash"
-	// UnlinkFail makes the unlink that retires settled tasks' scratch fail
-	// after the settle committed.
+	// UnlinkFail makes the retirement of settled tasks' scratch files (an
+	// unlink, or for JSONL's spares emptying the file) fail after the settle
+	// committed: their bytes stay on disk.
 	UnlinkFail Kind = "unlinkFail"
 )
 

@@ -43,10 +43,11 @@ type fileImage struct {
 
 // tear commits the batch through the inner store and then shapes the files
 // as if the process had died while writing it: the line the batch appended
-// is cut after a prefix drawn from f.Tear, and a file the commit removed
-// after writing (a settled task's scratch, unlinked after the settlement is
-// written) is put back, since a process that dies mid-write never gets to
-// the unlink. It returns where it cut, or nil if nothing was written.
+// is cut after a prefix drawn from f.Tear, and a file the commit removed or
+// emptied after writing (a settled task's scratch, retired after the
+// settlement is written) is put back, since a process that dies mid-write
+// never gets to the retirement. It returns where it cut, or nil if nothing
+// was written.
 //
 // It snapshots the Disk's files whole before the commit, which costs the
 // session's size once per torn crash: this is a simulator's fault, not a
@@ -66,23 +67,18 @@ func (s *Storage) tear(ctx context.Context, f Fault, batch storage.CommitBatch) 
 	if err != nil {
 		return nil, fail("%v", err)
 	}
-	var grown, gone []string
+	var grown []string
 	for path, img := range after {
 		old, had := before[path]
 		switch {
 		case img.size > old.size:
 			grown = append(grown, path)
-		case had && img.size < old.size:
+		case had && img.size < old.size && img.size != 0:
 			return nil, fail("%s shrank from %d to %d bytes; a torn crash needs a store that appends", img.rel, old.size, img.size)
 		}
 	}
-	for path := range before {
-		if _, ok := after[path]; !ok {
-			gone = append(gone, path)
-		}
-	}
 	slices.Sort(grown)
-	slices.Sort(gone)
+	gone := retired(before, after)
 	var torn *TornLine
 	switch len(grown) {
 	case 0: // a batch without writes writes nothing
@@ -101,9 +97,9 @@ func (s *Storage) tear(ctx context.Context, f Fault, batch storage.CommitBatch) 
 }
 
 // commitKeepingUnlinked commits the batch through the inner store and puts
-// back every file the commit removed: the unlink of a settled task's
-// scratch failed, and its retired bytes stay on disk for the next open to
-// ignore. It returns the inner commit's outcome; a file it could not keep
+// back every file the commit removed or emptied: the retirement of a
+// settled task's scratch failed, and its bytes stay on disk for the next
+// open to ignore. It returns the inner commit's outcome; a file it could not keep
 // is recorded on the handle, whose Restart then fails.
 func (s *Storage) commitKeepingUnlinked(ctx context.Context, f Fault, batch storage.CommitBatch) (storage.Range, error) {
 	before, err := s.disk.snapshot(true)
@@ -120,17 +116,23 @@ func (s *Storage) commitKeepingUnlinked(ctx context.Context, f Fault, batch stor
 		s.shapeFailed(fmt.Errorf("fault: %s could not list the files after its commit: %w", f, err))
 		return r, nil
 	}
-	var gone []string
-	for path := range before {
-		if _, ok := after[path]; !ok {
-			gone = append(gone, path)
-		}
-	}
-	slices.Sort(gone)
-	if err := restore(before, gone); err != nil {
+	if err := restore(before, retired(before, after)); err != nil {
 		s.shapeFailed(fmt.Errorf("fault: %s: %w", f, err))
 	}
 	return r, nil
+}
+
+// retired lists, sorted, the files a commit removed or emptied: a JSONL
+// store retires a settled task's scratch file either way.
+func retired(before, after map[string]fileImage) []string {
+	var out []string
+	for path, old := range before {
+		if img, ok := after[path]; !ok || (img.size == 0 && old.size > 0) {
+			out = append(out, path)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // shapeFailed records that a fault could not shape the files as its plan

@@ -9,10 +9,12 @@
 //
 // # Files
 //
-//   - jsonl.go: the Store: open and replay, one line per commit to the main or a scratch file, fsync and unlink.
+//   - jsonl.go: the Store: open and replay, one line per commit to the main or a scratch file, fsync,
+//     and retiring a settled task's scratch file: kept emptied as a spare for the next task, or unlinked.
 //
 // Tests: jsonl_test.go (the storagetest suite, also reopened after every
 // commit; replay order, torn and malformed lines, retired scratch, private
-// files), fuzz_test.go (replay of arbitrary files), bench_test.go (commit
-// cost with and without fsync).
+// files), spare_internal_test.go (spares taken, bounded, removed, and left
+// alone when written behind the store's back), fuzz_test.go (replay of
+// arbitrary files), bench_test.go (commit cost with and without fsync).
 package jsonl

@@ -76,6 +76,7 @@ type appendFile interface {
 	Sync() error
 	Close() error
 	Name() string
+	Stat() (fs.FileInfo, error)
 }
 
 // Store is a JSONL session: a main file and a scratch file per live task,
@@ -97,6 +98,9 @@ type Store struct {
 	// task's frames cost a write each, not an open and a close; at most
 	// scratchFilesOpenMax stay open.
 	scratch map[storage.ID]appendFile
+	// spares are settled tasks' scratch files, emptied and kept open, for
+	// new tasks' scratch to take by renaming; at most scratchSparesMax.
+	spares []spare
 	// scratchDirReady is set once the scratch directory exists.
 	scratchDirReady bool
 	// unlinkFailures lists settled tasks whose retired scratch file could
@@ -114,6 +118,30 @@ const lineBufMax = 64 << 10
 
 // scratchFilesOpenMax bounds the scratch files a store keeps open.
 const scratchFilesOpenMax = 64
+
+// scratchSparesMax bounds the settled tasks' scratch files a store keeps,
+// emptied and open, for new tasks' scratch.
+const scratchSparesMax = 8
+
+// spare is a settled task's scratch file, emptied and still open under its
+// name, for a new task's first scratch write to take by renaming it. Every
+// task with scratch otherwise creates a file and unlinks it when it
+// settles, which cost more than all the other writes of a JSONL turn
+// together: on an ext4 file system without a journal, each inode
+// allocation skips over every inode deleted in the last minutes.
+type spare struct {
+	f    appendFile
+	path string
+}
+
+// renamedFile is an open file that was renamed: errors name where it is
+// now.
+type renamedFile struct {
+	appendFile
+	name string
+}
+
+func (f *renamedFile) Name() string { return f.name }
 
 var _ storage.Storage = (*Store)(nil)
 
@@ -526,8 +554,8 @@ func (s *Store) TornTails() []TornTail { return slices.Clone(s.tornTails) }
 // rejected before anything is written. A failed write is cut back to the
 // file's last complete line and returned; if it cannot be cut back, the
 // store is poisoned and every later commit returns a *storage.PoisonedError
-// with that first failure. A settle also unlinks the settled task's scratch
-// file afterwards; failing to is harmless and recorded.
+// with that first failure. A settle also retires the settled task's scratch
+// file afterwards (retireScratch); failing to is harmless and recorded.
 func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.Range, error) {
 	if s.poisoned != nil {
 		return storage.Range{}, &storage.PoisonedError{Err: s.poisoned}
@@ -562,18 +590,7 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 	s.Store.Publish(batch) // validated above; the bytes are written: publish
 	for _, w := range batch.Writes {
 		if w.Type == storage.WriteSettle {
-			if f := s.scratch[w.ID]; f != nil {
-				_ = f.Close() // retired: its bytes no longer matter
-				delete(s.scratch, w.ID)
-			}
-			path := s.scratchFile(w.ID)
-			if _, ok := s.sizes[path]; !ok {
-				continue // the task never had a scratch file
-			}
-			delete(s.sizes, path)
-			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				s.unlinkFailures = append(s.unlinkFailures, w.ID)
-			}
+			s.retireScratch(w.ID)
 		}
 	}
 	return storage.Range{First: first, Last: first + storage.ID(len(batch.Writes)) - 1}, nil
@@ -638,11 +655,18 @@ func (s *Store) openScratch(task storage.ID, raw []byte) error {
 	}
 	path := s.scratchFile(task)
 	_, known := s.sizes[path]
-	// No live file was replayed for this task: a new one. One that is
-	// there anyway is a retired leftover open could not remove.
-	f, err := openScratchFile(path, !known)
-	if err != nil {
-		return &FileError{Path: path, Err: err}
+	// No live file was replayed for this task: a new one, a spare renamed
+	// or a file created. One that is there anyway is a retired leftover
+	// open could not remove, which either replaces.
+	var f appendFile
+	if !known {
+		f = s.takeSpare(path)
+	}
+	if f == nil {
+		var err error
+		if f, err = openScratchFile(path, !known); err != nil {
+			return &FileError{Path: path, Err: err}
+		}
 	}
 	if known {
 		if err := s.write(f, raw); err != nil {
@@ -696,6 +720,75 @@ func openAppend(path string, create bool) (*os.File, error) {
 	}
 }
 
+// retireScratch retires a settled task's scratch file now that the main
+// file's settlement has made its bytes irrelevant: emptied and kept as a
+// spare while its path still names it, or closed and unlinked. An emptied
+// or leftover file of a settled task is what open removes. Failing to is
+// harmless and recorded.
+func (s *Store) retireScratch(task storage.ID) {
+	path := s.scratchFile(task)
+	f := s.scratch[task]
+	delete(s.scratch, task)
+	if _, ok := s.sizes[path]; !ok {
+		if f != nil {
+			_ = f.Close()
+		}
+		return // the task never had a scratch file
+	}
+	delete(s.sizes, path)
+	if f != nil {
+		if r, ok := f.(*renamedFile); ok {
+			f = r.appendFile
+		}
+		if sp := (spare{f: f, path: path}); len(s.spares) < scratchSparesMax && f.Truncate(0) == nil && sp.untouched() {
+			s.spares = append(s.spares, sp)
+			return
+		}
+		_ = f.Close()
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.unlinkFailures = append(s.unlinkFailures, task)
+	}
+}
+
+// takeSpare renames the newest spare to path and returns it open, or nil
+// when there is none. A spare that is no longer as the store left it (its
+// name another file's, or bytes written to it behind the store's back) is
+// closed and left for open to remove, as is one the rename fails for.
+func (s *Store) takeSpare(path string) appendFile {
+	for len(s.spares) > 0 {
+		sp := s.spares[len(s.spares)-1]
+		s.spares = s.spares[:len(s.spares)-1]
+		if sp.untouched() && os.Rename(sp.path, path) == nil {
+			return &renamedFile{appendFile: sp.f, name: path}
+		}
+		_ = sp.f.Close()
+	}
+	return nil
+}
+
+// untouched reports whether the spare is still the empty file at its path.
+func (sp spare) untouched() bool {
+	open, err := sp.f.Stat()
+	if err != nil || open.Size() != 0 {
+		return false
+	}
+	named, err := os.Stat(sp.path)
+	return err == nil && os.SameFile(open, named)
+}
+
+// dropSpares closes the spares and unlinks those still as the store left
+// them; open would remove them too.
+func (s *Store) dropSpares() {
+	for _, sp := range s.spares {
+		if sp.untouched() {
+			_ = os.Remove(sp.path)
+		}
+		_ = sp.f.Close()
+	}
+	s.spares = nil
+}
+
 // closeScratch closes every open scratch file; their bytes are written.
 func (s *Store) closeScratch() error {
 	var first error
@@ -718,6 +811,7 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	defer s.lock.Release()
 	serr := s.closeScratch()
+	s.dropSpares()
 	if s.main == nil {
 		return serr
 	}
