@@ -118,11 +118,23 @@ func PointerInto[T any](d *Decoder, p **T, read func(*T) bool) bool {
 // sets the slice to nil, and an empty array gives an empty slice that is
 // not nil, as encoding/json decodes into a nil slice.
 func SliceInto[T any](d *Decoder, v *[]T, read func(*T) bool) bool {
+	*v = nil
+	return SliceIntoReusing(d, v, read)
+}
+
+// SliceIntoReusing is SliceInto reading into the array *v already has, from
+// its start, as encoding/json reuses a slice it decodes into (each element
+// zeroed before read): for a caller that is done with what *v held and
+// reads many arrays one after another.
+func SliceIntoReusing[T any](d *Decoder, v *[]T, read func(*T) bool) bool {
 	if d.Null() {
 		*v = nil
 		return true
 	}
-	*v = []T{}
+	if *v == nil {
+		*v = []T{}
+	}
+	*v = (*v)[:0]
 	return d.Array(func() bool {
 		var zero T
 		*v = append(*v, zero) // read in place: a local passed to read would escape

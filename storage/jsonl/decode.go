@@ -11,10 +11,11 @@ import (
 // else, each key it does not know and each one given twice among them, so
 // that encoding/json, strict as parseLine runs it, decides what such a
 // line means or what is wrong with it. The tests hold the two to the same
-// batches on every line the fast path takes.
-func decodeLine(text []byte) (line, bool) {
+// batches on every line the fast path takes. The writes are read into
+// writes's array when it has the room (parseLine).
+func decodeLine(text []byte, writes []storage.Write) (line, bool) {
 	d := jsonvalue.NewDecoder(text)
-	var l line
+	l := line{Writes: writes}
 	ok := d.Members(lineFields, func(i int) bool {
 		switch i {
 		case 0:
@@ -22,7 +23,7 @@ func decodeLine(text []byte) (line, bool) {
 		case 1:
 			return jsonvalue.Int64Into(d, &l.Task)
 		}
-		return jsonvalue.SliceInto(d, &l.Writes, func(w *storage.Write) bool { return readWrite(d, w) })
+		return jsonvalue.SliceIntoReusing(d, &l.Writes, func(w *storage.Write) bool { return readWrite(d, w) })
 	})
 	return l, ok && d.End()
 }

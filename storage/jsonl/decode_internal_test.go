@@ -25,7 +25,7 @@ type failer interface {
 // whether the fast path took it.
 func sameAsSlow(t failer, text []byte) bool {
 	t.Helper()
-	got, ok := decodeLine(text)
+	got, ok := decodeLine(text, nil)
 	if !ok {
 		return false
 	}
@@ -129,6 +129,27 @@ func TestDecodeLineReadsWhatCommitWrites(t *testing.T) {
 	})
 }
 
+// Lines read one after another into one array of writes (as a replay reads
+// them) read as each alone: nothing of a longer line before stays in a
+// shorter one's writes.
+func TestDecodeLineReusingItsWritesReadsEachLineAsEncodingJSON(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var writes []storage.Write
+		for i, n := 0, rapid.IntRange(2, 6).Draw(t, "lines"); i < n; i++ {
+			text := genLine(t)
+			got, ok := decodeLine(text, writes)
+			if !ok {
+				t.Fatalf("the fast path gave up on %s", text)
+			}
+			want, err := parseLineSlow(text)
+			if err != nil || !reflect.DeepEqual(want, got) {
+				t.Fatalf("line %d read into a reused array (-want +got):\n%s", i, cmp.Diff(want, got))
+			}
+			writes = got.Writes
+		}
+	})
+}
+
 // lineTokens are what rapid splices into a written line: keys given twice
 // or in another case, unknown keys, nulls where they mean something and
 // where they do not, values of the wrong kind, scopes out of form.
@@ -207,10 +228,10 @@ func TestParseLineGivesEncodingJSONsAnswerWhereTheFastPathGivesUp(t *testing.T) 
 		// the line's object, its writes and the write).
 		`{"first":1,"writes":[{"type":"x","value":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}]}`,
 	} {
-		if _, ok := decodeLine([]byte(text)); ok {
+		if _, ok := decodeLine([]byte(text), nil); ok {
 			t.Errorf("the fast path took %s", text)
 		}
-		got, gotErr := parseLine([]byte(text))
+		got, gotErr := parseLine([]byte(text), nil)
 		want, wantErr := parseLineSlow([]byte(text))
 		if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() || !cmp.Equal(got, want) {
 			t.Errorf("parseLine(%s) = %+v, %v; encoding/json gives %+v, %v", text, got, gotErr, want, wantErr)
@@ -420,7 +441,7 @@ func BenchmarkLineCodec(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			for _, text := range texts {
-				if _, err := parseLine(text); err != nil {
+				if _, err := parseLine(text, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -382,6 +382,7 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 	}
 	r.size = int64(len(data) - len(rest))
 	prevLast := storage.ID(0)
+	var writes []storage.Write // each line's, in turn
 	for n := 2; len(rest) > 0; n++ {
 		text, after, complete := bytes.Cut(rest, []byte{'\n'})
 		if plant.On("jsonl-replay-drops-last") && task == 0 && complete && len(after) == 0 && n > 3 {
@@ -390,7 +391,7 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 		if len(text) > batchBytesMax {
 			return nil, true, &FileError{Path: path, Line: n, Err: &storage.BatchTooLargeError{Bytes: len(text), Max: batchBytesMax}}
 		}
-		l, perr := parseLine(text)
+		l, perr := parseLine(text, writes)
 		if perr != nil {
 			if !complete {
 				// The process died while writing this line: nothing
@@ -419,6 +420,7 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 		if err := s.Store.Apply(ctx, batch, l.First); err != nil {
 			return nil, true, &FileError{Path: path, Line: n, Err: err}
 		}
+		writes = l.Writes
 		prevLast = l.First + storage.ID(len(l.Writes)) - 1
 		r.ranges = append(r.ranges, batchRange{first: l.First, last: prevLast, line: n})
 		r.size += int64(len(text))
@@ -454,9 +456,12 @@ func checkHeader(data []byte, want header) ([]byte, error) {
 }
 
 // parseLine decodes one batch line strictly: by hand when the line is as
-// Commit writes them, else with encoding/json.
-func parseLine(text []byte) (line, error) {
-	if l, ok := decodeLine(text); ok {
+// Commit writes them, else with encoding/json. Its writes may be read into
+// the array of writes, whose elements the caller no longer needs: a replay
+// reads every line's writes into one array, since the memory store keeps
+// what the writes point to but never the writes themselves.
+func parseLine(text []byte, writes []storage.Write) (line, error) {
+	if l, ok := decodeLine(text, writes); ok {
 		return l, nil
 	}
 	return parseLineSlow(text)
