@@ -38,6 +38,15 @@ func CheckBatch(ctx context.Context, l Lookup, lastSeq ID, batch CommitBatch) er
 	return c.check(batch)
 }
 
+// CheckDecodedBatch is CheckBatch for a batch decoded from JSON text (a
+// replayed line): the decoder parsed every raw value in it (a write's value
+// and state, an entry's data, a task's state) as JSON, so they are not
+// scanned again. Every other rule is CheckBatch's.
+func CheckDecodedBatch(ctx context.Context, l Lookup, lastSeq ID, batch CommitBatch) error {
+	c := &checker{ctx: ctx, l: l, lastSeq: lastSeq, decoded: true}
+	return c.check(batch)
+}
+
 type statePolicy struct{ rewind, list bool }
 
 // elementRef is one element of a list.
@@ -58,6 +67,9 @@ type checker struct {
 	cleared batchMap[StateRef, bool]
 	created batchMap[ID, *Conversation] // conversations created in this batch
 	owns    [][2]ID                     // (task, conversation) ownership claims, checked at the end
+	// decoded is set for a batch whose raw values a JSON decoder parsed
+	// (CheckDecodedBatch).
+	decoded bool
 }
 
 func (c *checker) check(batch CommitBatch) error {
@@ -117,6 +129,10 @@ func (c *checker) checkOwnership() error {
 	}
 	return nil
 }
+
+// valid reports whether a raw value is JSON: scanned, unless the batch was
+// decoded from JSON.
+func (c *checker) valid(raw []byte) bool { return c.decoded || jsonvalue.Valid(raw) }
 
 func reject(rule string, args ...any) *BatchError {
 	return &BatchError{Rule: fmt.Sprintf(rule, args...)}
@@ -195,7 +211,7 @@ func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
 	c.policy.set(key, statePolicy{rewind: a.Rewind, list: isList})
 	switch w.Type {
 	case WriteValueSet, WriteListAppend:
-		if len(w.Value) == 0 || !jsonvalue.Valid(w.Value) {
+		if len(w.Value) == 0 || !c.valid(w.Value) {
 			return reject("value is not valid JSON")
 		}
 		if w.Type == WriteListAppend {
@@ -299,7 +315,7 @@ func (c *checker) entry(w *Write, seq ID) error {
 	if !ok {
 		return reject("conversation %d does not exist", e.ConversationID)
 	}
-	if len(e.Data) != 0 && !jsonvalue.Valid(e.Data) {
+	if len(e.Data) != 0 && !c.valid(e.Data) {
 		return reject("entry %d data is not valid JSON", e.ID)
 	}
 	if name := setButEmpty(field{"data", e.Data != nil, len(e.Data)}, field{"model", e.Model != nil, len(e.Model)}, field{"edits", e.Edits != nil, len(e.Edits)}); name != "" {
@@ -347,7 +363,7 @@ func (c *checker) newTask(w *Write, seq ID) error {
 	if t.Role == RoleTerminal {
 		return reject("task %d is created terminal", t.ID)
 	}
-	if len(t.State) != 0 && !jsonvalue.Valid(t.State) {
+	if len(t.State) != 0 && !c.valid(t.State) {
 		return reject("task %d state is not valid JSON", t.ID)
 	}
 	if name := setButEmpty(field{"state", t.State != nil, len(t.State)}, field{"after", t.After != nil, len(t.After)}, field{"owns", t.Owns != nil, len(t.Owns)}); name != "" {
@@ -388,7 +404,7 @@ func (c *checker) changeTask(w *Write) error {
 	if !t.Live() {
 		return reject("task %d is terminal; it is never changed again", w.ID)
 	}
-	if len(w.State) != 0 && !jsonvalue.Valid(w.State) {
+	if len(w.State) != 0 && !c.valid(w.State) {
 		return reject("task %d state is not valid JSON", w.ID)
 	}
 	if name := setButEmpty(field{"state", w.State != nil, len(w.State)}, field{"owns", w.Owns != nil, len(w.Owns)}); name != "" {

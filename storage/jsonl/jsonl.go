@@ -417,7 +417,7 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 				return nil, true, &FileError{Path: path, Line: n, Err: err}
 			}
 		}
-		if err := s.Store.Apply(ctx, batch, l.First); err != nil {
+		if err := s.Store.ApplyDecoded(ctx, batch, l.First); err != nil { // parseLine parsed its values
 			return nil, true, &FileError{Path: path, Line: n, Err: err}
 		}
 		writes = l.Writes

@@ -195,6 +195,16 @@ func (s *Store) Publish(batch storage.CommitBatch) storage.Range {
 // (sequences are shared across files). LastSeq becomes the highest
 // endpoint applied.
 func (s *Store) Apply(ctx context.Context, batch storage.CommitBatch, first ID) error {
+	return s.applyChecked(ctx, batch, first, storage.CheckBatch)
+}
+
+// ApplyDecoded is Apply for a batch decoded from JSON text, whose raw values
+// the decoder parsed (storage.CheckDecodedBatch): a replay.
+func (s *Store) ApplyDecoded(ctx context.Context, batch storage.CommitBatch, first ID) error {
+	return s.applyChecked(ctx, batch, first, storage.CheckDecodedBatch)
+}
+
+func (s *Store) applyChecked(ctx context.Context, batch storage.CommitBatch, first ID, check func(context.Context, storage.Lookup, ID, storage.CommitBatch) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -203,7 +213,7 @@ func (s *Store) Apply(ctx context.Context, batch storage.CommitBatch, first ID) 
 	if first <= 0 {
 		return &storage.BatchError{Index: -1, Rule: "batch starts at a non-positive sequence"}
 	}
-	if err := storage.CheckBatch(ctx, lookup{s}, first-1, batch); err != nil {
+	if err := check(ctx, lookup{s}, first-1, batch); err != nil {
 		return err
 	}
 	for i := range batch.Writes {

@@ -210,3 +210,38 @@ func TestConcurrentReadsShareTheWorkCountSafely(t *testing.T) {
 		t.Fatalf("work = %d after %d reads; want every read counted", s.Work(), readers*reads)
 	}
 }
+
+// ApplyDecoded trusts what a JSON decoder parsed, the batch's raw values,
+// and nothing else: every other rule rejects as Apply's does.
+func TestApplyDecodedSkipsOnlyTheScanOfRawValues(t *testing.T) {
+	ctx := context.Background()
+	conv := func() storage.CommitBatch {
+		return storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}}}}
+	}
+	value := func(raw string) storage.CommitBatch {
+		a := storage.Address{Scope: storage.ConversationScope(1), Namespace: "n"}
+		return storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteValueSet, Addr: &a, Value: json.RawMessage(raw)}}}
+	}
+	fresh := func() *memory.Store {
+		s := memory.New()
+		if err := s.Apply(ctx, conv(), 1); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if err := fresh().Apply(ctx, value(`{nope`), 2); err == nil {
+		t.Fatal("Apply took a value that is not JSON")
+	}
+	if err := fresh().ApplyDecoded(ctx, value(`{nope`), 2); err != nil {
+		t.Fatalf("ApplyDecoded scanned the raw value again: %v", err)
+	}
+	entry := storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 2, ConversationID: 9, Kind: "user"}}}}
+	patch := storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WritePatch, ID: 7, Status: "s", Role: storage.RoleInflight}}}
+	for name, b := range map[string]storage.CommitBatch{"a missing value": value(``), "an unknown conversation": entry, "an unknown task": patch} {
+		want := fresh().Apply(ctx, b, 2)
+		got := fresh().ApplyDecoded(ctx, b, 2)
+		if want == nil || got == nil || got.Error() != want.Error() {
+			t.Errorf("%s: ApplyDecoded = %v; want Apply's rejection %v", name, got, want)
+		}
+	}
+}
