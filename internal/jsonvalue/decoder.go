@@ -155,7 +155,7 @@ func (d *Decoder) number() ([]byte, bool) {
 		return nil, false
 	}
 	start := d.p.i
-	if _, err := d.p.number(); err != nil {
+	if err := d.p.scanNumber(); err != nil {
 		return nil, false
 	}
 	return d.p.data[start:d.p.i], true

@@ -372,3 +372,28 @@ func TestIntoFunctionsReportAValueOfAnotherKind(t *testing.T) {
 		}
 	}
 }
+
+// Reading a number into an int64 or a float64 reads its text in place:
+// nothing is allocated for it (a replay reads hundreds of thousands).
+func TestNumbersAreReadWithoutAllocating(t *testing.T) {
+	text := []byte(`[123456789,-0.25e3]`)
+	allocs := testing.AllocsPerRun(100, func() {
+		d := jsonvalue.NewDecoder(text)
+		var n int64
+		var f float64
+		i := 0
+		ok := d.Array(func() bool {
+			i++
+			if i == 1 {
+				return jsonvalue.Int64Into(d, &n)
+			}
+			return jsonvalue.Float64Into(d, &f)
+		})
+		if !ok || n != 123456789 || f != -250 {
+			t.Fatalf("read %d, %g (%v); want 123456789, -250", n, f, ok)
+		}
+	})
+	if allocs > 1 { // the decoder itself
+		t.Fatalf("reading two numbers allocated %.0f times; want at most the decoder's one", allocs)
+	}
+}

@@ -208,6 +208,14 @@ func (p *parser) more(closing byte, what string) (bool, error) {
 // number reads a number as the grammar spells it and keeps its text.
 func (p *parser) number() (any, error) {
 	start := p.i
+	if err := p.scanNumber(); err != nil || !p.build {
+		return nil, err
+	}
+	return json.Number(p.data[start:p.i]), nil
+}
+
+// scanNumber reads a number, checking its grammar, and keeps nothing.
+func (p *parser) scanNumber() error {
 	if p.data[p.i] == '-' {
 		p.i++
 	}
@@ -217,12 +225,12 @@ func (p *parser) number() (any, error) {
 	case p.i < len(p.data) && p.data[p.i] >= '1' && p.data[p.i] <= '9':
 		p.digits()
 	default:
-		return nil, p.syntaxError("a digit")
+		return p.syntaxError("a digit")
 	}
 	if p.i < len(p.data) && p.data[p.i] == '.' {
 		p.i++
 		if !p.digits() {
-			return nil, p.syntaxError("a digit after the decimal point")
+			return p.syntaxError("a digit after the decimal point")
 		}
 	}
 	if p.i < len(p.data) && (p.data[p.i] == 'e' || p.data[p.i] == 'E') {
@@ -231,13 +239,10 @@ func (p *parser) number() (any, error) {
 			p.i++
 		}
 		if !p.digits() {
-			return nil, p.syntaxError("a digit in the exponent")
+			return p.syntaxError("a digit in the exponent")
 		}
 	}
-	if !p.build {
-		return nil, nil
-	}
-	return json.Number(p.data[start:p.i]), nil
+	return nil
 }
 
 // digits skips one or more digits and reports whether there was one.
