@@ -101,7 +101,7 @@ func (d *Decoder) plainString() ([]byte, bool) {
 		return nil, false
 	}
 	start := d.p.i + 1
-	for i := start; i < len(d.p.data); i++ {
+	for i := plainRun(d.p.data, start, true); i < len(d.p.data); i++ {
 		switch c := d.p.data[i]; {
 		case c == '"':
 			d.p.i = i + 1

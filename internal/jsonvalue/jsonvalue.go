@@ -6,6 +6,7 @@
 package jsonvalue
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -263,6 +264,7 @@ func (p *parser) string() (string, error) {
 	if !p.build {
 		plain = &plainBytes[1]
 	}
+	p.i = plainRun(p.data, p.i, p.build)
 	for p.i < len(p.data) {
 		c := p.data[p.i]
 		if plain[c] {
@@ -285,6 +287,28 @@ func (p *parser) string() (string, error) {
 		p.i++
 	}
 	return "", p.syntaxError("the end of a string")
+}
+
+// plainRun returns where the run of plain string bytes (plainBytes) from i
+// may end, reading eight at a time: at the first word that holds a quote,
+// a backslash or a control character (or, when ascii is set, a byte
+// outside ASCII), from where the caller goes on byte by byte. It never
+// passes a byte that is not plain.
+func plainRun(b []byte, i int, ascii bool) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	stop := uint64(0)
+	if ascii {
+		stop = highs
+	}
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		quote, backslash := x^(ones*'"'), x^(ones*'\\')
+		special := (quote-ones)&^quote | (backslash-ones)&^backslash | (x-ones*0x20)&^x
+		if (special&highs)|(x&stop) != 0 {
+			break
+		}
+	}
+	return i
 }
 
 // plainBytes says which bytes a string holds as they are, needing neither
