@@ -51,8 +51,9 @@ type benchConfig struct {
 	Backend       string
 	Fsync         bool
 	JSON          bool
-	// CPUProfile, when set, is where the run's CPU profile is written.
-	CPUProfile string
+	// CPUProfile, when set, is where the run's CPU profile is written;
+	// MemProfile, where its allocation profile is.
+	CPUProfile, MemProfile string
 	// Dir, when set, is where the session's files go and stay; otherwise
 	// a temporary directory, removed afterwards.
 	Dir string
@@ -69,7 +70,7 @@ type benchConfig struct {
 
 // compareFixes are the flags --compare refuses: each peer line sets the
 // run, and the output is the table.
-var compareFixes = []string{"workload", "turns", "tools", "reset-every", "collapse-every", "backend", "fsync", "json", "cpuprofile", "dir"}
+var compareFixes = []string{"workload", "turns", "tools", "reset-every", "collapse-every", "backend", "fsync", "json", "cpuprofile", "memprofile", "dir"}
 
 func (c benchConfig) workloadName() string {
 	if c.Workload == "" {
@@ -94,6 +95,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fl.BoolVar(&c.Fsync, "fsync", false, "make every commit durable before it returns (JSONL: sync each line; SQLite: synchronous=FULL)")
 	fl.BoolVar(&c.JSON, "json", false, "print one JSON line with the peer benchmark's field names")
 	fl.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	fl.StringVar(&c.MemProfile, "memprofile", "", "write the run's allocation profile to this file (go tool pprof reads it)")
 	fl.StringVar(&c.Dir, "dir", "", "keep the session's files in this directory (created if need be)")
 	fl.StringVar(&c.Workload, "workload", "", "the §10.3 workload to run (list: name them)")
 	fl.StringVar(&c.Compare, "compare", "", "compare with the peer's JSON lines in this file (bench.mjs output)")
@@ -605,21 +607,19 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	case c.Compare != "":
 		return compareMain(ctx, c, stdout, stderr)
 	}
-	// The profile goes to memory and then to the file, because pprof
-	// drops its own write errors: a full disk must not leave a cut
-	// profile behind a zero exit. The file is made first, so that a path
-	// that cannot be written is refused before the run.
-	var (
-		profile    *os.File
-		profileBuf bytes.Buffer
-	)
-	if c.CPUProfile != "" {
-		profile, err = os.OpenFile(c.CPUProfile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
-		if err != nil {
-			return fail(stderr, "bench", &fieldError{"--cpuprofile", err})
-		}
-		if err := pprof.StartCPUProfile(&profileBuf); err != nil {
-			_ = profile.Close()
+	cpu, err := newProfileFile("--cpuprofile", c.CPUProfile)
+	if err != nil {
+		return fail(stderr, "bench", err)
+	}
+	mem, err := newProfileFile("--memprofile", c.MemProfile)
+	if err != nil {
+		cpu.abandon()
+		return fail(stderr, "bench", err)
+	}
+	if cpu != nil {
+		if err := pprof.StartCPUProfile(&cpu.buf); err != nil {
+			cpu.abandon()
+			mem.abandon()
 			return fail(stderr, "bench", &fieldError{"--cpuprofile", err})
 		}
 	}
@@ -628,14 +628,18 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	stop := startProgress(stderr, "bench", func() string { return fmt.Sprintf("%d/%d turns", turns.Load(), c.Turns) })
 	r, err := runBench(ctx, c)
 	stop()
-	if profile != nil {
+	if cpu != nil {
 		pprof.StopCPUProfile()
-		_, werr := profile.Write(profileBuf.Bytes())
-		if cerr := profile.Close(); werr == nil {
-			werr = cerr
+		if werr := cpu.write(); werr != nil && err == nil {
+			err = werr
 		}
-		if werr != nil && err == nil {
-			err = &envError{fmt.Errorf("--cpuprofile: %w", werr)}
+	}
+	if mem != nil {
+		if werr := pprof.Lookup("allocs").WriteTo(&mem.buf, 0); werr != nil && err == nil {
+			err = &envError{fmt.Errorf("--memprofile: %w", werr)}
+		}
+		if werr := mem.write(); werr != nil && err == nil {
+			err = werr
 		}
 	}
 	if err != nil {
@@ -645,6 +649,47 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitFailed
 	}
 	return 0
+}
+
+// profileFile is a profile written to memory and then to its file,
+// because pprof drops its own write errors: a full disk must not leave a
+// cut profile behind a zero exit. The file is made first, so that a path
+// that cannot be written is refused before the run.
+type profileFile struct {
+	flag string
+	file *os.File
+	buf  bytes.Buffer
+}
+
+// newProfileFile creates the file of flag's profile; nil when path is empty.
+func newProfileFile(flag, path string) (*profileFile, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
+	if err != nil {
+		return nil, &fieldError{flag, err}
+	}
+	return &profileFile{flag: flag, file: f}, nil
+}
+
+// write writes the profile to its file and closes it.
+func (p *profileFile) write() error {
+	_, err := p.file.Write(p.buf.Bytes())
+	if cerr := p.file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &envError{fmt.Errorf("%s: %w", p.flag, err)}
+	}
+	return nil
+}
+
+// abandon closes the file of a profile that will not be written.
+func (p *profileFile) abandon() {
+	if p != nil {
+		_ = p.file.Close()
+	}
 }
 
 // benchError says what ended a bench early: a signal, the machine (a
@@ -660,7 +705,8 @@ func benchError(ctx context.Context, err error) error {
 }
 
 const benchHelp = `usage: picosim bench [--workload NAME] [--turns N] [--tools K] [--reset-every R] [--collapse-every C]
-                     [--backend memory|jsonl|sqlite] [--fsync] [--json] [--cpuprofile FILE] [--dir DIR]
+                     [--backend memory|jsonl|sqlite] [--fsync] [--json] [--cpuprofile FILE]
+                     [--memprofile FILE] [--dir DIR]
        picosim bench --workload list
        picosim bench --compare PEER.json [--ours OURS.json] [--sqlite]
 
@@ -669,7 +715,8 @@ under the real runtime and prints turns per second, turn latency percentiles, al
 turn, the storage's queries, rows decoded and commits, process memory, bytes on disk (with the
 session open, scratch and WAL included, and closed) and the cold reopen time. --json prints one
 line with the peer benchmark's fields and ours after them; --cpuprofile writes a CPU profile of the
-run for go tool pprof; --dir keeps the session's files in DIR (for picosim check) instead of a
+run for go tool pprof, --memprofile its allocation profile (go tool pprof -sample_index=alloc_space
+ranks what allocated most); --dir keeps the session's files in DIR (for picosim check) instead of a
 temporary directory. --fsync makes every commit durable before it returns: JSONL syncs each line,
 SQLite runs with synchronous=FULL. --collapse-every C collapses the context every C turns and waits for the
 summary. While it runs, stderr shows the turns done: a line redrawn every second on a terminal, a

@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -34,6 +38,34 @@ func TestBenchRunsThePeerWorkloadAndPrintsThePeerFields(t *testing.T) {
 				t.Fatalf("a disk backend reported no bytes or no reopen: %s", out.String())
 			}
 		})
+	}
+}
+
+// --cpuprofile and --memprofile write pprof profiles (gzipped protocol
+// buffers) of the run, the allocation one naming the harness's functions.
+func TestBenchWritesItsProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
+	var out, errOut bytes.Buffer
+	if code := benchMain(context.Background(), []string{"--turns", "20", "--cpuprofile", cpu, "--memprofile", mem}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, p := range []string{cpu, mem} {
+		data, err := os.ReadFile(p)
+		if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+			t.Fatalf("%s: %d bytes, %v; want a gzipped profile", p, len(data), err)
+		}
+	}
+	data, err := os.ReadFile(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, err := io.ReadAll(raw); err != nil || !bytes.Contains(body, []byte("github.com/pico-go/pico/core.")) {
+		t.Fatalf("the allocation profile (%v) names no function of the harness", err)
 	}
 }
 

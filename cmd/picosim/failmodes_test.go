@@ -52,15 +52,17 @@ func TestATraceThatCannotBeWrittenFailsTheRun(t *testing.T) {
 	oneErrorLine(t, args, out, errOut, code, exitEnvironment, "--trace: writing /dev/full: write /dev/full: no space left on device")
 }
 
-// A CPU profile that cannot be written is an error too: pprof drops its
-// own write errors, so bench writes the profile itself.
+// A CPU or allocation profile that cannot be written is an error too:
+// pprof drops its own write errors, so bench writes the profile itself.
 func TestAProfileThatCannotBeWrittenFailsTheBench(t *testing.T) {
 	needDevFull(t)
 	bin := picosimBinary(t)
-	args := []string{"bench", "--turns", "5", "--cpuprofile", "/dev/full"}
-	_, errOut, code := runBinary(t, bin, args...)
-	if want := "picosim: bench: --cpuprofile: write /dev/full: no space left on device\n"; code != exitEnvironment || errOut != want {
-		t.Fatalf("%v: exit %d, stderr %q; want %d and %q", args, code, errOut, exitEnvironment, want)
+	for _, flag := range []string{"--cpuprofile", "--memprofile"} {
+		args := []string{"bench", "--turns", "5", flag, "/dev/full"}
+		_, errOut, code := runBinary(t, bin, args...)
+		if want := "picosim: bench: " + flag + ": write /dev/full: no space left on device\n"; code != exitEnvironment || errOut != want {
+			t.Fatalf("%v: exit %d, stderr %q; want %d and %q", args, code, errOut, exitEnvironment, want)
+		}
 	}
 }
 
@@ -294,10 +296,10 @@ func TestWhatPicosimWritesIsPrivate(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
-	trace, keep, out, profile := filepath.Join(dir, "t.jsonl"), filepath.Join(dir, "new", "keep"), filepath.Join(dir, "failures"), filepath.Join(dir, "cpu.pprof")
+	trace, keep, out, profile, memProfile := filepath.Join(dir, "t.jsonl"), filepath.Join(dir, "new", "keep"), filepath.Join(dir, "failures"), filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
 	withUmask0(nil, "run", "basic-turn", "--backend", "jsonl", "--trace", trace, "--keep", keep)
 	withUmask0([]string{plantedEnv + "=tool-order"}, "fuzz", "parallel-tools", "--seeds", "12", "--fail-fast", "--workers", "1", "--out", out)
-	withUmask0(nil, "bench", "--turns", "1", "--cpuprofile", profile)
+	withUmask0(nil, "bench", "--turns", "1", "--cpuprofile", profile, "--memprofile", memProfile)
 	artifacts, _ := filepath.Glob(filepath.Join(out, "*.jsonl"))
 	pages, _ := filepath.Glob(filepath.Join(out, "*.html"))
 	if len(artifacts) == 0 || len(pages) == 0 {
@@ -305,7 +307,7 @@ func TestWhatPicosimWritesIsPrivate(t *testing.T) {
 	}
 	artifacts = append(artifacts, pages...)
 	want := map[string]os.FileMode{trace: 0o600, keep: 0o700 | os.ModeDir, filepath.Dir(keep): 0o700 | os.ModeDir,
-		filepath.Join(keep, "session.jsonl"): 0o600, out: 0o700 | os.ModeDir, profile: 0o600}
+		filepath.Join(keep, "session.jsonl"): 0o600, out: 0o700 | os.ModeDir, profile: 0o600, memProfile: 0o600}
 	for _, a := range artifacts {
 		want[a] = 0o600
 	}
