@@ -87,6 +87,8 @@ type invocation struct {
 	name   string
 	parent context.Context
 	held   []*invocation
+	// preview is the task's preview (nil for a kind without one).
+	preview *taskPreview
 }
 
 type invocationKey struct{}
@@ -605,7 +607,7 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 		d.setPhase(phaseStopping)
 	}
 	if batch.Kind == storage.BatchScratch {
-		d.h.flushPreview(batch.Task, r, &acts)
+		d.h.flushPreview(ctx, batch.Task, r, &acts)
 		d.assertIndexes()
 		return acts.run
 	}
@@ -715,7 +717,8 @@ func (d *driver) reconsider(ctx context.Context, id storage.ID, acts *actions) {
 // released only when the method actually returns.
 func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *actions) {
 	kind, _ := d.h.kinds.Task(lt.task.Kind)
-	inv := &invocation{task: lt.task.ID, conv: lt.task.ConversationID, kind: kind, method: m, epoch: lt.epoch, home: lt.home, snap: cloneTask(lt.task)}
+	inv := &invocation{task: lt.task.ID, conv: lt.task.ConversationID, kind: kind, method: m, epoch: lt.epoch, home: lt.home, snap: cloneTask(lt.task),
+		preview: d.h.previewHolder(lt.task)}
 	// The span goes under the task's home; what made the task runnable (a
 	// drive, a commit, the previous invocation's completion) is at most a
 	// link, and its cancellation never reaches the task: a drive caller

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/pico-go/pico/core/delta"
 	"github.com/pico-go/pico/storage"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -95,9 +94,9 @@ type Harness struct {
 	hooks  atomic.Pointer[hookTable]
 	root   storage.ID
 
-	// previews holds the preview trackers of live tasks; used on the line
-	// (and by the invocation that owns the task while the line waits on it).
-	previews map[storage.ID]*delta.Tracker
+	// previews holds the previews of live tasks; used on the line (and by
+	// the invocation that owns the task while the line waits on it).
+	previews map[storage.ID]*taskPreview
 	// published marks previews that have flushed at least once; only those
 	// are in a captured view, since a watcher learns a preview from its
 	// first flush (a base).

@@ -298,12 +298,15 @@ func (h *Harness) captureView(ctx context.Context, w *WatchHandle) (*Conversatio
 		if !h.published[id] {
 			continue // its first flush, a base, brings it
 		}
-		tr, err := h.previewOf(ctx, t)
+		p, err := h.previewOf(ctx, t)
 		if err != nil {
 			return nil, err
 		}
-		if tr != nil {
-			v.Previews[id] = tr.Published() // what the flushes delivered; the producer may be mid-window
+		if p != nil {
+			if err := h.current(ctx, id, p); err != nil {
+				return nil, err
+			}
+			v.Previews[id] = p.tr.Published() // what the flushes delivered; the producer may be mid-window
 		}
 	}
 	if inbox := h.opts.Watched.Inbox; inbox.Namespace != "" {

@@ -152,7 +152,9 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *cor
 		return err
 	}
 	if task.Status != "pending" {
-		// What is on disk is always the current attempt's (§4.6).
+		// What is on disk is always the current attempt's (§4.6), and so is
+		// the preview: no frames, no partial answer (InitPreview).
+		rt.ResetPreview()
 		if _, err := rt.Scratch(ctx, func(sc core.ScratchTx) error { sc.Clear(framesList.Address); return nil }); err != nil {
 			return err
 		}
@@ -257,7 +259,7 @@ func streamFrames(ctx context.Context, rt *core.TaskRuntime, stream ai.Stream) (
 	if err != nil {
 		return nil, err
 	}
-	preview := &streamPreview{tr: tr}
+	preview := &streamPreview{tr: tr, watched: rt.PreviewWatched}
 	var enc ai.FrameEncoder
 	var final *ai.Message
 	for final == nil {

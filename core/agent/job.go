@@ -343,7 +343,7 @@ func (k jobKind) run(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 	if err != nil {
 		return err
 	}
-	sink := newJobSink(st.limits(), progress, tr, rt.Now)
+	sink := newJobSink(st.limits(), progress, tr, rt.PreviewWatched, rt.Now)
 	// A run starts from a clean output: what a previous run of a schedule,
 	// or an interrupted run, wrote is not this run's.
 	if (st.Runs > 0 || rt.Method() == core.MethodRecover) && !sink.clear() {
@@ -509,10 +509,10 @@ type jobSink struct {
 	live       bool      // scratch still takes writes
 }
 
-func newJobSink(limits OutputLimits, progress *core.Progress, tr *delta.Tracker, now func() time.Time) *jobSink {
+func newJobSink(limits OutputLimits, progress *core.Progress, tr *delta.Tracker, watched func() bool, now func() time.Time) *jobSink {
 	view := newOutputFold(limits)
 	return &jobSink{raw: newOutputFold(limits), view: view, progress: progress,
-		preview: &ToolOutput{fold: view, preview: tr}, now: now, last: now(), live: true}
+		preview: &ToolOutput{fold: view, preview: tr, watched: watched}, now: now, last: now(), live: true}
 }
 
 // fits reports whether everything printed so far is in the window.
@@ -567,8 +567,10 @@ func (s *jobSink) flush() {
 	})
 }
 
-// clear starts the durable output over; it reports whether scratch took it.
+// clear starts the durable output over, and the preview with it; it
+// reports whether scratch took it.
 func (s *jobSink) clear() bool {
+	s.preview.trackPreview() // the view is empty: what a reader of the cleared scratch builds
 	return s.progress.Write(func(sc core.ScratchTx) error {
 		sc.Clear(sinkOpsList.Address)
 		return nil

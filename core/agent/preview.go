@@ -14,23 +14,30 @@ import (
 // message, in step with the frames it streams, mirroring ai.ReduceFrames
 // so that a preview built from durable frames after a reopen equals the
 // live one. Each frame is one small tracker mutation: a token appends to
-// one string, so its flush is one a op.
+// one string, so its flush is one a op. While nothing watches the preview
+// (watched reports false) only the blocks are kept: the harness rebuilds
+// the preview from the durable frames when something does.
 type streamPreview struct {
-	tr     *delta.Tracker
-	blocks []ai.Block
-	tools  map[int][]byte // tool-call JSON buffers, nil until a delta or checkpoint
+	tr      *delta.Tracker
+	watched func() bool // TaskRuntime.PreviewWatched
+	blocks  []ai.Block
+	tools   map[int][]byte // tool-call JSON buffers, nil until a delta or checkpoint
 }
 
 func (p *streamPreview) apply(f ai.Frame) error {
 	if p == nil || p.tr == nil {
 		return nil
 	}
+	track := p.watched()
 	content := func(i int, rest ...any) delta.Path { return append(delta.Path{"content", i}, rest...) }
 	switch f.Type {
 	case ai.FrameStart:
 		m := *f.Partial
 		m.Content, m.StopReason = ai.Content{Blocks: []ai.Block{}}, ai.StopPending
 		p.blocks, p.tools = nil, map[int][]byte{}
+		if !track {
+			return nil
+		}
 		v, err := delta.ValueOf(m)
 		if err != nil {
 			return err
@@ -46,6 +53,9 @@ func (p *streamPreview) apply(f ai.Frame) error {
 		}
 		b.Type = map[ai.FrameType]ai.BlockType{ai.FrameTextStart: ai.BlockText, ai.FrameThinkingStart: ai.BlockThinking, ai.FrameToolCallStart: ai.BlockToolCall}[f.Type]
 		p.blocks = append(p.blocks, b)
+		if !track {
+			return nil
+		}
 		v, err := delta.ValueOf(b)
 		if err != nil {
 			return err
@@ -60,9 +70,15 @@ func (p *streamPreview) apply(f ai.Frame) error {
 	switch f.Type {
 	case ai.FrameTextDelta:
 		b.Text += f.Delta
+		if !track {
+			return nil
+		}
 		return p.tr.AppendString(content(i, "text"), f.Delta)
 	case ai.FrameThinkingDelta:
 		b.Thinking += f.Delta
+		if !track {
+			return nil
+		}
 		return p.tr.AppendString(content(i, "thinking"), f.Delta)
 	case ai.FrameTextEnd:
 		b.Text, b.TextSignature = f.EndContent, f.TextSignature
@@ -76,6 +92,9 @@ func (p *streamPreview) apply(f ai.Frame) error {
 			buf = append(buf, f.Delta...)
 		}
 		p.tools[i] = buf
+		if !track {
+			return nil // the arguments below are the preview's alone
+		}
 		// As the reducer does for a call that has not ended: the buffer
 		// once it is JSON, {} until then.
 		b.Arguments = json.RawMessage(`{}`)
@@ -86,6 +105,9 @@ func (p *streamPreview) apply(f ai.Frame) error {
 		delete(p.tools, i)
 		*b = ai.Block{Type: ai.BlockToolCall, ID: f.ID, Name: f.Name, Arguments: f.Arguments,
 			ThoughtSignature: f.ThoughtSignature, Namespace: f.Namespace}
+	}
+	if !track {
+		return nil
 	}
 	v, err := blockValue(*b)
 	if err != nil {

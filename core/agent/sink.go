@@ -290,6 +290,7 @@ type ToolOutput struct {
 	fold     *outputFold
 	progress *core.Progress
 	preview  *delta.Tracker
+	watched  func() bool // TaskRuntime.PreviewWatched; nil: always
 	Details  map[string]any
 }
 
@@ -306,9 +307,11 @@ func (o *ToolOutput) emit(op SinkOp) {
 
 // trackPreview brings the preview, the output state so far, up to date.
 // Each top-level field is set in key order; the tracker's flush turns an
-// appended text into one a op and a sliding tail into t and a.
+// appended text into one a op and a sliding tail into t and a. While
+// nothing watches the preview it is left alone: the harness rebuilds it
+// from the durable sink operations when something does.
 func (o *ToolOutput) trackPreview() {
-	if o.preview == nil {
+	if o.preview == nil || o.watched != nil && !o.watched() {
 		return
 	}
 	v, err := delta.ValueOf(o.fold.result(nil, nil))

@@ -288,6 +288,7 @@ func runTool(ctx context.Context, rt *core.TaskRuntime, cfg *config, task *stora
 	// A replay starts from a clean output: what the interrupted run wrote
 	// is not the current run's.
 	if rt.Method() == core.MethodRecover {
+		rt.ResetPreview() // the interrupted call's output is gone from scratch, and so from the preview
 		if !progress.Write(func(sc core.ScratchTx) error { sc.Clear(sinkOpsList.Address); return nil }) {
 			if err := progress.Drain(); err != nil {
 				return err
@@ -299,7 +300,7 @@ func runTool(ctx context.Context, rt *core.TaskRuntime, cfg *config, task *stora
 	if err != nil {
 		return err
 	}
-	out := &ToolOutput{fold: newOutputFold(st.Limits), progress: progress, preview: tr, Details: map[string]any{}}
+	out := &ToolOutput{fold: newOutputFold(st.Limits), progress: progress, preview: tr, watched: rt.PreviewWatched, Details: map[string]any{}}
 	budget := time.Duration(st.BudgetMs) * time.Millisecond
 	tctx, span := toolSpan(ctx, rt, st.Call.Name, st.Call.ID)
 	runErr := invokeTool(tctx, tool, st.Call.ID, st.Args, out, &ToolRuntime{TaskRuntime: rt, Budget: budget, env: cfg.env})

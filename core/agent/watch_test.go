@@ -363,3 +363,42 @@ func TestResnapshotMidStreamDoesNotDuplicatePreviewText(t *testing.T) {
 		must(0, a.h.Close(ctx))
 	})
 }
+
+// A generation that streams while nothing watches leaves its preview alone
+// (PreviewWatched); a watch that attaches mid-stream captures the partial
+// answer rebuilt from the frames in scratch, and from then on its replica
+// follows the flushed preview exactly and folds to a fresh capture.
+func TestAWatchAttachedMidStreamFollowsThePreview(t *testing.T) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		a.faux.SetResponses(answer(strings.Repeat("word ", 60)))
+		c := a.h.Root()
+		done := s.Runtime().NewEvent("turn")
+		must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
+		s.Runtime().Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
+		for range s.Rand().IntN(40) {
+			must(0, s.Runtime().Sleep(ctx, 0))
+		}
+		r := simtest.StartWatch(t, ctx, a.h, c.ID, nil)
+		for !done.IsSet() {
+			must(0, s.Runtime().Sleep(ctx, 0))
+			seq := a.h.Store().LastSeq()
+			if v := r.W.View(); v.ReadAt == seq {
+				for id, p := range v.Previews {
+					live, ok := must2(a.h.Preview(ctx, id))
+					if !ok || a.h.Store().LastSeq() != seq {
+						continue
+					}
+					if diff := cmp.Diff(live, p); diff != "" {
+						t.Fatalf("preview of task %d (-flushed +replica of a late watch):\n%s", id, diff)
+					}
+				}
+			}
+		}
+		simtest.CaughtUp(ctx, s, r, a.h.Store().LastSeq())
+		fresh := must(a.h.Watch(ctx, c.ID, core.WatchOptions{Tail: 1000}))
+		simtest.ViewsEqual(t, "view of a watch attached mid-stream", fresh.View(), r.W.View())
+		fresh.Unsubscribe()
+		must(0, a.h.Close(ctx))
+	})
+}
