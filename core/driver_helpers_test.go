@@ -19,7 +19,7 @@ func open(t testing.TB, ctx context.Context, s *sim.Sim, store storage.Storage, 
 	if store == nil {
 		store = memory.New()
 	}
-	h, err := core.Open(ctx, store, core.Options{Runtime: s.Runtime(), TaskKinds: kinds, CheckInvariants: true})
+	h, err := core.Open(ctx, store, core.Options{Runtime: s.Runtime(), TaskKinds: kinds, CheckInvariants: true, CheckPreviews: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,12 @@ type Options struct {
 	// panics, naming the invariant, when one is broken (CheckInvariants).
 	// Simulated runs and tests set it; it costs a walk of the live set.
 	CheckInvariants bool
+	// CheckPreviews holds every task preview flushed at a scratch commit to
+	// the one the task's durable scratch builds (the kind's InitPreview)
+	// and panics with the *DriverInvariantError "preview" when they differ:
+	// a preview left alone while nobody watched is rebuilt that way, so a
+	// kind's live preview must agree. It costs a rebuild per scratch commit.
+	CheckPreviews bool
 }
 
 // Watched names the state a package of kinds asks the views to carry.

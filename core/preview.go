@@ -288,12 +288,12 @@ func (h *Harness) outputObserved(task storage.ID) bool {
 }
 
 // assertPreview panics with a *DriverInvariantError when
-// Options.CheckInvariants is set and a preview the invocation kept in step
+// Options.CheckPreviews is set and a preview the invocation kept in step
 // (not stale) differs, once published, from what the task's durable scratch
 // builds: a preview left alone while nobody watched is rebuilt from that,
 // so the two must agree. A rebuild that fails proves nothing.
 func (h *Harness) assertPreview(ctx context.Context, task storage.ID, p *taskPreview) {
-	if !h.opts.CheckInvariants || p.stale.Load() || p.tr == nil {
+	if !h.opts.CheckPreviews || p.stale.Load() || p.tr == nil {
 		return
 	}
 	lt := h.d.live[task]

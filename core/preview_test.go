@@ -121,7 +121,7 @@ func TestAnUnwatchedPreviewIsPublishedAndALaterWatchFoldsToIt(t *testing.T) {
 	}
 }
 
-// With CheckInvariants, a preview its invocation keeps that differs from
+// With CheckPreviews, a preview its invocation keeps that differs from
 // what the task's durable scratch builds breaks the "preview" invariant:
 // a preview left alone while nobody watches is rebuilt from that.
 func TestAPreviewThatDisagreesWithItsScratchBreaksAnInvariant(t *testing.T) {

@@ -88,6 +88,12 @@ type env struct {
 	envErr error
 }
 
+// previewSeeds is how often a run holds every flushed task preview to the
+// one its durable scratch builds (agent.Options.CheckPreviews): every
+// fourth seed, from 1, since the rebuild per scratch commit slowed every
+// run by a fifth.
+const previewSeeds = 4
+
 func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 	opts := faux.Options{Recorder: s}
 	if spec.sc.generated {
@@ -186,6 +192,7 @@ func (e *env) open(ctx context.Context) error {
 		swarm = e.program().swarmOptions()
 	}
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
+		CheckPreviews: e.spec.seed%previewSeeds == 1,
 		WatchQueueMax: swarm.queue, Retry: swarm.retry, TracerProvider: e.tracer(),
 		Models:       agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()}),
 		OnInvocation: func(inv core.Invocation, returned bool) { _ = e.oracle.invocation(inv, returned) }})

@@ -25,14 +25,15 @@ type Options struct {
 	EntryKinds []storage.Kinder
 	TaskKinds  []core.TaskKind
 	Replace    []core.TaskKind
-	// TracerProvider, OnTaskOutput, OnInvocation, WatchQueueMax, Report
-	// and CheckInvariants are core.Options's.
+	// TracerProvider, OnTaskOutput, OnInvocation, WatchQueueMax, Report,
+	// CheckInvariants and CheckPreviews are core.Options's.
 	TracerProvider  trace.TracerProvider
 	OnTaskOutput    func(core.TaskOutput)
 	OnInvocation    func(inv core.Invocation, returned bool)
 	WatchQueueMax   int
 	Report          func(error)
 	CheckInvariants bool
+	CheckPreviews   bool
 
 	// Models serves the models generations call; Tools is the catalogue
 	// of tools they may offer. Retry bounds retries of retryable provider
@@ -109,7 +110,7 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 		},
 		Extensions:     map[any]any{configKey{}: cfg},
 		TracerProvider: opts.TracerProvider, OnTaskOutput: opts.OnTaskOutput, OnInvocation: opts.OnInvocation, WatchQueueMax: opts.WatchQueueMax, Report: opts.Report,
-		CheckInvariants: opts.CheckInvariants,
+		CheckInvariants: opts.CheckInvariants, CheckPreviews: opts.CheckPreviews,
 	})
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *l
 		o.tools = []agent.Tool{echoTool("a"), echoTool("b")}
 	}
 	h, err := agent.Open(ctx, o.store, agent.Options{
-		Runtime: s.Runtime(), TaskKinds: o.kinds, Replace: o.replace, Tools: o.tools, Retry: o.retry, Env: o.env, CheckInvariants: true,
+		Runtime: s.Runtime(), TaskKinds: o.kinds, Replace: o.replace, Tools: o.tools, Retry: o.retry, Env: o.env, CheckInvariants: true, CheckPreviews: true,
 		TracerProvider: o.tracer,
 		Models:         agent.NewModels(agent.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
 		Report:         func(err error) { a.reports = append(a.reports, err) },
