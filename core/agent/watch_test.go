@@ -323,44 +323,63 @@ func foldHistory(t *testing.T, seed uint64, plan []foldStep) (failure string) {
 	return failure
 }
 
+// streamWatched runs one streamed answer of the root conversation, watched
+// from before it starts or, when late, from some steps into it; step runs
+// between the checks. Whenever the replica is caught up its previews must
+// be exactly the flushed ones (checked only if nothing committed while the
+// flushed preview was read: reading it takes the line, which lets others
+// run); at the end its view must be a fresh capture's.
+func streamWatched(t testing.TB, ctx context.Context, s *sim.Sim, what string, late bool, step func(r *simtest.Watched)) {
+	a := openAgent(t, ctx, s, agentOptions{})
+	a.faux.SetResponses(answer(strings.Repeat("word ", 60)))
+	c := a.h.Root()
+	var r *simtest.Watched
+	if !late {
+		r = simtest.StartWatch(t, ctx, a.h, c.ID, nil)
+	}
+	done := s.Runtime().NewEvent("turn")
+	must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
+	s.Runtime().Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
+	if late {
+		for range s.Rand().IntN(40) {
+			must(0, s.Runtime().Sleep(ctx, 0))
+		}
+		r = simtest.StartWatch(t, ctx, a.h, c.ID, nil)
+	}
+	for !done.IsSet() {
+		step(r)
+		seq := a.h.Store().LastSeq()
+		if v := r.W.View(); v.ReadAt == seq {
+			for id, p := range v.Previews {
+				live, ok := must2(a.h.Preview(ctx, id))
+				if !ok || a.h.Store().LastSeq() != seq {
+					continue
+				}
+				if diff := cmp.Diff(live, p); diff != "" {
+					t.Fatalf("%s: preview of task %d (-flushed +replica):\n%s", what, id, diff)
+				}
+			}
+		}
+	}
+	simtest.CaughtUp(ctx, s, r, a.h.Store().LastSeq())
+	fresh := must(a.h.Watch(ctx, c.ID, core.WatchOptions{Tail: 1000}))
+	simtest.ViewsEqual(t, what, fresh.View(), r.W.View())
+	fresh.Unsubscribe()
+	must(0, a.h.Close(ctx))
+}
+
 // A capture taken while a task is between a preview change and the scratch
 // commit that flushes it holds what was flushed, not the change: the flush
 // then brings the change exactly once.
 func TestResnapshotMidStreamDoesNotDuplicatePreviewText(t *testing.T) {
 	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		a := openAgent(t, ctx, s, agentOptions{})
-		a.faux.SetResponses(answer(strings.Repeat("word ", 60)))
-		c := a.h.Root()
-		r := simtest.StartWatch(t, ctx, a.h, c.ID, nil)
-		done := s.Runtime().NewEvent("turn")
-		must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
-		s.Runtime().Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
-		for !done.IsSet() {
-			must(r.W.Resnapshot(ctx))
-			for range s.Rand().IntN(4) {
-				must(0, s.Runtime().Sleep(ctx, 0))
-			}
-			// Caught up, the replica's previews are exactly the flushed ones
-			// (checked only if nothing committed while the flushed preview
-			// was read: reading it takes the line, which lets others run).
-			seq := a.h.Store().LastSeq()
-			if v := r.W.View(); v.ReadAt == seq {
-				for id, p := range v.Previews {
-					live, ok := must2(a.h.Preview(ctx, id))
-					if !ok || a.h.Store().LastSeq() != seq {
-						continue
-					}
-					if diff := cmp.Diff(live, p); diff != "" {
-						t.Fatalf("preview of task %d (-flushed +replica):\n%s", id, diff)
-					}
+		streamWatched(t, ctx, s, "view after resnapshots mid-stream", false,
+			func(r *simtest.Watched) {
+				must(r.W.Resnapshot(ctx))
+				for range s.Rand().IntN(4) {
+					must(0, s.Runtime().Sleep(ctx, 0))
 				}
-			}
-		}
-		simtest.CaughtUp(ctx, s, r, a.h.Store().LastSeq())
-		fresh := must(a.h.Watch(ctx, c.ID, core.WatchOptions{Tail: 1000}))
-		simtest.ViewsEqual(t, "view after resnapshots mid-stream", fresh.View(), r.W.View())
-		fresh.Unsubscribe()
-		must(0, a.h.Close(ctx))
+			})
 	})
 }
 
@@ -370,35 +389,7 @@ func TestResnapshotMidStreamDoesNotDuplicatePreviewText(t *testing.T) {
 // follows the flushed preview exactly and folds to a fresh capture.
 func TestAWatchAttachedMidStreamFollowsThePreview(t *testing.T) {
 	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
-		a := openAgent(t, ctx, s, agentOptions{})
-		a.faux.SetResponses(answer(strings.Repeat("word ", 60)))
-		c := a.h.Root()
-		done := s.Runtime().NewEvent("turn")
-		must(c.Accept(ctx, userText("go"), agent.AcceptOptions{}))
-		s.Runtime().Go(ctx, "driver", func(ctx context.Context) { must(c.Drive(ctx)); done.Set() })
-		for range s.Rand().IntN(40) {
-			must(0, s.Runtime().Sleep(ctx, 0))
-		}
-		r := simtest.StartWatch(t, ctx, a.h, c.ID, nil)
-		for !done.IsSet() {
-			must(0, s.Runtime().Sleep(ctx, 0))
-			seq := a.h.Store().LastSeq()
-			if v := r.W.View(); v.ReadAt == seq {
-				for id, p := range v.Previews {
-					live, ok := must2(a.h.Preview(ctx, id))
-					if !ok || a.h.Store().LastSeq() != seq {
-						continue
-					}
-					if diff := cmp.Diff(live, p); diff != "" {
-						t.Fatalf("preview of task %d (-flushed +replica of a late watch):\n%s", id, diff)
-					}
-				}
-			}
-		}
-		simtest.CaughtUp(ctx, s, r, a.h.Store().LastSeq())
-		fresh := must(a.h.Watch(ctx, c.ID, core.WatchOptions{Tail: 1000}))
-		simtest.ViewsEqual(t, "view of a watch attached mid-stream", fresh.View(), r.W.View())
-		fresh.Unsubscribe()
-		must(0, a.h.Close(ctx))
+		streamWatched(t, ctx, s, "view of a watch attached mid-stream", true,
+			func(*simtest.Watched) { must(0, s.Runtime().Sleep(ctx, 0)) })
 	})
 }
