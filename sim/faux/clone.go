@@ -24,10 +24,7 @@ func cloneMessage(m *ai.Message) *ai.Message {
 	}
 	out := *m
 	out.Content.Blocks = cloneSlice(m.Content.Blocks, cloneBlock)
-	if m.Usage != nil {
-		u := *m.Usage
-		out.Usage = &u
-	}
+	out.Usage = cloneUsage(m.Usage)
 	out.Diagnostics = bytes.Clone(m.Diagnostics)
 	if m.Deferred != nil {
 		d := *m.Deferred
@@ -86,4 +83,12 @@ func cloneSlice[T any](s []T, clone func(T) T) []T {
 		out[i] = clone(v)
 	}
 	return out
+}
+
+func cloneUsage(u *ai.Usage) *ai.Usage {
+	if u == nil {
+		return nil
+	}
+	c := *u
+	return &c
 }

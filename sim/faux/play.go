@@ -44,12 +44,12 @@ func (p *Provider) answerWith(s *stream, msg *ai.Message) {
 	s.partial = &ai.Message{
 		Role: ai.RoleAssistant, Content: ai.Blocks(),
 		API: msg.API, Provider: msg.Provider, Model: msg.Model,
-		Usage: cloneMessage(msg).Usage, StopReason: ai.StopPending,
+		Usage: cloneUsage(msg.Usage), StopReason: ai.StopPending,
 		ResponseID: msg.ResponseID, ResponseModel: msg.ResponseModel,
 		Timestamp: msg.Timestamp,
 	}
 	for i, b := range msg.Content.Blocks {
-		s.plan = append(s.plan, p.blockActions(i, b)...)
+		s.plan = p.appendBlockActions(s.plan, i, b)
 	}
 }
 
@@ -172,10 +172,10 @@ type action struct {
 	wait  time.Duration // delta: virtual time the chunk takes
 }
 
-// blockActions plans block i: start, one delta per chunk, end. Text and
-// thinking are chunked as they are; a tool call starts with empty arguments
-// and its deltas slice the arguments' JSON.
-func (p *Provider) blockActions(i int, b ai.Block) []action {
+// appendBlockActions appends the plan of block i to plan: start, one delta
+// per chunk, end. Text and thinking are chunked as they are; a tool call
+// starts with empty arguments and its deltas slice the arguments' JSON.
+func (p *Provider) appendBlockActions(plan []action, i int, b ai.Block) []action {
 	start := ai.Block{Type: b.Type}
 	var body string
 	switch b.Type {
@@ -187,11 +187,11 @@ func (p *Provider) blockActions(i int, b ai.Block) []action {
 		start.ID, start.Name, start.Arguments = b.ID, b.Name, []byte("{}")
 		body = string(b.Arguments)
 	}
-	acts := []action{{kind: actBlockStart, index: i, block: start}}
+	plan = append(plan, action{kind: actBlockStart, index: i, block: start})
 	for _, chunk := range p.chunks(body) {
-		acts = append(acts, action{kind: actDelta, index: i, delta: chunk, wait: p.chunkWait(chunk)})
+		plan = append(plan, action{kind: actDelta, index: i, delta: chunk, wait: p.chunkWait(chunk)})
 	}
-	return append(acts, action{kind: actBlockEnd, index: i, block: cloneBlock(b)})
+	return append(plan, action{kind: actBlockEnd, index: i, block: cloneBlock(b)})
 }
 
 // chunks cuts s into pieces of Min..Max tokens (four characters each),
