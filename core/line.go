@@ -31,7 +31,15 @@ type Line struct {
 	// harness is the session the line serves, nil for a bare line: a Tx
 	// reaches the cached contexts and the driver's busy counts through it.
 	harness *Harness
+	// writes is where a plan builds its writes, kept from one plan to the
+	// next (the line runs one at a time) unless it grew past
+	// lineWritesMax: a batch gets a copy of just its writes, where growing
+	// each plan's own slice by doubling cost twice that.
+	writes []storage.Write
 }
+
+// lineWritesMax bounds the write buffer a line keeps between plans.
+const lineWritesMax = 64
 
 // LineOptions configures a line. Every hook runs on the line.
 type LineOptions struct {
@@ -176,7 +184,13 @@ func (l *Line) locked(admitted context.Context, scratchTask storage.ID, plan fun
 		}
 	}
 	tx := newTx(admitted, l.store, l.kinds)
-	tx.scratchTask, tx.h = scratchTask, l.harness
+	tx.scratchTask, tx.h, tx.writes = scratchTask, l.harness, l.writes[:0]
+	defer func() {
+		clear(tx.writes) // what they point to is the batch's now, or nobody's
+		if cap(tx.writes) <= lineWritesMax {
+			l.writes = tx.writes[:0]
+		}
+	}()
 	if err := plan(tx); err != nil {
 		return storage.Range{}, nil, err
 	}

@@ -483,3 +483,27 @@ func TestALineCallFromInsideAPlanIsRefusedAndTheOuterPlanGoesOn(t *testing.T) {
 		must(0, h.Close(ctx))
 	})
 }
+
+// A committed batch is the plan's writes in a slice of its own: what keeps
+// it (here AfterCommit) still has it whole after the next plans, which
+// build theirs in the line's reused buffer.
+func TestACommittedBatchKeepsItsWritesAcrossLaterPlans(t *testing.T) {
+	f := newFixture(t)
+	conv := f.conversation()
+	f.commit(func(tx *core.Tx) {
+		core.TxValue(tx, planMode.In(conv)).Set(true)
+		tx.Entry(core.UserKind, conv, core.EntryDraft{Model: []ai.Message{ai.UserText("first", 0)}})
+	})
+	kept := f.commits[len(f.commits)-1]
+	want := string(must(json.Marshal(kept)))
+	for i := range 3 {
+		f.commit(func(tx *core.Tx) {
+			core.TxList(tx, moves.In(conv)).Append("m")
+			tx.Entry(core.UserKind, conv, core.EntryDraft{Model: []ai.Message{ai.UserText("later", int64(i))}})
+			tx.Entry(core.UserKind, conv, core.EntryDraft{Model: []ai.Message{ai.UserText("later", int64(i))}})
+		})
+	}
+	if got := string(must(json.Marshal(kept))); got != want {
+		t.Fatalf("the first batch after later plans:\n%s\nwant it as committed:\n%s", got, want)
+	}
+}

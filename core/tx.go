@@ -102,11 +102,15 @@ func (tx *Tx) push(w storage.Write) storage.ID {
 	return id
 }
 
+// batch is what the plan built, its writes in a slice of their own of just
+// their number: tx.writes is the line's buffer, which the next plan reuses.
 func (tx *Tx) batch() storage.CommitBatch {
+	writes := make([]storage.Write, len(tx.writes))
+	copy(writes, tx.writes)
 	if tx.scratchTask != 0 {
-		return storage.CommitBatch{Kind: storage.BatchScratch, Task: tx.scratchTask, Writes: tx.writes}
+		return storage.CommitBatch{Kind: storage.BatchScratch, Task: tx.scratchTask, Writes: writes}
 	}
-	return storage.CommitBatch{Kind: storage.BatchMain, Writes: tx.writes}
+	return storage.CommitBatch{Kind: storage.BatchMain, Writes: writes}
 }
 
 // JSONAppender is a payload that writes its own JSON: AppendJSON appends to
