@@ -122,10 +122,9 @@ func SliceInto[T any](d *Decoder, v *[]T, read func(*T) bool) bool {
 	return SliceIntoReusing(d, v, read)
 }
 
-// SliceIntoReusing is SliceInto reading into the array *v already has, from
-// its start, as encoding/json reuses a slice it decodes into (each element
-// zeroed before read): for a caller that is done with what *v held and
-// reads many arrays one after another.
+// SliceIntoReusing is SliceInto reading into the array *v already has,
+// from its start, each element zeroed before it is read: for a caller that
+// is done with what *v held and reads many arrays one after another.
 func SliceIntoReusing[T any](d *Decoder, v *[]T, read func(*T) bool) bool {
 	if d.Null() {
 		*v = nil

@@ -134,15 +134,6 @@ type spare struct {
 	path string
 }
 
-// renamedFile is an open file that was renamed: errors name where it is
-// now.
-type renamedFile struct {
-	appendFile
-	name string
-}
-
-func (f *renamedFile) Name() string { return f.name }
-
 var _ storage.Storage = (*Store)(nil)
 
 // line is one batch on disk. Task is set on scratch lines.
@@ -268,15 +259,16 @@ func (s *Store) create() error {
 		f.Close()
 		return err
 	}
-	s.main = &namedFile{File: f, name: s.path}
+	s.main = &namedFile{appendFile: f, name: s.path}
 	s.sizes[s.path] = int64(len(raw))
 	return nil
 }
 
-// namedFile is a file opened under one name and renamed: errors name where
-// it is now.
+// namedFile is a file opened under one name and renamed (the main file
+// created under a temporary name, a spare taken for another task's
+// scratch): errors name where it is now.
 type namedFile struct {
-	*os.File
+	appendFile
 	name string
 }
 
@@ -742,7 +734,7 @@ func (s *Store) retireScratch(task storage.ID) {
 	}
 	delete(s.sizes, path)
 	if f != nil {
-		if r, ok := f.(*renamedFile); ok {
+		if r, ok := f.(*namedFile); ok {
 			f = r.appendFile
 		}
 		if sp := (spare{f: f, path: path}); len(s.spares) < scratchSparesMax && f.Truncate(0) == nil && sp.untouched() {
@@ -765,7 +757,7 @@ func (s *Store) takeSpare(path string) appendFile {
 		sp := s.spares[len(s.spares)-1]
 		s.spares = s.spares[:len(s.spares)-1]
 		if sp.untouched() && os.Rename(sp.path, path) == nil {
-			return &renamedFile{appendFile: sp.f, name: path}
+			return &namedFile{appendFile: sp.f, name: path}
 		}
 		_ = sp.f.Close()
 	}
