@@ -737,8 +737,11 @@ func (s *Store) retireScratch(task storage.ID) {
 		if r, ok := f.(*namedFile); ok {
 			f = r.appendFile
 		}
-		if sp := (spare{f: f, path: path}); len(s.spares) < scratchSparesMax && f.Truncate(0) == nil && sp.untouched() {
-			s.spares = append(s.spares, sp)
+		// Whether its path still names it is asked when it is taken (and at
+		// Close), not here too: a spare that is no longer as left is
+		// dropped then.
+		if len(s.spares) < scratchSparesMax && f.Truncate(0) == nil {
+			s.spares = append(s.spares, spare{f: f, path: path})
 			return
 		}
 		_ = f.Close()
@@ -756,7 +759,10 @@ func (s *Store) takeSpare(path string) appendFile {
 	for len(s.spares) > 0 {
 		sp := s.spares[len(s.spares)-1]
 		s.spares = s.spares[:len(s.spares)-1]
-		if sp.untouched() && os.Rename(sp.path, path) == nil {
+		// syscall's rename, not os.Rename: that asks first whether path is
+		// a directory, which the kernel's refusal to rename a file over one
+		// answers anyway.
+		if sp.untouched() && syscall.Rename(sp.path, path) == nil {
 			return &namedFile{appendFile: sp.f, name: path}
 		}
 		_ = sp.f.Close()
