@@ -97,6 +97,7 @@ func TestAppendPlainGivesUpWithoutWriting(t *testing.T) {
 		"frame content":    Frame{Type: FrameTextStart, Content: &bad}.appendPlain,
 		"frame tool call":  Frame{Type: FrameToolCallStart, ToolCall: &bad}.appendPlain,
 		"frame arguments":  Frame{Type: FrameToolCallEnd, Arguments: rewritten}.appendPlain,
+		"frame partial":    Frame{Type: FrameStart, Partial: &Message{Role: RoleAssistant, Content: Blocks(bad)}}.appendPlain,
 		"message content":  Message{Role: RoleAssistant, Content: Blocks(bad), Usage: &Usage{}}.appendPlain,
 		"message usage":    Message{Role: RoleAssistant, Usage: &Usage{Cost: Cost{Input: math.Inf(1)}}}.appendPlain,
 		"message details":  Message{Role: RoleToolResult, Details: rewritten, Timestamp: 1}.appendPlain,

@@ -104,31 +104,34 @@ type frameJSON struct {
 func (f Frame) MarshalJSON() ([]byte, error) { return jsonvalue.Appended(f.AppendJSON) }
 
 // AppendJSON appends what MarshalJSON writes to buf, and what json.Marshal
-// writes of the frame, byte for byte: by hand, but for a start frame's
-// partial message and arguments encoding/json would rewrite
-// (jsonvalue.AppendRaw), which go through encoding/json with the rest of
-// the frame.
+// writes of the frame, byte for byte: by hand, but for a partial message
+// Message.AppendJSON would not write by hand and arguments encoding/json
+// would rewrite (jsonvalue.AppendRaw), which go through encoding/json with
+// the rest of the frame.
 func (f Frame) AppendJSON(buf []byte) ([]byte, error) {
-	if f.Partial == nil {
-		if out, ok := f.appendPlain(buf); ok {
-			return out, nil
-		}
+	if out, ok := f.appendPlain(buf); ok {
+		return out, nil
 	}
 	raw, err := f.marshalReflect()
 	return append(buf, raw...), err
 }
 
-// appendPlain writes a frame with no partial message as marshalReflect
-// does, or reports false, appending nothing.
+// appendPlain writes the frame as marshalReflect does, or reports false,
+// appending nothing.
 func (f Frame) appendPlain(buf []byte) ([]byte, bool) {
 	start := len(buf)
 	buf = append(buf, `{"type":`...)
 	buf = jsonvalue.AppendString(buf, string(f.Type))
+	var ok bool
+	if f.Partial != nil {
+		if buf, ok = f.Partial.appendPlain(append(buf, `,"partial":`...)); !ok {
+			return buf[:start], false
+		}
+	}
 	if f.Type != FrameStart {
 		buf = append(buf, `,"contentIndex":`...)
 		buf = strconv.AppendInt(buf, int64(f.ContentIndex), 10)
 	}
-	var ok bool
 	switch f.Type {
 	case FrameTextStart, FrameThinkingStart:
 		if f.Content != nil {

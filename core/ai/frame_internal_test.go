@@ -28,8 +28,12 @@ func genFrame(t *rapid.T) Frame {
 		Redacted: rapid.Bool().Draw(t, "redacted"), JSON: str("json"), ID: str("id"), Name: str("name"),
 		ThoughtSignature: str("thoughtSig"), Namespace: str("namespace"),
 	}
-	if rapid.IntRange(0, 7).Draw(t, "partial") == 0 {
+	switch rapid.IntRange(0, 5).Draw(t, "partial") {
+	case 0:
 		f.Partial = &Message{Role: RoleAssistant, Content: Blocks(), Timestamp: 1}
+	case 1:
+		m := genMessage(t) // now and then one written through encoding/json
+		f.Partial = &m
 	}
 	if rapid.Bool().Draw(t, "content") {
 		b := genAnyBlock(t)
