@@ -471,11 +471,11 @@ func (k jobKind) end(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 // InitPreview builds a job's preview from its scratch: the same output
 // state a tool's preview is.
 func (k jobKind) InitPreview(ctx context.Context, task *storage.Task, sc core.ScratchReader) (any, error) {
-	st, err := decodeState[JobState](task)
-	if err != nil {
-		return nil, err
-	}
 	ops, err := readScratchFrom[SinkOp](sc, sinkOpsList.Address)
+	if err != nil || len(ops) == 0 {
+		return noOutputPreview(err)
+	}
+	st, err := decodeState[JobState](task)
 	if err != nil {
 		return nil, err
 	}

@@ -493,15 +493,35 @@ func readScratchFrom[T any](sc core.ScratchReader, addr storage.Address) ([]T, e
 // InitPreview builds a tool's preview, its output state so far, from the
 // sink operations in scratch.
 func (toolKind) InitPreview(ctx context.Context, task *storage.Task, sc core.ScratchReader) (any, error) {
+	ops, err := readScratchFrom[SinkOp](sc, sinkOpsList.Address)
+	if err != nil || len(ops) == 0 {
+		return noOutputPreview(err)
+	}
 	st, err := decodeState[toolLimitsView](task)
 	if err != nil {
 		return nil, err
 	}
-	ops, err := readScratchFrom[SinkOp](sc, sinkOpsList.Address)
+	return toolPreview(st.Limits, ops)
+}
+
+// noOutputJSON is the preview of no output, whatever the limits: what
+// every call's preview starts from, built without decoding the call's
+// limits and without encoding/json.
+var noOutputJSON = func() []byte {
+	raw, err := json.Marshal(newOutputFold(OutputLimits{}).result(nil, nil))
+	if err != nil {
+		panic(err)
+	}
+	return raw
+}()
+
+// noOutputPreview is a fresh preview of no output, or err when there is
+// one.
+func noOutputPreview(err error) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return toolPreview(st.Limits, ops)
+	return delta.ParseValue(noOutputJSON)
 }
 
 // toolPreview is the preview of a tool's output after ops: its output

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -44,3 +45,31 @@ func TestToolStateViewsReadWhatTheStateHolds(t *testing.T) {
 		t.Errorf("the limits view reads %+v; the state holds %+v", lim.Limits, whole.Limits)
 	}
 }
+
+// A call or job without output previews what toolPreview builds of no
+// output under any limits, which is why InitPreview does not decode them
+// then; each preview is a value of its own, free to change.
+func TestNoOutputPreviewIsThePreviewOfNoOutputUnderAnyLimits(t *testing.T) {
+	for _, l := range []OutputLimits{{}, {MaxBytes: 1, MaxLines: 1, Retain: "head"}, {MaxBytes: 10, MaxLines: 2, Retain: "tail"}, {MaxBytes: 1 << 20}} {
+		want, err := toolPreview(l, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := noOutputPreview(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("limits %+v: the preview of no output differs (-toolPreview +noOutputPreview):\n%s", l, diff)
+		}
+		got.(map[string]any)["terminate"] = "changed"
+		if again, _ := noOutputPreview(nil); cmp.Diff(want, again) != "" {
+			t.Fatal("a change to one preview of no output showed in the next")
+		}
+	}
+	if _, err := noOutputPreview(errScratchTest); err != errScratchTest {
+		t.Fatalf("noOutputPreview(err) = %v; want err", err)
+	}
+}
+
+var errScratchTest = errors.New("scratch unreadable")
