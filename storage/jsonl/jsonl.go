@@ -132,6 +132,9 @@ const scratchSparesMax = 8
 type spare struct {
 	f    appendFile
 	path string
+	// id is f's identity (its device and inode), asked of f once in its
+	// life: whether path still names f is one stat of path.
+	id fs.FileInfo
 }
 
 var _ storage.Storage = (*Store)(nil)
@@ -270,6 +273,7 @@ func (s *Store) create() error {
 type namedFile struct {
 	appendFile
 	name string
+	id   fs.FileInfo // a spare's identity (spare.id), nil for the main file
 }
 
 func (f *namedFile) Name() string { return f.name }
@@ -734,17 +738,15 @@ func (s *Store) retireScratch(task storage.ID) {
 	}
 	delete(s.sizes, path)
 	if f != nil {
+		sp := spare{f: f, path: path}
 		if r, ok := f.(*namedFile); ok {
-			f = r.appendFile
+			sp.f, sp.id = r.appendFile, r.id
 		}
-		// Whether its path still names it is asked when it is taken (and at
-		// Close), not here too: a spare that is no longer as left is
-		// dropped then.
-		if len(s.spares) < scratchSparesMax && f.Truncate(0) == nil {
-			s.spares = append(s.spares, spare{f: f, path: path})
+		if len(s.spares) < scratchSparesMax && sp.f.Truncate(0) == nil && sp.identify() && sp.untouched() {
+			s.spares = append(s.spares, sp)
 			return
 		}
-		_ = f.Close()
+		_ = sp.f.Close()
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.unlinkFailures = append(s.unlinkFailures, task)
@@ -763,21 +765,27 @@ func (s *Store) takeSpare(path string) appendFile {
 		// a directory, which the kernel's refusal to rename a file over one
 		// answers anyway.
 		if sp.untouched() && syscall.Rename(sp.path, path) == nil {
-			return &namedFile{appendFile: sp.f, name: path}
+			return &namedFile{appendFile: sp.f, name: path, id: sp.id}
 		}
 		_ = sp.f.Close()
 	}
 	return nil
 }
 
-// untouched reports whether the spare is still the empty file at its path.
-func (sp spare) untouched() bool {
-	open, err := sp.f.Stat()
-	if err != nil || open.Size() != 0 {
-		return false
+// identify learns the spare's identity from its file, unless it knows it
+// from an earlier retirement of the same file; false when it cannot.
+func (sp *spare) identify() bool {
+	if sp.id == nil {
+		sp.id, _ = sp.f.Stat()
 	}
+	return sp.id != nil
+}
+
+// untouched reports whether the spare is still the empty file at its path:
+// what its path names now is its file, and holds nothing.
+func (sp spare) untouched() bool {
 	named, err := os.Stat(sp.path)
-	return err == nil && os.SameFile(open, named)
+	return err == nil && os.SameFile(sp.id, named) && named.Size() == 0
 }
 
 // dropSpares closes the spares and unlinks those still as the store left
