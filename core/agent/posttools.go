@@ -46,13 +46,13 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 		if err != nil {
 			return err
 		}
-		var outs []ToolOutputState
+		var outs []toolOutcome
 		for _, id := range st.Tools {
 			t, ok := tasks[id]
 			if !ok || t.Live() {
 				return fmt.Errorf("agent: post_tools %d: tool task %d is missing or not terminal", task.ID, id)
 			}
-			ts, err := decodeState[toolOutputView](t)
+			ts, err := decodeState[toolOutcomeView](t)
 			if err != nil {
 				return err
 			}
@@ -77,7 +77,7 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 			tx.Settle(task.ID, settled, map[string]any{"stopped": true, "reason": reason})
 			return nil
 		}
-		if slices.ContainsFunc(outs, func(o ToolOutputState) bool { return o.Terminate }) {
+		if slices.ContainsFunc(outs, func(o toolOutcome) bool { return o.Terminate }) {
 			return stop(InputStopped, "a tool terminated the turn")
 		}
 		var handoff string

@@ -173,18 +173,27 @@ var ToolKind core.TaskKind = toolKind{core.Statuses{Name: ToolKindName, Initial:
 
 type toolKind struct{ core.Statuses }
 
-// toolOutputView and toolLimitsView are the parts of a ToolState that
-// post_tools (a settled call's output) and a tool's preview (its output
-// limits) read: decoding only them leaves the call, its arguments and the
-// rest as text, which decoding the whole state spent most of its time on.
+// toolOutcomeView and toolLimitsView are the parts of a ToolState that
+// post_tools (what a settled call's output asks of the turn) and a tool's
+// preview (its output limits) read: decoding only them leaves the call, its
+// arguments, the output's content and the rest as text, which decoding the
+// whole state spent most of its time on.
 type (
-	toolOutputView struct {
-		Output *ToolOutputState `json:"output,omitempty"`
+	toolOutcomeView struct {
+		Output *toolOutcome `json:"output,omitempty"`
 	}
 	toolLimitsView struct {
 		Limits OutputLimits `json:"limits,omitempty"`
 	}
 )
+
+// toolOutcome is what post_tools acts on of a call's output: the
+// ToolResultData fields of the same names.
+type toolOutcome struct {
+	AddedTools []string `json:"addedTools,omitempty"`
+	Terminate  bool     `json:"terminate"`
+	Handoff    string   `json:"handoff,omitempty"`
+}
 
 func decodeState[S any](t *storage.Task) (S, error) {
 	var s S

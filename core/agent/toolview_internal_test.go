@@ -18,7 +18,8 @@ func TestToolStateViewsReadWhatTheStateHolds(t *testing.T) {
 		Call:      ai.Block{Type: ai.BlockToolCall, ID: "c1", Name: "read", Arguments: json.RawMessage(`{"path":"a"}`)},
 		Assistant: 3, Offered: true, BudgetMs: 9, Args: json.RawMessage(`{"path":"a"}`),
 		Limits: OutputLimits{MaxBytes: 10, MaxLines: 2, Retain: "tail"},
-		Output: &ToolOutputState{Content: []ai.Block{{Type: ai.BlockText, Text: "out"}}},
+		Output: &ToolOutputState{Content: []ai.Block{{Type: ai.BlockText, Text: "out"}}, ToolResultData: ToolResultData{
+			AddedTools: []string{"grep", "ls"}, Terminate: true, Handoff: "reset to this"}},
 		Result: 7,
 	}
 	raw, err := json.Marshal(st)
@@ -30,7 +31,7 @@ func TestToolStateViewsReadWhatTheStateHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := decodeState[toolOutputView](task)
+	out, err := decodeState[toolOutcomeView](task)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +39,9 @@ func TestToolStateViewsReadWhatTheStateHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(whole.Output, out.Output); diff != "" || out.Output == nil {
-		t.Errorf("the output view reads otherwise than the state (-state +view):\n%s", diff)
+	want := &toolOutcome{AddedTools: whole.Output.AddedTools, Terminate: whole.Output.Terminate, Handoff: whole.Output.Handoff}
+	if diff := cmp.Diff(want, out.Output); diff != "" {
+		t.Errorf("the outcome view reads otherwise than the state (-state +view):\n%s", diff)
 	}
 	if lim.Limits != whole.Limits || lim.Limits == (OutputLimits{}) {
 		t.Errorf("the limits view reads %+v; the state holds %+v", lim.Limits, whole.Limits)
