@@ -1,0 +1,275 @@
+package agent
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// stateReference decodes data with encoding/json alone, the fast paths off.
+func stateReference[S any](data []byte) (S, error) {
+	fastStates = false
+	defer func() { fastStates = true }()
+	return decodeState[S](&storage.Task{ID: 1, Kind: "k", State: data})
+}
+
+// sameStateAsReference fails t when the fast path of S takes data and
+// encoding/json refuses it or reads another state; it reports whether the
+// fast path took it. Either way decodeState must answer as encoding/json.
+func sameStateAsReference[S any](t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, data []byte) bool {
+	t.Helper()
+	var fast S
+	took := decodeFast(&fast, data)
+	want, wantErr := stateReference[S](data)
+	if took {
+		if wantErr != nil {
+			t.Fatalf("the fast path took %q; encoding/json refuses it: %v", data, wantErr)
+		}
+		if !reflect.DeepEqual(want, fast) { // cmp.Diff only then: it is slow
+			t.Fatalf("the fast path read %q otherwise than encoding/json (-want +got):\n%s", data, cmp.Diff(want, fast))
+		}
+	}
+	got, err := decodeState[S](&storage.Task{ID: 1, Kind: "k", State: data})
+	if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() || err == nil && !reflect.DeepEqual(want, got) {
+		t.Fatalf("decodeState(%q) = %+v, %v; encoding/json gives %+v, %v", data, got, err, want, wantErr)
+	}
+	return took
+}
+
+// checkStates holds every state's fast path to the reference on data.
+func checkStates(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, data []byte) (took int) {
+	t.Helper()
+	for _, ok := range []bool{
+		sameStateAsReference[GenerationState](t, data),
+		sameStateAsReference[ToolState](t, data),
+		sameStateAsReference[PostToolsState](t, data),
+		sameStateAsReference[toolOutcomeView](t, data),
+	} {
+		if ok {
+			took++
+		}
+	}
+	return took
+}
+
+var genStateString = rapid.SampledFrom([]string{"", "x", "é😀", "tab\there", "quote\"", "\u2028", "\x00\x1f", "<&>", "\xff"})
+
+func genIDs(t *rapid.T, label string) []storage.ID {
+	switch rapid.IntRange(0, 3).Draw(t, label+"Shape") {
+	case 0:
+		return nil
+	case 1:
+		return []storage.ID{}
+	}
+	return rapid.SliceOfN(rapid.Custom(func(t *rapid.T) storage.ID { return storage.ID(rapid.Int64().Draw(t, "id")) }), 1, 3).Draw(t, label)
+}
+
+// genState draws a generation, tool or post_tools state, now and then
+// with a field the fast path leaves to encoding/json; rare reports that.
+func genState(t *rapid.T) (v any, rare bool) {
+	switch rapid.IntRange(0, 2).Draw(t, "kind") {
+	case 0:
+		s := GenerationState{
+			Inputs: genIDs(t, "inputs"), Attempt: rapid.IntRange(-1, 1<<40).Draw(t, "attempt"), MaxAttempts: rapid.Int().Draw(t, "max"),
+			NotBefore: rapid.Int64().Draw(t, "notBefore"), AfterCollapse: storage.ID(rapid.Int64().Draw(t, "after")),
+			OverflowRetried: rapid.Bool().Draw(t, "retried"), Assistant: storage.ID(rapid.Int64().Draw(t, "assistant")),
+			Reason: genStateString.Draw(t, "reason"), Collapse: storage.ID(rapid.Int64().Draw(t, "collapse")),
+			Config: GenerationConfig{Model: ModelRef{Provider: genStateString.Draw(t, "provider"), ModelID: genStateString.Draw(t, "model")},
+				Thinking: genStateString.Draw(t, "thinking"), Profile: genStateString.Draw(t, "profile"), BudgetMs: rapid.Int64().Draw(t, "budget")},
+		}
+		if rapid.Bool().Draw(t, "selected") {
+			s.Config.SelectedTools = rapid.SliceOf(genStateString).Draw(t, "tools")
+		}
+		if rapid.IntRange(0, 9).Draw(t, "rare") == 0 {
+			s.Deferred = &ai.Deferred{Provider: "p", ID: "d"}
+			return s, true
+		}
+		return s, false
+	case 1:
+		s := ToolState{
+			Call:      ai.Block{Type: ai.BlockToolCall, ID: "call_" + genStateString.Draw(t, "id"), Name: genStateString.Draw(t, "name"), Arguments: json.RawMessage(`{"v":"a"}`)},
+			Assistant: storage.ID(rapid.Int64().Draw(t, "assistant")), Offered: rapid.Bool().Draw(t, "offered"),
+			BudgetMs: rapid.Int64().Draw(t, "budget"), Replay: ReplayPolicy(genStateString.Draw(t, "replay")),
+			Limits: OutputLimits{MaxBytes: rapid.Int().Draw(t, "maxBytes"), MaxLines: rapid.Int().Draw(t, "maxLines"), Retain: genStateString.Draw(t, "retain")},
+			Result: storage.ID(rapid.Int64().Draw(t, "result")),
+		}
+		if rapid.Bool().Draw(t, "args") {
+			s.Args = json.RawMessage(rapid.SampledFrom([]string{`{}`, `{"v":"a"}`, `{"n":[1,2.5e3,null],"o":{"<":true}}`}).Draw(t, "argsText"))
+		}
+		switch rapid.IntRange(0, 9).Draw(t, "rare") {
+		case 0:
+			s.Job = &ToolJob{ID: 4, CancelOnAbort: true}
+			return s, true
+		case 1, 2:
+			s.Output = &ToolOutputState{Content: []ai.Block{ai.Text("out")}, ToolResultData: ToolResultData{
+				Terminate: rapid.Bool().Draw(t, "terminate"), Handoff: genStateString.Draw(t, "handoff"), Diags: []Diag{}}}
+			if rapid.Bool().Draw(t, "added") {
+				s.Output.AddedTools = rapid.SliceOf(genStateString).Draw(t, "addedTools")
+			}
+			return s, true
+		}
+		return s, false
+	}
+	return PostToolsState{Assistant: storage.ID(rapid.Int64().Draw(t, "assistant")), Tools: genIDs(t, "tools"), Inputs: genIDs(t, "inputs"),
+		Stopped: rapid.Bool().Draw(t, "stopped"), Reason: genStateString.Draw(t, "reason")}, false
+}
+
+// What this package writes, the fast paths read, as encoding/json does;
+// and only its own kind's path takes a state.
+func TestFastStateDecodingReadsWhatStatesWrite(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v, rare := genState(t)
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var took bool
+		switch v.(type) {
+		case GenerationState:
+			took = sameStateAsReference[GenerationState](t, raw)
+		case ToolState:
+			took = sameStateAsReference[ToolState](t, raw)
+			if !sameStateAsReference[toolOutcomeView](t, raw) {
+				t.Fatalf("the outcome fast path gave up on %s", raw)
+			}
+		case PostToolsState:
+			took = sameStateAsReference[PostToolsState](t, raw)
+		}
+		if took == rare {
+			t.Fatalf("the fast path took %s: %t; want %t", raw, took, !rare)
+		}
+		checkStates(t, raw)
+	})
+}
+
+// stateTokens are what rapid splices into a written state: keys of its
+// fields given twice or in another case, unknown keys, nulls, values of
+// the wrong kind, numbers an int refuses, escapes, broken grammar.
+var stateTokens = []string{
+	`"inputs":null,`, `"inputs":[],`, `"inputs":[1,null,2],`, `"inputs":[1.5],`, `"Inputs":[1],`, `"inputs":"1",`,
+	`"config":null,`, `"config":{"model":null},`, `"config":{"model":{"provider":"p","Provider":"q"}},`, `"config":{"selectedTools":null},`,
+	`"config":{"selectedTools":[null,"a"]},`, `"config":{"budgetMs":1e3},`, `"config":[],`, `"attempt":null,`, `"attempt":1.0,`,
+	`"attempt":9223372036854775808,`, `"attempt":-0,`, `"maxAttempts":"3",`, `"deferred":null,`, `"deferred":{"provider":"p","id":"d"},`,
+	`"reason":null,`, `"reason":1,`, `"call":null,`, `"call":{"type":"text","text":"t"},`, `"call":{"type":"nope"},`, `"call":[],`,
+	`"args":null,`, `"args": [ 1 , 2 ] ,`, `"replay":"never",`, `"limits":null,`, `"limits":{"maxBytes":-1,"retain":"tail"},`,
+	`"limits":{"MaxBytes":1},`, `"job":null,`, `"job":{"id":1},`, `"output":null,`, `"output":{"content":[]},`, `"result":true,`,
+	`"tools":[1,2],`, `"tools":null,`, `"stopped":null,`, `"stopped":1,`, `"unknown":{"a":[1,{"b":null}]},`, `"x\u0079":1,`,
+	"\"\x01\":1,", `"é":1,`, " ", ",", "}", "{", "]", `"`, `\`, "null", "n", "nu", "nul", `"attempt":nu5,`, `"config":n{},`,
+	`"offered":nultrue,`, `"inputs":n[],`, `"output":{"terminate":true,"Terminate":false},`, `"output":{"addedTools":null,"handoff":"h"},`,
+	`"output":{"addedTools":["a",null]},`, `"output":{"handoff":1},`, `"output":{"terminate":null},`, `"output":[],`, `"OUTPUT":null,`,
+}
+
+func TestFastStateDecodingAgreesWithEncodingJSONOnSplicedTexts(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v, _ := genState(t)
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(raw)
+		for range rapid.IntRange(1, 3).Draw(t, "splices") {
+			at := rapid.IntRange(0, len(text)).Draw(t, "at")
+			if rapid.Bool().Draw(t, "afterBrace") {
+				at = 1 // where a member surely fits
+			}
+			text = text[:at] + rapid.SampledFrom(stateTokens).Draw(t, "token") + text[at:]
+		}
+		checkStates(t, []byte(text))
+	})
+}
+
+// Every splice token, at the start of a state of each kind: some make
+// texts the fast paths read, or they are not being tested on them.
+func TestFastStateDecodingAgreesWithEncodingJSONOnEverySpliceToken(t *testing.T) {
+	took := 0
+	for _, base := range []string{
+		`{"inputs":[2],"config":{"model":{},"selectedTools":null,"budgetMs":180000},"attempt":0,"maxAttempts":3}`,
+		`{"call":{"type":"toolCall","id":"c","name":"a","arguments":{"v":"a"}},"assistant":18,"offered":true,"budgetMs":180000,"args":{"v":"a"},"limits":{}}`,
+		`{"assistant":18,"tools":[19,20],"inputs":[2]}`,
+	} {
+		for _, token := range stateTokens {
+			took += checkStates(t, []byte(base[:1]+token+base[1:]))
+		}
+	}
+	if took < 30 {
+		t.Fatalf("the fast paths took %d spliced texts", took)
+	}
+}
+
+// The fast paths give up on exactly what they must leave to encoding/json,
+// and take the states every turn writes.
+func TestFastStateDecodingGivesUpWhereEncodingJSONDecides(t *testing.T) {
+	for _, text := range []string{
+		`{"inputs":[1],"inputs":[2]}`,
+		`{"Inputs":[1]}`,
+		`{"attempt":1.5}`,
+		`{"attempt":"1"}`,
+		`{"deferred":{"provider":"p","id":"d"}}`,
+		`{"config":{"model":{"modelId":"m","MODELID":"n"}}}`,
+		`{"inputs":[1]} x`,
+		`{"attempt":nu5}`,
+	} {
+		var s GenerationState
+		if decodeFast(&s, []byte(text)) {
+			t.Errorf("the generation fast path took %s", text)
+		}
+		sameStateAsReference[GenerationState](t, []byte(text))
+	}
+	for _, text := range []string{
+		`{"job":{"id":1,"cancelOnAbort":true}}`,
+		`{"output":{"content":[]}}`,
+		`{"call":{"type":"nope"}}`,
+		`{"limits":{"maxBytes":1e3}}`,
+	} {
+		var s ToolState
+		if decodeFast(&s, []byte(text)) {
+			t.Errorf("the tool fast path took %s", text)
+		}
+		sameStateAsReference[ToolState](t, []byte(text))
+	}
+	for _, text := range []string{
+		`{"inputs":[2],"config":{"model":{},"selectedTools":null,"budgetMs":180000},"attempt":0,"maxAttempts":3}`,
+		`{"attempt":1,"config":{"model":{"provider":"p","modelId":"m"},"selectedTools":["a"],"budgetMs":1},"inputs":[2],"maxAttempts":3,"notBefore":0,"deferred":null}`,
+	} {
+		if !sameStateAsReference[GenerationState](t, []byte(text)) {
+			t.Errorf("the generation fast path gave up on %s", text)
+		}
+	}
+	if text := `{"args":{"v":"a"},"assistant":18,"budgetMs":180000,"call":{"type":"toolCall","id":"call_1_0","name":"a","arguments":{"v":"a"}},"limits":{},"offered":true,"replay":"safe"}`; !sameStateAsReference[ToolState](t, []byte(text)) {
+		t.Errorf("the tool fast path gave up on %s", text)
+	}
+	settled := `{"args":{"v":"a"},"assistant":18,"call":{"type":"toolCall","id":"c","name":"a","arguments":{"v":"a"}},"output":{"content":[{"type":"text","text":"a"}],"addedTools":["x"],"terminate":true,"handoff":"h","diags":[],"truncation":{"truncated":false}},"result":25}`
+	if !sameStateAsReference[toolOutcomeView](t, []byte(settled)) {
+		t.Errorf("the outcome fast path gave up on %s", settled)
+	}
+	if text := `{"assistant":18,"tools":[19,20],"inputs":[2]}`; !sameStateAsReference[PostToolsState](t, []byte(text)) {
+		t.Errorf("the post_tools fast path gave up on %s", text)
+	}
+}
+
+func FuzzStateDecoding(f *testing.F) {
+	for _, text := range []string{
+		`{"inputs":[2],"config":{"model":{},"selectedTools":null,"budgetMs":180000},"attempt":0,"maxAttempts":3}`,
+		`{"args":{"v":"a"},"assistant":18,"budgetMs":180000,"call":{"type":"toolCall","id":"call_1_0","name":"a","arguments":{"v":"a"}},"limits":{},"offered":true,"replay":"safe"}`,
+		`{"assistant":18,"tools":[19,20],"inputs":[2],"stopped":true,"reason":"r"}`,
+		strings.Repeat(`{"config":`, 3),
+	} {
+		f.Add([]byte(text))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkStates(t, data)
+	})
+}
