@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -667,6 +668,67 @@ func TestMarshalLetsAJSONAppenderWriteItself(t *testing.T) {
 			t.Errorf("Marshal(%v) failed with %v; json.Marshal with %v", f.Type, err, want)
 		}
 	}
+}
+
+// selfReading is a payload that reads its own JSON: a string starting
+// with "self: it takes, reading it as encoding/json would not; any other
+// text it writes into and gives up on.
+type selfReading struct {
+	Text string `json:"text"`
+	N    int    `json:"n"`
+}
+
+func (s *selfReading) DecodeJSON(data []byte) bool {
+	if text, ok := strings.CutPrefix(string(data), `"self:`); ok {
+		s.Text = "read by hand: " + text
+		return true
+	}
+	s.Text, s.N = "left over", 99 // what a fast path read before it gave up
+	return false
+}
+
+var selfReadingValue = storage.SessionValue[selfReading]("plugin.self")
+
+// Unmarshal takes what a JSONDecoder reads, and else decodes with
+// encoding/json from a zero value, value and error; the typed values'
+// reads go through it.
+func TestUnmarshalLetsAJSONDecoderReadItself(t *testing.T) {
+	if got, err := core.Unmarshal[selfReading]([]byte(`"self:x"`)); err != nil || got.Text != `read by hand: x"` {
+		t.Fatalf("Unmarshal of a text the decoder takes = %+v, %v; want what it read", got, err)
+	}
+	if got, err := core.Unmarshal[selfReading]([]byte(`{"text":"t"}`)); err != nil || got != (selfReading{Text: "t"}) {
+		t.Fatalf("Unmarshal of a text the decoder gives up on = %+v, %v; want encoding/json's, from zero", got, err)
+	}
+	want := json.Unmarshal([]byte(`{"n":"x"}`), &selfReading{})
+	if _, err := core.Unmarshal[selfReading]([]byte(`{"n":"x"}`)); want == nil || err == nil || err.Error() != want.Error() {
+		t.Fatalf("Unmarshal failed with %v; json.Unmarshal with %v", err, want)
+	}
+	if got, err := core.Unmarshal[int]([]byte(`7`)); err != nil || got != 7 {
+		t.Fatalf("Unmarshal[int] = %d, %v", got, err)
+	}
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := open(t, ctx, s, nil)
+		must(h.Commit(ctx, func(tx *core.Tx) error {
+			tx.SetValue(selfReadingValue.Address, json.RawMessage(`{"text":"stored","n":1}`))
+			return nil
+		}))
+		must(h.Commit(ctx, func(tx *core.Tx) error {
+			got, ok, err := core.TxValue(tx, selfReadingValue).Get(0)
+			if err != nil || !ok || got != (selfReading{Text: "stored", N: 1}) {
+				t.Errorf("ValueTx.Get = %+v, %t, %v; want encoding/json's reading of the stored text", got, ok, err)
+			}
+			tx.SetValue(selfReadingValue.Address, "self:y")
+			return nil
+		}))
+		must(h.Commit(ctx, func(tx *core.Tx) error {
+			got, ok, err := core.TxValue(tx, selfReadingValue).Get(0)
+			if err != nil || !ok || got.Text != `read by hand: y"` {
+				t.Errorf("ValueTx.Get = %+v, %t, %v; want the decoder's reading", got, ok, err)
+			}
+			return nil
+		}))
+		must(0, h.Close(ctx))
+	})
 }
 
 // Empty lists in a draft or a task spec are written as none, as a stored

@@ -126,6 +126,33 @@ type JSONAppender interface {
 	AppendJSON(buf []byte) ([]byte, error)
 }
 
+// JSONDecoder is a payload type that can read its own JSON, the
+// counterpart of JSONAppender: DecodeJSON reads data into the zero value it
+// is called on, as json.Unmarshal would, and reports whether it took the
+// text whole; on false the value is to be thrown away, and json.Unmarshal
+// decides, value and error. An implementation reads by hand the texts it
+// knows (the ones its kind writes) and gives up on anything else, and is
+// held to json.Unmarshal by its own tests. Unmarshal, and through it the
+// typed values' and lists' reads, use it.
+type JSONDecoder interface {
+	DecodeJSON(data []byte) bool
+}
+
+// Unmarshal decodes data into a new T as json.Unmarshal does, value and
+// error, by *T's DecodeJSON when it has one (JSONDecoder) and it takes the
+// text.
+func Unmarshal[T any](data []byte) (T, error) {
+	var x T
+	if d, ok := any(&x).(JSONDecoder); ok {
+		if d.DecodeJSON(data) {
+			return x, nil
+		}
+		x = *new(T) // what it read before it gave up
+	}
+	err := json.Unmarshal(data, &x)
+	return x, err
+}
+
 // Marshal is the canonical JSON encoding of the payloads a commit carries
 // (entry data, task state, values): a json.RawMessage must be valid JSON and
 // is compacted as it is; a JSONAppender writes itself; anything else goes

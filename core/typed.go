@@ -1,7 +1,6 @@
 package core
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/pico-go/pico/storage"
@@ -23,7 +22,7 @@ func (v ValueTx[T]) Get(at storage.ID) (T, bool, error) {
 	if err != nil || !ok {
 		return x, false, err
 	}
-	if err := json.Unmarshal(ver.Value, &x); err != nil {
+	if x, err = Unmarshal[T](ver.Value); err != nil {
 		return x, false, fmt.Errorf("core: value %s: %w", v.addr, err)
 	}
 	return x, true, nil
@@ -89,7 +88,8 @@ func decodeElems[T any](addr storage.Address, p storage.Page[storage.Element]) (
 	out := make([]Elem[T], len(p.Items))
 	for i, e := range p.Items {
 		out[i].ID = e.ID
-		if err := json.Unmarshal(e.Value, &out[i].Value); err != nil {
+		var err error
+		if out[i].Value, err = Unmarshal[T](e.Value); err != nil {
 			return nil, 0, fmt.Errorf("core: list %s element %d: %w", addr, e.ID, err)
 		}
 	}

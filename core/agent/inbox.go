@@ -436,8 +436,8 @@ func readInputResult(ctx context.Context, store storage.Storage, conv, input sto
 	if err != nil || !ok {
 		return InputResult{}, false, err
 	}
-	var r InputResult
-	if err := json.Unmarshal(v.Value, &r); err != nil {
+	r, err := core.Unmarshal[InputResult](v.Value)
+	if err != nil {
 		return InputResult{}, false, fmt.Errorf("agent: input result %d: %w", input, err)
 	}
 	return r, true, nil

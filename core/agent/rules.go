@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 
 	"github.com/pico-go/pico/core"
@@ -35,8 +34,8 @@ func checkInputResults(ctx context.Context, before storage.Storage, batch storag
 			if err != nil || id <= 0 {
 				return core.Rejectf(RuleInputResult, 0, "%s: the key is not an input id", a)
 			}
-			var next InputResult
-			if err := json.Unmarshal(w.Value, &next); err != nil {
+			next, err := core.Unmarshal[InputResult](w.Value)
+			if err != nil {
 				return &core.CommitError{Rule: RuleInputResult, Detail: a.String(), Err: err}
 			}
 			in := input{a.Scope.ID, storage.ID(id)}
@@ -47,7 +46,7 @@ func checkInputResults(ctx context.Context, before storage.Storage, batch storag
 					return err
 				}
 				if ok {
-					if err := json.Unmarshal(v.Value, &prev); err != nil {
+					if prev, err = core.Unmarshal[InputResult](v.Value); err != nil {
 						return &core.CommitError{Rule: RuleInputResult, Detail: a.String(), Err: err}
 					}
 					had = true

@@ -5,36 +5,34 @@ import (
 	"github.com/pico-go/pico/storage"
 )
 
-// The fast paths of decoding the states every turn decodes: a generation's
-// (each attempt), a tool call's (its start and its settlement), a
-// post_tools' (its start) and what it reads of each settled call (its
-// outcome). Each reads the shapes this package writes by
-// hand and gives up (false) on anything else: a key given twice, a key
-// matching a field only without regard to case, a value of another kind, a
-// field it leaves to encoding/json (a deferred handle, a job, a tool
-// state's output).
-// decodeState then decodes with encoding/json as before, so that what a
-// state means, and the error it gets, is decided in one place. The tests
-// hold the two to the same results on every text the fast path takes.
-
-// stateDecoder is a state with a fast path: it reads d into the zero state.
-type stateDecoder interface {
-	decodeFast(d *jsonvalue.Decoder) bool
-}
+// The fast paths of decoding what every turn decodes (core.JSONDecoder):
+// a generation's state (each attempt), a tool call's (its start and its
+// settlement), a post_tools' (its start), what it reads of each settled
+// call (its outcome), and an input's result. Each reads the shapes this
+// package writes by hand and gives up (false) on anything else: a key
+// given twice, a key matching a field only without regard to case, a value
+// of another kind, a field it leaves to encoding/json (a deferred handle, a
+// job, a tool state's output). core.Unmarshal then decodes with
+// encoding/json, so that what a text means, and the error it gets, is
+// decided in one place. The tests hold the two to the same results on
+// every text a fast path takes.
 
 // fastStates is cleared only by this package's tests, to decode with
 // encoding/json alone: the reference the fast paths are held to.
 var fastStates = true
 
-// decodeFast reads data into s, a zero state, if s has a fast path that
-// takes data whole.
-func decodeFast(s any, data []byte) bool {
-	f, ok := s.(stateDecoder)
-	if !ok || !fastStates {
+// fastReader is a value with a fast path: read reads it from d.
+type fastReader interface {
+	read(d *jsonvalue.Decoder) bool
+}
+
+// decodeWith is a DecodeJSON: r reads data whole.
+func decodeWith(data []byte, r fastReader) bool {
+	if !fastStates {
 		return false
 	}
 	d := jsonvalue.NewDecoder(data)
-	return f.decodeFast(d) && d.End()
+	return r.read(d) && d.End()
 }
 
 var (
@@ -48,15 +46,20 @@ var (
 	postToolsFields    = jsonvalue.SomeFields("assistant", "tools", "inputs", "stopped", "reason")
 	outcomeViewFields  = jsonvalue.SomeFields("output")
 	outcomeFields      = jsonvalue.SomeFields("addedTools", "terminate", "handoff")
+	inputResultFields  = jsonvalue.SomeFields("status", "requestId", "placementEntryId", "resultEntryId", "reason")
 )
 
-func (s *GenerationState) decodeFast(d *jsonvalue.Decoder) bool {
+// DecodeJSON reads a generation state this package writes into the zero value it is
+// called on (core.JSONDecoder).
+func (s *GenerationState) DecodeJSON(data []byte) bool { return decodeWith(data, s) }
+
+func (s *GenerationState) read(d *jsonvalue.Decoder) bool {
 	return d.Members(generationFields, func(i int) bool {
 		switch i {
 		case 0:
 			return idsInto(d, &s.Inputs)
 		case 1:
-			return structInto(d, func() bool { return s.Config.decodeFast(d) })
+			return structInto(d, func() bool { return s.Config.read(d) })
 		case 2:
 			return intInto(d, &s.Attempt)
 		case 3:
@@ -78,7 +81,7 @@ func (s *GenerationState) decodeFast(d *jsonvalue.Decoder) bool {
 	})
 }
 
-func (c *GenerationConfig) decodeFast(d *jsonvalue.Decoder) bool {
+func (c *GenerationConfig) read(d *jsonvalue.Decoder) bool {
 	return d.Members(generationConfigFields, func(i int) bool {
 		switch i {
 		case 0:
@@ -101,7 +104,11 @@ func (c *GenerationConfig) decodeFast(d *jsonvalue.Decoder) bool {
 	})
 }
 
-func (s *ToolState) decodeFast(d *jsonvalue.Decoder) bool {
+// DecodeJSON reads a tool state this package writes into the zero value it is
+// called on (core.JSONDecoder).
+func (s *ToolState) DecodeJSON(data []byte) bool { return decodeWith(data, s) }
+
+func (s *ToolState) read(d *jsonvalue.Decoder) bool {
 	return d.Members(toolFields, func(i int) bool {
 		switch i {
 		case 0:
@@ -138,7 +145,11 @@ func (s *ToolState) decodeFast(d *jsonvalue.Decoder) bool {
 	})
 }
 
-func (s *PostToolsState) decodeFast(d *jsonvalue.Decoder) bool {
+// DecodeJSON reads a post_tools state this package writes into the zero value it is
+// called on (core.JSONDecoder).
+func (s *PostToolsState) DecodeJSON(data []byte) bool { return decodeWith(data, s) }
+
+func (s *PostToolsState) read(d *jsonvalue.Decoder) bool {
 	return d.Members(postToolsFields, func(i int) bool {
 		switch i {
 		case 0:
@@ -154,7 +165,11 @@ func (s *PostToolsState) decodeFast(d *jsonvalue.Decoder) bool {
 	})
 }
 
-func (v *toolOutcomeView) decodeFast(d *jsonvalue.Decoder) bool {
+// DecodeJSON reads a settled call's outcome this package writes into the zero value it is
+// called on (core.JSONDecoder).
+func (v *toolOutcomeView) DecodeJSON(data []byte) bool { return decodeWith(data, v) }
+
+func (v *toolOutcomeView) read(d *jsonvalue.Decoder) bool {
 	return d.Members(outcomeViewFields, func(int) bool {
 		return jsonvalue.PointerInto(d, &v.Output, func(o *toolOutcome) bool {
 			return d.Members(outcomeFields, func(i int) bool {
@@ -167,6 +182,26 @@ func (v *toolOutcomeView) decodeFast(d *jsonvalue.Decoder) bool {
 				return jsonvalue.StringInto(d, &o.Handoff)
 			})
 		})
+	})
+}
+
+// DecodeJSON reads a input result this package writes into the zero value it is
+// called on (core.JSONDecoder).
+func (r *InputResult) DecodeJSON(data []byte) bool { return decodeWith(data, r) }
+
+func (r *InputResult) read(d *jsonvalue.Decoder) bool {
+	return d.Members(inputResultFields, func(i int) bool {
+		switch i {
+		case 0:
+			return jsonvalue.StringInto(d, &r.Status)
+		case 1:
+			return jsonvalue.StringInto(d, &r.RequestID)
+		case 2:
+			return jsonvalue.Int64Into(d, &r.PlacementEntryID)
+		case 3:
+			return jsonvalue.Int64Into(d, &r.ResultEntryID)
+		}
+		return jsonvalue.StringInto(d, &r.Reason)
 	})
 }
 

@@ -9,9 +9,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
+
+type failer interface {
+	Helper()
+	Fatalf(string, ...any)
+}
 
 // stateReference decodes data with encoding/json alone, the fast paths off.
 func stateReference[S any](data []byte) (S, error) {
@@ -23,13 +29,10 @@ func stateReference[S any](data []byte) (S, error) {
 // sameStateAsReference fails t when the fast path of S takes data and
 // encoding/json refuses it or reads another state; it reports whether the
 // fast path took it. Either way decodeState must answer as encoding/json.
-func sameStateAsReference[S any](t interface {
-	Helper()
-	Fatalf(string, ...any)
-}, data []byte) bool {
+func sameStateAsReference[S any](t failer, data []byte) bool {
 	t.Helper()
 	var fast S
-	took := decodeFast(&fast, data)
+	took := any(&fast).(core.JSONDecoder).DecodeJSON(data)
 	want, wantErr := stateReference[S](data)
 	if took {
 		if wantErr != nil {
@@ -47,16 +50,14 @@ func sameStateAsReference[S any](t interface {
 }
 
 // checkStates holds every state's fast path to the reference on data.
-func checkStates(t interface {
-	Helper()
-	Fatalf(string, ...any)
-}, data []byte) (took int) {
+func checkStates(t failer, data []byte) (took int) {
 	t.Helper()
 	for _, ok := range []bool{
 		sameStateAsReference[GenerationState](t, data),
 		sameStateAsReference[ToolState](t, data),
 		sameStateAsReference[PostToolsState](t, data),
 		sameStateAsReference[toolOutcomeView](t, data),
+		sameStateAsReference[InputResult](t, data),
 	} {
 		if ok {
 			took++
@@ -80,7 +81,7 @@ func genIDs(t *rapid.T, label string) []storage.ID {
 // genState draws a generation, tool or post_tools state, now and then
 // with a field the fast path leaves to encoding/json; rare reports that.
 func genState(t *rapid.T) (v any, rare bool) {
-	switch rapid.IntRange(0, 2).Draw(t, "kind") {
+	switch rapid.IntRange(0, 3).Draw(t, "kind") {
 	case 0:
 		s := GenerationState{
 			Inputs: genIDs(t, "inputs"), Attempt: rapid.IntRange(-1, 1<<40).Draw(t, "attempt"), MaxAttempts: rapid.Int().Draw(t, "max"),
@@ -122,6 +123,10 @@ func genState(t *rapid.T) (v any, rare bool) {
 			return s, true
 		}
 		return s, false
+	case 2:
+		return InputResult{Status: InputStatus(rapid.SampledFrom([]string{"placed", "running", "done", "failed", ""}).Draw(t, "status")),
+			RequestID: genStateString.Draw(t, "request"), PlacementEntryID: storage.ID(rapid.Int64().Draw(t, "placement")),
+			ResultEntryID: storage.ID(rapid.Int64().Draw(t, "result")), Reason: genStateString.Draw(t, "reason")}, false
 	}
 	return PostToolsState{Assistant: storage.ID(rapid.Int64().Draw(t, "assistant")), Tools: genIDs(t, "tools"), Inputs: genIDs(t, "inputs"),
 		Stopped: rapid.Bool().Draw(t, "stopped"), Reason: genStateString.Draw(t, "reason")}, false
@@ -147,6 +152,8 @@ func TestFastStateDecodingReadsWhatStatesWrite(t *testing.T) {
 			}
 		case PostToolsState:
 			took = sameStateAsReference[PostToolsState](t, raw)
+		case InputResult:
+			took = sameStateAsReference[InputResult](t, raw)
 		}
 		if took == rare {
 			t.Fatalf("the fast path took %s: %t; want %t", raw, took, !rare)
@@ -170,6 +177,7 @@ var stateTokens = []string{
 	"\"\x01\":1,", `"é":1,`, " ", ",", "}", "{", "]", `"`, `\`, "null", "n", "nu", "nul", `"attempt":nu5,`, `"config":n{},`,
 	`"offered":nultrue,`, `"inputs":n[],`, `"output":{"terminate":true,"Terminate":false},`, `"output":{"addedTools":null,"handoff":"h"},`,
 	`"output":{"addedTools":["a",null]},`, `"output":{"handoff":1},`, `"output":{"terminate":null},`, `"output":[],`, `"OUTPUT":null,`,
+	`"status":"done",`, `"status":null,`, `"Status":"done",`, `"requestId":7,`, `"placementEntryId":1.5,`, `"resultEntryId":null,`,
 }
 
 func TestFastStateDecodingAgreesWithEncodingJSONOnSplicedTexts(t *testing.T) {
@@ -199,6 +207,7 @@ func TestFastStateDecodingAgreesWithEncodingJSONOnEverySpliceToken(t *testing.T)
 		`{"inputs":[2],"config":{"model":{},"selectedTools":null,"budgetMs":180000},"attempt":0,"maxAttempts":3}`,
 		`{"call":{"type":"toolCall","id":"c","name":"a","arguments":{"v":"a"}},"assistant":18,"offered":true,"budgetMs":180000,"args":{"v":"a"},"limits":{}}`,
 		`{"assistant":18,"tools":[19,20],"inputs":[2]}`,
+		`{"status":"running","placementEntryId":3}`,
 	} {
 		for _, token := range stateTokens {
 			took += checkStates(t, []byte(base[:1]+token+base[1:]))
@@ -223,7 +232,7 @@ func TestFastStateDecodingGivesUpWhereEncodingJSONDecides(t *testing.T) {
 		`{"attempt":nu5}`,
 	} {
 		var s GenerationState
-		if decodeFast(&s, []byte(text)) {
+		if s.DecodeJSON([]byte(text)) {
 			t.Errorf("the generation fast path took %s", text)
 		}
 		sameStateAsReference[GenerationState](t, []byte(text))
@@ -235,7 +244,7 @@ func TestFastStateDecodingGivesUpWhereEncodingJSONDecides(t *testing.T) {
 		`{"limits":{"maxBytes":1e3}}`,
 	} {
 		var s ToolState
-		if decodeFast(&s, []byte(text)) {
+		if s.DecodeJSON([]byte(text)) {
 			t.Errorf("the tool fast path took %s", text)
 		}
 		sameStateAsReference[ToolState](t, []byte(text))
@@ -254,6 +263,9 @@ func TestFastStateDecodingGivesUpWhereEncodingJSONDecides(t *testing.T) {
 	settled := `{"args":{"v":"a"},"assistant":18,"call":{"type":"toolCall","id":"c","name":"a","arguments":{"v":"a"}},"output":{"content":[{"type":"text","text":"a"}],"addedTools":["x"],"terminate":true,"handoff":"h","diags":[],"truncation":{"truncated":false}},"result":25}`
 	if !sameStateAsReference[toolOutcomeView](t, []byte(settled)) {
 		t.Errorf("the outcome fast path gave up on %s", settled)
+	}
+	if text := `{"status":"done","placementEntryId":3,"resultEntryId":18}`; !sameStateAsReference[InputResult](t, []byte(text)) {
+		t.Errorf("the input result fast path gave up on %s", text)
 	}
 	if text := `{"assistant":18,"tools":[19,20],"inputs":[2]}`; !sameStateAsReference[PostToolsState](t, []byte(text)) {
 		t.Errorf("the post_tools fast path gave up on %s", text)

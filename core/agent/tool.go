@@ -198,11 +198,8 @@ type toolOutcome struct {
 func decodeState[S any](t *storage.Task) (S, error) {
 	var s S
 	if len(t.State) > 0 {
-		if decodeFast(&s, t.State) {
-			return s, nil
-		}
-		s = *new(S) // what the fast path read before it gave up
-		if err := json.Unmarshal(t.State, &s); err != nil {
+		var err error
+		if s, err = core.Unmarshal[S](t.State); err != nil {
 			return s, fmt.Errorf("agent: task %d (%s) state: %w", t.ID, t.Kind, err)
 		}
 	}

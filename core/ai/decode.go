@@ -156,6 +156,15 @@ func readUsage(d *jsonvalue.Decoder, u *Usage) bool {
 	})
 }
 
+// DecodeJSON reads a usage this package writes (the fast path messages
+// read theirs with) into the zero usage it is called on, and reports
+// whether it took the text whole (core.JSONDecoder): the session's usage
+// totals, which every generation reads and writes back.
+func (u *Usage) DecodeJSON(data []byte) bool {
+	d := jsonvalue.NewDecoder(data)
+	return fastPaths && readUsage(d, u) && d.End()
+}
+
 // readContent reads a bare string or an array of blocks; null, which
 // Content.UnmarshalJSON turns into no blocks, is left to it.
 func readContent(d *jsonvalue.Decoder, c *Content) bool {

@@ -52,13 +52,36 @@ func fastContent(data []byte) (Content, bool) {
 	return c, readContent(d, &c) && d.End()
 }
 
+// fastUsage is Usage's fast path alone, into a zero usage.
+func fastUsage(data []byte) (Usage, bool) {
+	var u Usage
+	d := jsonvalue.NewDecoder(data)
+	return u, readUsage(d, &u) && d.End()
+}
+
 // checkAll holds every fast path to the reference on data, and reports
 // whether the message path took it.
 func checkAll(t failer, data []byte) bool {
 	t.Helper()
 	sameAsReference(t, data, decodeBlock)
 	sameAsReference(t, data, fastContent)
+	sameAsReference(t, data, fastUsage)
+	checkDecodeUsage(t, data)
 	return sameAsReference(t, data, decodeMessage)
+}
+
+// checkDecodeUsage holds Usage.DecodeJSON to json.Unmarshal on data: a
+// text it takes reads as json.Unmarshal reads it.
+func checkDecodeUsage(t failer, data []byte) {
+	t.Helper()
+	var got Usage
+	if !got.DecodeJSON(data) {
+		return
+	}
+	want, wantErr := reference[Usage](data)
+	if wantErr != nil || got != want {
+		t.Fatalf("DecodeJSON took %q as %+v; json.Unmarshal gives %+v, %v", data, got, want, wantErr)
+	}
 }
 
 var genString = rapid.SampledFrom([]string{"", "x", "é😀", "tab\there", "quote\"", "back\\slash", "\u2028", "\x00\x1f", "<&>", "\xff", "\ud7ff"})
@@ -150,6 +173,13 @@ func TestFastDecodingReadsWhatMessagesWrite(t *testing.T) {
 		if took := checkAll(t, raw); took == rare(m) {
 			t.Fatalf("the fast path took %s: %t; want %t", raw, took, !rare(m))
 		}
+		if m.Usage != nil {
+			raw, _ := json.Marshal(m.Usage)
+			if !sameAsReference(t, raw, fastUsage) {
+				t.Fatalf("the usage fast path gave up on %s", raw)
+			}
+			checkDecodeUsage(t, raw)
+		}
 		for _, b := range m.Content.Blocks {
 			raw, _ := json.Marshal(b)
 			if !sameAsReference(t, raw, decodeBlock) {
@@ -206,6 +236,21 @@ func TestFastDecodingAgreesWithEncodingJSONOnEverySpliceToken(t *testing.T) {
 	// tested on them.
 	if took < 5 {
 		t.Fatalf("the fast path took %d spliced texts", took)
+	}
+	// And into a usage alone, where DecodeUsage reads it.
+	usage := `{"input":1,"output":2,"cost":{"input":0.5,"total":1}}`
+	usageTook := 0
+	for _, token := range append(messageTokens, `"input":1,`, `"Input":1,`, `"cacheWrite1h":3,`, `"cost":{"total":"x"},`, `"cost":null,`, `"totalTokens":-0,`) {
+		for _, at := range []int{1, strings.Index(usage, `"input":0.5`)} {
+			text := []byte(usage[:at] + token + usage[at:])
+			checkAll(t, text)
+			if sameAsReference(t, text, fastUsage) {
+				usageTook++
+			}
+		}
+	}
+	if usageTook < 5 {
+		t.Fatalf("the usage fast path took %d spliced texts", usageTook)
 	}
 }
 
