@@ -39,9 +39,10 @@
 //   - sink.go: the tool sink (ToolOutput), the fold of its operations with
 //     output limits and truncation, and the result message.
 //   - schema.go: the JSON Schema validation of tool arguments.
-//   - statedecode.go: hand-written fast paths for decoding the generation,
-//     tool and post_tools states, held to encoding/json, which decides
-//     every text they give up on.
+//   - statejson.go: hand-written fast paths for decoding the generation,
+//     tool and post_tools states and input results, and for encoding a
+//     call's output, result data and settlement, held to encoding/json,
+//     which decides every text and value they give up on.
 //   - posttools.go: the post_tools kind, which decides what follows an
 //     exchange in one commit.
 //   - inbox.go: input modes, inbox items and input results, the agent verbs

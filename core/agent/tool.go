@@ -381,7 +381,7 @@ func settleToolWith(ctx context.Context, rt *core.TaskRuntime, task *storage.Tas
 		}
 		msg := toolResultMessage(st.Call, out, rt.Now().UnixMilli())
 		result := tx.Entry(core.ToolResultKind, core.EntryDraft{Key: st.Call.ID, Data: out.ToolResultData, Model: []ai.Message{msg}})
-		state := map[string]any{"output": out, "result": result}
+		state := toolSettlement{Output: out, Result: result}
 		if out.Delegated != 0 && status == "done" {
 			job, err := delegateJob(tx.Tx, task.ConversationID, out.Delegated, task.ID, st.Call.ID, rt.Now())
 			if err != nil {
@@ -399,7 +399,7 @@ func settleToolWith(ctx context.Context, rt *core.TaskRuntime, task *storage.Tas
 					return err
 				}
 				if cur.Job != nil && cur.Job.ID == out.Delegated {
-					state["job"] = ToolJob{ID: cur.Job.ID, Detached: true}
+					state.Job = &ToolJob{ID: cur.Job.ID, Detached: true}
 				}
 			}
 		}

@@ -90,6 +90,18 @@ func (c Content) appendPlain(buf []byte) ([]byte, bool) {
 	return append(buf, ']'), true
 }
 
+// AppendJSON appends what json.Marshal writes of the usage to buf, by hand
+// (core.JSONAppender) but for a cost encoding/json refuses, whose error is
+// json.Marshal's: the usage rows and totals every generation writes.
+func (u Usage) AppendJSON(buf []byte) ([]byte, error) {
+	start := len(buf)
+	if out, ok := u.appendPlain(buf); ok {
+		return out, nil
+	}
+	raw, err := json.Marshal(u)
+	return append(buf[:start], raw...), err
+}
+
 // appendPlain writes the usage as encoding/json does, or reports false
 // for a cost it refuses.
 func (u *Usage) appendPlain(buf []byte) ([]byte, bool) {

@@ -120,3 +120,23 @@ func FuzzMessageEncoding(f *testing.F) {
 		sameMessageBytes(t, m)
 	})
 }
+
+// A usage written by hand is json.Marshal's bytes, and a cost it refuses
+// json.Marshal's error, after whatever the buffer held.
+func TestUsageAppendJSONWritesWhatReflectionWrites(t *testing.T) {
+	costs := []float64{0, 1, -2.5, 1e-7, 1e21, 0.1, math.MaxFloat64, math.SmallestNonzeroFloat64, math.NaN(), math.Inf(-1)}
+	rapid.Check(t, func(t *rapid.T) {
+		cost := func(label string) float64 { return rapid.SampledFrom(costs).Draw(t, label) }
+		u := Usage{Input: rapid.Int64().Draw(t, "input"), Output: rapid.Int64().Draw(t, "output"), CacheRead: rapid.Int64().Draw(t, "read"),
+			CacheWrite: rapid.Int64().Draw(t, "write"), TotalTokens: rapid.Int64().Draw(t, "total"),
+			Cost: Cost{Input: cost("ci"), Output: cost("co"), CacheRead: cost("cr"), CacheWrite: cost("cw"), Total: cost("ct")}}
+		if rapid.Bool().Draw(t, "extra") {
+			u.CacheWrite1h, u.Reasoning = rapid.Int64().Draw(t, "1h"), rapid.Int64().Draw(t, "reasoning")
+		}
+		want, wantErr := json.Marshal(u)
+		got, err := u.AppendJSON([]byte("prefix"))
+		if (err != nil) != (wantErr != nil) || err != nil && err.Error() != wantErr.Error() || err == nil && string(got) != "prefix"+string(want) {
+			t.Fatalf("AppendJSON(%+v) = %s, %v; json.Marshal writes %s, %v", u, got, err, want, wantErr)
+		}
+	})
+}

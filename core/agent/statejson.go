@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"encoding/json"
+	"strconv"
+
 	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/storage"
 )
@@ -223,4 +226,160 @@ func intInto(d *jsonvalue.Decoder, n *int) bool {
 // idsInto reads an array of ids.
 func idsInto(d *jsonvalue.Decoder, ids *[]storage.ID) bool {
 	return jsonvalue.SliceInto(d, ids, func(id *storage.ID) bool { return jsonvalue.Int64Into(d, id) })
+}
+
+// The hand-written encodings (core.JSONAppender) of what a tool call's
+// settlement writes: its result entry's data and its output in its state.
+// Each writes json.Marshal's bytes, and leaves to it (value and error)
+// anything a part of it would not write by hand: details encoding/json
+// rewrites, a cost it refuses, a block it writes through reflection.
+
+// AppendJSON appends what json.Marshal writes of the data to buf
+// (core.JSONAppender).
+func (r ToolResultData) AppendJSON(buf []byte) ([]byte, error) {
+	return appendOr(buf, r, func(buf []byte) ([]byte, bool) {
+		return r.appendMembers(append(buf, '{'), true)
+	})
+}
+
+// AppendJSON appends what json.Marshal writes of the output state to buf
+// (core.JSONAppender).
+func (s ToolOutputState) AppendJSON(buf []byte) ([]byte, error) {
+	return appendOr(buf, s, s.appendPlain)
+}
+
+func (s ToolOutputState) appendPlain(buf []byte) ([]byte, bool) {
+	buf = append(buf, `{"content":`...)
+	if s.Content == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, '[')
+		for i, b := range s.Content {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			var err error
+			if buf, err = b.AppendJSON(buf); err != nil {
+				return buf, false
+			}
+		}
+		buf = append(buf, ']')
+	}
+	return s.ToolResultData.appendMembers(buf, false)
+}
+
+// appendMembers writes the data's members, the first of the object when
+// first is set, and closes the object.
+func (r ToolResultData) appendMembers(buf []byte, first bool) ([]byte, bool) {
+	sep := func(key string) {
+		if first {
+			first = false
+		} else {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, key...)
+	}
+	ok := true
+	if len(r.Details) > 0 {
+		sep(`"details":`)
+		buf, ok = jsonvalue.AppendRaw(buf, r.Details)
+	}
+	if r.Usage != nil && ok {
+		sep(`"usage":`)
+		var err error
+		buf, err = r.Usage.AppendJSON(buf)
+		ok = err == nil
+	}
+	if len(r.AddedTools) > 0 {
+		sep(`"addedTools":`)
+		buf = appendStrings(buf, r.AddedTools)
+	}
+	sep(`"terminate":`)
+	buf = strconv.AppendBool(buf, r.Terminate)
+	if r.Handoff != "" {
+		sep(`"handoff":`)
+		buf = jsonvalue.AppendString(buf, r.Handoff)
+	}
+	if r.Delegated != 0 {
+		sep(`"delegated":`)
+		buf = strconv.AppendInt(buf, int64(r.Delegated), 10)
+	}
+	sep(`"diags":`)
+	if r.Diags == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, '[')
+		for i, d := range r.Diags {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = jsonvalue.AppendString(append(buf, `{"severity":`...), d.Severity)
+			buf = jsonvalue.AppendString(append(buf, `,"message":`...), d.Message)
+			if d.Code != "" {
+				buf = jsonvalue.AppendString(append(buf, `,"code":`...), d.Code)
+			}
+			buf = append(buf, '}')
+		}
+		buf = append(buf, ']')
+	}
+	t := r.Truncation
+	sep(`"truncation":{"truncated":`)
+	buf = strconv.AppendBool(buf, t.Truncated)
+	buf = strconv.AppendInt(append(buf, `,"totalLines":`...), int64(t.TotalLines), 10)
+	buf = strconv.AppendInt(append(buf, `,"totalBytes":`...), int64(t.TotalBytes), 10)
+	buf = strconv.AppendInt(append(buf, `,"shownLines":`...), int64(t.ShownLines), 10)
+	buf = strconv.AppendInt(append(buf, `,"shownBytes":`...), int64(t.ShownBytes), 10)
+	if t.SpillPath != "" {
+		buf = jsonvalue.AppendString(append(buf, `,"spillPath":`...), t.SpillPath)
+	}
+	buf = append(buf, '}')
+	sep(`"isError":`)
+	buf = strconv.AppendBool(buf, r.IsError)
+	return append(buf, '}'), ok
+}
+
+// toolSettlement is what a call's settlement merges into its state: the
+// members of the map it was, in the order json.Marshal writes a map's
+// (its keys sorted), so the state's bytes are as they were.
+type toolSettlement struct {
+	Job    *ToolJob        `json:"job,omitempty"`
+	Output ToolOutputState `json:"output"`
+	Result storage.ID      `json:"result"`
+}
+
+// AppendJSON appends what json.Marshal writes of the settlement to buf
+// (core.JSONAppender).
+func (s toolSettlement) AppendJSON(buf []byte) ([]byte, error) {
+	return appendOr(buf, s, func(buf []byte) ([]byte, bool) {
+		buf = append(buf, '{')
+		if s.Job != nil {
+			return buf, false // rare: encoding/json's
+		}
+		buf, ok := s.Output.appendPlain(append(buf, `"output":`...))
+		buf = strconv.AppendInt(append(buf, `,"result":`...), int64(s.Result), 10)
+		return append(buf, '}'), ok
+	})
+}
+
+// appendOr appends what plain writes of v, or, when it reports false,
+// what json.Marshal writes of v, error and all.
+func appendOr(buf []byte, v any, plain func([]byte) ([]byte, bool)) ([]byte, error) {
+	start := len(buf)
+	if out, ok := plain(buf); ok {
+		return out, nil
+	}
+	raw, err := json.Marshal(v)
+	return append(buf[:start], raw...), err
+}
+
+// appendStrings writes an array of strings.
+func appendStrings(buf []byte, ss []string) []byte {
+	buf = append(buf, '[')
+	for i, s := range ss {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = jsonvalue.AppendString(buf, s)
+	}
+	return append(buf, ']')
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -283,5 +284,87 @@ func FuzzStateDecoding(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkStates(t, data)
+	})
+}
+
+// genOutput draws a tool's output state with every field set or not, now
+// and then with a part written through encoding/json or refused by it.
+func genOutput(t *rapid.T) ToolOutputState {
+	str := genStateString
+	var s ToolOutputState
+	switch rapid.IntRange(0, 3).Draw(t, "contentShape") {
+	case 0:
+	case 1:
+		s.Content = []ai.Block{}
+	default:
+		for range rapid.IntRange(1, 3).Draw(t, "blocks") {
+			switch rapid.IntRange(0, 3).Draw(t, "block") {
+			case 0:
+				s.Content = append(s.Content, ai.Text(str.Draw(t, "text")))
+			case 1:
+				s.Content = append(s.Content, ai.Block{Type: ai.BlockImage, Data: str.Draw(t, "data"), MimeType: "image/png"})
+			case 2: // arguments encoding/json rewrites: the block goes through it
+				s.Content = append(s.Content, ai.ToolCall("c", "f", json.RawMessage(`{"a": 1}`)))
+			case 3:
+				s.Content = append(s.Content, ai.Block{Type: ai.BlockText, Text: str.Draw(t, "text2"), TextSignature: str.Draw(t, "sig")})
+			}
+		}
+	}
+	s.Details = json.RawMessage(rapid.SampledFrom([]string{"", "", `{"k":1}`, `[1,"<b>"]`, `{"a": 1}`, `null`, "\"\u2028\""}).Draw(t, "details"))
+	if len(s.Details) == 0 {
+		s.Details = nil
+	}
+	switch rapid.IntRange(0, 3).Draw(t, "usage") {
+	case 1:
+		s.Usage = &ai.Usage{Input: rapid.Int64().Draw(t, "in"), Cost: ai.Cost{Total: 0.25}}
+	case 2:
+		s.Usage = &ai.Usage{Cost: ai.Cost{Input: math.Inf(1)}}
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "added") {
+	case 1:
+		s.AddedTools = []string{}
+	case 2:
+		s.AddedTools = rapid.SliceOfN(str, 1, 3).Draw(t, "addedTools")
+	}
+	s.Terminate, s.IsError = rapid.Bool().Draw(t, "terminate"), rapid.Bool().Draw(t, "isError")
+	s.Handoff, s.Delegated = str.Draw(t, "handoff"), storage.ID(rapid.Int64().Draw(t, "delegated"))
+	switch rapid.IntRange(0, 2).Draw(t, "diags") {
+	case 1:
+		s.Diags = []Diag{}
+	case 2:
+		for range rapid.IntRange(1, 2).Draw(t, "diagCount") {
+			s.Diags = append(s.Diags, Diag{Severity: str.Draw(t, "severity"), Message: str.Draw(t, "message"), Code: str.Draw(t, "code")})
+		}
+	}
+	s.Truncation = Truncation{Truncated: rapid.Bool().Draw(t, "truncated"), TotalLines: rapid.Int().Draw(t, "tl"), TotalBytes: rapid.Int().Draw(t, "tb"),
+		ShownLines: rapid.Int().Draw(t, "sl"), ShownBytes: rapid.Int().Draw(t, "sb"), SpillPath: str.Draw(t, "spill")}
+	return s
+}
+
+// sameBytes fails t unless a's AppendJSON writes what json.Marshal writes
+// of want (after what the buffer held), or fails as it fails.
+func sameBytes(t *rapid.T, a core.JSONAppender, want any) {
+	wantRaw, wantErr := json.Marshal(want)
+	got, err := a.AppendJSON([]byte("prefix"))
+	if (err != nil) != (wantErr != nil) || err != nil && err.Error() != wantErr.Error() || err == nil && string(got) != "prefix"+string(wantRaw) {
+		t.Fatalf("AppendJSON = %s, %v; json.Marshal writes %s, %v", got, err, wantRaw, wantErr)
+	}
+}
+
+// A call's output, its result data and its settlement are written by hand
+// as json.Marshal writes them: the settlement as the map it replaced.
+func TestToolOutputAppendJSONWritesWhatReflectionWrites(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		out := genOutput(t)
+		sameBytes(t, out, out)
+		sameBytes(t, out.ToolResultData, out.ToolResultData)
+		result := storage.ID(rapid.Int64().Draw(t, "result"))
+		settlement := toolSettlement{Output: out, Result: result}
+		asMap := map[string]any{"output": out, "result": result}
+		if rapid.Bool().Draw(t, "job") {
+			settlement.Job = &ToolJob{ID: 3, Detached: true}
+			asMap["job"] = ToolJob{ID: 3, Detached: true}
+		}
+		sameBytes(t, settlement, asMap)
 	})
 }
