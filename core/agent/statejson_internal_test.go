@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -367,4 +368,53 @@ func TestToolOutputAppendJSONWritesWhatReflectionWrites(t *testing.T) {
 		}
 		sameBytes(t, settlement, asMap)
 	})
+}
+
+// jsonKeys lists the JSON member names encoding/json gives t's fields,
+// embedded structs' included.
+func jsonKeys(t reflect.Type) []string {
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported() && !f.Anonymous:
+		case f.Anonymous && name == "":
+			keys = append(keys, jsonKeys(f.Type)...)
+		case name == "":
+			keys = append(keys, f.Name)
+		default:
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}
+
+// Each fast path reads every member of its type: a field added to a state
+// and not to its fast path fails here, instead of being skipped.
+func TestFastPathsKnowEveryFieldOfTheirTypes(t *testing.T) {
+	for _, c := range []struct {
+		typ  any
+		keys []string
+	}{
+		{GenerationState{}, generationKeys}, {GenerationConfig{}, generationConfigKeys}, {ModelRef{}, modelRefKeys},
+		{ToolState{}, toolKeys}, {OutputLimits{}, outputLimitsKeys}, {PostToolsState{}, postToolsKeys},
+		{InputResult{}, inputResultKeys}, {toolOutcomeView{}, outcomeViewKeys}, {toolOutcome{}, outcomeKeys},
+		{ToolOutputState{}, []string{"content", "details", "usage", "addedTools", "terminate", "handoff", "delegated", "diags", "truncation", "isError"}},
+		{Truncation{}, []string{"truncated", "totalLines", "totalBytes", "shownLines", "shownBytes", "spillPath"}},
+		{Diag{}, []string{"severity", "message", "code"}},
+		{toolSettlement{}, []string{"job", "output", "result"}},
+	} {
+		if got := jsonKeys(reflect.TypeOf(c.typ)); !slices.Equal(got, c.keys) {
+			t.Errorf("%T has the members %v; its hand-written path knows %v", c.typ, got, c.keys)
+		}
+	}
+	// The outcome a post_tools reads is ToolResultData's members of the
+	// same names.
+	data := jsonKeys(reflect.TypeOf(ToolResultData{}))
+	for _, k := range outcomeKeys {
+		if !slices.Contains(data, k) {
+			t.Errorf("the outcome reads %q, which ToolResultData does not have", k)
+		}
+	}
 }
