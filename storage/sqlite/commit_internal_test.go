@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -405,5 +406,33 @@ func TestAPatchWithoutStateKeepsTheStoredState(t *testing.T) {
 	got, err := s.GetTasks(ctx, []ID{2})
 	if err != nil || got[2] == nil || string(got[2].State) != `{"a":1}` || !got[2].Abort || got[2].Status != "done" {
 		t.Fatalf("task 2 after patches without state = %+v, %v; want state {\"a\":1}, aborted, done", got[2], err)
+	}
+}
+
+// The write-ahead log grows to about walCheckpointPages pages before a
+// commit checkpoints it (SQLite's default would at 1,000), and no further:
+// over commits that write twice that, it is checkpointed and reused from
+// its start, so its file never holds more.
+func TestTheLogIsCheckpointedAtItsPageBound(t *testing.T) {
+	ctx := context.Background()
+	s, path := openOne(t)
+	defer s.Close(ctx)
+	frame := int64(pageSize + 24) // a page and its frame header
+	largest := int64(0)
+	for range 2 * walCheckpointPages / 30 { // each entry spans about 30 pages
+		id := s.LastSeq() + 1
+		if _, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+			{Type: storage.WriteEntry, Entry: &storage.Entry{ID: id, ConversationID: 1, Kind: "user", Key: strings.Repeat("k", 30<<10)}},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		info, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		largest = max(largest, info.Size()/frame)
+	}
+	if largest < walCheckpointPages*9/10 || largest > walCheckpointPages+128 { // past it by at most the commit that crossed it
+		t.Fatalf("the log grew to %d pages; want about %d, where a commit checkpoints it", largest, walCheckpointPages)
 	}
 }

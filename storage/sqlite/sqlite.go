@@ -246,6 +246,17 @@ const pageCacheKiB = 1024
 // database made with another size keeps it.
 const pageSize = 1024
 
+// walCheckpointPages is how many pages the write-ahead log holds before a
+// commit checkpoints it into the database (SQLite's wal_autocheckpoint, on
+// the writer connection, the one that commits). SQLite's default, 1,000
+// pages, is a 4 MB log at its default page size; at pageSize it would be a
+// quarter of that, and a checkpoint every hundred-odd commits. 4,096 keeps
+// the log at about SQLite's 4 MB, which it is while a session is open:
+// Close checkpoints it into the database and removes it. Turns on SQLite
+// ran about 7% faster (picosim bench, 1,000 bounded turns, five
+// alternating pairs: 427-462 against 448-521 turns/s).
+const walCheckpointPages = 4096
+
 // dsnParams are the connection parameters of every connection Open makes:
 // the busy timeout, immediate write transactions, the sync mode of
 // opts.Fsync, the statement cache and the page cache's bound.
@@ -307,6 +318,9 @@ func (s *Store) init(ctx context.Context) error {
 		}
 	}
 	if _, err := w.ExecContext(ctx, `PRAGMA journal_mode=WAL`); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	if _, err := w.ExecContext(ctx, fmt.Sprintf(`PRAGMA wal_autocheckpoint=%d`, walCheckpointPages)); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
 	tx, err := w.BeginTx(ctx, nil)
