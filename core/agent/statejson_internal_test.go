@@ -13,6 +13,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/jsonvalue/jsontest"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -189,15 +190,7 @@ func TestFastStateDecodingAgreesWithEncodingJSONOnSplicedTexts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := string(raw)
-		for range rapid.IntRange(1, 3).Draw(t, "splices") {
-			at := rapid.IntRange(0, len(text)).Draw(t, "at")
-			if rapid.Bool().Draw(t, "afterBrace") {
-				at = 1 // where a member surely fits
-			}
-			text = text[:at] + rapid.SampledFrom(stateTokens).Draw(t, "token") + text[at:]
-		}
-		checkStates(t, []byte(text))
+		checkStates(t, []byte(jsontest.Splice(t, string(raw), stateTokens)))
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/pico-go/pico/internal/jsonvalue"
+	"github.com/pico-go/pico/internal/jsonvalue/jsontest"
 )
 
 // reference decodes data with encoding/json alone, the fast paths off.
@@ -209,15 +210,7 @@ func TestFastDecodingAgreesWithEncodingJSONOnSplicedTexts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := string(raw)
-		for range rapid.IntRange(1, 3).Draw(t, "splices") {
-			at := rapid.IntRange(0, len(text)).Draw(t, "at")
-			if rapid.Bool().Draw(t, "afterBrace") {
-				at = 1 // where a member surely fits
-			}
-			text = text[:at] + rapid.SampledFrom(messageTokens).Draw(t, "token") + text[at:]
-		}
-		checkAll(t, []byte(text))
+		checkAll(t, []byte(jsontest.Splice(t, string(raw), messageTokens)))
 	})
 }
 
