@@ -121,7 +121,9 @@ func (tx *Tx) batch() storage.CommitBatch {
 // frames) encoding/json's reflection and its second pass over what a
 // MarshalJSON method returns; on a failure it asks json.Marshal, whose
 // error it returns. Marshal does not check the bytes beyond their UTF-8:
-// an implementation is held to json.Marshal by its own tests.
+// an implementation is held to json.Marshal by its own tests. A struct
+// that embeds an implementation gets its method, which would write only the
+// embedded part: it must have its own (as agent.ToolOutputState does).
 type JSONAppender interface {
 	AppendJSON(buf []byte) ([]byte, error)
 }
@@ -133,7 +135,8 @@ type JSONAppender interface {
 // decides, value and error. An implementation reads by hand the texts it
 // knows (the ones its kind writes) and gives up on anything else, and is
 // held to json.Unmarshal by its own tests. Unmarshal, and through it the
-// typed values' and lists' reads, use it.
+// typed values' and lists' reads, use it. As with JSONAppender, a struct
+// that embeds an implementation must have its own.
 type JSONDecoder interface {
 	DecodeJSON(data []byte) bool
 }

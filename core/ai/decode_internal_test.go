@@ -230,7 +230,7 @@ func TestFastDecodingAgreesWithEncodingJSONOnEverySpliceToken(t *testing.T) {
 	if took < 5 {
 		t.Fatalf("the fast path took %d spliced texts", took)
 	}
-	// And into a usage alone, where DecodeUsage reads it.
+	// And into a usage alone, where Usage.DecodeJSON reads it.
 	usage := `{"input":1,"output":2,"cost":{"input":0.5,"total":1}}`
 	usageTook := 0
 	for _, token := range append(messageTokens, `"input":1,`, `"Input":1,`, `"cacheWrite1h":3,`, `"cost":{"total":"x"},`, `"cost":null,`, `"totalTokens":-0,`) {
