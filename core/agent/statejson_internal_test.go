@@ -136,7 +136,8 @@ func genState(t *rapid.T) (v any, rare bool) {
 }
 
 // What this package writes, the fast paths read, as encoding/json does;
-// and only its own kind's path takes a state.
+// its own type's fast path takes each state, unless it holds a field left
+// to encoding/json.
 func TestFastStateDecodingReadsWhatStatesWrite(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		v, rare := genState(t)
