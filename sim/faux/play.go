@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -48,6 +49,14 @@ func (p *Provider) answerWith(s *stream, msg *ai.Message) {
 		ResponseID: msg.ResponseID, ResponseModel: msg.ResponseModel,
 		Timestamp: msg.Timestamp,
 	}
+	// Room for every action at once: a start, an end and at most one delta
+	// per tokMin tokens of each block's body (and one for an empty body).
+	room := 0
+	for _, b := range msg.Content.Blocks {
+		_, body := blockBody(b)
+		room += 3 + len(body)/(p.tokMin*charsPerToken)
+	}
+	s.plan = slices.Grow(s.plan, room)
 	for i, b := range msg.Content.Blocks {
 		s.plan = p.appendBlockActions(s.plan, i, b)
 	}
@@ -176,8 +185,19 @@ type action struct {
 // per chunk, end. Text and thinking are chunked as they are; a tool call
 // starts with empty arguments and its deltas slice the arguments' JSON.
 func (p *Provider) appendBlockActions(plan []action, i int, b ai.Block) []action {
-	start := ai.Block{Type: b.Type}
-	var body string
+	start, body := blockBody(b)
+	plan = append(plan, action{kind: actBlockStart, index: i, block: start})
+	for _, chunk := range p.chunks(body) {
+		plan = append(plan, action{kind: actDelta, index: i, delta: chunk, wait: p.chunkWait(chunk)})
+	}
+	return append(plan, action{kind: actBlockEnd, index: i, block: cloneBlock(b)})
+}
+
+// blockBody is a block's empty shape, which its start carries, and the
+// text its deltas slice: a tool call starts with empty arguments and its
+// deltas slice the arguments' JSON.
+func blockBody(b ai.Block) (start ai.Block, body string) {
+	start = ai.Block{Type: b.Type}
 	switch b.Type {
 	case ai.BlockText:
 		body = b.Text
@@ -187,11 +207,7 @@ func (p *Provider) appendBlockActions(plan []action, i int, b ai.Block) []action
 		start.ID, start.Name, start.Arguments = b.ID, b.Name, []byte("{}")
 		body = string(b.Arguments)
 	}
-	plan = append(plan, action{kind: actBlockStart, index: i, block: start})
-	for _, chunk := range p.chunks(body) {
-		plan = append(plan, action{kind: actDelta, index: i, delta: chunk, wait: p.chunkWait(chunk)})
-	}
-	return append(plan, action{kind: actBlockEnd, index: i, block: cloneBlock(b)})
+	return start, body
 }
 
 // chunks cuts s into pieces of Min..Max tokens (four characters each),
