@@ -670,9 +670,9 @@ func TestMarshalLetsAJSONAppenderWriteItself(t *testing.T) {
 	}
 }
 
-// selfReading is a payload that reads its own JSON: a string starting
-// with "self: it takes, reading it as encoding/json would not; any other
-// text it writes into and gives up on.
+// selfReading is a payload that reads its own JSON: a JSON string whose
+// text starts with self: it takes, reading it as encoding/json would not;
+// any other text it writes into and gives up on.
 type selfReading struct {
 	Text string `json:"text"`
 	N    int    `json:"n"`
