@@ -46,6 +46,9 @@ type benchLine struct {
 	ReopenMs     *float64 `json:"reopenMs"`
 	Workload     string   `json:"workload"`
 	Line         int      `json:"-"`
+	// Runs is how many lines of one file with these settings this line is
+	// the median of (medianLines); 1 for a line alone.
+	Runs int `json:"-"`
 }
 
 type lineMs struct {
@@ -161,7 +164,7 @@ func parseBenchLines(name string, r io.Reader) ([]benchLine, error) {
 		if err != nil {
 			return nil, &BenchLineError{name, n, err}
 		}
-		l.Line = n
+		l.Line, l.Runs = n, 1
 		lines = append(lines, l)
 	}
 	if err := sc.Err(); err != nil {
@@ -204,6 +207,71 @@ func parseBenchLine(raw []byte) (benchLine, error) {
 	return l, nil
 }
 
+// medianLines reduces each run of lines with the same settings to one
+// line, its measures each the median of theirs (the mean of the middle two
+// for an even count), in the order the settings first appear: a file of
+// repeated runs (compare-bench.sh's REPEAT) compares as its medians, which
+// a noisy machine moves less than any one run. A byte count or a reopen
+// time is the median of the lines that have one.
+func medianLines(lines []benchLine) []benchLine {
+	var out []benchLine
+	var groups [][]benchLine
+	for _, l := range lines {
+		i := slices.IndexFunc(out, func(o benchLine) bool { return o.differs(l) == "" })
+		if i < 0 {
+			out, groups = append(out, l), append(groups, nil)
+			i = len(out) - 1
+		}
+		groups[i] = append(groups[i], l)
+	}
+	for i, g := range groups {
+		m := &out[i]
+		m.Runs = len(g)
+		measure := func(f func(benchLine) float64) float64 {
+			vs := make([]float64, len(g))
+			for j, l := range g {
+				vs[j] = f(l)
+			}
+			return median(vs)
+		}
+		m.WallMs = measure(func(l benchLine) float64 { return l.WallMs })
+		m.CPUUserMs = measure(func(l benchLine) float64 { return l.CPUUserMs })
+		m.CPUSysMs = measure(func(l benchLine) float64 { return l.CPUSysMs })
+		m.TurnMs.P50 = flexFloat(measure(func(l benchLine) float64 { return float64(l.TurnMs.P50) }))
+		m.TurnMs.P99 = flexFloat(measure(func(l benchLine) float64 { return float64(l.TurnMs.P99) }))
+		m.RssMB = measure(func(l benchLine) float64 { return l.RssMB })
+		var disk, reopen []float64
+		for _, l := range g {
+			if l.DiskBytes != nil {
+				disk = append(disk, float64(*l.DiskBytes))
+			}
+			if l.ReopenMs != nil {
+				reopen = append(reopen, *l.ReopenMs)
+			}
+		}
+		if len(disk) > 0 {
+			d := int64(math.Round(median(disk)))
+			m.DiskBytes = &d
+		}
+		if len(reopen) > 0 {
+			r := median(reopen)
+			m.ReopenMs = &r
+		}
+	}
+	return out
+}
+
+// median is the middle of vs (the mean of the middle two for an even
+// count); it sorts vs.
+func median(vs []float64) float64 {
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
+}
+
 // comparison is a peer line, ours with its settings and, for a memory
 // line when asked, ours on SQLite.
 type comparison struct {
@@ -243,13 +311,14 @@ func compareMain(ctx context.Context, c benchConfig, stdout, stderr io.Writer) i
 	if err != nil {
 		return fail(stderr, "bench", compareInputError("--compare", err))
 	}
+	peer = medianLines(peer)
 	var cmps []comparison
 	if c.Ours != "" {
 		ours, err := readBenchLines(c.Ours)
 		if err != nil {
 			return fail(stderr, "bench", compareInputError("--ours", err))
 		}
-		if cmps, err = matchOurs(c.Ours, peer, ours); err != nil {
+		if cmps, err = matchOurs(c.Ours, peer, medianLines(ours)); err != nil {
 			return fail(stderr, "bench", &fieldError{"--ours", err})
 		}
 	} else if cmps, err = runOurs(ctx, c, peer, stderr); err != nil {
@@ -317,7 +386,9 @@ func runLike(ctx context.Context, p benchLine, backend string, fsync bool, stder
 	if err != nil {
 		return benchLine{}, err
 	}
-	return parseBenchLine(raw)
+	l, err := parseBenchLine(raw)
+	l.Runs = 1
+	return l, err
 }
 
 // compareRow is one row of the table: a measure of one workload on both
@@ -359,8 +430,35 @@ func printComparison(w io.Writer, cmps []comparison) error {
 	for _, r := range comparisonRows(cmps) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.workload, r.peer, r.ours, r.ratio)
 	}
+	if runs := medianRuns(cmps); runs != "" {
+		b.WriteString("\n" + runs + "\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// medianRuns says, under the table, how many runs its figures are the
+// medians of, when any is of more than one: "" otherwise.
+func medianRuns(cmps []comparison) string {
+	var peer, ours []int
+	for _, c := range cmps {
+		peer = append(peer, c.peer.Runs)
+		ours = append(ours, c.ours.Runs)
+		if c.sqlite != nil {
+			ours = append(ours, c.sqlite.Runs)
+		}
+	}
+	if slices.Max(peer) <= 1 && slices.Max(ours) <= 1 {
+		return ""
+	}
+	span := func(ns []int) string {
+		lo, hi := slices.Min(ns), slices.Max(ns)
+		if lo == hi {
+			return strconv.Itoa(lo)
+		}
+		return fmt.Sprintf("%d to %d", lo, hi)
+	}
+	return fmt.Sprintf("Each figure is the median of the runs with its settings: %s of the peer's, %s of ours.", span(peer), span(ours))
 }
 
 // backendName is how the table names a backend.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -184,5 +185,39 @@ func TestBenchCompareFlagMistakesExitTwo(t *testing.T) {
 		if code := benchMain(context.Background(), args, &out, &errOut); code != 2 || strings.Count(errOut.String(), "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, errOut.String())
 		}
+	}
+}
+
+// Repeated runs with the same settings compare as their medians, each
+// measure on its own (a middle one for an odd count, the mean of the middle
+// two for an even one), and the table says of how many runs.
+func TestBenchCompareTakesTheMedianOfRepeatedRuns(t *testing.T) {
+	peerLine := func(wall, reopen float64) string {
+		return strings.NewReplacer("WALL", strconv.FormatFloat(wall, 'f', -1, 64), "REOPEN", strconv.FormatFloat(reopen, 'f', -1, 64)).Replace(
+			`{"impl":"pico3","backend":"jsonl","fsync":false,"turns":200,"toolsPerTurn":2,"resetEvery":0,"done":200,"wallMs":WALL,"cpuUserMs":WALL,"cpuSysMs":0,"turnMs":{"p50":"1","p99":"2"},"rssMB":100,"diskBytes":1000000,"reopenMs":REOPEN}`)
+	}
+	ourLine := func(wall float64, disk int) string {
+		return strings.NewReplacer("WALL", strconv.FormatFloat(wall, 'f', -1, 64), "DISK", strconv.Itoa(disk)).Replace(
+			`{"impl":"pico-go","backend":"jsonl","fsync":false,"turns":200,"toolsPerTurn":2,"resetEvery":0,"done":200,"wallMs":WALL,"cpuUserMs":WALL,"cpuSysMs":0,"turnMs":{"p50":0.1,"p99":0.2},"rssMB":20,"diskBytes":DISK,"reopenMs":5}`)
+	}
+	peer := writeLines(t, "peer.json", strings.Join([]string{peerLine(3000, 40), peerLine(1000, 60), peerLine(2000, 50)}, "\n"))
+	ours := writeLines(t, "ours.json", strings.Join([]string{ourLine(300, 1500000), ourLine(100, 1000000)}, "\n"))
+	var out, errOut bytes.Buffer
+	if code := benchMain(context.Background(), []string{"--compare", peer, "--ours", ours}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{
+		"| 200 turns × 2 tools, JSONL | 2,000 ms | 200 ms | 10.0× faster |",
+		"| 200 turns × 2 tools, JSONL: CPU user+sys | 2,000 ms | 200 ms | 10.0× faster |",
+		"| 200 turns × 2 tools, JSONL: bytes per turn on disk | 5.0 KB | 6.2 KB | 1.2× larger |",
+		"| 200 turns × 2 tools, JSONL: cold reopen | 50.0 ms | 5.00 ms | 10.0× faster |",
+		"Each figure is the median of the runs with its settings: 3 of the peer's, 2 of ours.",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), "| 200 turns × 2 tools, JSONL |"); n != 1 {
+		t.Errorf("the workload has %d rows; want its runs in one", n)
 	}
 }
