@@ -236,19 +236,26 @@ const subagentSchema = `{
   "additionalProperties": false
 }`
 
+// subagentParameters is subagentSchema compacted, once, as the program
+// starts: every harness's subagent tool shares it, capped so that an
+// append to one tool's copy reallocates.
+var subagentParameters = func() []byte {
+	var params bytes.Buffer
+	if err := json.Compact(&params, []byte(subagentSchema)); err != nil {
+		panic(err) // a constant
+	}
+	return params.Bytes()[:params.Len():params.Len()]
+}()
+
 // SubagentTool is the built-in subagent tool (§8.5): a subagent is a
 // conversation, owned by the tool call that made it. It is safe to replay,
 // since every command finds what an interrupted run already did: run and
 // spawn record their child in the call's state in the commit that creates
 // it, and send accepts under a request id derived from the call.
 func SubagentTool() Tool {
-	var params bytes.Buffer
-	if err := json.Compact(&params, []byte(subagentSchema)); err != nil {
-		panic(err) // a constant
-	}
 	return Tool{
 		Definition: ai.Tool{Name: SubagentToolName, Description: "Delegate work to a subagent: a separate conversation with its own context, which you can start, wait for, talk to and stop.",
-			Parameters: params.Bytes()},
+			Parameters: subagentParameters},
 		Replay:  ReplaySafe,
 		Execute: runSubagent,
 	}

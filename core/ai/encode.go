@@ -8,8 +8,8 @@ import (
 )
 
 // AppendJSON appends what json.Marshal writes of the message to buf: by
-// hand, but for a message with deferred calls, nested calls, system
-// sections or tool changes, raw values encoding/json would rewrite
+// hand, but for a message with deferred calls, nested calls or system
+// sections, raw values encoding/json would rewrite
 // (jsonvalue.AppendRaw) or costs it refuses, which go through encoding/json
 // with the rest of the message. A Message has no MarshalJSON, so that
 // where encoding/json writes one, its errors and options stay its own.
@@ -24,7 +24,7 @@ func (m Message) AppendJSON(buf []byte) ([]byte, error) {
 // appendPlain writes the message as encoding/json writes it, or reports
 // false, appending nothing.
 func (m Message) appendPlain(buf []byte) ([]byte, bool) {
-	if m.Deferred != nil || m.NestedCalls != nil || m.Sections != nil || m.ToolsAdded != nil || m.ToolsRemoved != nil {
+	if m.Deferred != nil || m.NestedCalls != nil || m.Sections != nil {
 		return buf, false
 	}
 	start := len(buf)
@@ -62,6 +62,29 @@ func (m Message) appendPlain(buf []byte) ([]byte, bool) {
 	buf = appendMember(buf, `,"toolName":`, m.ToolName)
 	raw(`,"details":`, m.Details)
 	flag(`,"isError":`, m.IsError)
+	if ok && len(m.ToolsAdded) > 0 {
+		buf = append(buf, `,"toolsAdded":[`...)
+		for i, t := range m.ToolsAdded {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			if buf, ok = t.appendPlain(buf); !ok {
+				break
+			}
+		}
+		buf = append(buf, ']')
+	}
+	if len(m.ToolsRemoved) > 0 {
+		buf = append(buf, `,"toolsRemoved":[`...)
+		for i, t := range m.ToolsRemoved {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = jsonvalue.AppendString(append(buf, `{"name":`...), t.Name)
+			buf = append(buf, '}')
+		}
+		buf = append(buf, ']')
+	}
 	buf = strconv.AppendInt(append(buf, `,"timestamp":`...), m.Timestamp, 10)
 	if m.DurationMs != 0 {
 		buf = strconv.AppendInt(append(buf, `,"durationMs":`...), m.DurationMs, 10)
@@ -88,6 +111,42 @@ func (c Content) appendPlain(buf []byte) ([]byte, bool) {
 		}
 	}
 	return append(buf, ']'), true
+}
+
+// AppendJSON appends what json.Marshal writes of the tool to buf: by hand,
+// but for parameters or a constrained sampling encoding/json would rewrite
+// (jsonvalue.AppendRaw) or refuses, where the tool goes through
+// encoding/json. A system message's tool changes and the faux provider's
+// estimate of a request write tools this way.
+func (t Tool) AppendJSON(buf []byte) ([]byte, error) {
+	if out, ok := t.appendPlain(buf); ok {
+		return out, nil
+	}
+	raw, err := json.Marshal(t)
+	return append(buf, raw...), err
+}
+
+// appendPlain writes the tool as encoding/json does, or reports false,
+// appending nothing.
+func (t Tool) appendPlain(buf []byte) ([]byte, bool) {
+	start := len(buf)
+	buf = jsonvalue.AppendString(append(buf, `{"name":`...), t.Name)
+	buf = jsonvalue.AppendString(append(buf, `,"description":`...), t.Description)
+	buf = append(buf, `,"parameters":`...)
+	ok := true
+	switch {
+	case t.Parameters == nil: // a nil json.RawMessage writes null
+		buf = append(buf, "null"...)
+	default: // an empty one is an error, which encoding/json gives
+		buf, ok = jsonvalue.AppendRaw(buf, t.Parameters)
+	}
+	if ok && len(t.ConstrainedSampling) > 0 {
+		buf, ok = jsonvalue.AppendRaw(append(buf, `,"constrainedSampling":`...), t.ConstrainedSampling)
+	}
+	if !ok {
+		return buf[:start], false
+	}
+	return append(buf, '}'), true
 }
 
 // AppendJSON appends what json.Marshal writes of the usage to buf, by hand

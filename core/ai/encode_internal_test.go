@@ -37,7 +37,7 @@ func TestMessageAppendJSONWritesWhatReflectionWrites(t *testing.T) {
 		if rapid.Bool().Draw(t, "anyBlocks") {
 			m.Content = Blocks(rapid.SliceOfN(rapid.Custom(genAnyBlock), 0, 3).Draw(t, "blocks")...)
 		}
-		switch rapid.IntRange(0, 8).Draw(t, "odd") {
+		switch rapid.IntRange(0, 10).Draw(t, "odd") {
 		case 0:
 			m.Details = json.RawMessage(`{"a": "<b>"}`)
 		case 1:
@@ -52,6 +52,10 @@ func TestMessageAppendJSONWritesWhatReflectionWrites(t *testing.T) {
 			m.Content = Content{}
 		case 7:
 			m.ToolsRemoved = []ToolRef{{Name: "gone"}}
+		case 9:
+			m.ToolsAdded = []Tool{genTool(t), genTool(t)}
+		case 10:
+			m.ToolsAdded, m.ToolsRemoved = []Tool{}, []ToolRef{}
 		case 6: // content encoding/json rewrites, then fields written by hand
 			m.Content = Blocks(ToolCall("c", "f", json.RawMessage(`{"a": 1}`)))
 			m.Usage = &Usage{Input: 2}
@@ -102,10 +106,45 @@ func TestAppendPlainGivesUpWithoutWriting(t *testing.T) {
 		"message usage":    Message{Role: RoleAssistant, Usage: &Usage{Cost: Cost{Input: math.Inf(1)}}}.appendPlain,
 		"message details":  Message{Role: RoleToolResult, Details: rewritten, Timestamp: 1}.appendPlain,
 		"message sections": Message{Role: RoleSystem, Sections: map[string]*string{}}.appendPlain,
+		"message tools":    Message{Role: RoleSystem, ToolsAdded: []Tool{{Name: "a", Parameters: json.RawMessage(`{}`)}, {Name: "b", Parameters: rewritten}}}.appendPlain,
+		"tool parameters":  Tool{Name: "t", Parameters: rewritten}.appendPlain,
+		"tool sampling":    Tool{Name: "t", Parameters: json.RawMessage(`{}`), ConstrainedSampling: json.RawMessage(`"<"`)}.appendPlain,
 	} {
 		if got, ok := write([]byte("prefix")); ok || string(got) != "prefix" {
 			t.Errorf("%s: appendPlain = %q, %t; want the prefix alone and false", name, got, ok)
 		}
+	}
+}
+
+// genTool draws a tool whose raw values are now and then ones encoding/json
+// rewrites (space, <, U+2028) or refuses (empty, not JSON), or null.
+func genTool(t *rapid.T) Tool {
+	raw := rapid.SampledFrom([]json.RawMessage{
+		nil, json.RawMessage(``), json.RawMessage(`{"type":"object"}`), json.RawMessage(`{"type": "object"}`),
+		json.RawMessage(`{"d":"a<b"}`), json.RawMessage("\"\u2028\""), json.RawMessage("\"\u2028\""[:1] + "\u2028\""),
+		json.RawMessage(`{"a":`), json.RawMessage(`null`), json.RawMessage(`{"e":"\\\" x"}`),
+	})
+	return Tool{Name: genString.Draw(t, "name"), Description: genString.Draw(t, "description"),
+		Parameters: raw.Draw(t, "parameters"), ConstrainedSampling: raw.Draw(t, "sampling")}
+}
+
+// A tool written by hand is json.Marshal's bytes, and where encoding/json
+// refuses it, json.Marshal's error, after whatever the buffer held.
+func TestToolAppendJSONWritesWhatReflectionWrites(t *testing.T) {
+	hand := 0
+	rapid.Check(t, func(t *rapid.T) {
+		tool := genTool(t)
+		want, wantErr := json.Marshal(tool)
+		got, err := tool.AppendJSON([]byte("prefix"))
+		if (err != nil) != (wantErr != nil) || err == nil && string(got) != "prefix"+string(want) {
+			t.Fatalf("AppendJSON(%#v) = %s, %v; json.Marshal writes %s, %v", tool, got, err, want, wantErr)
+		}
+		if _, ok := tool.appendPlain(nil); ok {
+			hand++
+		}
+	})
+	if hand == 0 {
+		t.Fatal("no tool was written by hand")
 	}
 }
 

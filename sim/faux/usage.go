@@ -108,7 +108,11 @@ func systemText(m ai.Message) string {
 		parts = append(parts, "tool-:"+mustJSON(t))
 	}
 	for _, t := range m.ToolsAdded {
-		parts = append(parts, "tool+:"+mustJSON(t))
+		raw, err := t.AppendJSON([]byte("tool+:"))
+		if err != nil {
+			panic("faux: a stored message part does not encode: " + err.Error())
+		}
+		parts = append(parts, string(raw))
 	}
 	return strings.Join(parts, "\n")
 }
