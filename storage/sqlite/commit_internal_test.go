@@ -436,3 +436,84 @@ func TestTheLogIsCheckpointedAtItsPageBound(t *testing.T) {
 		t.Fatalf("the log grew to %d pages; want about %d, where a commit checkpoints it", largest, walCheckpointPages)
 	}
 }
+
+// queryPlan is SQLite's plan for query, one line per step.
+func queryPlan(t *testing.T, db *sql.DB, query string, args []any) string {
+	t.Helper()
+	rows, err := db.Query(`EXPLAIN QUERY PLAN `+query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var steps []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, detail)
+	}
+	return strings.Join(steps, "; ")
+}
+
+// Live tasks are read through the live index, with or without a
+// conversation or a live role, so that no terminal row is visited; an
+// entry key through the keyed index. A database written before them has
+// its full indexes replaced by the writer's open.
+func TestQueriesUseThePartialIndexes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(ctx, path, Options{Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As a database of an earlier version has it.
+	for _, ddl := range []string{`DROP INDEX tasks_live`, `DROP INDEX entries_keyed`, `CREATE INDEX tasks_role ON tasks(session, role, id)`,
+		`CREATE INDEX tasks_conv_role ON tasks(session, conv, role, id)`, `CREATE INDEX entries_key ON entries(session, conv, key, id)`} {
+		if _, err := s.w.ExecContext(ctx, ddl); err != nil {
+			t.Fatalf("%s: %v", ddl, err)
+		}
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(ctx, path, Options{Session: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	var indexes []string
+	rows, err := s.db.Query(`SELECT name FROM sqlite_schema WHERE type='index' AND tbl_name IN ('tasks','entries') AND sql IS NOT NULL ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		indexes = append(indexes, name)
+	}
+	rows.Close()
+	if got, want := strings.Join(indexes, " "), "entries_conv entries_heads entries_keyed entries_kind_key tasks_conv tasks_live"; got != want {
+		t.Fatalf("indexes after the open: %s; want %s", got, want)
+	}
+	yes := true
+	cursor := storage.Cursor{}.Defaulted()
+	for name, q := range map[string]storage.TaskQuery{
+		"live":                       {Cursor: cursor, Live: &yes},
+		"live in a conversation":     {Cursor: cursor, Live: &yes, ConversationIDs: []ID{1}},
+		"live in two, backward":      {Cursor: storage.Cursor{Before: 50, Limit: 5}, Live: &yes, ConversationIDs: []ID{1, 2}},
+		"inflight in a conversation": {Cursor: cursor, Role: storage.RoleInflight, ConversationIDs: []ID{1}},
+		"start of a kind":            {Cursor: cursor, Role: storage.RoleStart, Kind: "tool"},
+	} {
+		query, args := taskQuery("s", q)
+		if plan := queryPlan(t, s.db, query, args); !strings.Contains(plan, "USING INDEX tasks_live") {
+			t.Errorf("%s: the plan is %q; want it through tasks_live", name, plan)
+		}
+	}
+	query, args := entryQuery("s", storage.EntryQuery{Key: "call_1"}, 1, 1, 100, false, 10)
+	if plan := queryPlan(t, s.db, query, args); !strings.Contains(plan, "INDEX entries_keyed") {
+		t.Errorf("an entry key: the plan is %q; want it through entries_keyed", plan)
+	}
+}

@@ -446,24 +446,32 @@ func (s *Store) ScanEntries(ctx context.Context, q storage.EntryQuery) (storage.
 	}
 	lo, hi := q.Cursor.Bounds(q.From, q.Through)
 	items, err := span(segs, lo, hi, q.Backward(), q.Limit+1, func(sg segment, lo, hi ID, backward bool, n int) ([]*storage.Entry, error) {
-		query := `SELECT ` + entryCols + ` FROM entries WHERE session=? AND conv=?`
-		args := []any{s.session, int64(sg.conv)}
-		if q.Kind != "" {
-			query += ` AND kind=?`
-			args = append(args, q.Kind)
-		}
-		if q.Key != "" {
-			query += ` AND key=?`
-			args = append(args, q.Key)
-		}
-		query += ` AND id BETWEEN ? AND ? ORDER BY id` + order(backward) + ` LIMIT ?`
-		args = append(args, int64(lo), int64(hi), n)
+		query, args := entryQuery(s.session, q, sg.conv, lo, hi, backward, n)
 		return queryAll(ctx, s.db, scanEntry, query, args...)
 	})
 	if err != nil {
 		return storage.Page[*storage.Entry]{}, err
 	}
 	return storage.NewPage(q.Cursor, s.lastSeq, items, func(e *storage.Entry) ID { return e.ID }), nil
+}
+
+// entryQuery is ScanEntries's statement for one conversation's segment:
+// entries of conv with ids from lo to hi, at most n, in id order (backward
+// or not).
+func entryQuery(session string, q storage.EntryQuery, conv, lo, hi ID, backward bool, n int) (query string, args []any) {
+	query = `SELECT ` + entryCols + ` FROM entries WHERE session=? AND conv=?`
+	args = []any{session, int64(conv)}
+	if q.Kind != "" {
+		query += ` AND kind=?`
+		args = append(args, q.Kind)
+	}
+	if q.Key != "" {
+		// The keyed index's own term, for the planner to see it applies.
+		query += ` AND key=? AND key != ''`
+		args = append(args, q.Key)
+	}
+	query += ` AND id BETWEEN ? AND ? ORDER BY id` + order(backward) + ` LIMIT ?`
+	return query, append(args, int64(lo), int64(hi), n)
 }
 
 // NewestHead returns the newest visible head at or before at.
@@ -548,19 +556,39 @@ func (s *Store) ScanTasks(ctx context.Context, q storage.TaskQuery) (storage.Pag
 		return storage.Page[*storage.Task]{}, err
 	}
 	defer s.mu.RUnlock()
+	query, args := taskQuery(s.session, q)
+	items, err := queryAll(ctx, s.db, scanTask, query, args...)
+	if err != nil {
+		return storage.Page[*storage.Task]{}, err
+	}
+	return storage.NewPage(q.Cursor, s.lastSeq, items, func(t *storage.Task) ID { return t.ID }), nil
+}
+
+// taskQuery is ScanTasks's statement for a checked query with its cursor
+// defaulted.
+func taskQuery(session string, q storage.TaskQuery) (query string, args []any) {
 	lo, hi := q.Cursor.Bounds(0, 0)
-	query := `SELECT ` + taskCols + ` FROM tasks WHERE session=? AND id BETWEEN ? AND ?`
-	args := []any{s.session, int64(lo), int64(hi)}
+	query = `SELECT ` + taskCols + ` FROM tasks WHERE session=? AND id BETWEEN ? AND ?`
+	args = []any{session, int64(lo), int64(hi)}
+	// A query of live tasks reads the live index (tasks_live), and visits
+	// no terminal row: the index's own term is in the query, for the
+	// planner to see it applies, and a conversation filter is an
+	// expression (+conv), for the planner not to prefer tasks_conv, which
+	// holds every task.
+	live := q.Live != nil && *q.Live || q.Role == storage.RoleStart || q.Role == storage.RoleInflight
 	if len(q.ConversationIDs) > 0 {
-		query += ` AND conv IN (` + placeholders(len(q.ConversationIDs)) + `)`
+		conv := ` AND conv IN (`
+		if live {
+			conv = ` AND +conv IN (`
+		}
+		query += conv + placeholders(len(q.ConversationIDs)) + `)`
 		args = append(args, idArgs(q.ConversationIDs)...)
 	}
-	if q.Live != nil {
-		if *q.Live {
-			query += ` AND role IN ('start','inflight')`
-		} else {
-			query += ` AND role = 'terminal'`
-		}
+	switch {
+	case live:
+		query += ` AND role IN ('start','inflight')`
+	case q.Live != nil:
+		query += ` AND role = 'terminal'`
 	}
 	if q.Role != "" {
 		query += ` AND role=?`
@@ -576,11 +604,7 @@ func (s *Store) ScanTasks(ctx context.Context, q storage.TaskQuery) (storage.Pag
 	}
 	query += ` ORDER BY id` + order(q.Backward()) + ` LIMIT ?`
 	args = append(args, q.Limit+1)
-	items, err := queryAll(ctx, s.db, scanTask, query, args...)
-	if err != nil {
-		return storage.Page[*storage.Task]{}, err
-	}
-	return storage.NewPage(q.Cursor, s.lastSeq, items, func(t *storage.Task) ID { return t.ID }), nil
+	return query, args
 }
 
 func checkRead(a storage.Address, at ID) error {

@@ -133,6 +133,13 @@ type queryer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
+// schema is the tables and indexes, created by every writer's open. Every
+// index is written by every commit that changes a row it covers, so the
+// live and keyed indexes are partial: tasks_live holds only live tasks
+// (a task entering inflight changes none of its columns), entries_keyed
+// only entries with a key. The open drops the full indexes they replace
+// (tasks_role, tasks_conv_role, entries_key), which databases written
+// before them have; the tables are the same.
 const schema = `
 CREATE TABLE IF NOT EXISTS session_metadata(
 	session TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
@@ -150,7 +157,8 @@ CREATE TABLE IF NOT EXISTS entries(
 	PRIMARY KEY(session, id));
 CREATE INDEX IF NOT EXISTS entries_conv ON entries(session, conv, id);
 CREATE INDEX IF NOT EXISTS entries_kind_key ON entries(session, conv, kind, key, id);
-CREATE INDEX IF NOT EXISTS entries_key ON entries(session, conv, key, id);
+DROP INDEX IF EXISTS entries_key;
+CREATE INDEX IF NOT EXISTS entries_keyed ON entries(session, conv, key, id) WHERE key != '';
 CREATE INDEX IF NOT EXISTS entries_heads ON entries(session, conv, id) WHERE head IS NOT NULL;
 CREATE TABLE IF NOT EXISTS entry_kinds(
 	session TEXT NOT NULL, kind TEXT NOT NULL, PRIMARY KEY(session, kind));
@@ -159,8 +167,9 @@ CREATE TABLE IF NOT EXISTS tasks(
 	status TEXT NOT NULL, role TEXT NOT NULL, state TEXT, after TEXT,
 	background INTEGER NOT NULL DEFAULT 0, owns TEXT, abort INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY(session, id));
-CREATE INDEX IF NOT EXISTS tasks_role ON tasks(session, role, id);
-CREATE INDEX IF NOT EXISTS tasks_conv_role ON tasks(session, conv, role, id);
+DROP INDEX IF EXISTS tasks_role;
+DROP INDEX IF EXISTS tasks_conv_role;
+CREATE INDEX IF NOT EXISTS tasks_live ON tasks(session, id) WHERE role IN ('start','inflight');
 CREATE INDEX IF NOT EXISTS tasks_conv ON tasks(session, conv, id);
 CREATE TABLE IF NOT EXISTS values_index(
 	session TEXT NOT NULL, state_key TEXT NOT NULL, scope_ns TEXT NOT NULL, key TEXT NOT NULL,
