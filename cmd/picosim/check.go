@@ -20,6 +20,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/jsonl"
 	"github.com/pico-go/pico/storage/sqlite"
@@ -394,6 +395,11 @@ func checkState(ctx context.Context, store storage.Storage, prog *checkProgress)
 	}
 	problems = append(problems, more...)
 	problems = append(problems, collapseWaitProblems(tasks)...)
+	usage, err := usageProblems(ctx, store)
+	if err != nil {
+		return "", []string{err.Error()}
+	}
+	problems = append(problems, usage...)
 	maxID := storage.ID(0)
 	for _, c := range convs {
 		maxID = max(maxID, c.ID)
@@ -509,6 +515,43 @@ func exchangeProblems(ctx context.Context, store storage.Storage, all []*storage
 		}
 	}
 	return problems, nil
+}
+
+// usageProblems holds the session's usage totals to its usage rows: the
+// totals are the sum of every known usage the rows record, added in their
+// order (§8.2: every attempt's usage counts, failed and deferred ones
+// too), so that stats read from the totals are what the rows say.
+func usageProblems(ctx context.Context, store storage.Storage) ([]string, error) {
+	rows, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
+		return store.ReadList(ctx, agent.UsageList.Address, storage.ListQuery{Cursor: c})
+	})
+	if err != nil {
+		return nil, err
+	}
+	var sum ai.Usage
+	for _, el := range rows {
+		var row agent.UsageRow
+		if err := json.Unmarshal(el.Value, &row); err != nil {
+			return []string{fmt.Sprintf("usage row %d does not decode: %v", el.ID, err)}, nil
+		}
+		if row.Usage != nil {
+			sum = sum.Add(*row.Usage)
+		}
+	}
+	var totals ai.Usage
+	v, ok, err := store.GetValue(ctx, agent.UsageTotals.Address, 0)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
+		if err := json.Unmarshal(v.Value, &totals); err != nil {
+			return []string{fmt.Sprintf("the usage totals do not decode: %v", err)}, nil
+		}
+	}
+	if totals != sum {
+		return []string{fmt.Sprintf("the usage totals are %+v; the %d usage rows add up to %+v", totals, len(rows), sum)}, nil
+	}
+	return nil, nil
 }
 
 // inputResults reads every input result of a conversation, by input id.

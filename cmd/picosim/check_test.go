@@ -213,6 +213,28 @@ func TestCheckCatchesALastSequenceBelowAStoredID(t *testing.T) {
 	}
 }
 
+// Totals that are not the sum of the usage rows (a row the totals left
+// out) are named, with both figures.
+func TestCheckCatchesUsageTotalsThatAreNotTheRowsSum(t *testing.T) {
+	path := sessionOnDisk(t, "basic-turn", "sqlite")
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Exec(`UPDATE value_versions SET value=json_set(value, '$.input', json_extract(value, '$.input') - 1)
+		WHERE session='picosim' AND state_key IN (SELECT state_key FROM values_index WHERE session='picosim' AND scope_ns LIKE '%"pi.usage.totals"')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		t.Fatal("the session stores no usage totals")
+	}
+	db.Close()
+	if code, out := checkOut(t, path); code != 1 || !strings.Contains(out, "the usage totals are") || !strings.Contains(out, "usage rows add up to") {
+		t.Fatalf("exit %d, %q; want exit 1 naming the totals and the rows' sum", code, out)
+	}
+}
+
 // Deleting the line that settles a tool leaves its exchange settled with a
 // live tool and an unanswered call, though every remaining line replays.
 func TestCheckCatchesALiveToolAfterItsPostToolsSettled(t *testing.T) {

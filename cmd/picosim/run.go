@@ -283,12 +283,16 @@ func runFailure(err error) string {
 func (e *env) playAndJudge(ctx context.Context, res *runResult) {
 	e.verdict = e.play(ctx)
 	if e.h != nil {
-		res.Commits = int64(e.h.Store().LastSeq())
+		last := e.h.Store().LastSeq()
+		res.Commits = int64(last)
 		if e.watch != nil {
 			e.s.Record("view", e.watch.View())
 		}
 		if err := e.h.Close(ctx); err != nil && e.verdict == nil {
 			e.verdict = err
+		}
+		if e.verdict == nil {
+			e.verdict = e.coldReopen(ctx, last)
 		}
 	}
 	e.endHolds()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -190,7 +191,7 @@ func recordUsage(tx *core.Tx, rows ...UsageRow) error {
 	known := false
 	for _, r := range rows {
 		core.TxList(tx, UsageList).Append(r)
-		if r.Usage != nil {
+		if r.Usage != nil && !(plant.On("usage-totals-skip-failed") && r.Outcome != "done") {
 			totals, known = totals.Add(*r.Usage), true
 		}
 	}

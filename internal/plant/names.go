@@ -35,12 +35,16 @@ package plant
 //     sticky list with more than one element does nothing.
 //   - jsonl-replay-drops-last (storage/jsonl): reopening drops the main
 //     file's last batch.
+//   - jsonl-torn-tail-kept (storage/jsonl): a torn final line is reported
+//     but not cut, so the next append lands after it.
+//   - usage-totals-skip-failed (core/agent/models.go): the usage totals
+//     leave out the known usage of attempts that did not end done.
 var names = []string{
 	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "generation-fail-forgets-inputs", "collapse-publishes-stale",
 	"tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
-	"memory-sticky-remove-lost", "jsonl-replay-drops-last",
+	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "usage-totals-skip-failed",
 }
 
 // Names are the planted bugs, for the measuring test.

@@ -392,7 +392,7 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 			if !complete {
 				// The process died while writing this line: nothing
 				// acknowledged it, so it is cut once the rest is good.
-				r.cut = true
+				r.cut = !plant.On("jsonl-torn-tail-kept")
 				r.torn = append(r.torn, TornTail{Path: path, Offset: r.size, Bytes: len(text)})
 				break
 			}
