@@ -226,9 +226,26 @@ func TestSessionsShareAFileInIsolation(t *testing.T) {
 			t.Errorf("session %d tasks = %v, %v", i, tasks.Items, err)
 		}
 	}
-	// Reopened sessions keep their own sequences.
+	// Reopened sessions keep their own sequences, whichever opens first
+	// (a's row comes first in the file), and the next commit of each
+	// numbers on from its own.
 	a.Close(ctx)
-	if got := open(t, path, "a").LastSeq(); got != 5 {
-		t.Fatalf("reopened a: lastSeq %d; want 5", got)
+	b.Close(ctx)
+	last := map[string]ID{"a": 5, "b": 4}
+	for _, order := range [][]string{{"b", "a"}, {"a", "b"}} {
+		for _, name := range order {
+			s := open(t, path, name)
+			if got := s.LastSeq(); got != last[name] {
+				t.Fatalf("reopened %s: lastSeq %d; want %d", name, got, last[name])
+			}
+			r, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+				{Type: storage.WriteEntry, Entry: &storage.Entry{ID: last[name] + 1, ConversationID: 1, Kind: "k"}},
+			}})
+			if err != nil || r.First != last[name]+1 {
+				t.Fatalf("reopened %s: the next commit lands at %d, %v; want %d", name, r.First, err, last[name]+1)
+			}
+			last[name]++
+			s.Close(ctx)
+		}
 	}
 }
