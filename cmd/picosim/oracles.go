@@ -51,6 +51,10 @@ const (
 	ruleOneBoundary oracleRule = "one-boundary-per-provider-session"
 	// ruleSpanTree: the run's spans have DESIGN §9's shape (spans.go).
 	ruleSpanTree oracleRule = "span-tree"
+	// ruleTerminate: an exchange one of whose tools terminated the turn
+	// ends there (§5.5): its post_tools settles stopped and creates no
+	// generation.
+	ruleTerminate oracleRule = "terminate-stops-the-turn"
 )
 
 // oracleError is a broken rule, named, with what broke it.
@@ -76,12 +80,15 @@ type oracle struct {
 	active   map[storage.ID]core.Method   // task → the method running
 	notices  map[storage.ID]bool          // jobs whose end was announced
 	starts   map[string]bool              // provider/session ids that started a conversation
+	kinds    map[storage.ID]string        // task → its kind
+	stopping map[storage.ID]bool          // tool tasks that settled asking to terminate the turn
 	first    error                        // the first violation
 }
 
 func newOracle() *oracle {
 	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
-		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{}}
+		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{},
+		kinds: map[storage.ID]string{}, stopping: map[storage.ID]bool{}}
 }
 
 // restart begins a process whose store ends at last.
@@ -123,9 +130,16 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				if err := o.cleanup(w, b, by, seq); err != nil {
 					return err
 				}
+				if err := o.terminate(w, b, by, seq); err != nil {
+					return err
+				}
 			}
 			if w.Abort {
 				o.marked[w.ID] = true
+			}
+		case storage.WriteTask:
+			if w.Task != nil {
+				o.kinds[w.Task.ID] = w.Task.Kind
 			}
 		case storage.WriteEntry:
 			if w.Entry != nil && w.Entry.Kind == boundary.EntryKind.Kind() {
@@ -190,6 +204,45 @@ func (o *oracle) cleanup(w storage.Write, b storage.CommitBatch, by string, seq 
 		return nil
 	}
 	return o.fail(broke(ruleAbortCleanup, "%s settled call %d aborted at %d, leaving its job %d unmarked", by, w.ID, seq, job))
+}
+
+// terminate checks a settlement against the turn-ending rule: a tool call
+// that settles asking to terminate is remembered, and the post_tools of
+// its exchange must settle stopped, in a commit that starts no generation.
+func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
+	switch o.kinds[w.ID] {
+	case agent.ToolKindName:
+		var st struct {
+			Output *struct {
+				Terminate bool `json:"terminate"`
+			} `json:"output"`
+		}
+		if json.Unmarshal(w.State, &st) == nil && st.Output != nil && st.Output.Terminate {
+			o.stopping[w.ID] = true
+		}
+	case agent.PostToolsKindName:
+		var st struct {
+			Tools   []storage.ID `json:"tools"`
+			Stopped bool         `json:"stopped"`
+		}
+		if w.Status == "aborted" || json.Unmarshal(w.State, &st) != nil {
+			return nil
+		}
+		for _, tool := range st.Tools {
+			if !o.stopping[tool] {
+				continue
+			}
+			if !st.Stopped {
+				return o.fail(broke(ruleTerminate, "%s settled post_tools %d %s at %d, not stopped, though its tool %d terminated the turn", by, w.ID, w.Status, seq, tool))
+			}
+			for _, x := range b.Writes {
+				if x.Type == storage.WriteTask && x.Task != nil && x.Task.Kind == agent.GenerationKindName {
+					return o.fail(broke(ruleTerminate, "%s settled post_tools %d at %d with a new generation, though its tool %d terminated the turn", by, w.ID, seq, tool))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // invocation checks a method call's start or return.

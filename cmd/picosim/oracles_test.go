@@ -196,3 +196,40 @@ func TestOracleOneBoundaryPerProviderSession(t *testing.T) {
 	}
 	wantRule(t, play([]step{{first: 1, batch: main1(entry("t1"))}, {first: 2, batch: main1(entry("t1"))}}), ruleOneBoundary)
 }
+
+func TestOracleTerminateStopsTheTurn(t *testing.T) {
+	kindWrite := func(id storage.ID, kind string) storage.Write {
+		return storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: id, Kind: kind, Status: "planned"}}
+	}
+	toolSettle := func(id storage.ID, terminate bool) storage.Write {
+		raw, _ := json.Marshal(map[string]any{"output": map[string]any{"terminate": terminate}})
+		return storage.Write{Type: storage.WriteSettle, ID: id, Status: "done", State: raw}
+	}
+	postSettle := func(stopped bool) storage.Write {
+		st := map[string]any{"tools": []storage.ID{1, 2}}
+		if stopped {
+			st["stopped"] = true
+		}
+		raw, _ := json.Marshal(st)
+		return storage.Write{Type: storage.WriteSettle, ID: 3, Status: "done", State: raw}
+	}
+	exchange := func(terminate bool, last storage.CommitBatch) []step {
+		return []step{
+			{first: 1, batch: main1(kindWrite(1, agent.ToolKindName), kindWrite(2, agent.ToolKindName), kindWrite(3, agent.PostToolsKindName))},
+			{first: 4, batch: main1(toolSettle(1, terminate))},
+			{first: 5, batch: main1(toolSettle(2, false))},
+			{first: 6, batch: last},
+		}
+	}
+	for name, steps := range map[string][]step{
+		"no tool terminates, the turn goes on": exchange(false, main1(kindWrite(6, agent.GenerationKindName), postSettle(false))),
+		"the first terminates, stopped":        exchange(true, main1(postSettle(true))),
+	} {
+		if err := play(steps); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	// Settled as if the turn went on, and stopped but going on.
+	wantRule(t, play(exchange(true, main1(postSettle(false)))), ruleTerminate)
+	wantRule(t, play(exchange(true, main1(kindWrite(6, agent.GenerationKindName), postSettle(true)))), ruleTerminate)
+}

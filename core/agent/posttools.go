@@ -77,7 +77,11 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 			tx.Settle(task.ID, settled, map[string]any{"stopped": true, "reason": reason})
 			return nil
 		}
-		if slices.ContainsFunc(outs, func(o toolOutcome) bool { return o.Terminate }) {
+		terminate := slices.ContainsFunc(outs, func(o toolOutcome) bool { return o.Terminate })
+		if plant.On("posttools-terminate-last-only") {
+			terminate = len(outs) > 0 && outs[len(outs)-1].Terminate
+		}
+		if terminate {
 			return stop(InputStopped, "a tool terminated the turn")
 		}
 		var handoff string

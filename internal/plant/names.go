@@ -21,6 +21,8 @@ package plant
 //     in the inbox.
 //   - posttools-two-successors (core/agent/posttools.go): steering that
 //     joins at post_tools starts a second generation of its own.
+//   - posttools-terminate-last-only (core/agent/posttools.go): a tool's
+//     terminate ends the turn only when it is the exchange's last call.
 //   - generation-fail-forgets-inputs (core/agent/generation.go): a failed
 //     generation leaves its input group running.
 //   - collapse-publishes-stale (core/agent/collapse.go): a summary lands
@@ -42,7 +44,7 @@ package plant
 var names = []string{
 	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "inbox-cancel-placed", "inbox-steer-stays-queued",
-	"posttools-two-successors", "generation-fail-forgets-inputs", "collapse-publishes-stale",
+	"posttools-two-successors", "posttools-terminate-last-only", "generation-fail-forgets-inputs", "collapse-publishes-stale",
 	"tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "usage-totals-skip-failed",
 }
