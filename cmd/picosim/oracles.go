@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -51,6 +53,11 @@ const (
 	ruleOneBoundary oracleRule = "one-boundary-per-provider-session"
 	// ruleSpanTree: the run's spans have DESIGN §9's shape (spans.go).
 	ruleSpanTree oracleRule = "span-tree"
+	// ruleInputBoundary: queued input lands at the boundaries its mode
+	// names (§8.1): a post_tools places only write and steer input, a
+	// generation's settlement also followUp, and nextRun only an idle
+	// acceptance; a conversation abort cancels only steer and followUp.
+	ruleInputBoundary oracleRule = "input-lands-at-its-boundary"
 	// ruleTerminate: an exchange one of whose tools terminated the turn
 	// ends there (§5.5): its post_tools settles stopped and creates no
 	// generation.
@@ -76,19 +83,20 @@ type oracle struct {
 	last     storage.ID
 	settled  map[storage.ID]bool
 	marked   map[storage.ID]bool
-	terminal map[string]agent.InputStatus // input result address → its terminal status
-	active   map[storage.ID]core.Method   // task → the method running
-	notices  map[storage.ID]bool          // jobs whose end was announced
-	starts   map[string]bool              // provider/session ids that started a conversation
-	kinds    map[storage.ID]string        // task → its kind
-	stopping map[storage.ID]bool          // tool tasks that settled asking to terminate the turn
-	first    error                        // the first violation
+	terminal map[string]agent.InputStatus   // input result address → its terminal status
+	active   map[storage.ID]core.Method     // task → the method running
+	notices  map[storage.ID]bool            // jobs whose end was announced
+	starts   map[string]bool                // provider/session ids that started a conversation
+	kinds    map[storage.ID]string          // task → its kind
+	modes    map[storage.ID]agent.InputMode // inbox item (input id) → its mode
+	stopping map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
+	first    error                          // the first violation
 }
 
 func newOracle() *oracle {
 	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
 		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{},
-		kinds: map[storage.ID]string{}, stopping: map[storage.ID]bool{}}
+		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, stopping: map[storage.ID]bool{}}
 }
 
 // restart begins a process whose store ends at last.
@@ -164,6 +172,13 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				return o.fail(broke(ruleOneNotice, "%s announced the end of job %d again at %d", by, d.Job, seq))
 			}
 			o.notices[d.Job] = true
+		case storage.WriteListAppend:
+			var item struct {
+				Mode agent.InputMode `json:"mode"`
+			}
+			if w.Addr != nil && w.Addr.Namespace == agent.InboxList.Namespace && json.Unmarshal(w.Value, &item) == nil {
+				o.modes[seq] = item.Mode
+			}
 		case storage.WriteValueSet, storage.WriteValueDelete:
 			if w.Addr == nil || w.Addr.Namespace != agent.InputResultValue.Namespace {
 				continue
@@ -173,8 +188,20 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				return o.fail(broke(ruleInputResult, "%s rewrote %s at %d; it had ended %s", by, key, seq, was))
 			}
 			var res agent.InputResult
-			if w.Type == storage.WriteValueSet && json.Unmarshal(w.Value, &res) == nil && res.Status.Terminal() {
+			if w.Type != storage.WriteValueSet || json.Unmarshal(w.Value, &res) != nil {
+				continue
+			}
+			if res.Status.Terminal() {
 				o.terminal[key] = res.Status
+			}
+			if input, err := strconv.ParseInt(w.Addr.Key, 10, 64); err == nil {
+				kind := ""
+				if ok {
+					kind = o.kinds[inv.Task]
+				}
+				if err := o.boundary(storage.ID(input), res, kind, by, seq); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -204,6 +231,37 @@ func (o *oracle) cleanup(w storage.Write, b storage.CommitBatch, by string, seq 
 		return nil
 	}
 	return o.fail(broke(ruleAbortCleanup, "%s settled call %d aborted at %d, leaving its job %d unmarked", by, w.ID, seq, job))
+}
+
+// boundary checks where an input's result says it landed or was cancelled
+// against its mode: kind is the kind of the task whose invocation wrote it
+// ("" for a host's commit).
+func (o *oracle) boundary(input storage.ID, res agent.InputResult, kind, by string, seq storage.ID) error {
+	mode, known := o.modes[input]
+	if !known {
+		return nil
+	}
+	var allowed []agent.InputMode
+	switch {
+	case res.Status == agent.InputCancelled && res.Reason == agent.ReasonConversationAborted:
+		allowed = []agent.InputMode{agent.ModeSteer, agent.ModeFollowUp}
+	case res.Status != agent.InputRunning && res.Status != agent.InputPlaced:
+		return nil
+	case kind == agent.PostToolsKindName:
+		allowed = []agent.InputMode{agent.ModeWrite, agent.ModeSteer}
+	case kind == agent.GenerationKindName:
+		allowed = []agent.InputMode{agent.ModeWrite, agent.ModeSteer, agent.ModeFollowUp}
+	default:
+		return nil
+	}
+	if !slices.Contains(allowed, mode) {
+		what := "landed by " + kind
+		if res.Status == agent.InputCancelled {
+			what = "cancelled by a conversation abort"
+		}
+		return o.fail(broke(ruleInputBoundary, "%s: %s input %d %s at %d", by, mode, input, what, seq))
+	}
+	return nil
 }
 
 // terminate checks a settlement against the turn-ending rule: a tool call

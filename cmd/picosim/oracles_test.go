@@ -233,3 +233,38 @@ func TestOracleTerminateStopsTheTurn(t *testing.T) {
 	wantRule(t, play(exchange(true, main1(postSettle(false)))), ruleTerminate)
 	wantRule(t, play(exchange(true, main1(kindWrite(6, agent.GenerationKindName), postSettle(true)))), ruleTerminate)
 }
+
+func TestOracleInputLandsAtItsBoundary(t *testing.T) {
+	// Input 2 is queued in conversation 1's inbox; task 3 is a post_tools,
+	// task 4 a generation; the last commit lands or cancels the input.
+	run := func(mode agent.InputMode, inv core.Invocation, byInv bool, status agent.InputStatus, reason string) error {
+		inbox := agent.InboxList.In(1).Address
+		item, _ := json.Marshal(agent.InboxItem{Mode: mode})
+		result := agent.InputResultValue.In(1).WithKey("2").Address
+		res, _ := json.Marshal(agent.InputResult{Status: status, Reason: reason})
+		return play([]step{
+			{first: 1, batch: main1(taskWrite(1), storage.Write{Type: storage.WriteListAppend, Addr: &inbox, Value: item})},
+			{first: 3, batch: main1(storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 3, Kind: agent.PostToolsKindName}},
+				storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 4, Kind: agent.GenerationKindName}})},
+			{first: 5, inv: inv, byInv: byInv, batch: main1(storage.Write{Type: storage.WriteValueSet, Addr: &result, Value: res})},
+		})
+	}
+	post := core.Invocation{Task: 3, Method: core.MethodExecute}
+	gen := core.Invocation{Task: 4, Method: core.MethodExecute}
+	host := core.Invocation{}
+	for name, err := range map[string]error{
+		"steer at post_tools":            run(agent.ModeSteer, post, true, agent.InputRunning, ""),
+		"a write at post_tools":          run(agent.ModeWrite, post, true, agent.InputPlaced, ""),
+		"followUp at a generation's end": run(agent.ModeFollowUp, gen, true, agent.InputRunning, ""),
+		"nextRun by an idle acceptance":  run(agent.ModeNextRun, host, false, agent.InputRunning, ""),
+		"followUp cancelled by an abort": run(agent.ModeFollowUp, host, false, agent.InputCancelled, agent.ReasonConversationAborted),
+		"nextRun cancelled by the host":  run(agent.ModeNextRun, host, false, agent.InputCancelled, "cancelled"),
+	} {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	wantRule(t, run(agent.ModeFollowUp, post, true, agent.InputRunning, ""), ruleInputBoundary)
+	wantRule(t, run(agent.ModeNextRun, gen, true, agent.InputRunning, ""), ruleInputBoundary)
+	wantRule(t, run(agent.ModeNextRun, host, false, agent.InputCancelled, agent.ReasonConversationAborted), ruleInputBoundary)
+}

@@ -532,6 +532,10 @@ func cancelItem(tx *core.Tx, conv storage.ID, e core.Elem[InboxItem], reason str
 	core.TxValue(tx, inputResultAddr(conv, e.ID)).Set(InputResult{Status: InputCancelled, RequestID: e.Value.RequestID, Reason: reason})
 }
 
+// ReasonConversationAborted is the reason of an input a conversation abort
+// cancelled while it was queued.
+const ReasonConversationAborted = "conversation aborted"
+
 // cancelQueuedTurns cancels the queued steer and followUp items of conv,
 // keeping write and nextRun: the explicit conversation-abort policy.
 func cancelQueuedTurns(tx *core.Tx, conv storage.ID) error {
@@ -540,8 +544,8 @@ func cancelQueuedTurns(tx *core.Tx, conv storage.ID) error {
 		return err
 	}
 	for _, q := range queued {
-		if q.Value.Mode == ModeSteer || q.Value.Mode == ModeFollowUp {
-			cancelItem(tx, conv, q, "conversation aborted")
+		if q.Value.Mode == ModeSteer || q.Value.Mode == ModeFollowUp || plant.On("abort-cancels-next-run") && q.Value.Mode == ModeNextRun {
+			cancelItem(tx, conv, q, ReasonConversationAborted)
 		}
 	}
 	return nil

@@ -121,7 +121,11 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 		if handoff != "" {
 			core.AppendHandoff(tx.Tx, conv, handoff, ai.UserText(handoff, rt.Now().UnixMilli()))
 		}
-		joined, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer})
+		joins := []InputMode{ModeSteer}
+		if plant.On("posttools-joins-followup") {
+			joins = append(joins, ModeFollowUp)
+		}
+		joined, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, joins)
 		if err != nil {
 			return err
 		}

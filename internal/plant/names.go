@@ -23,6 +23,10 @@ package plant
 //     joins at post_tools starts a second generation of its own.
 //   - posttools-terminate-last-only (core/agent/posttools.go): a tool's
 //     terminate ends the turn only when it is the exchange's last call.
+//   - posttools-joins-followup (core/agent/posttools.go): followUp input
+//     joins the running group at post_tools, as steer does.
+//   - abort-cancels-next-run (core/agent/inbox.go): a conversation abort
+//     cancels queued nextRun input too.
 //   - generation-fail-forgets-inputs (core/agent/generation.go): a failed
 //     generation leaves its input group running.
 //   - collapse-publishes-stale (core/agent/collapse.go): a summary lands
@@ -44,7 +48,8 @@ package plant
 var names = []string{
 	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "inbox-cancel-placed", "inbox-steer-stays-queued",
-	"posttools-two-successors", "posttools-terminate-last-only", "generation-fail-forgets-inputs", "collapse-publishes-stale",
+	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup",
+	"abort-cancels-next-run", "generation-fail-forgets-inputs", "collapse-publishes-stale",
 	"tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "usage-totals-skip-failed",
 }
