@@ -58,6 +58,9 @@ const (
 	// generation's settlement also followUp, and nextRun only an idle
 	// acceptance; a conversation abort cancels only steer and followUp.
 	ruleInputBoundary oracleRule = "input-lands-at-its-boundary"
+	// ruleRetryBudget: a rate-limited attempt retries only while the
+	// generation has attempts left (§8.2); its last one fails the turn.
+	ruleRetryBudget oracleRule = "retry-budget"
 	// ruleTerminate: an exchange one of whose tools terminated the turn
 	// ends there (§5.5): its post_tools settles stopped and creates no
 	// generation.
@@ -89,6 +92,7 @@ type oracle struct {
 	starts   map[string]bool                // provider/session ids that started a conversation
 	kinds    map[storage.ID]string          // task → its kind
 	modes    map[storage.ID]agent.InputMode // inbox item (input id) → its mode
+	budgets  map[storage.ID]int             // generation → its attempts (maxAttempts)
 	stopping map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
 	first    error                          // the first violation
 }
@@ -96,7 +100,8 @@ type oracle struct {
 func newOracle() *oracle {
 	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
 		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{},
-		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, stopping: map[storage.ID]bool{}}
+		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
+		stopping: map[storage.ID]bool{}}
 }
 
 // restart begins a process whose store ends at last.
@@ -133,6 +138,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			if o.settled[w.ID] {
 				return o.fail(broke(ruleSettledTask, "%s wrote task %d, settled earlier, at %d", by, w.ID, seq))
 			}
+
 			if w.Type == storage.WriteSettle {
 				o.settled[w.ID] = true
 				if err := o.cleanup(w, b, by, seq); err != nil {
@@ -146,8 +152,15 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				o.marked[w.ID] = true
 			}
 		case storage.WriteTask:
-			if w.Task != nil {
-				o.kinds[w.Task.ID] = w.Task.Kind
+			if w.Task == nil {
+				continue
+			}
+			o.kinds[w.Task.ID] = w.Task.Kind
+			var st struct {
+				MaxAttempts int `json:"maxAttempts"`
+			}
+			if w.Task.Kind == agent.GenerationKindName && json.Unmarshal(w.Task.State, &st) == nil {
+				o.budgets[w.Task.ID] = st.MaxAttempts
 			}
 		case storage.WriteEntry:
 			if w.Entry != nil && w.Entry.Kind == boundary.EntryKind.Kind() {
@@ -176,8 +189,15 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			var item struct {
 				Mode agent.InputMode `json:"mode"`
 			}
-			if w.Addr != nil && w.Addr.Namespace == agent.InboxList.Namespace && json.Unmarshal(w.Value, &item) == nil {
+			var row agent.UsageRow
+			switch {
+			case w.Addr == nil:
+			case w.Addr.Namespace == agent.InboxList.Namespace && json.Unmarshal(w.Value, &item) == nil:
 				o.modes[seq] = item.Mode
+			case w.Addr.Namespace == agent.UsageList.Namespace && json.Unmarshal(w.Value, &row) == nil:
+				if budget, known := o.budgets[row.TaskID]; known && row.Outcome == "retry" && row.Attempt >= budget {
+					return o.fail(broke(ruleRetryBudget, "%s retried generation %d's attempt %d at %d; its budget is %d attempts", by, row.TaskID, row.Attempt, seq, budget))
+				}
 			}
 		case storage.WriteValueSet, storage.WriteValueDelete:
 			if w.Addr == nil || w.Addr.Namespace != agent.InputResultValue.Namespace {

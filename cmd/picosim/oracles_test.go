@@ -268,3 +268,20 @@ func TestOracleInputLandsAtItsBoundary(t *testing.T) {
 	wantRule(t, run(agent.ModeNextRun, gen, true, agent.InputRunning, ""), ruleInputBoundary)
 	wantRule(t, run(agent.ModeNextRun, host, false, agent.InputCancelled, agent.ReasonConversationAborted), ruleInputBoundary)
 }
+
+func TestOracleRetryBudget(t *testing.T) {
+	retried := func(attempt int) error {
+		gen, _ := json.Marshal(agent.GenerationState{MaxAttempts: 3})
+		usage := agent.UsageList.Address
+		row, _ := json.Marshal(agent.UsageRow{TaskID: 1, Kind: agent.GenerationKindName, Attempt: attempt, Outcome: "retry"})
+		return play([]step{
+			{first: 1, batch: main1(storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 1, Kind: agent.GenerationKindName, State: gen}})},
+			{first: 2, inv: core.Invocation{Task: 1, Method: core.MethodExecute}, byInv: true,
+				batch: main1(storage.Write{Type: storage.WriteListAppend, Addr: &usage, Value: row})},
+		})
+	}
+	if err := retried(2); err != nil {
+		t.Fatalf("a retry of the second of three attempts: %v", err)
+	}
+	wantRule(t, retried(3), ruleRetryBudget)
+}

@@ -197,7 +197,13 @@ func drawProgram(seed uint64) *program {
 	conv := func() string { return fmt.Sprintf("c%d", rng.IntN(convs)) }
 	words := []string{"look", "fix it", "why", "go on", "stop that", "summarize", "tool:a,b", "again"}
 	for range 2 + rng.IntN(generatedActionsMax) {
-		p.lines = append(p.lines, drawResponse(rng, p.shell))
+		r := drawResponse(rng, p.shell)
+		p.lines = append(p.lines, r)
+		if r.args[0] == "rate-limited" && rng.IntN(2) == 0 {
+			// A run of them as long as a generation's retry budget
+			// (agent.RetryPolicy's three attempts), so that one runs out.
+			p.lines = append(p.lines, r, r)
+		}
 		pick := rng.IntN(total)
 		var op string
 		for _, i := range enabled {

@@ -309,7 +309,7 @@ func (k generationKind) settle(ctx context.Context, rt *core.TaskRuntime, cfg *c
 		row.Outcome = "deferred"
 		return k.wait(ctx, rt, task, "deferred", rt.Now().Add(wait), m.Deferred, row)
 	case ai.StopError, ai.StopAborted:
-		if m.RawStopReason == ai.RawRateLimited && st.Attempt < st.MaxAttempts {
+		if m.RawStopReason == ai.RawRateLimited && (st.Attempt < st.MaxAttempts || plant.On("generation-retry-past-budget") && st.Attempt == st.MaxAttempts) {
 			row.Outcome = "retry"
 			return k.wait(ctx, rt, task, "retry_wait", rt.Now().Add(cfg.retry.delay(st.Attempt)), nil, row)
 		}

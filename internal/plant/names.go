@@ -27,6 +27,8 @@ package plant
 //     joins the running group at post_tools, as steer does.
 //   - abort-cancels-next-run (core/agent/inbox.go): a conversation abort
 //     cancels queued nextRun input too.
+//   - generation-retry-past-budget (core/agent/generation.go): a
+//     rate-limited attempt retries once more after the last one.
 //   - generation-fail-forgets-inputs (core/agent/generation.go): a failed
 //     generation leaves its input group running.
 //   - collapse-publishes-stale (core/agent/collapse.go): a summary lands
@@ -49,7 +51,7 @@ var names = []string{
 	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup",
-	"abort-cancels-next-run", "generation-fail-forgets-inputs", "collapse-publishes-stale",
+	"abort-cancels-next-run", "generation-retry-past-budget", "generation-fail-forgets-inputs", "collapse-publishes-stale",
 	"tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "usage-totals-skip-failed",
 }
