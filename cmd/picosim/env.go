@@ -58,6 +58,9 @@ type env struct {
 	inputs map[storage.ID][]storage.ID // conversation → inputs accepted
 	// toolOrder is the order tools ran in (the simulator runs one at a time).
 	toolOrder []string
+	// onceRan counts the runs of each call of a tool that must never be
+	// replayed, over every process of the run.
+	onceRan map[string]int
 	// batches counts the commits that reached the first handle.
 	batches int
 	// actions counts the host actions reached (see host).
@@ -175,7 +178,7 @@ func (e *env) open(ctx context.Context) error {
 	}
 	store := &recorded{Storage: handle, e: e, counts: handle == e.first}
 	e.store = store
-	tools := []agent.Tool{e.echo("a"), e.echo("b")}
+	tools := []agent.Tool{e.echo("a", agent.ReplaySafe), e.echo("b", agent.ReplayNever)}
 	var execEnv agent.ExecutionEnv
 	shell := e.spec.sc.shell
 	if e.spec.sc.generated {
@@ -534,16 +537,33 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 }
 
 // echo is a tool that writes its name and arguments and records the order
-// tools ran in.
-func (e *env) echo(name string) agent.Tool {
+// tools ran in. One that must never be replayed (b) is held to running at
+// most once per call: a process that reopens with the call interrupted
+// settles it without running it again (§8.3).
+func (e *env) echo(name string, replay agent.ReplayPolicy) agent.Tool {
 	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: json.RawMessage(`{"type":"object"}`)},
-		Replay:     agent.ReplaySafe,
-		Execute: func(_ context.Context, _ string, args json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
-			e.toolOrder = append(e.toolOrder, name)
+		Replay:     replay,
+		Execute: func(_ context.Context, call string, args json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
+			e.ran(name, call, replay)
 			out.Write(name + string(args))
 			return nil
 		},
+	}
+}
+
+// ran notes that tool name ran call: its place in toolOrder and, for a
+// tool that is never replayed, its count, a second run being a failure.
+func (e *env) ran(name, call string, replay agent.ReplayPolicy) {
+	e.toolOrder = append(e.toolOrder, name)
+	if replay != agent.ReplayNever {
+		return
+	}
+	if e.onceRan == nil {
+		e.onceRan = map[string]int{}
+	}
+	if e.onceRan[call]++; e.onceRan[call] > 1 {
+		_ = e.oracle.fail(broke(ruleReplayNever, "tool %s, which is never replayed, ran call %s %d times", name, call, e.onceRan[call]))
 	}
 }
 

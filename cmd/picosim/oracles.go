@@ -61,6 +61,9 @@ const (
 	// ruleRetryBudget: a rate-limited attempt retries only while the
 	// generation has attempts left (§8.2); its last one fails the turn.
 	ruleRetryBudget oracleRule = "retry-budget"
+	// ruleReplayNever: a call of a tool that is never replayed runs at most
+	// once, whatever restarts interrupt it (§8.3).
+	ruleReplayNever oracleRule = "replay-never-runs-once"
 	// ruleTerminate: an exchange one of whose tools terminated the turn
 	// ends there (§5.5): its post_tools settles stopped and creates no
 	// generation.

@@ -285,3 +285,20 @@ func TestOracleRetryBudget(t *testing.T) {
 	}
 	wantRule(t, retried(3), ruleRetryBudget)
 }
+
+func TestOracleReplayNeverRunsOnce(t *testing.T) {
+	run := func(replay agent.ReplayPolicy, calls ...string) error {
+		e := &env{oracle: newOracle()}
+		for _, call := range calls {
+			e.ran("b", call, replay)
+		}
+		return e.oracle.first
+	}
+	if err := run(agent.ReplayNever, "call-1", "call-2"); err != nil {
+		t.Fatalf("two calls once each: %v", err)
+	}
+	if err := run(agent.ReplaySafe, "call-1", "call-1"); err != nil {
+		t.Fatalf("a safe tool run twice: %v", err)
+	}
+	wantRule(t, run(agent.ReplayNever, "call-1", "call-1"), ruleReplayNever)
+}

@@ -33,6 +33,8 @@ package plant
 //     generation leaves its input group running.
 //   - collapse-publishes-stale (core/agent/collapse.go): a summary lands
 //     though a newer head did first.
+//   - tool-recover-replays-never (core/agent/tool.go): a call interrupted
+//     by a restart runs again even when its tool is never replayed.
 //   - tool-abort-spares-job (core/agent/tool.go): an aborted call leaves
 //     the job it still owns running.
 //   - job-notices-twice (core/agent/job.go): delegating a live job appends
@@ -52,7 +54,7 @@ var names = []string{
 	"watch-drops-event", "watch-tail-off-by-one", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup",
 	"abort-cancels-next-run", "generation-retry-past-budget", "generation-fail-forgets-inputs", "collapse-publishes-stale",
-	"tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
+	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "usage-totals-skip-failed",
 }
 
