@@ -142,8 +142,8 @@ func overflowChain(ctx context.Context, e *env) error {
 	return e.settled(ctx, nil)
 }
 
-// staleSummary: a reset lands while a collapse summarizes, so the summary
-// is stale and never lands; without the reset it does.
+// staleSummary: a reset (a handoff on even seeds) lands while a collapse
+// summarizes, so the summary is stale and never lands; without it, it does.
 func staleSummary(ctx context.Context, e *env) error {
 	e.faux.SetResponses(reply("first"), reply("second"), reply("the summary").WithDelay(time.Second))
 	if err := e.prompts(ctx, "one", "two"); err != nil {
@@ -162,13 +162,19 @@ func staleSummary(ctx context.Context, e *env) error {
 	if err := e.s.Runtime().Sleep(ctx, time.Duration(e.s.Rand().IntN(500))*time.Millisecond); err != nil {
 		return err
 	}
-	reset := e.host("reset")
+	// Even seeds hand off instead: a handoff is a head too, and stales the
+	// summary as a reset does.
+	action, handoff := "reset", ""
+	if e.spec.seed%2 == 0 {
+		action, handoff = "handoff", "start afresh"
+	}
+	reset := e.host(action)
 	if reset {
 		c, err := e.h.Conversation(ctx, root)
 		if err != nil {
 			return err
 		}
-		if _, _, err := c.Reset(ctx, ""); err != nil {
+		if _, _, err := c.Reset(ctx, handoff); err != nil {
 			return err
 		}
 	}
@@ -187,9 +193,9 @@ func staleSummary(ctx context.Context, e *env) error {
 	summaries := len(page.Items)
 	switch {
 	case reset && (task.Status != "failed" || st.Failure != agent.CollapseStale || summaries != 0):
-		return fmt.Errorf("after a reset the collapse is %s (%s) with %d summaries; want failed(stale) and none", task.Status, st.Failure, summaries)
+		return fmt.Errorf("after a %s the collapse is %s (%s) with %d summaries; want failed(stale) and none", action, task.Status, st.Failure, summaries)
 	case !reset && (task.Status != "done" || summaries != 1):
-		return fmt.Errorf("without a reset the collapse is %s (%s) with %d summaries; want done and one", task.Status, st.Failure, summaries)
+		return fmt.Errorf("without a %s the collapse is %s (%s) with %d summaries; want done and one", action, task.Status, st.Failure, summaries)
 	}
 	return e.settled(ctx, nil)
 }

@@ -457,13 +457,13 @@ func (e *env) invariants(ctx context.Context) error {
 }
 
 // coldReopen holds a disk backend's files, once the session closed, to
-// what the run acknowledged: a process that opens them cold (not the
-// restarted one, which may have read them before its own later writes
-// landed) replays them whole, ends no earlier than last, the sequence the
-// session closed at, keeps every acknowledged entry and passes picosim
-// check's invariants. What a run leaves in the middle of its files (a torn
-// line not cut before the next append, a retired scratch that replays)
-// shows here. It records nothing, so a replay's trace is unchanged.
+// what the run acknowledged: a new process opening them replays them
+// whole, ends no earlier than last (the sequence the session closed at),
+// keeps every acknowledged entry and passes picosim check's invariants.
+// What a run leaves in the middle of its files (a torn line not cut before
+// the next append, a retired scratch that replays) shows here, though the
+// process that wrote after it never reads it back. It records nothing, so
+// a replay's trace is unchanged.
 func (e *env) coldReopen(ctx context.Context, last storage.ID) error {
 	if e.spec.backend == "memory" {
 		return nil

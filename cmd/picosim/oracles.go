@@ -64,6 +64,10 @@ const (
 	// ruleReplayNever: a call of a tool that is never replayed runs at most
 	// once, whatever restarts interrupt it (§8.3).
 	ruleReplayNever oracleRule = "replay-never-runs-once"
+	// ruleStaleSummary: a collapse publishes its summary only if no head
+	// landed in its conversation after the context it summarized was
+	// captured (§8.4); otherwise it settles stale.
+	ruleStaleSummary oracleRule = "no-stale-summary"
 	// ruleTerminate: an exchange one of whose tools terminated the turn
 	// ends there (§5.5): its post_tools settles stopped and creates no
 	// generation.
@@ -97,6 +101,8 @@ type oracle struct {
 	modes    map[storage.ID]agent.InputMode // inbox item (input id) → its mode
 	budgets  map[storage.ID]int             // generation → its attempts (maxAttempts)
 	stopping map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
+	convs    map[storage.ID]storage.ID      // task → its conversation
+	heads    map[storage.ID]storage.ID      // conversation → the newest head entry written to it
 	first    error                          // the first violation
 }
 
@@ -104,7 +110,7 @@ func newOracle() *oracle {
 	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
 		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{},
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
-		stopping: map[storage.ID]bool{}}
+		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{}}
 }
 
 // restart begins a process whose store ends at last.
@@ -141,13 +147,15 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			if o.settled[w.ID] {
 				return o.fail(broke(ruleSettledTask, "%s wrote task %d, settled earlier, at %d", by, w.ID, seq))
 			}
-
 			if w.Type == storage.WriteSettle {
 				o.settled[w.ID] = true
 				if err := o.cleanup(w, b, by, seq); err != nil {
 					return err
 				}
 				if err := o.terminate(w, b, by, seq); err != nil {
+					return err
+				}
+				if err := o.summary(w, by, seq); err != nil {
 					return err
 				}
 			}
@@ -158,7 +166,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			if w.Task == nil {
 				continue
 			}
-			o.kinds[w.Task.ID] = w.Task.Kind
+			o.kinds[w.Task.ID], o.convs[w.Task.ID] = w.Task.Kind, w.Task.ConversationID
 			var st struct {
 				MaxAttempts int `json:"maxAttempts"`
 			}
@@ -227,6 +235,30 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				}
 			}
 		}
+	}
+	// A batch's own heads are newer than what its writes were checked
+	// against (a summary is a head itself).
+	for i, w := range b.Writes {
+		if w.Type == storage.WriteEntry && w.Entry != nil && w.Entry.IsHead() {
+			o.heads[w.Entry.ConversationID] = r.First + storage.ID(i)
+		}
+	}
+	return nil
+}
+
+// summary checks a collapse's settlement: one that published a summary
+// captured its context at a sequence no head of its conversation came
+// after, up to this batch.
+func (o *oracle) summary(w storage.Write, by string, seq storage.ID) error {
+	if o.kinds[w.ID] != agent.CollapseKindName {
+		return nil
+	}
+	var st agent.CollapseState
+	if json.Unmarshal(w.State, &st) != nil || st.Summary == 0 {
+		return nil
+	}
+	if head := o.heads[o.convs[w.ID]]; head > st.At {
+		return o.fail(broke(ruleStaleSummary, "%s published collapse %d's summary at %d, though head %d landed after its context was captured at %d", by, w.ID, seq, head, st.At))
 	}
 	return nil
 }

@@ -302,3 +302,23 @@ func TestOracleReplayNeverRunsOnce(t *testing.T) {
 	}
 	wantRule(t, run(agent.ReplayNever, "call-1", "call-1"), ruleReplayNever)
 }
+
+func TestOracleNoStaleSummary(t *testing.T) {
+	published := func(headAt storage.ID) error {
+		// Collapse 2 of conversation 1 captured its context at 2; a head
+		// lands at headAt (0: none) before the summary is published.
+		state, _ := json.Marshal(agent.CollapseState{At: 2, Summary: 9})
+		steps := []step{{first: 1, batch: main1(taskWrite(1), storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 2, ConversationID: 1, Kind: agent.CollapseKindName}})}}
+		next := storage.ID(3)
+		if headAt != 0 {
+			steps = append(steps, step{first: headAt, batch: main1(storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: headAt, ConversationID: 1, Kind: "reset", Head: headAt}})})
+			next = headAt + 1
+		}
+		summary := storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: next, ConversationID: 1, Kind: "summary", Head: next}}
+		return play(append(steps, step{first: next, batch: main1(summary, storage.Write{Type: storage.WriteSettle, ID: 2, Status: "done", State: state})}))
+	}
+	if err := published(0); err != nil {
+		t.Fatalf("a summary with no newer head: %v", err)
+	}
+	wantRule(t, published(3), ruleStaleSummary)
+}

@@ -41,7 +41,7 @@ var scenarios = []scenario{
 	{name: "shutdown-queued", summary: "shutdown with queued input, which survives a reopen", run: shutdownQueued},
 	{name: "collapse-under-turn", summary: "a manual collapse summarizes while a turn streams", run: collapseUnderTurn},
 	{name: "overflow-chain", summary: "an overflowing turn is collapsed and retried once", run: overflowChain},
-	{name: "stale-summary", summary: "a reset lands while a collapse summarizes, which makes it stale", run: staleSummary},
+	{name: "stale-summary", summary: "a reset or a handoff lands while a collapse summarizes, which makes it stale", run: staleSummary},
 	{name: "subagent-run-restart", summary: "a subagent run across a stop and reopen: the child is driven again, made once", run: subagentRunRestart},
 	{name: "spawn-abort-stop", summary: "a parent abort ends its run child and spares its spawned one, which stop ends", run: spawnAbortStop},
 	{name: "bash-outlives-budget", summary: "a bash call outlives its budget, settles delegated, and its job's end arrives as one notice", run: bashOutlivesBudget, shell: true},

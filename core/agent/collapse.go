@@ -585,7 +585,7 @@ func headMoved(tx *core.Tx, conv storage.ID, st CollapseState) (bool, error) {
 		return false, err
 	}
 	now := storage.ID(0)
-	if cx.Head != nil {
+	if cx.Head != nil && !(plant.On("collapse-stale-ignores-handoff") && cx.Head.Kind == core.HandoffKind.Kind()) {
 		now = cx.Head.ID
 	}
 	return now != st.Head, nil

@@ -33,6 +33,8 @@ package plant
 //     generation leaves its input group running.
 //   - collapse-publishes-stale (core/agent/collapse.go): a summary lands
 //     though a newer head did first.
+//   - collapse-stale-ignores-handoff (core/agent/collapse.go): a handoff
+//     that lands while a collapse summarizes does not make it stale.
 //   - tool-recover-replays-never (core/agent/tool.go): a call interrupted
 //     by a restart runs again even when its tool is never replayed.
 //   - tool-abort-spares-job (core/agent/tool.go): an aborted call leaves
@@ -53,7 +55,7 @@ var names = []string{
 	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup",
-	"abort-cancels-next-run", "generation-retry-past-budget", "generation-fail-forgets-inputs", "collapse-publishes-stale",
+	"abort-cancels-next-run", "generation-retry-past-budget", "generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
 	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "usage-totals-skip-failed",
 }
