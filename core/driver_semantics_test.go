@@ -1074,3 +1074,59 @@ func TestABrokenInvariantInAHookIsNotTheHooksError(t *testing.T) {
 		t.Fatalf("run = %v; want the simulator stopped by the live-records invariant", err)
 	}
 }
+
+// --- ownership ---
+
+// An invocation changes only its own task (§6.1): its commits that patch
+// another task's status or state, or settle it, reject with RuleNotOwner
+// and write nothing; an abort mark of another task is allowed. Task 2's
+// execute tries each on task 3, which then runs and ends as its own
+// invocation has it, aborted by the mark.
+func TestAnInvocationChangesOnlyItsOwnTask(t *testing.T) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		c := newInvocationLog()
+		attempts := map[string]error{}
+		var written storage.ID
+		var h *core.Harness
+		var other storage.ID
+		kind := probeKind("owner", c, func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			if task.ID != 2 {
+				return settleTask(ctx, rt, task.ID, "done", nil)
+			}
+			before := h.Store().LastSeq()
+			attempts["status"] = patchTask(ctx, rt, other, core.TaskPatch{Status: "running"})
+			attempts["state"] = patchTask(ctx, rt, other, core.TaskPatch{State: map[string]bool{"meddled": true}})
+			attempts["settle"] = settleTask(ctx, rt, other, "done", nil)
+			written = h.Store().LastSeq() - before
+			attempts["mark"] = patchTask(ctx, rt, other, core.TaskPatch{Abort: true})
+			return settleTask(ctx, rt, task.ID, "done", nil)
+		})
+		h = open(t, ctx, s, nil, kind)
+		ids := make([]storage.ID, 2)
+		if _, err := h.Root().Commit(ctx, func(tx *core.ConversationTx) error {
+			ids[0] = tx.Task(kind, core.TaskSpec{})
+			ids[1] = tx.Task(kind, core.TaskSpec{After: []storage.ID{ids[0]}})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		other = ids[1]
+		if ids[0] != 2 {
+			t.Fatalf("the first task is %d; the kind expects 2", ids[0])
+		}
+		if got, err := h.Root().Drive(ctx); err != nil || got != core.Idle {
+			t.Fatalf("drive = %s, %v; want idle, no fault", got, err)
+		}
+		for _, name := range []string{"status", "state", "settle"} {
+			if core.RuleOf(attempts[name]) != core.RuleNotOwner {
+				t.Fatalf("task 2's %s change of task %d = %v; want rule %s", name, other, attempts[name], core.RuleNotOwner)
+			}
+		}
+		if written != 0 || attempts["mark"] != nil {
+			t.Fatalf("the refused changes wrote %d ids and the mark = %v; want none and the mark allowed", written, attempts["mark"])
+		}
+		if got := simtest.Status(t, ctx, h, other); got != "aborted" {
+			t.Fatalf("task %d ended %s; want aborted, by its own abort after the mark", other, got)
+		}
+	})
+}

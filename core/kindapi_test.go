@@ -551,6 +551,42 @@ func TestWaitForTaskEndsByTargetBudgetOrCtxAndUnregistersOnce(t *testing.T) {
 	})
 }
 
+// A wait for a task that has already ended reports true at once, with no
+// budget to end it otherwise, and leaves no waiter behind.
+func TestWaitForATerminalTaskEndsAtOnce(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		quick := simtest.StepKind("quick", nil)
+		var target storage.ID
+		var done bool
+		var waitErr error
+		waiter := simtest.StepKind("waiter", func(ctx context.Context, _ *storage.Task, trt *core.TaskRuntime) error {
+			done, waitErr = trt.WaitForTask(ctx, target, 0)
+			return waitErr
+		})
+		h := open(t, ctx, s, memory.New(), quick, waiter)
+		c := h.Root()
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error { target = tx.Task(quick, core.TaskSpec{}); return nil }))
+		if got, err := c.Drive(ctx); err != nil || got != core.Idle {
+			t.Fatalf("drive = %s, %v; want idle", got, err)
+		}
+		if st := simtest.Status(t, ctx, h, target); st != "done" {
+			t.Fatalf("the target is %s; want done before the wait", st)
+		}
+		start := s.Runtime().Now()
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error { tx.Task(waiter, core.TaskSpec{}); return nil }))
+		if got, err := c.Drive(ctx); err != nil || got != core.Idle {
+			t.Fatalf("drive = %s, %v; want idle", got, err)
+		}
+		if !done || waitErr != nil || s.Runtime().Now() != start {
+			t.Fatalf("the wait = %t, %v after %s; want true at once", done, waitErr, s.Runtime().Now().Sub(start))
+		}
+		if st := must(h.Stats(ctx)); st.TaskWaiters != 0 {
+			t.Fatalf("task waiters = %d; want 0", st.TaskWaiters)
+		}
+		must(0, h.Close(ctx))
+	})
+}
+
 // OnInvocation sees every method start and return, in order, on the
 // method's own actor: an execute that a mark stops returns before the
 // fresh abort starts.
