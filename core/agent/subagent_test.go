@@ -378,6 +378,35 @@ func TestSubagentMistakesAreErrorResults(t *testing.T) {
 	})
 }
 
+// A child is reachable only from the conversation whose task owns it: a
+// fork of its parent passing the child's id back gets an error result,
+// and the child is left alone.
+func TestAnotherConversationCannotReachAChild(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		c := a.h.Root()
+		r := a.route()
+		r.script(c.ID, calling(subagentCall("call-spawn", map[string]any{"command": "spawn", "prompt": "count to three"})), answer("spawned"))
+		r.child("count to three", answer("one, two, three"))
+		first := must(c.Prompt(ctx, userText("start it"), agent.AcceptOptions{}))
+		kid := a.children(ctx, c.ID)[0]
+		must(a.h.Drive(ctx))
+		fork := must(c.Fork(ctx, first.ID, core.ForkOptions{}))
+		for _, command := range []string{"wait", "status", "stop", "send"} {
+			call := "call-" + command
+			r.script(fork.ID, calling(subagentCall(call, map[string]any{"command": command, "id": kid.ID, "text": "more"})), answer("ok"))
+			must(fork.Prompt(ctx, userText(command), agent.AcceptOptions{}))
+			if text, _ := a.toolResult(ctx, fork.ID, call); !strings.Contains(text, fmt.Sprintf("%d is not a subagent of this conversation", kid.ID)) {
+				t.Fatalf("%s from a fork = %q; want the child refused", command, text)
+			}
+		}
+		if r.asked[kid.ID] != 1 {
+			t.Fatalf("the child was asked %d times; want once, by its own parent", r.asked[kid.ID])
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
+
 // Children nest: a conversation abort at the top marks every run level
 // in one commit, and a child spawned on the way is spared.
 func TestAnAbortAtTheTopReachesEveryRunLevel(t *testing.T) {
