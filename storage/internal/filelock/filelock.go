@@ -9,7 +9,7 @@
 // # Files
 //
 //   - filelock.go: Acquire and Lock.
-//   - flock_unix.go, flock_other.go: the OS lock, and where there is none.
+//   - flock_unix.go, flock_other.go: the lock file's open and the OS lock, and where there is no lock.
 package filelock
 
 import (
@@ -36,7 +36,7 @@ type Lock struct {
 // naming session and the holder when another handle, in this process or
 // another, holds it.
 func Acquire(path, session string) (*Lock, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, fileMode)
+	f, err := openLockFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("storage: lock %s: %w", path, err)
 	}
