@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -470,7 +471,9 @@ func (e *env) coldReopen(ctx context.Context, last storage.ID) error {
 	}
 	store, err := e.disk().Open(ctx)
 	if err != nil {
-		return fmt.Errorf("a cold open of the closed session's files fails: %w", err)
+		// Named without the run's temporary directory, so that a replay
+		// of the run writes the same verdict.
+		return fmt.Errorf("a cold open of the closed session's files fails: %s", strings.ReplaceAll(err.Error(), e.dir+string(filepath.Separator), ""))
 	}
 	defer store.Close(ctx)
 	if got := store.LastSeq(); got < last {
@@ -478,7 +481,7 @@ func (e *env) coldReopen(ctx context.Context, last storage.ID) error {
 	}
 	got, err := store.GetEntries(ctx, e.entries)
 	if err != nil {
-		return fmt.Errorf("a cold open of the closed session's files: %w", err)
+		return fmt.Errorf("a cold open of the closed session's files: %s", strings.ReplaceAll(err.Error(), e.dir+string(filepath.Separator), ""))
 	}
 	for _, id := range e.entries {
 		if got[id] == nil {
