@@ -176,6 +176,9 @@ func (e *env) open(ctx context.Context) error {
 	if e.first == nil {
 		e.first = handle
 		e.startHolds(ctx)
+	} else if err := e.oracle.resync(ctx, handle); err != nil {
+		e.noteEnv(err)
+		return err
 	}
 	store := &recorded{Storage: handle, e: e, counts: handle == e.first}
 	e.store = store

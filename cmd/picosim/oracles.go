@@ -58,6 +58,10 @@ const (
 	// generation's settlement also followUp, and nextRun only an idle
 	// acceptance; a conversation abort cancels only steer and followUp.
 	ruleInputBoundary oracleRule = "input-lands-at-its-boundary"
+	// ruleWritesLand: a queued write lands at the next boundary of its
+	// conversation (§8.1): a generation or post_tools that settles, other
+	// than aborted, leaves no write queued that was accepted before it.
+	ruleWritesLand oracleRule = "writes-land-at-every-boundary"
 	// ruleRetryBudget: a rate-limited attempt retries only while the
 	// generation has attempts left (§8.2); its last one fails the turn.
 	ruleRetryBudget oracleRule = "retry-budget"
@@ -99,6 +103,7 @@ type oracle struct {
 	starts   map[string]bool                // provider/session ids that started a conversation
 	kinds    map[storage.ID]string          // task → its kind
 	modes    map[storage.ID]agent.InputMode // inbox item (input id) → its mode
+	queued   map[storage.ID]storage.ID      // queued write (input id) → its conversation
 	budgets  map[storage.ID]int             // generation → its attempts (maxAttempts)
 	stopping map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
 	convs    map[storage.ID]storage.ID      // task → its conversation
@@ -110,11 +115,43 @@ func newOracle() *oracle {
 	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
 		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{},
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
-		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{}}
+		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
+		queued: map[storage.ID]storage.ID{}}
 }
 
 // restart begins a process whose store ends at last.
 func (o *oracle) restart(last storage.ID) { o.last = last }
+
+// resync reads the queued writes from a restarted process's store: a
+// commit that failed as the process stopped may still have persisted (a
+// crash after the bytes, an uncertain commit), and the oracle saw none of
+// its writes.
+func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
+	convs, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
+		return store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
+	})
+	if err != nil {
+		return err
+	}
+	clear(o.queued)
+	for _, c := range convs {
+		inbox, err := storage.AllPages(func(cur storage.Cursor) (storage.Page[storage.Element], error) {
+			return store.ReadList(ctx, agent.InboxList.In(c.ID).Address, storage.ListQuery{Cursor: cur})
+		})
+		if err != nil {
+			return err
+		}
+		for _, el := range inbox {
+			var item struct {
+				Mode agent.InputMode `json:"mode"`
+			}
+			if json.Unmarshal(el.Value, &item) == nil && item.Mode == agent.ModeWrite {
+				o.queued[el.ID] = c.ID
+			}
+		}
+	}
+	return nil
+}
 
 // fail keeps the first violation and returns err.
 func (o *oracle) fail(err error) error {
@@ -205,10 +242,17 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			case w.Addr == nil:
 			case w.Addr.Namespace == agent.InboxList.Namespace && json.Unmarshal(w.Value, &item) == nil:
 				o.modes[seq] = item.Mode
+				if item.Mode == agent.ModeWrite {
+					o.queued[seq] = w.Addr.Scope.ID
+				}
 			case w.Addr.Namespace == agent.UsageList.Namespace && json.Unmarshal(w.Value, &row) == nil:
 				if budget, known := o.budgets[row.TaskID]; known && row.Outcome == "retry" && row.Attempt >= budget {
 					return o.fail(broke(ruleRetryBudget, "%s retried generation %d's attempt %d at %d; its budget is %d attempts", by, row.TaskID, row.Attempt, seq, budget))
 				}
+			}
+		case storage.WriteListRemove:
+			if w.Addr != nil && w.Addr.Namespace == agent.InboxList.Namespace {
+				delete(o.queued, w.Element)
 			}
 		case storage.WriteValueSet, storage.WriteValueDelete:
 			if w.Addr == nil || w.Addr.Namespace != agent.InputResultValue.Namespace {
@@ -241,6 +285,40 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 	for i, w := range b.Writes {
 		if w.Type == storage.WriteEntry && w.Entry != nil && w.Entry.IsHead() {
 			o.heads[w.Entry.ConversationID] = r.First + storage.ID(i)
+		}
+	}
+	return o.boundaryWrites(b, by, r)
+}
+
+// boundaryWrites checks that the boundaries a batch settles leave no
+// write of their conversation queued from before it. A generation that
+// settles calling tools is no boundary: its exchange ends at the
+// post_tools its batch creates.
+func (o *oracle) boundaryWrites(b storage.CommitBatch, by string, r storage.Range) error {
+	exchange := slices.ContainsFunc(b.Writes, func(w storage.Write) bool {
+		return w.Type == storage.WriteTask && w.Task != nil && w.Task.Kind == agent.PostToolsKindName
+	})
+	for _, w := range b.Writes {
+		if w.Type != storage.WriteSettle || w.Status == "aborted" {
+			continue
+		}
+		switch o.kinds[w.ID] {
+		case agent.GenerationKindName:
+			if exchange {
+				continue
+			}
+		case agent.PostToolsKindName:
+		default:
+			continue
+		}
+		conv, oldest := o.convs[w.ID], storage.ID(0)
+		for input, c := range o.queued {
+			if c == conv && input < r.First && (oldest == 0 || input < oldest) {
+				oldest = input // the same one on every replay, whatever the map's order
+			}
+		}
+		if oldest != 0 {
+			return o.fail(broke(ruleWritesLand, "%s settled %s %d %s at %d–%d, leaving write %d of conversation %d queued", by, o.kinds[w.ID], w.ID, w.Status, r.First, r.Last, oldest, conv))
 		}
 	}
 	return nil

@@ -322,3 +322,35 @@ func TestOracleNoStaleSummary(t *testing.T) {
 	}
 	wantRule(t, published(3), ruleStaleSummary)
 }
+
+func TestOracleWritesLandAtEveryBoundary(t *testing.T) {
+	// A write is queued in conversation 1 (input 3) while generation 2
+	// runs; the last commit settles the generation.
+	run := func(status string, removed bool, exchange bool) error {
+		inbox := agent.InboxList.In(1).Address
+		item, _ := json.Marshal(agent.InboxItem{Mode: agent.ModeWrite})
+		last := []storage.Write{{Type: storage.WriteSettle, ID: 2, Status: status}}
+		if removed {
+			last = append(last, storage.Write{Type: storage.WriteListRemove, Addr: &inbox, Element: 3})
+		}
+		if exchange {
+			last = append(last, storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 4 + storage.ID(len(last)), ConversationID: 1, Kind: agent.PostToolsKindName}})
+		}
+		return play([]step{
+			{first: 1, batch: main1(taskWrite(1), storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 2, ConversationID: 1, Kind: agent.GenerationKindName}})},
+			{first: 3, batch: main1(storage.Write{Type: storage.WriteListAppend, Addr: &inbox, Value: item})},
+			{first: 4, inv: core.Invocation{Task: 2, Method: core.MethodExecute}, byInv: true, batch: main1(last...)},
+		})
+	}
+	for name, err := range map[string]error{
+		"placed at the answer":               run("done", true, false),
+		"left for the exchange's post_tools": run("done", false, true),
+		"left by an abort":                   run("aborted", false, false),
+	} {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	wantRule(t, run("failed", false, false), ruleWritesLand)
+	wantRule(t, run("done", false, false), ruleWritesLand)
+}

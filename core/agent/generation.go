@@ -547,8 +547,10 @@ func (k generationKind) fail(ctx context.Context, rt *core.TaskRuntime, task *st
 		}); err != nil {
 			return err
 		}
-		if _, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}); err != nil {
-			return err
+		if !plant.On("generation-fail-keeps-writes") {
+			if _, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}); err != nil {
+				return err
+			}
 		}
 		tx.Settle(task.ID, "failed", state)
 		return nil

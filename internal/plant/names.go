@@ -29,6 +29,8 @@ package plant
 //     cancels queued nextRun input too.
 //   - generation-retry-past-budget (core/agent/generation.go): a
 //     rate-limited attempt retries once more after the last one.
+//   - generation-fail-keeps-writes (core/agent/generation.go): a failed
+//     turn leaves the writes queued behind it for a later boundary.
 //   - generation-fail-forgets-inputs (core/agent/generation.go): a failed
 //     generation leaves its input group running.
 //   - collapse-publishes-stale (core/agent/collapse.go): a summary lands
@@ -55,7 +57,8 @@ var names = []string{
 	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup",
-	"abort-cancels-next-run", "generation-retry-past-budget", "generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
+	"abort-cancels-next-run", "generation-retry-past-budget", "generation-fail-keeps-writes",
+	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
 	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "usage-totals-skip-failed",
 }
