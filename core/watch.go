@@ -97,7 +97,7 @@ func ApplyEvent(v *ConversationView, e ConversationEvent) error {
 			return fmt.Errorf("core: entry event without an entry")
 		}
 		v.Entries = append(v.Entries, e.Entry)
-		if tail := v.Tail; tail >= 0 && len(v.Entries) > tail+plantedTailSlack() {
+		if tail := v.Tail; (tail > 0 || tail == 0 && !plant.On("watch-tail-zero-unbounded")) && len(v.Entries) > tail+plantedTailSlack() {
 			v.Entries = slices.Clone(v.Entries[len(v.Entries)-tail:])
 		}
 		// A plain entry joins the context; a head or an edit comes with a

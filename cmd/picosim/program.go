@@ -174,6 +174,9 @@ func drawProgram(seed uint64) *program {
 	h.Write([]byte("generated"))
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
 	p := &program{tail: 1 + rng.IntN(4), shell: rng.IntN(3) == 0}
+	if p.tail == 4 {
+		p.tail = 0 // watches that keep no entries, only the rest of the view
+	}
 	if rng.IntN(3) == 0 {
 		p.queue = 1 + rng.IntN(4) // small enough that a listener lags
 	}

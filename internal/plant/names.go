@@ -15,6 +15,8 @@ package plant
 //     when it has more than two.
 //   - watch-tail-off-by-one (core/watch.go, ApplyEvent): the fold keeps
 //     one entry more than the view's tail.
+//   - watch-tail-zero-unbounded (core/watch.go, ApplyEvent): a view whose
+//     tail is 0 folds every entry instead of none.
 //   - inbox-cancel-placed (core/agent/inbox.go): cancel-queued cancels an
 //     input that already landed.
 //   - inbox-steer-stays-queued (core/agent/inbox.go): a landed steer stays
@@ -55,7 +57,7 @@ package plant
 //     leave out the known usage of attempts that did not end done.
 var names = []string{
 	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
-	"watch-drops-event", "watch-tail-off-by-one", "inbox-cancel-placed", "inbox-steer-stays-queued",
+	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup",
 	"abort-cancels-next-run", "generation-retry-past-budget", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
