@@ -575,7 +575,7 @@ func taskQuery(session string, q storage.TaskQuery) (query string, args []any) {
 	// planner to see it applies, and a conversation filter is an
 	// expression (+conv), for the planner not to prefer tasks_conv, which
 	// holds every task.
-	live := q.Live != nil && *q.Live || q.Role == storage.RoleStart || q.Role == storage.RoleInflight
+	live := q.Live != nil && *q.Live || q.Live == nil && (q.Role == storage.RoleStart || q.Role == storage.RoleInflight)
 	if len(q.ConversationIDs) > 0 {
 		conv := ` AND conv IN (`
 		if live {

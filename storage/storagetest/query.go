@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
@@ -82,6 +83,25 @@ func testDriverOpen(t *testing.T, open Opener) {
 		p := s.scanTasks(storage.TaskQuery{Cursor: all, ConversationIDs: tc.convs, Live: storage.Bool(true)})
 		if got := taskIDs(p.Items); !cmp.Equal(got, tc.want) {
 			t.Errorf("live tasks of %s = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+	// A role alone, a role within live or terminal tasks, and a role the
+	// live filter excludes.
+	for _, tc := range []struct {
+		name string
+		q    storage.TaskQuery
+		want []ID
+	}{
+		{"start", storage.TaskQuery{Role: storage.RoleStart}, []ID{w.start, w.childGen}},
+		{"inflight in b", storage.TaskQuery{Role: storage.RoleInflight, ConversationIDs: []ID{w.b}}, []ID{w.inflight}},
+		{"live start", storage.TaskQuery{Role: storage.RoleStart, Live: storage.Bool(true)}, []ID{w.start, w.childGen}},
+		{"terminal start", storage.TaskQuery{Role: storage.RoleStart, Live: storage.Bool(false)}, []ID{}},
+		{"live terminal", storage.TaskQuery{Role: storage.RoleTerminal, Live: storage.Bool(true)}, []ID{}},
+		{"terminal", storage.TaskQuery{Role: storage.RoleTerminal, ConversationIDs: []ID{w.a}}, []ID{w.owner}},
+	} {
+		tc.q.Cursor = all
+		if got := taskIDs(s.scanTasks(tc.q).Items); !cmp.Equal(got, tc.want, cmpopts.EquateEmpty()) {
+			t.Errorf("tasks of role %s = %v; want %v", tc.name, got, tc.want)
 		}
 	}
 	live := s.scanTasks(storage.TaskQuery{Cursor: all, Live: storage.Bool(true)}).Items
