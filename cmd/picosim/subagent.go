@@ -200,8 +200,12 @@ func spawnAbortStop(ctx context.Context, e *env) error {
 	}
 	if spawned != 0 && e.host("stop") {
 		stop := fmt.Sprintf("stop %d", spawned)
+		// The children keep their slow answers: one whose first call comes
+		// only now (a held commit delayed it) still answers after the stop.
 		e.faux.SetResponses(byPrompt(map[string][]faux.Step{
-			stop: {faux.Reply(subagentCall("call-stop", map[string]any{"command": "stop", "id": spawned})).WithStop(ai.StopToolUse), reply("stopped")},
+			stop:                {faux.Reply(subagentCall("call-stop", map[string]any{"command": "stop", "id": spawned})).WithStop(ai.StopToolUse), reply("stopped")},
+			"profile the build": {reply("profiled").WithDelay(time.Hour)},
+			"audit the tests":   {reply("audited").WithDelay(time.Hour)},
 		})...)
 		if err := e.turn(ctx, stop); err != nil {
 			return err
