@@ -81,6 +81,9 @@ type env struct {
 	waited      error
 	// oracle checks every commit and invocation as it happens.
 	oracle *oracle
+	// mirrorLog is the batches a disk backend acknowledged, which a memory
+	// store given them must answer every read as the disk does (mirror.go).
+	mirrorLog *mirrorLog
 	// spans records the harness's spans for the span-tree check, every
 	// spanSeeds-th seed (nil otherwise, and when run --otel takes them).
 	spans *runSpans
@@ -180,7 +183,14 @@ func (e *env) open(ctx context.Context) error {
 		e.noteEnv(err)
 		return err
 	}
-	store := &recorded{Storage: handle, e: e, counts: handle == e.first}
+	var inner storage.Storage = handle
+	if e.spec.backend != "memory" {
+		if e.mirrorLog == nil {
+			e.mirrorLog = &mirrorLog{}
+		}
+		inner = mirror(ctx, handle, e.mirrorLog, e.oracle)
+	}
+	store := &recorded{Storage: inner, e: e, counts: handle == e.first}
 	e.store = store
 	tools := []agent.Tool{e.echo("a", agent.ReplaySafe), e.echo("b", agent.ReplayNever)}
 	var execEnv agent.ExecutionEnv
@@ -493,6 +503,11 @@ func (e *env) coldReopen(ctx context.Context, last storage.ID) error {
 	}
 	if _, problems := checkState(ctx, store, nil); len(problems) > 0 {
 		return fmt.Errorf("session invariant, on a cold open of the files: %s", strings.Join(problems, "; "))
+	}
+	if e.mirrorLog != nil {
+		if d := mirrorDiff(ctx, store, e.mirrorLog); d != "" {
+			return fmt.Errorf("a cold open of the closed session's files: %s", strings.ReplaceAll(d, e.dir+string(filepath.Separator), ""))
+		}
 	}
 	return nil
 }

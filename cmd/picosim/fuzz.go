@@ -153,7 +153,7 @@ func parseFuzz(args []string) (fuzzConfig, error) {
 	fl.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "runs in parallel")
 	fl.StringVar(&c.out, "out", "picosim-failures", "directory for the traces of failing runs")
 	fl.BoolVar(&c.failFast, "fail-fast", false, "stop at the first failure")
-	fl.StringVar(&c.backend, "backend", "", "memory, jsonl or sqlite (default: memory, and JSONL every fourth seed)")
+	fl.StringVar(&c.backend, "backend", "", "memory, jsonl or sqlite (default: memory, JSONL every fourth seed, SQLite every sixteenth)")
 	shard := fl.String("shard", "1/1", "K/N: run the Kth of N disjoint shares of the seeds")
 	fl.BoolVar(&c.json, "json", false, "print the summary as one JSON object")
 	names, err := parseAnywhere(fl, args)
@@ -228,7 +228,7 @@ func (c fuzzConfig) describe() string {
 	}
 	on := c.backend
 	if on == "" {
-		on = "memory (JSONL every fourth seed)"
+		on = "memory (JSONL every fourth seed, SQLite every sixteenth)"
 	}
 	return fmt.Sprintf("%d scenarios on %s from seed %d, %s, %d workers", len(c.chosen), on, c.first, how, c.workers)
 }
@@ -293,11 +293,15 @@ func (f *fuzzer) progress(w io.Writer) func() {
 }
 
 // backendOf is the backend a seed runs on: --backend's, or by default
-// memory, and JSONL (with its torn lines and replays) every fourth seed.
+// memory, JSONL (with its torn lines and replays) every fourth seed, and
+// SQLite every sixteenth, from 8, instead. A disk backend's run is held
+// read by read to the memory backend given the same batches (mirror.go).
 func (f *fuzzer) backendOf(seed uint64) string {
 	switch {
 	case f.cfg.backend != "":
 		return f.cfg.backend
+	case seed%16 == 8:
+		return "sqlite"
 	case seed%4 == 0:
 		return "jsonl"
 	}
@@ -639,8 +643,10 @@ const fuzzHelp = `usage: picosim fuzz [SCENARIO...] [--seeds N | --time DURATION
 Explores schedules and storage faults: every scenario (or the ones named) over N seeds from SEED
 (200 seeds from 1 unless given), or until DURATION (more than 0) has passed, alternating random
 and PCT schedules, each seed with a fault plan drawn from it, in K parallel workers (one per CPU
-unless given; fewer workers than CPUs also run on only K of them), on backend B (unless given: memory, and JSONL, which adds torn lines and replays
-of its files, every fourth seed). Flags may come before or after the scenarios.
+unless given; fewer workers than CPUs also run on only K of them), on backend B (unless given: memory, JSONL, which adds torn lines and replays
+of its files, every fourth seed, and SQLite every sixteenth from 8 instead). A run on JSONL or
+SQLite is held read by read to the memory backend given the same batches (backends-agree), and
+its closed files, opened cold, whole. Flags may come before or after the scenarios.
 
 A failing run's trace goes to DIR (picosim-failures unless given; made 0700, traces 0600), and the
 failure is shrunk while it still fails the same way: faults dropped, then the same seed under PCT

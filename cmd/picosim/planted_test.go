@@ -16,7 +16,7 @@ import (
 )
 
 // TestPlantedBugs runs picosim fuzz over 1,000 seeds (its defaults: every
-// scenario, memory and every fourth seed JSONL) against each
+// scenario, memory, every fourth seed JSONL, every sixteenth SQLite) against each
 // planted bug in turn, and fails unless every one is found. It logs a table:
 // the bug, the seed of the first failure, the scenario, and the smallest
 // case (a generated program's lines, or the host actions left).

@@ -183,7 +183,7 @@ func TestGoldenTracesReplay(t *testing.T) {
 
 func TestSuiteRunsEveryScenarioAndEndsWithDone(t *testing.T) {
 	var out bytes.Buffer
-	if failures, err := runSuite(context.Background(), &out, 3, "jsonl", false); err != nil || failures != 0 {
+	if failures, err := runSuite(context.Background(), &out, 3, suiteBackend, false); err != nil || failures != 0 {
 		t.Fatalf("%d failures, %v:\n%s", failures, err, out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -14,8 +14,20 @@ import (
 // suiteSeeds is how many seeds the default run gives each scenario.
 const suiteSeeds = 50
 
-// suiteBackend is the default run's backend: the embedded durable one.
-const suiteBackend = "jsonl"
+// suiteBackend is the backend the suite runs a seed on: the embedded
+// durable one, JSONL, and SQLite every suiteSQLiteEvery-th seed. Either is
+// held read by read to the memory backend given the same batches
+// (mirror.go), so the suite checks the three against each other.
+func suiteBackend(seed uint64) string {
+	if seed%suiteSQLiteEvery == 0 {
+		return "sqlite"
+	}
+	return "jsonl"
+}
+
+// suiteSQLiteEvery spaces the suite's SQLite seeds: 10 of each scenario's
+// 50 (a SQLite run costs about five JSONL runs).
+const suiteSQLiteEvery = 5
 
 // suiteSpec is the run the suite makes of a scenario's seed: odd seeds
 // explore schedules alone, even seeds also inject a fault plan drawn from
@@ -59,7 +71,7 @@ type suiteTally struct {
 // returns the number of failures. An error ends the suite: the machine
 // failing it (said by the caller, instead of a failure per seed), or an
 // interruption, which the DONE line reports with what finished before it.
-func runSuite(ctx context.Context, w io.Writer, seeds int, backend string, progress bool) (int, error) {
+func runSuite(ctx context.Context, w io.Writer, seeds int, backend func(seed uint64) string, progress bool) (int, error) {
 	start := time.Now()
 	var failures []runResult
 	runs, done := 0, 0
@@ -75,7 +87,7 @@ func runSuite(ctx context.Context, w io.Writer, seeds int, backend string, progr
 		}
 		results := make([]runResult, seeds)
 		errs := make([]error, seeds)
-		if results[0], errs[0] = suiteSeed(ctx, suiteSpec(sc, 1, backend, 0)); errs[0] == nil {
+		if results[0], errs[0] = suiteSeed(ctx, suiteSpec(sc, 1, backend(1), 0)); errs[0] == nil {
 			t.batches = results[0].Batches
 			next := make(chan int)
 			var wg sync.WaitGroup
@@ -84,7 +96,7 @@ func runSuite(ctx context.Context, w io.Writer, seeds int, backend string, progr
 			for range runtime.GOMAXPROCS(0) {
 				wg.Go(func() {
 					for i := range next {
-						results[i], errs[i] = suiteSeed(ctx, suiteSpec(sc, uint64(i+1), backend, t.batches))
+						results[i], errs[i] = suiteSeed(ctx, suiteSpec(sc, uint64(i+1), backend(uint64(i+1)), t.batches))
 						mu.Lock()
 						finished++
 						if progress {

@@ -53,6 +53,12 @@ package plant
 //     file's last batch.
 //   - jsonl-torn-tail-kept (storage/jsonl): a torn final line is reported
 //     but not cut, so the next append lands after it.
+//   - jsonl-replay-drops-after (storage/jsonl): reopening loses the tasks'
+//     dependencies (what each runs after).
+//   - sqlite-scan-ignores-through (storage/sqlite): a transcript scan
+//     bounded above returns the entries past its bound too.
+//   - sqlite-head-uncapped (storage/sqlite): a fork's newest head is looked
+//     up past the fork point in its source conversation.
 //   - usage-totals-skip-failed (core/agent/models.go): the usage totals
 //     leave out the known usage of attempts that did not end done.
 var names = []string{
@@ -62,7 +68,8 @@ var names = []string{
 	"abort-cancels-next-run", "generation-retry-past-budget", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
 	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
-	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "usage-totals-skip-failed",
+	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
+	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "usage-totals-skip-failed",
 }
 
 // Names are the planted bugs, for the measuring test.

@@ -3,6 +3,7 @@ package jsonl
 import (
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/internal/jsonvalue"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -197,6 +198,10 @@ func readTask(d *jsonvalue.Decoder, t *storage.Task) bool {
 		case 5:
 			return jsonvalue.RawInto(d, &t.State)
 		case 6:
+			if plant.On("jsonl-replay-drops-after") {
+				var after []storage.ID
+				return ids(d, &after)
+			}
 			return ids(d, &t.After)
 		case 7:
 			return jsonvalue.BoolInto(d, &t.Background)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -444,7 +445,11 @@ func (s *Store) ScanEntries(ctx context.Context, q storage.EntryQuery) (storage.
 	for i, l := range levels {
 		segs[len(levels)-1-i] = segment{conv: l.conv, lo: 1, cap: l.cap}
 	}
-	lo, hi := q.Cursor.Bounds(q.From, q.Through)
+	through := q.Through
+	if plant.On("sqlite-scan-ignores-through") {
+		through = 0
+	}
+	lo, hi := q.Cursor.Bounds(q.From, through)
 	items, err := span(segs, lo, hi, q.Backward(), q.Limit+1, func(sg segment, lo, hi ID, backward bool, n int) ([]*storage.Entry, error) {
 		query, args := entryQuery(s.session, q, sg.conv, lo, hi, backward, n)
 		return queryAll(ctx, s.db, scanEntry, query, args...)
@@ -492,6 +497,9 @@ func (s *Store) NewestHead(ctx context.Context, conversationID, at ID) (*storage
 		return nil, false, err
 	}
 	for _, l := range levels {
+		if plant.On("sqlite-head-uncapped") {
+			l.cap = math.MaxInt64
+		}
 		e, err := scanEntry(s.db.QueryRowContext(ctx, `SELECT `+entryCols+` FROM entries WHERE session=? AND conv=? AND head IS NOT NULL AND id<=? ORDER BY id DESC LIMIT 1`,
 			s.session, int64(l.conv), int64(l.cap)))
 		if errors.Is(err, sql.ErrNoRows) {
