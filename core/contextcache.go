@@ -1,10 +1,14 @@
 package core
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -63,7 +67,11 @@ func (cc *contextCache) rebuild(ctx context.Context, store storage.Storage, conv
 		return err
 	}
 	cc.head, cc.entries, cc.at, cc.proj = head, fold(head, rng), through, nil
+	scanned := cc.sysScanned
 	cc.sys, cc.sysScanned = newSystemFolder(cc.head), 0
+	if plant.On("context-cache-system-unscanned") {
+		cc.sysScanned = scanned
+	}
 	cc.last = 0
 	if len(rng) > 0 {
 		cc.last = rng[len(rng)-1].ID
@@ -227,7 +235,7 @@ func (p *projection) project(out []ai.Message, ce ContextEntry, passed *bool, us
 		switch {
 		case m.Role == ai.RoleToolResult:
 			continue
-		case m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError || m.StopReason == ai.StopAborted):
+		case m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError || m.StopReason == ai.StopAborted && !plant.On("context-cache-keeps-aborted")):
 			continue
 		}
 		out = append(out, m)
@@ -270,7 +278,11 @@ func (h *Harness) currentSystem(ctx context.Context, store storage.Storage, conv
 			return SystemFold{}, err
 		}
 	}
-	return cc.sys.fold(), nil
+	fold := cc.sys.fold()
+	if h.opts.CheckContexts {
+		h.assertContext(ctx, store, conv, "system fold", fold, func(fresh *Context) (any, error) { return fresh.System() })
+	}
+	return fold, nil
 }
 
 // currentRequest projects a conversation's request from its cached context
@@ -279,7 +291,47 @@ func (h *Harness) currentRequest(ctx context.Context, store storage.Storage, con
 	if _, err := h.currentContext(ctx, store, conv); err != nil {
 		return nil, err
 	}
-	return h.contexts[conv].request(pending)
+	msgs, err := h.contexts[conv].request(pending)
+	if err == nil && h.opts.CheckContexts {
+		h.assertContext(ctx, store, conv, "request", msgs, func(fresh *Context) (any, error) {
+			fresh.Entries = append(fresh.Entries, pending...)
+			return fresh.Request()
+		})
+	}
+	return msgs, err
+}
+
+// assertContext holds what the cache answered of conv (what) to the same
+// answer derived afresh from storage, compared as JSON, and panics with the
+// *DriverInvariantError "context" when they differ (Options.CheckContexts).
+// A fresh derivation that fails is no verdict on the cache.
+func (h *Harness) assertContext(ctx context.Context, store storage.Storage, conv storage.ID, what string, cached any, derive func(fresh *Context) (any, error)) {
+	fresh, err := DeriveContext(ctx, store, conv, 0)
+	if err != nil {
+		return
+	}
+	want, err := derive(fresh)
+	if err != nil {
+		return
+	}
+	got, gerr := json.Marshal(cached)
+	exp, werr := json.Marshal(want)
+	if gerr != nil || werr != nil || bytes.Equal(got, exp) {
+		return
+	}
+	i := 0
+	for i < len(got) && i < len(exp) && got[i] == exp[i] {
+		i++
+	}
+	panic(&DriverInvariantError{Invariant: "context", Detail: fmt.Sprintf(
+		"conversation %d at sequence %d: the cached %s differs from a fresh derivation at byte %d: cached %s, derived %s",
+		conv, store.LastSeq(), what, i, excerpt(got, i), excerpt(exp, i))})
+}
+
+// excerpt is b around offset i, for an invariant's detail.
+func excerpt(b []byte, i int) string {
+	lo, hi := max(0, i-60), min(len(b), i+60)
+	return fmt.Sprintf("…%s…", b[lo:hi])
 }
 
 // DerivedContext is conversation conv's derived context as committed, from
@@ -291,7 +343,29 @@ func (tx *Tx) DerivedContext(conv storage.ID) (*Context, error) {
 	if tx.h == nil {
 		return DeriveContext(tx.ctx, tx.store, conv, 0)
 	}
-	return tx.h.currentContext(tx.ctx, tx.store, conv)
+	c, err := tx.h.currentContext(tx.ctx, tx.store, conv)
+	if err == nil && tx.h.opts.CheckContexts {
+		tx.h.assertContext(tx.ctx, tx.store, conv, "context", contextShape(c), func(fresh *Context) (any, error) { return contextShape(fresh), nil })
+	}
+	return c, err
+}
+
+// contextShape is what a context is, for comparing two: its head and its
+// entries' ids and messages.
+func contextShape(c *Context) any {
+	type entry struct {
+		ID       storage.ID
+		Messages []ai.Message
+	}
+	shape := struct {
+		Head    *storage.Entry
+		Through storage.ID
+		Entries []entry
+	}{Head: c.Head, Through: c.Through}
+	for _, e := range c.Entries {
+		shape.Entries = append(shape.Entries, entry{e.Entry.ID, e.Messages})
+	}
+	return shape
 }
 
 // SystemFold is what conv's system entries, as committed, have told the

@@ -173,3 +173,59 @@ func sectionsMessage(d SystemData) ai.Message {
 	}
 	return ai.Message{Role: ai.RoleSystem, Content: ai.PlainText(strings.Join(text, "\n"))}
 }
+
+// Under Options.CheckContexts a cache that no longer agrees with storage is
+// named the moment it answers: its context, its system fold and its
+// request each panic with the invariant "context"; without the option, or
+// with the cache intact, they answer.
+func TestCheckContextsNamesAStaleCache(t *testing.T) {
+	reads := map[string]func(tx *Tx, conv storage.ID) error{
+		"context": func(tx *Tx, conv storage.ID) error { _, err := tx.DerivedContext(conv); return err },
+		"system fold": func(tx *Tx, conv storage.ID) error {
+			_, err := tx.SystemFold(conv)
+			return err
+		},
+		"request": func(tx *Tx, conv storage.ID) error { _, err := tx.RequestMessages(conv, nil); return err },
+	}
+	for what, read := range reads {
+		for _, check := range []bool{false, true} {
+			for _, stale := range []bool{false, true} {
+				ctx := context.Background()
+				h, err := Open(ctx, memory.New(), Options{CheckContexts: check})
+				if err != nil {
+					t.Fatal(err)
+				}
+				conv := h.root
+				text := "be brief"
+				d := SystemData{Baseline: true, Sections: []SystemSection{{Key: "k", Text: &text}}}
+				if _, err := h.Commit(ctx, func(tx *Tx) error {
+					tx.Entry(SystemKind, conv, EntryDraft{Data: d, Model: []ai.Message{sectionsMessage(d)}})
+					tx.Entry(UserKind, conv, EntryDraft{Model: []ai.Message{ai.UserText("one", 0)}})
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := h.Commit(ctx, func(tx *Tx) error { return read(tx, conv) }); err != nil { // fills the cache
+					t.Fatal(err)
+				}
+				if stale {
+					cc := h.contexts[conv]
+					cc.entries = cc.entries[:1]                                   // as if the user entry were never folded in
+					cc.proj, cc.sys, cc.sysScanned = nil, newSystemFolder(nil), 1 // and the baseline already scanned
+				}
+				var got any
+				func() {
+					defer func() { got = recover() }()
+					_, _ = h.Commit(ctx, func(tx *Tx) error { return read(tx, conv) })
+				}()
+				ie, _ := got.(*DriverInvariantError)
+				switch want := check && stale; {
+				case want && (ie == nil || ie.Invariant != "context" || !strings.Contains(ie.Detail, "cached "+what)):
+					t.Errorf("%s, stale cache: recovered %v; want the invariant context naming the cached %s", what, got, what)
+				case !want && got != nil:
+					t.Errorf("%s (check %v, stale %v): recovered %v", what, check, stale, got)
+				}
+			}
+		}
+	}
+}

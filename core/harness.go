@@ -74,6 +74,14 @@ type Options struct {
 	// a preview left alone while nobody watched is rebuilt that way, so a
 	// kind's live preview must agree. It costs a rebuild per scratch commit.
 	CheckPreviews bool
+	// CheckContexts holds every context, system fold and model request the
+	// per-conversation cache answers (Tx.DerivedContext, Tx.SystemFold,
+	// Tx.RequestMessages) to a fresh derivation from storage (DeriveContext,
+	// Context.System, Context.Request) and panics with the
+	// *DriverInvariantError "context" when they differ: the cache folds
+	// only what landed since and projects only past its stable prefix, so
+	// it must agree with the slow way. It costs a derivation per read.
+	CheckContexts bool
 }
 
 // Watched names the state a package of kinds asks the views to carry.

@@ -102,6 +102,14 @@ type env struct {
 // without the check, 1,108-1,212 with it every fourth seed).
 const previewSeeds = 8
 
+// contextSeeds is how often a run holds every context, system fold and
+// request the harness's cache answers to a fresh derivation
+// (agent.Options.CheckContexts): every fourth seed, from 2, since a
+// derivation per read makes a run about a fifth slower (fuzz on memory,
+// two workers: 1,252-1,728 schedules/s without the check, 1,069-1,212
+// with it on every seed).
+const contextSeeds = 4
+
 func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 	opts := faux.Options{Recorder: s}
 	if spec.sc.generated {
@@ -210,7 +218,7 @@ func (e *env) open(ctx context.Context) error {
 		swarm = e.program().swarmOptions()
 	}
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
-		CheckPreviews: e.spec.seed%previewSeeds == 1,
+		CheckPreviews: e.spec.seed%previewSeeds == 1, CheckContexts: e.spec.seed%contextSeeds == 2,
 		WatchQueueMax: swarm.queue, Retry: swarm.retry, TracerProvider: e.tracer(),
 		Models:       agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()}),
 		OnInvocation: func(inv core.Invocation, returned bool) { _ = e.oracle.invocation(inv, returned) }})

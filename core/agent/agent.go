@@ -26,7 +26,7 @@ type Options struct {
 	TaskKinds  []core.TaskKind
 	Replace    []core.TaskKind
 	// TracerProvider, OnTaskOutput, OnInvocation, WatchQueueMax, Report,
-	// CheckInvariants and CheckPreviews are core.Options's.
+	// CheckInvariants, CheckPreviews and CheckContexts are core.Options's.
 	TracerProvider  trace.TracerProvider
 	OnTaskOutput    func(core.TaskOutput)
 	OnInvocation    func(inv core.Invocation, returned bool)
@@ -34,6 +34,7 @@ type Options struct {
 	Report          func(error)
 	CheckInvariants bool
 	CheckPreviews   bool
+	CheckContexts   bool
 
 	// Models serves the models generations call; Tools is the catalogue
 	// of tools they may offer. Retry bounds retries of retryable provider
@@ -110,7 +111,7 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 		},
 		Extensions:     map[any]any{configKey{}: cfg},
 		TracerProvider: opts.TracerProvider, OnTaskOutput: opts.OnTaskOutput, OnInvocation: opts.OnInvocation, WatchQueueMax: opts.WatchQueueMax, Report: opts.Report,
-		CheckInvariants: opts.CheckInvariants, CheckPreviews: opts.CheckPreviews,
+		CheckInvariants: opts.CheckInvariants, CheckPreviews: opts.CheckPreviews, CheckContexts: opts.CheckContexts,
 	})
 	if err != nil {
 		return nil, err

@@ -17,6 +17,11 @@ package plant
 //     one entry more than the view's tail.
 //   - watch-tail-zero-unbounded (core/watch.go, ApplyEvent): a view whose
 //     tail is 0 folds every entry instead of none.
+//   - context-cache-keeps-aborted (core/contextcache.go): a request
+//     projected from the cache keeps an aborted assistant message.
+//   - context-cache-system-unscanned (core/contextcache.go): a context
+//     derived again (after a head) starts its system fold past as many
+//     entries as the old one had folded.
 //   - inbox-cancel-placed (core/agent/inbox.go): cancel-queued cancels an
 //     input that already landed.
 //   - inbox-steer-stays-queued (core/agent/inbox.go): a landed steer stays
@@ -63,7 +68,8 @@ package plant
 //     leave out the known usage of attempts that did not end done.
 var names = []string{
 	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
-	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "inbox-cancel-placed", "inbox-steer-stays-queued",
+	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded",
+	"context-cache-keeps-aborted", "context-cache-system-unscanned", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup",
 	"abort-cancels-next-run", "generation-retry-past-budget", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
