@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -120,17 +121,32 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 		if prog.chunk > 0 {
 			opts.TokenSize = faux.TokenSize{Min: prog.chunk, Max: prog.chunk}
 		}
+		opts.Deferred = drawDeferred(spec.seed)
 	}
 	p, err := faux.New(s.Runtime(), s.Rand(), opts)
 	if err != nil {
 		panic("picosim: " + err.Error()) // a runtime and a source are always given
 	}
 	e := &env{s: s, spec: spec, dir: dir, faux: p, oracle: newOracle()}
+	e.oracle.now = s.Runtime().Now
+	e.oracle.exactClock = !slices.ContainsFunc(spec.plan.Faults, func(f fault.Fault) bool { return f.Kind == fault.Hold })
 	if spec.tracer == nil && spec.seed%spanSeeds == 0 {
 		e.spans = newRunSpans(spec.seed)
 	}
 	return e
 }
+
+// drawDeferred is how a generated run's deferred answers behave, drawn
+// from its seed (not from the run's source, which draws its schedule): a
+// poll interval the handle names or the harness's default, and none to
+// two fetches that answer "still deferred" before the answer is ready.
+func drawDeferred(seed uint64) faux.DeferredOptions {
+	rng := rand.New(rand.NewPCG(seed, deferredStream))
+	return faux.DeferredOptions{PollAfterMs: []int64{0, 20, 250}[rng.IntN(3)], PendingFetches: rng.IntN(3)}
+}
+
+// deferredStream keys drawDeferred's source apart from the seed's others.
+const deferredStream = 0x64656665727265 // "deferre"
 
 // tracer is the harness's tracer provider: run --otel's, or the run's own
 // recorder.

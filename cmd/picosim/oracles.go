@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/boundary"
 	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
@@ -76,6 +77,11 @@ const (
 	// ends there (§5.5): its post_tools settles stopped and creates no
 	// generation.
 	ruleTerminate oracleRule = "terminate-stops-the-turn"
+	// ruleWaitsItsTurn: a generation that waits to retry or to poll a
+	// deferred answer (§8.2) commits nothing from its execute before the
+	// time it waits for, and a poll waits the handle's interval (the
+	// default when it names none).
+	ruleWaitsItsTurn oracleRule = "waits-its-turn"
 )
 
 // oracleError is a broken rule, named, with what broke it.
@@ -108,7 +114,13 @@ type oracle struct {
 	stopping map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
 	convs    map[storage.ID]storage.ID      // task → its conversation
 	heads    map[storage.ID]storage.ID      // conversation → the newest head entry written to it
-	first    error                          // the first violation
+	waiting  map[storage.ID]time.Time       // generation → the time its retry or poll may go out
+	// now is the run's clock (nil: waits are not checked). exactClock says
+	// a commit lands at the virtual time its plan ran: no held commit
+	// lets time pass while a plan waits for the line.
+	now        func() time.Time
+	exactClock bool
+	first      error // the first violation
 }
 
 func newOracle() *oracle {
@@ -116,7 +128,7 @@ func newOracle() *oracle {
 		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{},
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
-		queued: map[storage.ID]storage.ID{}}
+		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}}
 }
 
 // restart begins a process whose store ends at last.
@@ -173,6 +185,12 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		if o.marked[inv.Task] && (inv.Method == core.MethodExecute || inv.Method == core.MethodRecover) {
 			return o.fail(broke(ruleMarkedWrite, "%s wrote %s batch %d–%d after the task's abort mark", by, b.Kind, r.First, r.Last))
 		}
+		if until, waits := o.waiting[inv.Task]; waits && inv.Method == core.MethodExecute {
+			delete(o.waiting, inv.Task)
+			if now := o.now(); now.Before(until) {
+				return o.fail(broke(ruleWaitsItsTurn, "%s committed %d–%d at %s, %s before the time it waits for", by, r.First, r.Last, now.UTC().Format(time.StampMilli), until.Sub(now)))
+			}
+		}
 	}
 	if b.Kind == storage.BatchScratch && o.settled[b.Task] {
 		return o.fail(broke(ruleSettledTask, "%s wrote scratch of task %d, settled earlier, at %d", by, b.Task, r.First))
@@ -198,6 +216,11 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 			if w.Abort {
 				o.marked[w.ID] = true
+			}
+			if w.Type == storage.WritePatch && o.now != nil && o.kinds[w.ID] == agent.GenerationKindName {
+				if err := o.wait(w, by, seq); err != nil {
+					return err
+				}
 			}
 		case storage.WriteTask:
 			if w.Task == nil {
@@ -288,6 +311,33 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		}
 	}
 	return o.boundaryWrites(b, by, r)
+}
+
+// wait notes the time a generation's patch makes it wait for, which a
+// deferred answer's poll must put at least its handle's interval (the
+// harness's default when the handle names none) after the patch, in a run
+// whose commits land at the time they were made (exactClock).
+func (o *oracle) wait(w storage.Write, by string, seq storage.ID) error {
+	var st struct {
+		NotBefore int64        `json:"notBefore"`
+		Deferred  *ai.Deferred `json:"deferred"`
+	}
+	if json.Unmarshal(w.State, &st) != nil || st.NotBefore == 0 {
+		return nil
+	}
+	until := time.UnixMilli(st.NotBefore)
+	o.waiting[w.ID] = until
+	if st.Deferred == nil || w.Status != "deferred" || !o.exactClock {
+		return nil
+	}
+	interval := time.Duration(st.Deferred.PollAfterMs) * time.Millisecond
+	if interval <= 0 {
+		interval = agent.DeferredPollDefault
+	}
+	if now := o.now(); until.Sub(now) < interval {
+		return o.fail(broke(ruleWaitsItsTurn, "%s made generation %d poll its deferred answer %s after %d; the handle asks %s", by, w.ID, until.Sub(now), seq, interval))
+	}
+	return nil
 }
 
 // boundaryWrites checks that the boundaries a batch settles leave no

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/boundary"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/storage"
@@ -353,4 +355,55 @@ func TestOracleWritesLandAtEveryBoundary(t *testing.T) {
 	}
 	wantRule(t, run("failed", false, false), ruleWritesLand)
 	wantRule(t, run("done", false, false), ruleWritesLand)
+}
+
+func TestOracleWaitsItsTurn(t *testing.T) {
+	start := time.UnixMilli(1_000_000)
+	exec := core.Invocation{Task: 1, Method: core.MethodExecute}
+	// A generation waits (status, handle's interval, how long after the
+	// patch it waits for), then its execute commits after some time.
+	history := func(status string, pollMs int64, waits, after time.Duration, exact bool) error {
+		now := start
+		o := newOracle()
+		o.now, o.exactClock = func() time.Time { return now }, exact
+		gen, _ := json.Marshal(agent.GenerationState{MaxAttempts: 3})
+		patch := map[string]any{"notBefore": start.Add(waits).UnixMilli()}
+		if status == "deferred" {
+			patch["deferred"] = ai.Deferred{ID: "d", PollAfterMs: pollMs}
+		}
+		state, _ := json.Marshal(patch)
+		steps := []step{
+			{first: 1, batch: main1(storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 1, Kind: agent.GenerationKindName, State: gen}})},
+			{first: 2, inv: exec, byInv: true, batch: main1(storage.Write{Type: storage.WritePatch, ID: 1, Status: status, State: state})},
+			{first: 3, inv: exec, byInv: true, batch: main1(storage.Write{Type: storage.WritePatch, ID: 1, Status: "streaming"})},
+		}
+		for i, s := range steps {
+			if i == 2 {
+				now = now.Add(after)
+			}
+			r := storage.Range{First: s.first, Last: s.first + storage.ID(len(s.batch.Writes)) - 1}
+			if err := o.commit(s.inv, s.byInv, r, s.batch); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, ok := range []struct {
+		status       string
+		pollMs       int64
+		waits, after time.Duration
+		exact        bool
+	}{
+		{"retry_wait", 0, 2 * time.Second, 2 * time.Second, true},
+		{"deferred", 20, 20 * time.Millisecond, time.Second, true},
+		{"deferred", 0, agent.DeferredPollDefault, agent.DeferredPollDefault, true},
+		{"deferred", 20, time.Millisecond, time.Second, false}, // a held commit let time pass
+	} {
+		if err := history(ok.status, ok.pollMs, ok.waits, ok.after, ok.exact); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+	wantRule(t, history("retry_wait", 0, 2*time.Second, time.Second, true), ruleWaitsItsTurn)
+	wantRule(t, history("deferred", 250, 20*time.Millisecond, time.Second, true), ruleWaitsItsTurn)
+	wantRule(t, history("deferred", 0, 0, time.Second, true), ruleWaitsItsTurn)
 }

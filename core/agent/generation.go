@@ -39,9 +39,9 @@ type GenerationState struct {
 // framesList is where a generation streams its compact frames (§4.6).
 var framesList = storage.ScratchList[ai.Frame]("pi.frames")
 
-// deferredPollDefault is how long a deferred response waits between polls
+// DeferredPollDefault is how long a deferred response waits between polls
 // when the provider does not say.
-const deferredPollDefault = time.Second
+const DeferredPollDefault = time.Second
 
 // GenerationKind is the built-in generation kind (§8.2): one stable task
 // per turn, through retries and deferral.
@@ -303,8 +303,8 @@ func (k generationKind) settle(ctx context.Context, rt *core.TaskRuntime, cfg *c
 			return k.fail(ctx, rt, task, st, m, "a deferred response without a handle", &row)
 		}
 		wait := time.Duration(m.Deferred.PollAfterMs) * time.Millisecond
-		if wait <= 0 {
-			wait = deferredPollDefault
+		if wait <= 0 && !plant.On("generation-poll-no-interval") {
+			wait = DeferredPollDefault
 		}
 		row.Outcome = "deferred"
 		return k.wait(ctx, rt, task, "deferred", rt.Now().Add(wait), m.Deferred, row)

@@ -36,6 +36,8 @@ package plant
 //     cancels queued nextRun input too.
 //   - generation-retry-past-budget (core/agent/generation.go): a
 //     rate-limited attempt retries once more after the last one.
+//   - generation-poll-no-interval (core/agent/generation.go): a deferred
+//     answer whose handle names no poll interval is polled at once.
 //   - generation-fail-keeps-writes (core/agent/generation.go): a failed
 //     turn leaves the writes queued behind it for a later boundary.
 //   - generation-fail-forgets-inputs (core/agent/generation.go): a failed
@@ -71,7 +73,7 @@ var names = []string{
 	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded",
 	"context-cache-keeps-aborted", "context-cache-system-unscanned", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup",
-	"abort-cancels-next-run", "generation-retry-past-budget", "generation-fail-keeps-writes",
+	"abort-cancels-next-run", "generation-retry-past-budget", "generation-poll-no-interval", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
 	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
