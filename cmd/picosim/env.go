@@ -559,7 +559,9 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 	}
 	if err == nil {
 		inv, byTask := core.InvocationOf(ctx)
-		_ = r.e.oracle.commit(inv, byTask, rng, b)
+		if r.e.oracle.commit(inv, byTask, rng, b) == nil {
+			_ = r.e.oracle.placed(ctx, r.Storage, b, rng, committer(inv, byTask))
+		}
 		r.e.acked = max(r.e.acked, rng.Last)
 		r.e.watchCollapses(rng, b)
 		for i, w := range b.Writes {

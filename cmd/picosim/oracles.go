@@ -82,7 +82,20 @@ const (
 	// time it waits for, and a poll waits the handle's interval (the
 	// default when it names none).
 	ruleWaitsItsTurn oracleRule = "waits-its-turn"
+	// rulePlacedInContext: input placed at a boundary is in its
+	// conversation's context as of the commit that placed it: a head the
+	// same commit writes (a handoff's) comes before it (§8.1), unless it is
+	// the placement of an input accepted after it.
+	rulePlacedInContext oracleRule = "placed-input-in-context"
 )
+
+// committer names who committed a batch: a task's method, or a host.
+func committer(inv core.Invocation, byTask bool) string {
+	if !byTask {
+		return "a host"
+	}
+	return fmt.Sprintf("task %d's %s", inv.Task, inv.Method)
+}
 
 // oracleError is a broken rule, named, with what broke it.
 type oracleError struct {
@@ -179,9 +192,8 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		return o.fail(broke(ruleIDsIncrease, "a batch of %d writes committed at %d–%d after %d", len(b.Writes), r.First, r.Last, o.last))
 	}
 	o.last = r.Last
-	by := "a host"
+	by := committer(inv, ok)
 	if ok {
-		by = fmt.Sprintf("task %d's %s", inv.Task, inv.Method)
 		if o.marked[inv.Task] && (inv.Method == core.MethodExecute || inv.Method == core.MethodRecover) {
 			return o.fail(broke(ruleMarkedWrite, "%s wrote %s batch %d–%d after the task's abort mark", by, b.Kind, r.First, r.Last))
 		}
@@ -311,6 +323,50 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		}
 	}
 	return o.boundaryWrites(b, by, r)
+}
+
+// placed checks the batch's placements: every input result it writes that
+// names a placement entry of the same batch must find that entry in its
+// conversation's context, derived from store just after the commit, unless
+// the head that ends it before the entry is itself the placement of an
+// input accepted later (a reset queued behind a write lands after it).
+func (o *oracle) placed(ctx context.Context, store storage.Storage, b storage.CommitBatch, r storage.Range, by string) error {
+	placedBy := map[storage.ID]storage.ID{} // placement entry → its input
+	type placement struct{ input, entry, conv storage.ID }
+	var placements []placement
+	for _, w := range b.Writes {
+		var res agent.InputResult
+		if w.Type != storage.WriteValueSet || w.Addr == nil || w.Addr.Namespace != agent.InputResultValue.Namespace ||
+			json.Unmarshal(w.Value, &res) != nil || res.PlacementEntryID < r.First || res.PlacementEntryID > r.Last {
+			continue
+		}
+		input, err := strconv.ParseInt(w.Addr.Key, 10, 64)
+		if err != nil {
+			continue
+		}
+		placedBy[res.PlacementEntryID] = storage.ID(input)
+		placements = append(placements, placement{storage.ID(input), res.PlacementEntryID, w.Addr.Scope.ID})
+	}
+	for _, p := range placements {
+		cx, err := core.DeriveContext(ctx, store, p.conv, 0)
+		if err != nil || slices.Contains(cx.IDs(), p.entry) {
+			continue // in the context, or the store failed: no verdict
+		}
+		if cx.Head != nil && cx.Head.ID > p.entry && placedBy[cx.Head.ID] > p.input {
+			continue // a later input's head
+		}
+		return o.fail(broke(rulePlacedInContext, "%s placed input %d at entry %d in %d–%d, outside conversation %d's context (head %v)",
+			by, p.input, p.entry, r.First, r.Last, p.conv, headID(cx)))
+	}
+	return nil
+}
+
+// headID is the id of a context's head, 0 without one.
+func headID(cx *core.Context) storage.ID {
+	if cx.Head == nil {
+		return 0
+	}
+	return cx.Head.ID
 }
 
 // wait notes the time a generation's patch makes it wait for, which a

@@ -14,6 +14,7 @@ import (
 	"github.com/pico-go/pico/core/boundary"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
 )
 
 // Each oracle rejects a hand-broken history, naming its rule; the same
@@ -406,4 +407,41 @@ func TestOracleWaitsItsTurn(t *testing.T) {
 	wantRule(t, history("retry_wait", 0, 2*time.Second, time.Second, true), ruleWaitsItsTurn)
 	wantRule(t, history("deferred", 250, 20*time.Millisecond, time.Second, true), ruleWaitsItsTurn)
 	wantRule(t, history("deferred", 0, 0, time.Second, true), ruleWaitsItsTurn)
+}
+
+func TestOraclePlacedInputInContext(t *testing.T) {
+	ctx := context.Background()
+	result := func(input, entry storage.ID) storage.Write {
+		a := agent.InputResultValue.In(1).WithKey(strconv.FormatInt(int64(input), 10)).Address
+		raw, _ := json.Marshal(agent.InputResult{Status: agent.InputPlaced, PlacementEntryID: entry})
+		return storage.Write{Type: storage.WriteValueSet, Addr: &a, Value: raw}
+	}
+	user := func(id storage.ID) storage.Write {
+		return storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: id, ConversationID: 1, Kind: core.UserKind.Kind(),
+			Model: []ai.Message{ai.UserText("hi", 0)}}}
+	}
+	head := func(id storage.ID) storage.Write {
+		return storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: id, ConversationID: 1, Kind: core.ResetKind.Kind(), Head: id}}
+	}
+	// The batch commits from sequence 2, after the conversation.
+	batch := func(ws ...storage.Write) error {
+		store := memory.New()
+		if _, err := store.Commit(ctx, main1(storage.Write{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}})); err != nil {
+			t.Fatal(err)
+		}
+		b := main1(ws...)
+		r, err := store.Commit(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return newOracle().placed(ctx, store, b, r, "a host")
+	}
+	if err := batch(head(2), user(3), result(7, 3)); err != nil {
+		t.Errorf("input placed after the head: %v", err)
+	}
+	if err := batch(user(2), result(7, 2), head(4), result(9, 4)); err != nil {
+		t.Errorf("a write, then a reset accepted after it: %v", err)
+	}
+	wantRule(t, batch(user(2), result(7, 2), head(4)), rulePlacedInContext)
+	wantRule(t, batch(user(2), result(7, 2), head(4), result(5, 4)), rulePlacedInContext) // the head's input came first
 }

@@ -118,7 +118,8 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 			// Rewindable state precedes every entry of the commit (§3.2).
 			tx.SetValue(SelectedToolsValue.Address, selected)
 		}
-		if handoff != "" {
+		late := plant.On("posttools-handoff-after-input")
+		if handoff != "" && !late {
 			core.AppendHandoff(tx.Tx, conv, handoff, ai.UserText(handoff, rt.Now().UnixMilli()))
 		}
 		joins := []InputMode{ModeSteer}
@@ -128,6 +129,9 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 		joined, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, joins)
 		if err != nil {
 			return err
+		}
+		if handoff != "" && late {
+			core.AppendHandoff(tx.Tx, conv, handoff, ai.UserText(handoff, rt.Now().UnixMilli()))
 		}
 		if _, err := cfg.createGeneration(tx.Tx, conv, append(slices.Clone(st.Inputs), joined...), func(c *GenerationConfig) {
 			if selected != nil {
