@@ -48,17 +48,25 @@ func mirrorTask(id storage.ID) storage.Write {
 	return storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: id, ConversationID: 1, Kind: "k", Status: "planned", Role: storage.RoleStart}}
 }
 
+// mirroredHistory commits mirrorHistory through a mirror of a memory
+// store that skews on demand.
+func mirroredHistory(t *testing.T, o *oracle) (*skewed, *mirrored) {
+	t.Helper()
+	disk := &skewed{Storage: memory.New()}
+	m := mirror(context.Background(), disk, &mirrorLog{}, o)
+	for _, b := range mirrorHistory() {
+		if _, err := m.Commit(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return disk, m
+}
+
 func TestMirrorNamesTheReadADiskBackendAnswersDifferently(t *testing.T) {
 	ctx := context.Background()
 	for _, skew := range []bool{false, true} {
 		o := newOracle()
-		disk := &skewed{Storage: memory.New()}
-		m := mirror(ctx, disk, &mirrorLog{}, o)
-		for _, b := range mirrorHistory() {
-			if _, err := m.Commit(ctx, b); err != nil {
-				t.Fatal(err)
-			}
-		}
+		disk, m := mirroredHistory(t, o)
 		disk.skew = skew
 		p, err := m.ScanEntries(ctx, storage.EntryQuery{ConversationID: 1})
 		if err != nil || len(p.Items) != map[bool]int{false: 3, true: 1}[skew] {
@@ -85,13 +93,7 @@ func TestMirrorNamesTheReadADiskBackendAnswersDifferently(t *testing.T) {
 func TestMirrorSkipsReadsTheDiskFailed(t *testing.T) {
 	ctx := context.Background()
 	o := newOracle()
-	disk := &skewed{Storage: memory.New()}
-	m := mirror(ctx, disk, &mirrorLog{}, o)
-	for _, b := range mirrorHistory() {
-		if _, err := m.Commit(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	disk, m := mirroredHistory(t, o)
 	disk.skew = true
 	done, cancel := context.WithCancel(ctx)
 	cancel()
