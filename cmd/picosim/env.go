@@ -82,6 +82,9 @@ type env struct {
 	waited      error
 	// oracle checks every commit and invocation as it happens.
 	oracle *oracle
+	// yields counts the continuations onYield asked for in a row, by
+	// conversation.
+	yields map[storage.ID]int
 	// mirrorLog is the batches a disk backend acknowledged, which a memory
 	// store given them must answer every read as the disk does (mirror.go).
 	mirrorLog *mirrorLog
@@ -246,6 +249,9 @@ func (e *env) open(ctx context.Context) error {
 	if handle == e.first {
 		e.firstH = e.h
 	}
+	if e.spec.sc.generated && e.spec.seed%yieldSeeds == 0 {
+		e.h.Hooks().On(agent.GenerationKind, agent.HookOnYield, core.Hook(e.onYield), core.HookOptions{})
+	}
 	// The root's events go into the trace, so a replay compares them too.
 	w, err := e.h.Watch(ctx, root, core.WatchOptions{Tail: 1})
 	if err != nil {
@@ -259,6 +265,34 @@ func (e *env) open(ctx context.Context) error {
 		}
 	})
 	return nil
+}
+
+// yieldSeeds spaces the generated runs whose harness has an on_yield hook
+// (onYield): every third seed.
+const yieldSeeds = 3
+
+// yieldsMax bounds the continuations onYield asks for in a row of one
+// conversation.
+const yieldsMax = 2
+
+// onYield is an on_yield hook (§8.2): it continues a turn whose final
+// answer's text has a length divisible by three, at most yieldsMax times
+// in a row per conversation, so that continuations, and the input that
+// may or may not join them, happen in generated runs.
+func (e *env) onYield(_ context.Context, in agent.OnYieldInput) (agent.OnYieldOutput, error) {
+	if e.yields == nil {
+		e.yields = map[storage.ID]int{}
+	}
+	n := 0
+	for _, b := range in.Answer.Content.Blocks {
+		n += len(b.Text)
+	}
+	if n%3 != 0 || e.yields[in.ConversationID] >= yieldsMax {
+		e.yields[in.ConversationID] = 0
+		return agent.OnYieldOutput{}, nil
+	}
+	e.yields[in.ConversationID]++
+	return agent.OnYieldOutput{Continue: "keep going"}, nil
 }
 
 // noteEnv remembers err if it is the first of the machine's failures.

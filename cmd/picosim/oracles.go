@@ -55,9 +55,10 @@ const (
 	// ruleSpanTree: the run's spans have DESIGN §9's shape (spans.go).
 	ruleSpanTree oracleRule = "span-tree"
 	// ruleInputBoundary: queued input lands at the boundaries its mode
-	// names (§8.1): a post_tools places only write and steer input, a
-	// generation's settlement also followUp, and nextRun only an idle
-	// acceptance; a conversation abort cancels only steer and followUp.
+	// names (§8.1): a post_tools places only write and steer input, as
+	// does a generation's on_yield continuation; a generation's settlement
+	// also followUp, and nextRun only an idle acceptance; a conversation
+	// abort cancels only steer and followUp.
 	ruleInputBoundary oracleRule = "input-lands-at-its-boundary"
 	// ruleWritesLand: a queued write lands at the next boundary of its
 	// conversation (§8.1): a generation or post_tools that settles, other
@@ -128,6 +129,7 @@ type oracle struct {
 	convs    map[storage.ID]storage.ID      // task → its conversation
 	heads    map[storage.ID]storage.ID      // conversation → the newest head entry written to it
 	waiting  map[storage.ID]time.Time       // generation → the time its retry or poll may go out
+	groups   map[storage.ID][]storage.ID    // generation → its input group
 	// now is the run's clock (nil: waits are not checked). exactClock says
 	// a commit lands at the virtual time its plan ran: no held commit
 	// lets time pass while a plan waits for the line.
@@ -141,7 +143,7 @@ func newOracle() *oracle {
 		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{},
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
-		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}}
+		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{}}
 }
 
 // restart begins a process whose store ends at last.
@@ -207,6 +209,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 	if b.Kind == storage.BatchScratch && o.settled[b.Task] {
 		return o.fail(broke(ruleSettledTask, "%s wrote scratch of task %d, settled earlier, at %d", by, b.Task, r.First))
 	}
+	continues := o.continues(b)
 	for i, w := range b.Writes {
 		seq := r.First + storage.ID(i)
 		switch w.Type {
@@ -239,11 +242,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				continue
 			}
 			o.kinds[w.Task.ID], o.convs[w.Task.ID] = w.Task.Kind, w.Task.ConversationID
-			var st struct {
-				MaxAttempts int `json:"maxAttempts"`
-			}
+			var st agent.GenerationState
 			if w.Task.Kind == agent.GenerationKindName && json.Unmarshal(w.Task.State, &st) == nil {
-				o.budgets[w.Task.ID] = st.MaxAttempts
+				o.budgets[w.Task.ID], o.groups[w.Task.ID] = st.MaxAttempts, st.Inputs
 			}
 		case storage.WriteEntry:
 			if w.Entry != nil && w.Entry.Kind == boundary.EntryKind.Kind() {
@@ -308,6 +309,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				kind := ""
 				if ok {
 					kind = o.kinds[inv.Task]
+				}
+				if continues {
+					kind = continuation
 				}
 				if err := o.boundary(storage.ID(input), res, kind, by, seq); err != nil {
 					return err
@@ -490,6 +494,8 @@ func (o *oracle) boundary(input storage.ID, res agent.InputResult, kind, by stri
 		allowed = []agent.InputMode{agent.ModeWrite, agent.ModeSteer}
 	case kind == agent.GenerationKindName:
 		allowed = []agent.InputMode{agent.ModeWrite, agent.ModeSteer, agent.ModeFollowUp}
+	case kind == continuation:
+		allowed = []agent.InputMode{agent.ModeWrite, agent.ModeSteer}
 	default:
 		return nil
 	}
@@ -501,6 +507,30 @@ func (o *oracle) boundary(input storage.ID, res agent.InputResult, kind, by stri
 		return o.fail(broke(ruleInputBoundary, "%s: %s input %d %s at %d", by, mode, input, what, seq))
 	}
 	return nil
+}
+
+// continuation names, for boundary, a generation that settled done but
+// kept its input group for an on_yield continuation: a boundary inside the
+// turn, where write and steer input land and followUp waits (§8.2).
+const continuation = "generation (continued)"
+
+// continues reports whether the batch settles a generation done while
+// creating one that keeps its input group: an on_yield continuation.
+func (o *oracle) continues(b storage.CommitBatch) bool {
+	var settled []storage.ID
+	for _, w := range b.Writes {
+		if w.Type == storage.WriteSettle && w.Status == "done" && o.kinds[w.ID] == agent.GenerationKindName && len(o.groups[w.ID]) > 0 {
+			settled = append(settled, o.groups[w.ID]...)
+		}
+	}
+	for _, w := range b.Writes {
+		var st agent.GenerationState
+		if len(settled) > 0 && w.Type == storage.WriteTask && w.Task != nil && w.Task.Kind == agent.GenerationKindName &&
+			json.Unmarshal(w.Task.State, &st) == nil && slices.Contains(st.Inputs, settled[0]) {
+			return true
+		}
+	}
+	return false
 }
 
 // terminate checks a settlement against the turn-ending rule: a tool call

@@ -445,3 +445,39 @@ func TestOraclePlacedInputInContext(t *testing.T) {
 	wantRule(t, batch(user(2), result(7, 2), head(4)), rulePlacedInContext)
 	wantRule(t, batch(user(2), result(7, 2), head(4), result(5, 4)), rulePlacedInContext) // the head's input came first
 }
+
+// An on_yield continuation is a boundary inside the turn: the generation
+// settles done but its successor keeps the input group, and followUp input
+// waits for the turn's end while steer joins.
+func TestOracleContinuationIsNoTurnEnd(t *testing.T) {
+	run := func(mode agent.InputMode, keepsGroup bool) error {
+		inbox := agent.InboxList.In(1).Address
+		item, _ := json.Marshal(agent.InboxItem{Mode: mode})
+		result := agent.InputResultValue.In(1).WithKey("2").Address
+		res, _ := json.Marshal(agent.InputResult{Status: agent.InputRunning})
+		gen := func(id storage.ID, inputs ...storage.ID) storage.Write {
+			st, _ := json.Marshal(agent.GenerationState{Inputs: inputs, MaxAttempts: 3})
+			return storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: id, Kind: agent.GenerationKindName, State: st}}
+		}
+		next := gen(7, 2)
+		if keepsGroup {
+			next = gen(7, 9, 2)
+		}
+		return play([]step{
+			{first: 1, batch: main1(taskWrite(1), storage.Write{Type: storage.WriteListAppend, Addr: &inbox, Value: item})},
+			{first: 3, batch: main1(gen(3, 9))},
+			{first: 4, inv: core.Invocation{Task: 3, Method: core.MethodExecute}, byInv: true, batch: main1(
+				storage.Write{Type: storage.WriteValueSet, Addr: &result, Value: res}, next, storage.Write{Type: storage.WriteSettle, ID: 3, Status: "done"})},
+		})
+	}
+	for name, err := range map[string]error{
+		"steer joins a continuation":     run(agent.ModeSteer, true),
+		"followUp starts the next turn":  run(agent.ModeFollowUp, false),
+		"steer starts the next turn too": run(agent.ModeSteer, false),
+	} {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	wantRule(t, run(agent.ModeFollowUp, true), ruleInputBoundary)
+}

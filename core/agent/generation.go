@@ -470,7 +470,11 @@ func (k generationKind) settleFinal(ctx context.Context, rt *core.TaskRuntime, c
 		answer := core.AppendAssistant(tx.Tx, conv, *m)
 		if cont != "" {
 			core.AppendUser(tx.Tx, conv, ai.UserText(cont, rt.Now().UnixMilli()))
-			joined, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, []InputMode{ModeSteer})
+			joins := []InputMode{ModeSteer}
+			if plant.On("continuation-joins-followup") {
+				joins = append(joins, ModeFollowUp)
+			}
+			joined, err := placeAtBoundary(tx.Tx, conv, []InputMode{ModeWrite}, joins)
 			if err != nil {
 				return err
 			}

@@ -38,6 +38,8 @@ package plant
 //     cancels queued nextRun input too.
 //   - generation-retry-past-budget (core/agent/generation.go): a
 //     rate-limited attempt retries once more after the last one.
+//   - continuation-joins-followup (core/agent/generation.go): an on_yield
+//     continuation takes queued followUp input into the turn, as steer.
 //   - generation-poll-no-interval (core/agent/generation.go): a deferred
 //     answer whose handle names no poll interval is polled at once.
 //   - generation-fail-keeps-writes (core/agent/generation.go): a failed
@@ -75,7 +77,7 @@ var names = []string{
 	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded",
 	"context-cache-keeps-aborted", "context-cache-system-unscanned", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input",
-	"abort-cancels-next-run", "generation-retry-past-budget", "generation-poll-no-interval", "generation-fail-keeps-writes",
+	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
 	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
