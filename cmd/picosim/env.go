@@ -236,6 +236,10 @@ func (e *env) open(ctx context.Context) error {
 	if e.spec.sc.generated {
 		swarm = e.program().swarmOptions()
 	}
+	e.oracle.catalog = nil
+	for _, t := range tools {
+		e.oracle.catalog = append(e.oracle.catalog, t.Definition.Name)
+	}
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
 		CheckPreviews: e.spec.seed%previewSeeds == 1, CheckContexts: e.spec.seed%contextSeeds == 2,
 		WatchQueueMax: swarm.queue, Retry: swarm.retry, TracerProvider: e.tracer(),

@@ -88,6 +88,10 @@ const (
 	// same commit writes (a handoff's) comes before it (§8.1), unless it is
 	// the placement of an input accepted after it.
 	rulePlacedInContext oracleRule = "placed-input-in-context"
+	// ruleSelectionKeepsTools: a tool selection written for a conversation
+	// keeps every tool of the catalog (nothing in a run removes one): a
+	// tool's addTools adds to what the model was offered (§5.5).
+	ruleSelectionKeepsTools oracleRule = "selection-keeps-tools"
 )
 
 // committer names who committed a batch: a task's method, or a host.
@@ -135,7 +139,10 @@ type oracle struct {
 	// lets time pass while a plan waits for the line.
 	now        func() time.Time
 	exactClock bool
-	first      error // the first violation
+	// catalog are the tools the run's harness registers (nil: selections
+	// are not checked).
+	catalog []string
+	first   error // the first violation
 }
 
 func newOracle() *oracle {
@@ -291,6 +298,12 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				delete(o.queued, w.Element)
 			}
 		case storage.WriteValueSet, storage.WriteValueDelete:
+			if w.Addr != nil && w.Addr.Namespace == agent.SelectedToolsValue.Namespace {
+				if err := o.selection(w, by, seq); err != nil {
+					return err
+				}
+				continue
+			}
 			if w.Addr == nil || w.Addr.Namespace != agent.InputResultValue.Namespace {
 				continue
 			}
@@ -505,6 +518,20 @@ func (o *oracle) boundary(input storage.ID, res agent.InputResult, kind, by stri
 			what = "cancelled by a conversation abort"
 		}
 		return o.fail(broke(ruleInputBoundary, "%s: %s input %d %s at %d", by, mode, input, what, seq))
+	}
+	return nil
+}
+
+// selection checks a tool selection against the catalog.
+func (o *oracle) selection(w storage.Write, by string, seq storage.ID) error {
+	var selected []string
+	if o.catalog == nil || w.Type != storage.WriteValueSet || json.Unmarshal(w.Value, &selected) != nil {
+		return nil
+	}
+	for _, name := range o.catalog {
+		if !slices.Contains(selected, name) {
+			return o.fail(broke(ruleSelectionKeepsTools, "%s selected %v for conversation %d at %d, without tool %s", by, selected, w.Addr.Scope.ID, seq, name))
+		}
 	}
 	return nil
 }

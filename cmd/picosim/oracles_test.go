@@ -481,3 +481,17 @@ func TestOracleContinuationIsNoTurnEnd(t *testing.T) {
 	}
 	wantRule(t, run(agent.ModeFollowUp, true), ruleInputBoundary)
 }
+
+func TestOracleSelectionKeepsTools(t *testing.T) {
+	run := func(selected ...string) error {
+		o := newOracle()
+		o.catalog = []string{"a", "b"}
+		a := agent.SelectedToolsValue.In(1).Address
+		raw, _ := json.Marshal(selected)
+		return o.commit(core.Invocation{}, false, storage.Range{First: 1, Last: 1}, main1(storage.Write{Type: storage.WriteValueSet, Addr: &a, Value: raw}))
+	}
+	if err := run("a", "b", "work"); err != nil {
+		t.Errorf("the catalog and an added tool: %v", err)
+	}
+	wantRule(t, run("b", "work"), ruleSelectionKeepsTools)
+}

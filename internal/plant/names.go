@@ -34,6 +34,8 @@ package plant
 //     joins the running group at post_tools, as steer does.
 //   - posttools-handoff-after-input (core/agent/posttools.go): a tool's
 //     handoff head lands after the input placed at the same boundary.
+//   - addtools-from-empty (core/agent/posttools.go): a tool's addTools on a
+//     conversation with no selection yet selects only the added tools.
 //   - abort-cancels-next-run (core/agent/inbox.go): a conversation abort
 //     cancels queued nextRun input too.
 //   - generation-retry-past-budget (core/agent/generation.go): a
@@ -76,7 +78,7 @@ var names = []string{
 	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded",
 	"context-cache-keeps-aborted", "context-cache-system-unscanned", "inbox-cancel-placed", "inbox-steer-stays-queued",
-	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input",
+	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
 	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
