@@ -34,7 +34,8 @@
 //   - entries.go: the built-in entry kinds and their append helpers.
 //   - context.go: context derivation (§2.2), the system fold and the request projection.
 //   - contextcache.go: the per-conversation cache of the derived context and
-//     its projection; the Tx doors to it.
+//     its projection; the Tx doors to it, each held to a fresh derivation
+//     under Options.CheckContexts.
 //   - driver.go: every driver decision: seeding, ownership links, admission,
 //     authority, applying a commit, reserving and completing invocations,
 //     drives and waiters, faults and closing; the lifecycle phase and its moves.

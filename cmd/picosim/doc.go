@@ -1,6 +1,6 @@
 // Command picosim runs pico scenarios under the deterministic simulation
 // harness. Without arguments it runs the built-in scenario suite over a
-// default set of seeds on JSONL and exits 1 on any failure. Its commands:
+// default set of seeds on JSONL (every fifth on SQLite) and exits 1 on any failure. Its commands:
 // `list` and `run` (one deterministic run of a scenario), `replay` (re-run a
 // trace and report the first line that differs), `fuzz` (explore schedules
 // and fault plans in parallel and shrink the runs that fail), `check`
@@ -20,6 +20,7 @@
 //   - files.go: what picosim writes (0600 files, 0700 directories), temporary directories, the session file of a backend.
 //   - fuzz.go: `picosim fuzz`: seeds explored in parallel, failures shrunk to fewest faults, preemptions and actions.
 //   - help.go: the top-level usage text.
+//   - mirror.go: the oracle backends-agree: a disk run's reads asked of a memory store given the same batches, and its cold-opened files swept whole.
 //   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.
 //   - replay.go: `picosim replay`: a trace's run repeated from its header and compared line by line.
 //   - run.go: `picosim run` and `list`: one deterministic run of a scenario, its trace header and result.
@@ -29,6 +30,8 @@
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
 //
 // Tests: run_test.go (scenarios, traces, replay, faults, dropped actions),
+// oracles_test.go and mirror_test.go (each oracle rejects a hand-broken
+// history and passes it unbroken),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
 // main_test.go (the demo's golden output), binary_test.go (the built command
 // and its help texts against testdata), failmodes_test.go (picosim's own
