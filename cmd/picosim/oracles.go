@@ -88,6 +88,11 @@ const (
 	// same commit writes (a handoff's) comes before it (§8.1), unless it is
 	// the placement of an input accepted after it.
 	rulePlacedInContext oracleRule = "placed-input-in-context"
+	// ruleReach: a task writes only to its own conversation and the
+	// conversations its conversation's tasks own, and theirs (§8.5: a
+	// subagent command names a child of the calling conversation); a
+	// conversation it creates is owned by it.
+	ruleReach oracleRule = "tasks-reach-only-their-own"
 	// ruleSelectionKeepsTools: a tool selection written for a conversation
 	// keeps every tool of the catalog (nothing in a run removes one): a
 	// tool's addTools adds to what the model was offered (§5.5).
@@ -134,6 +139,8 @@ type oracle struct {
 	heads    map[storage.ID]storage.ID      // conversation → the newest head entry written to it
 	waiting  map[storage.ID]time.Time       // generation → the time its retry or poll may go out
 	groups   map[storage.ID][]storage.ID    // generation → its input group
+	owners   map[storage.ID]storage.ID      // conversation → the task that owns it (0: none)
+	created  []storage.ID                   // conversations, in the order they were created
 	// now is the run's clock (nil: waits are not checked). exactClock says
 	// a commit lands at the virtual time its plan ran: no held commit
 	// lets time pass while a plan waits for the line.
@@ -150,7 +157,88 @@ func newOracle() *oracle {
 		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{},
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
-		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{}}
+		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
+		owners: map[storage.ID]storage.ID{}}
+}
+
+// child is what a generated run's model names as a subagent of asker:
+// asker's newest child, or with other (or when it has none) the newest
+// child of another conversation, else the newest other conversation, else
+// an id no conversation has. Only the first is one the tool may reach.
+func (o *oracle) child(asker storage.ID, other bool) storage.ID {
+	if c, ok := o.ownChild(asker); ok && !other {
+		return c
+	}
+	own := func(c storage.ID) bool { return o.owners[c] != 0 && o.convs[o.owners[c]] == asker }
+	if c, ok := newestOf(o.created, func(c storage.ID) bool { return o.owners[c] != 0 && !own(c) && c != asker }); ok {
+		return c
+	}
+	if c, ok := newestOf(o.created, func(c storage.ID) bool { return !own(c) && c != asker }); ok {
+		return c
+	}
+	return unknownID
+}
+
+// ownChild is asker's newest child: a conversation one of its tasks owns.
+func (o *oracle) ownChild(asker storage.ID) (storage.ID, bool) {
+	return newestOf(o.created, func(c storage.ID) bool { return o.owners[c] != 0 && o.convs[o.owners[c]] == asker })
+}
+
+// job is what a generated run's model names as a job: asker's newest, or
+// with other (or when it has none) another conversation's newest, a live
+// one before one that ended, else an id no task has.
+func (o *oracle) job(asker storage.ID, other bool) storage.ID {
+	if j, ok := o.ownJob(asker); ok && !other {
+		return j
+	}
+	if j, ok := o.otherJob(asker); ok {
+		return j
+	}
+	return unknownID
+}
+
+// ownJob is asker's newest job, a live one first.
+func (o *oracle) ownJob(asker storage.ID) (storage.ID, bool) {
+	return o.newestJob(func(t storage.ID) bool { return o.convs[t] == asker })
+}
+
+// otherJob is the newest job of another conversation than asker, a live
+// one first.
+func (o *oracle) otherJob(asker storage.ID) (storage.ID, bool) {
+	return o.newestJob(func(t storage.ID) bool { return o.convs[t] != asker })
+}
+
+func (o *oracle) newestJob(keep func(storage.ID) bool) (storage.ID, bool) {
+	jobs := o.jobs()
+	if j, ok := newestOf(jobs, func(t storage.ID) bool { return keep(t) && !o.settled[t] }); ok {
+		return j, true
+	}
+	return newestOf(jobs, keep)
+}
+
+// jobs are the run's jobs, oldest first.
+func (o *oracle) jobs() []storage.ID {
+	var jobs []storage.ID
+	for t, kind := range o.kinds {
+		if kind == agent.JobKindName {
+			jobs = append(jobs, t)
+		}
+	}
+	slices.Sort(jobs)
+	return jobs
+}
+
+// unknownID is an id nothing in a run has.
+const unknownID storage.ID = 1 << 40
+
+// newestOf is the last of ids that keep.
+func newestOf(ids []storage.ID, keep func(storage.ID) bool) (storage.ID, bool) {
+	for i := len(ids) - 1; i >= 0; i-- {
+		if keep(ids[i]) {
+			return ids[i], true
+		}
+	}
+	return 0, false
 }
 
 // restart begins a process whose store ends at last.
@@ -203,6 +291,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 	o.last = r.Last
 	by := committer(inv, ok)
 	if ok {
+		if err := o.reach(inv.Task, b, by, r); err != nil {
+			return err
+		}
 		if o.marked[inv.Task] && (inv.Method == core.MethodExecute || inv.Method == core.MethodRecover) {
 			return o.fail(broke(ruleMarkedWrite, "%s wrote %s batch %d–%d after the task's abort mark", by, b.Kind, r.First, r.Last))
 		}
@@ -243,6 +334,11 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				if err := o.wait(w, by, seq); err != nil {
 					return err
 				}
+			}
+		case storage.WriteCreateConversation:
+			if w.Conversation != nil {
+				o.owners[w.Conversation.ID] = w.Conversation.Owner
+				o.created = append(o.created, w.Conversation.ID)
 			}
 		case storage.WriteTask:
 			if w.Task == nil {
@@ -340,6 +436,64 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		}
 	}
 	return o.boundaryWrites(b, by, r)
+}
+
+// reach checks that task's batch writes only within its conversation's
+// reach: the conversation itself and those owned, at any depth, by tasks
+// of it. Conversations the batch creates must be owned by task.
+func (o *oracle) reach(task storage.ID, b storage.CommitBatch, by string, r storage.Range) error {
+	home := o.convs[task]
+	if home == 0 {
+		return nil // a task created by a commit the oracle missed (an uncertain one before a restart)
+	}
+	var made []storage.ID
+	for i, w := range b.Writes {
+		var target storage.ID
+		switch w.Type {
+		case storage.WriteCreateConversation:
+			if w.Conversation != nil && w.Conversation.Owner != task {
+				return o.fail(broke(ruleReach, "%s created conversation %d owned by %d at %d", by, w.Conversation.ID, w.Conversation.Owner, r.First+storage.ID(i)))
+			}
+			if w.Conversation != nil {
+				made = append(made, w.Conversation.ID)
+			}
+			continue
+		case storage.WriteEntry:
+			if w.Entry != nil {
+				target = w.Entry.ConversationID
+			}
+		case storage.WriteTask:
+			if w.Task != nil {
+				target = w.Task.ConversationID
+			}
+		case storage.WritePatch, storage.WriteSettle:
+			target = o.convs[w.ID]
+		default:
+			if w.Addr != nil && w.Addr.Scope.Kind == storage.ScopeConversation {
+				target = w.Addr.Scope.ID
+			}
+		}
+		if target != 0 && !slices.Contains(made, target) && !o.within(home, target) {
+			return o.fail(broke(ruleReach, "%s, of conversation %d, wrote %s to conversation %d at %d, which no task of %d owns", by, home, w.Type, target, r.First+storage.ID(i), home))
+		}
+	}
+	return nil
+}
+
+// within reports whether conv is home or owned, at any depth, by tasks of
+// home.
+func (o *oracle) within(home, conv storage.ID) bool {
+	for range len(o.created) + 1 {
+		if conv == home {
+			return true
+		}
+		owner := o.owners[conv]
+		if owner == 0 {
+			return false
+		}
+		conv = o.convs[owner]
+	}
+	return false
 }
 
 // placed checks the batch's placements: every input result it writes that

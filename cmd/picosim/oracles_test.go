@@ -495,3 +495,47 @@ func TestOracleSelectionKeepsTools(t *testing.T) {
 	}
 	wantRule(t, run("b", "work"), ruleSelectionKeepsTools)
 }
+
+func TestOracleTasksReachOnlyTheirOwn(t *testing.T) {
+	conv := func(id, owner storage.ID) storage.Write {
+		return storage.Write{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: id, Owner: owner}}
+	}
+	task := func(id, conv storage.ID) storage.Write {
+		return storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: id, ConversationID: conv, Kind: "tool", Status: "planned"}}
+	}
+	inbox := func(conv storage.ID) storage.Write {
+		a := agent.InboxList.In(conv).Address
+		return storage.Write{Type: storage.WriteListAppend, Addr: &a, Value: json.RawMessage(`{"mode":"followUp"}`)}
+	}
+	by := func(task storage.ID) core.Invocation { return core.Invocation{Task: task, Method: core.MethodExecute} }
+	// Conversations 1 and 2; task 3 of 1 owns 4, whose task 5 owns 6;
+	// task 7 of 2 owns 8.
+	world := []step{
+		{first: 1, batch: main1(conv(1, 0), conv(2, 0))},
+		{first: 3, batch: main1(task(3, 1))},
+		{first: 4, batch: main1(conv(4, 3), task(5, 4), conv(6, 5))},
+		{first: 7, batch: main1(task(7, 2), conv(8, 7))},
+	}
+	with := func(s step) []step { s.first = 9; return append(append([]step(nil), world...), s) }
+	for _, ok := range []step{
+		{inv: by(3), byInv: true, batch: main1(inbox(1))},
+		{inv: by(3), byInv: true, batch: main1(inbox(4))}, // its child
+		{inv: by(3), byInv: true, batch: main1(storage.Write{Type: storage.WritePatch, ID: 5, Abort: true})},
+		{inv: by(3), byInv: true, batch: main1(inbox(6))},              // its child's child
+		{inv: by(3), byInv: true, batch: main1(conv(9, 3), inbox(9))},  // a child it makes
+		{inv: core.Invocation{}, byInv: false, batch: main1(inbox(8))}, // a host reaches anything
+	} {
+		if err := play(with(ok)); err != nil {
+			t.Errorf("%+v: %v", ok.batch.Writes, err)
+		}
+	}
+	for _, bad := range []step{
+		{inv: by(3), byInv: true, batch: main1(inbox(8))}, // another conversation's child
+		{inv: by(3), byInv: true, batch: main1(inbox(2))},
+		{inv: by(5), byInv: true, batch: main1(inbox(1))}, // its owner's conversation
+		{inv: by(3), byInv: true, batch: main1(storage.Write{Type: storage.WritePatch, ID: 7, Abort: true})},
+		{inv: by(3), byInv: true, batch: main1(conv(9, 7))}, // a child another task owns
+	} {
+		wantRule(t, play(with(bad)), ruleReach)
+	}
+}

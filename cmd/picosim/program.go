@@ -38,9 +38,16 @@ import (
 //
 // respond lines queue the model's answers in order (text, calls NAMES,
 // rate-limited, deferred, overflow, fail, aborted, slow MS TEXT); every
-// line is one host action. --drop numbers them the way the run reaches
-// them: the respond lines first (all answers are queued before anything
-// else happens), then the other lines, each in program order.
+// line is one host action. A call is a tool's name with what it does:
+// work:throw, bash:serve, subagent:spawn; subagent:send|status|wait|stop
+// and job:status|output|wait|stop name the asking conversation's newest
+// child or job, and with ":other" appended another conversation's, which
+// the tool must refuse (the answer naming the asker's own waits a few
+// requests for an asker that has one).
+//
+// --drop numbers the lines the way the run reaches them: the respond lines
+// first (all answers are queued before anything else happens), then the
+// other lines, each in program order.
 
 // programMagic is a program's first line.
 const programMagic = script.Magic
@@ -207,6 +214,18 @@ func drawProgram(seed uint64) *program {
 			// (agent.RetryPolicy's three attempts), so that one runs out.
 			p.lines = append(p.lines, r, r)
 		}
+		if r.args[0] == "calls" && rng.IntN(2) == 0 {
+			// A subagent or a job started, then looked after: the
+			// command's answer waits for an asker that has one.
+			switch {
+			case strings.Contains(r.args[1], "subagent:run") || strings.Contains(r.args[1], "subagent:spawn"):
+				cmds := []string{"send", "status", "wait", "stop", "send:other", "stop:other"}
+				p.lines = append(p.lines, progLine{op: "respond", args: []string{"calls", "subagent:" + cmds[rng.IntN(len(cmds))]}})
+			case strings.Contains(r.args[1], "bash:"):
+				cmds := []string{"status", "output", "wait", "stop", "stop:other", "output:other"}
+				p.lines = append(p.lines, progLine{op: "respond", args: []string{"calls", "job:" + cmds[rng.IntN(len(cmds))]}})
+			}
+		}
 		pick := rng.IntN(total)
 		var op string
 		for _, i := range enabled {
@@ -293,9 +312,10 @@ func drawResponse(rng *rand.Rand, shell bool) progLine {
 	case "slow":
 		return progLine{op: "respond", args: []string{"slow", strconv.Itoa(100 * (1 + rng.IntN(30))), "slowly"}}
 	case "calls":
-		tools := []string{"a", "b", "work:ok", "work:throw", "work:slow", "work:terminate", "work:handoff", "work:addTools", "subagent:run", "subagent:spawn"}
+		tools := []string{"a", "b", "work:ok", "work:throw", "work:slow", "work:terminate", "work:handoff", "work:addTools", "subagent:run", "subagent:spawn",
+			"subagent:send", "subagent:status", "subagent:wait", "subagent:stop", "subagent:send:other", "subagent:stop:other"}
 		if shell {
-			tools = append(tools, "bash:go test ./...", "bash:serve", "bash:flaky")
+			tools = append(tools, "bash:go test ./...", "bash:serve", "bash:flaky", "job:status", "job:output", "job:wait", "job:stop", "job:stop:other")
 		}
 		var names []string
 		for range 1 + rng.IntN(3) {
@@ -360,63 +380,140 @@ type programRun struct {
 	tails   []storage.ID // each watch's conversation
 	session []*core.SessionWatchHandle
 	calls   int
+	answers []answer // the model's answers not given yet
 }
 
 // respondAll queues the program's answers, each a host action (so that
 // shrinking can drop it), then enough plain answers for the rest.
+//
+// The answers go out in order, except that one naming the asker's own
+// child or job, or another's job (a subagent or job command), waits, for a
+// few requests, for a conversation that has one to ask: the model's answers are one queue
+// for every conversation, and a child's first request would otherwise
+// take it.
 func (g *programRun) respondAll() error {
-	var steps []faux.Step
 	for _, l := range g.p.lines {
 		if l.op != "respond" {
 			continue
 		}
 		if g.e.host(l.String()) {
-			steps = append(steps, g.response(l))
+			g.answers = append(g.answers, g.response(l))
 		}
 	}
 	for i := range recoveryAnswersMax * 2 {
-		steps = append(steps, reply(fmt.Sprintf("answer %d", i)))
+		g.answers = append(g.answers, answer{step: func(storage.ID) faux.Step { return reply(fmt.Sprintf("answer %d", i)) }})
+	}
+	steps := make([]faux.Step, len(g.answers))
+	for i := range steps {
+		steps[i] = faux.Respond(g.next)
 	}
 	g.e.faux.SetResponses(steps...)
 	return nil
 }
 
-func (g *programRun) response(l progLine) faux.Step {
+// answer is one queued answer of the model: its step, given the asking
+// conversation, and what the asker must have for it to be its answer.
+type answer struct {
+	step func(asker storage.ID) faux.Step
+	// child and job say the answer names the asker's own child or job,
+	// otherJob another conversation's job.
+	child, job, otherJob bool
+	// passed counts the askers it was held back from.
+	passed int
+}
+
+// answerPassesMax is how many askers without what it names an answer is
+// held back from before it goes to the next asker anyway.
+const answerPassesMax = 3
+
+// next is the answer to req: the first queued one its asker has what it
+// names for or that was held back long enough, else the first.
+func (g *programRun) next(req ai.Request) (faux.Step, error) {
+	n, err := strconv.ParseInt(strings.TrimPrefix(req.SessionID, "conversation-"), 10, 64)
+	if err != nil {
+		return faux.Step{}, fmt.Errorf("a request without its conversation: %q", req.SessionID)
+	}
+	asker := storage.ID(n)
+	if len(g.answers) == 0 {
+		return faux.Step{}, errors.New("no answer is left")
+	}
+	_, child := g.e.oracle.ownChild(asker)
+	_, job := g.e.oracle.ownJob(asker)
+	_, otherJob := g.e.oracle.otherJob(asker)
+	i := slices.IndexFunc(g.answers, func(a answer) bool {
+		return (child || !a.child) && (job || !a.job) && (otherJob || !a.otherJob) || a.passed >= answerPassesMax
+	})
+	if i < 0 {
+		i = 0
+	}
+	for j := range i {
+		g.answers[j].passed++
+	}
+	a := g.answers[i]
+	g.answers = slices.Delete(g.answers, i, i+1)
+	return a.step(asker), nil
+}
+
+func (g *programRun) response(l progLine) answer {
+	fixed := func(s faux.Step) answer { return answer{step: func(storage.ID) faux.Step { return s }} }
 	switch l.args[0] {
 	case "text":
-		return reply(l.args[1])
+		return fixed(reply(l.args[1]))
 	case "slow":
 		ms, _ := strconv.Atoi(l.args[1])
-		return reply(l.args[2]).WithDelay(time.Duration(ms) * time.Millisecond)
+		return fixed(reply(l.args[2]).WithDelay(time.Duration(ms) * time.Millisecond))
 	case "rate-limited":
-		return faux.RateLimited()
+		return fixed(faux.RateLimited())
 	case "deferred":
-		return faux.Reply().WithStop(ai.StopDeferred)
+		return fixed(faux.Reply().WithStop(ai.StopDeferred))
 	case "overflow":
-		return faux.ContextOverflow()
+		return fixed(faux.ContextOverflow())
 	case "fail":
-		return faux.Reply().WithStop(ai.StopError).WithError("the provider refused")
+		return fixed(faux.Reply().WithStop(ai.StopError).WithError("the provider refused"))
 	case "aborted":
-		return faux.Reply(faux.Text("cut")).WithStop(ai.StopAborted)
+		return fixed(faux.Reply(faux.Text("cut")).WithStop(ai.StopAborted))
 	}
-	var blocks []ai.Block
+	type call struct{ id, tool, arg string }
+	var calls []call
+	var a answer
 	for _, name := range strings.Split(l.args[1], ",") {
 		g.calls++
-		id := fmt.Sprintf("call-%d", g.calls)
 		tool, arg, _ := strings.Cut(name, ":")
-		args := "{}"
-		switch tool {
-		case "work":
-			args = fmt.Sprintf(`{"do":%q}`, arg)
-		case "subagent":
-			args = fmt.Sprintf(`{"command":%q,"prompt":"look into it"}`, arg)
-		case "bash":
-			raw, _ := json.Marshal(map[string]string{"command": arg})
-			args = string(raw)
-		}
-		blocks = append(blocks, faux.ToolCall(id, tool, args))
+		calls = append(calls, call{fmt.Sprintf("call-%d", g.calls), tool, arg})
+		own := !strings.HasSuffix(arg, ":other")
+		a.child = a.child || own && tool == agent.SubagentToolName && arg != "run" && arg != "spawn"
+		a.job = a.job || own && tool == agent.JobToolName
+		a.otherJob = a.otherJob || !own && tool == agent.JobToolName
 	}
-	return faux.Reply(blocks...).WithStop(ai.StopToolUse)
+	// The ids a subagent or job command names are the run's: the asking
+	// conversation's newest child or job (":other": another conversation's,
+	// which the tool must refuse), chosen when the model is asked.
+	a.step = func(asker storage.ID) faux.Step {
+		var blocks []ai.Block
+		for _, c := range calls {
+			args := "{}"
+			command, other := strings.CutSuffix(c.arg, ":other")
+			switch c.tool {
+			case "work":
+				args = fmt.Sprintf(`{"do":%q}`, c.arg)
+			case agent.SubagentToolName:
+				switch command {
+				case "run", "spawn":
+					args = fmt.Sprintf(`{"command":%q,"prompt":"look into it"}`, command)
+				default:
+					args = fmt.Sprintf(`{"command":%q,"id":%d,"text":"go on"}`, command, g.e.oracle.child(asker, other))
+				}
+			case agent.JobToolName:
+				args = fmt.Sprintf(`{"command":%q,"id":%d}`, command, g.e.oracle.job(asker, other))
+			case "bash":
+				raw, _ := json.Marshal(map[string]string{"command": c.arg})
+				args = string(raw)
+			}
+			blocks = append(blocks, faux.ToolCall(c.id, c.tool, args))
+		}
+		return faux.Reply(blocks...).WithStop(ai.StopToolUse)
+	}
+	return a
 }
 
 // conv resolves "cN" to a conversation the program made (modulo how many).

@@ -5,8 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
 )
 
 // A drawn program prints and parses back to itself, for many seeds; the
@@ -112,5 +118,77 @@ func TestArgumentsWithControlCharactersRoundTrip(t *testing.T) {
 	q, err := parseProgram(p.String())
 	if err != nil || q.String() != p.String() || q.lines[0].args[1] != p.lines[0].args[1] {
 		t.Fatalf("read back %q (%v) from\n%s", q, err, p)
+	}
+}
+
+// The model's answers go out in order, but one naming the asker's own
+// child or job waits for a conversation that has one to ask, for at most
+// answerPassesMax requests; its ids are the asker's.
+func TestACommandAnswerWaitsForAnAskerWithAChild(t *testing.T) {
+	e := &env{oracle: newOracle()}
+	g := &programRun{e: e}
+	queue := func(lines ...string) {
+		for _, l := range lines {
+			g.answers = append(g.answers, g.response(progLine{op: "respond", args: strings.Fields(l)}))
+		}
+	}
+	queue("text first", "calls subagent:status", "text second", "calls job:stop:other", "text third")
+	ask := func(conv storage.ID) string {
+		t.Helper()
+		step, err := g.next(ai.Request{SessionID: "conversation-" + strconv.Itoa(int(conv))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var calls []string
+		for _, b := range step.Message.Content.Blocks {
+			switch b.Type {
+			case ai.BlockText:
+				calls = append(calls, b.Text)
+			case ai.BlockToolCall:
+				calls = append(calls, b.Name+" "+string(b.Arguments))
+			}
+		}
+		return strings.Join(calls, ",")
+	}
+	// Conversation 1's task 3 owns conversation 4; conversation 2 has no
+	// child and a job, 5.
+	var last storage.ID
+	for _, b := range []storage.CommitBatch{
+		main1(storage.Write{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+			storage.Write{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 2}}),
+		main1(storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 3, ConversationID: 1, Kind: "tool", Status: "planned"}}),
+		main1(storage.Write{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 4, Owner: 3}},
+			storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 5, ConversationID: 2, Kind: agent.JobKindName, Status: "running"}}),
+	} {
+		r := storage.Range{First: last + 1, Last: last + storage.ID(len(b.Writes))}
+		if err := e.oracle.commit(core.Invocation{}, false, r, b); err != nil {
+			t.Fatal(err)
+		}
+		last = r.Last
+	}
+	if got := ask(2); got != "first" {
+		t.Fatalf("first answer = %q", got)
+	}
+	if got := ask(2); got != "second" { // the status waits: 2 has no child
+		t.Fatalf("to a childless asker = %q; want the next plain answer", got)
+	}
+	if got := ask(1); got != `subagent {"command":"status","id":4,"text":"go on"}` {
+		t.Fatalf("to the child's owner = %q; want its status", got)
+	}
+	if got := ask(1); got != `job {"command":"stop","id":5}` {
+		t.Fatalf("another conversation's job = %q; want 5", got)
+	}
+	if got := ask(2); got != "third" {
+		t.Fatalf("then = %q", got)
+	}
+	// Held back from answerPassesMax askers, it goes to the next one.
+	queue("calls subagent:stop", "text a", "text b", "text c", "text d")
+	for _, want := range []string{"a", "b", "c"} {
+		if got := ask(2); got != want {
+			t.Fatalf("held back: %q; want %q", got, want)
+		}
+	}
+	if got := ask(2); got != `subagent {"command":"stop","id":4,"text":"go on"}` {
+		t.Fatalf("after %d passes = %q; want the stop, naming another's child", answerPassesMax, got)
 	}
 }

