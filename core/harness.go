@@ -72,7 +72,10 @@ type Options struct {
 	// the one the task's durable scratch builds (the kind's InitPreview)
 	// and panics with the *DriverInvariantError "preview" when they differ:
 	// a preview left alone while nobody watched is rebuilt that way, so a
-	// kind's live preview must agree. It costs a rebuild per scratch commit.
+	// kind's live preview must agree. A watch's capture is held to it too
+	// ("captured preview"): it shows what the flushes published, never what
+	// the producer holds mid-window. It costs a rebuild per scratch commit
+	// and per previewed task a capture shows.
 	CheckPreviews bool
 	// CheckContexts holds every context, system fold and model request the
 	// per-conversation cache answers (Tx.DerivedContext, Tx.SystemFold,

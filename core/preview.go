@@ -124,7 +124,7 @@ func (h *Harness) rebuild(ctx context.Context, task storage.ID, p *taskPreview) 
 	if err != nil {
 		return err
 	}
-	return p.tr.Replace(v)
+	return p.tr.Reset(v)
 }
 
 // newScratchReadTx is a scratch transaction used only to read.
@@ -293,7 +293,18 @@ func (h *Harness) outputObserved(task storage.ID) bool {
 // builds: a preview left alone while nobody watched is rebuilt from that,
 // so the two must agree. A rebuild that fails proves nothing.
 func (h *Harness) assertPreview(ctx context.Context, task storage.ID, p *taskPreview) {
-	if !h.opts.CheckPreviews || p.stale.Load() || p.tr == nil {
+	if h.opts.CheckPreviews && p.tr != nil {
+		h.assertDurablePreview(ctx, task, p, p.tr.Published(), "preview")
+	}
+}
+
+// assertDurablePreview panics with the *DriverInvariantError invariant
+// when Options.CheckPreviews is set, p is in step (not stale) and got, the
+// preview of task something delivers, differs from what the task's durable
+// scratch builds. A capture's preview is held to it as a flush's is: what
+// the flushes published, never what the producer holds mid-window.
+func (h *Harness) assertDurablePreview(ctx context.Context, task storage.ID, p *taskPreview, got any, invariant string) {
+	if !h.opts.CheckPreviews || p.stale.Load() {
 		return
 	}
 	lt := h.d.live[task]
@@ -304,8 +315,8 @@ func (h *Harness) assertPreview(ctx context.Context, task storage.ID, p *taskPre
 	if err != nil {
 		return
 	}
-	if got := p.tr.Published(); !reflect.DeepEqual(got, v) {
-		panic(&DriverInvariantError{Invariant: "preview", Detail: fmt.Sprintf(
+	if !reflect.DeepEqual(got, v) {
+		panic(&DriverInvariantError{Invariant: invariant, Detail: fmt.Sprintf(
 			"task %d's preview is %s; its durable scratch builds %s", task, previewText(got), previewText(v))})
 	}
 }

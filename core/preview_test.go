@@ -140,3 +140,72 @@ func TestAPreviewThatDisagreesWithItsScratchBreaksAnInvariant(t *testing.T) {
 		t.Fatalf("run = %v; want the simulator stopped by the preview invariant", err)
 	}
 }
+
+// A capture shows the preview the flushes published, never a change its
+// producer holds mid-window, a Replace included: a watch that attaches
+// while the producer has replaced its value, without a scratch commit
+// since, starts from what the others hold (and what durable scratch
+// builds, which CheckPreviews holds every capture to), and the next flush
+// brings the replacement to both.
+func TestACaptureNeverShowsAnUnflushedReplace(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		gate, waiting := s.Runtime().NewEvent("gate"), s.Runtime().NewEvent("waiting")
+		k := newCounting(0, 0, gate, waiting, false)
+		k.ExecuteFunc = func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			tr, err := rt.Preview(ctx)
+			if err != nil {
+				return err
+			}
+			if err := tr.Set(delta.Path{"n"}, json.Number("1")); err != nil {
+				return err
+			}
+			if err := appendFrames(ctx, rt, "f"); err != nil {
+				return err
+			}
+			if err := tr.Replace(map[string]any{"n": json.Number("2")}); err != nil {
+				return err
+			}
+			waiting.Set()
+			if err := gate.Wait(ctx); err != nil {
+				return err
+			}
+			if err := appendFrames(ctx, rt, "f"); err != nil {
+				return err
+			}
+			_, err = rt.Commit(ctx, func(tx *core.ConversationTx) error { tx.Settle(task.ID, "done", nil); return nil })
+			return err
+		}
+		h := open(t, ctx, s, nil, k)
+		c := h.Root()
+		early := simtest.StartWatch(t, ctx, h, c.ID, nil) // someone watches: the flushes compute ops
+		var id storage.ID
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error { id = tx.Task(k, core.TaskSpec{}); return nil }))
+		simtest.DriveInActor(ctx, s, c, nil)
+		must(0, waiting.Wait(ctx))
+
+		one := map[string]any{"n": json.Number("1")}
+		late := simtest.StartWatch(t, ctx, h, c.ID, nil)
+		if got := late.W.View().Previews[id]; !cmp.Equal(got, any(one)) {
+			t.Fatalf("a watch captured preview %v mid-window; want the flushed {n: 1}", got)
+		}
+		if v, _, err := h.Preview(ctx, id); err != nil || !cmp.Equal(v, any(one)) {
+			t.Fatalf("the host reads preview %v (%v) mid-window; want the flushed {n: 1}", v, err)
+		}
+		gate.Set()
+		must(c.Drive(ctx))
+		simtest.CaughtUp(ctx, s, early, h.Store().LastSeq())
+		simtest.CaughtUp(ctx, s, late, h.Store().LastSeq())
+		for _, r := range []*simtest.Watched{early, late} {
+			var last []delta.Op
+			for _, e := range r.Events {
+				if e.Type == core.EventTaskOutput && e.TaskID == id {
+					last = e.Ops
+				}
+			}
+			if want := []delta.Op{delta.Replace(map[string]any{"n": json.Number("2")})}; !cmp.Equal(last, want) {
+				t.Errorf("a watch's last output %v; want the replacement %v", last, want)
+			}
+		}
+		must(0, h.Close(ctx))
+	})
+}

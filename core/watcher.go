@@ -307,6 +307,10 @@ func (h *Harness) captureView(ctx context.Context, w *WatchHandle) (*Conversatio
 				return nil, err
 			}
 			v.Previews[id] = p.tr.Published() // what the flushes delivered; the producer may be mid-window
+			if plant.On("watch-capture-unflushed-preview") {
+				v.Previews[id] = p.tr.State()
+			}
+			h.assertDurablePreview(ctx, id, p, v.Previews[id], "captured preview")
 		}
 	}
 	if inbox := h.opts.Watched.Inbox; inbox.Namespace != "" {

@@ -9,8 +9,8 @@ package delta
 // are never written afterwards. They are adopted, so the caller must not
 // change them either.
 //
-// Flush publishes: the first flush, and the first after Replace or Rebase,
-// returns one r of the whole value; every later one returns the ops that
+// Flush publishes: the first flush, and the first after Replace, Reset or
+// Rebase, returns one r of the whole value; every later one returns the ops that
 // turn the previously published value into the current one, computed by
 // Diff and guided by what the window wrote. So N AppendString calls to one
 // string in a window are one a op with the joined text, a string whose
@@ -21,11 +21,15 @@ package delta
 //
 // A Tracker is not safe for concurrent use.
 type Tracker struct {
-	base    any  // the value replicas hold after the last flush
-	state   any  // the current value
-	based   bool // replicas hold base; false until the first flush and after Replace or Rebase
-	pending bool // a mutation since the last flush (conservative: it may have changed nothing)
-	ed      editor
+	base  any // the value the next flush's ops start from
+	state any // the current value
+	// published is what a replica that applied every flush holds: written
+	// only by Flush, Discard and Reset, never by the producer's mutations
+	// (a Replace included), so Published may be read beside them.
+	published any
+	based     bool // replicas hold base; false until the first flush and after Replace, Reset or Rebase
+	pending   bool // a mutation since the last flush (conservative: it may have changed nothing)
+	ed        editor
 }
 
 // NewTracker tracks base, which the tracker adopts. It panics if base is not
@@ -35,7 +39,7 @@ func NewTracker(base any) *Tracker {
 	if r := checkValue(base); r != "" {
 		panic("delta: NewTracker: base is not a value: " + r)
 	}
-	return &Tracker{base: base, state: base, ed: editor{keepHints: true}}
+	return &Tracker{base: base, state: base, published: base, ed: editor{keepHints: true}}
 }
 
 // State returns the current value. The tracker never writes it afterwards,
@@ -47,11 +51,13 @@ func (t *Tracker) State() any {
 }
 
 // Published returns the value as of the last flush (the base before the
-// first): what a replica that applied every flush holds. Like State, it is
-// a snapshot neither side writes. Unlike State it does not touch the
-// tracker, so a reader that only synchronizes with flushes (not with the
-// producer's mutations) may call it.
-func (t *Tracker) Published() any { return t.base }
+// first, the value after a Discard or Reset): what a replica that applied
+// every flush holds, never a change not flushed yet, a Replace included.
+// Like State, it is a snapshot neither side writes. Unlike State it does not
+// touch the tracker, and no mutation writes what it reads, so a reader that
+// only synchronizes with flushes (not with the producer's mutations) may
+// call it.
+func (t *Tracker) Published() any { return t.published }
 
 // Dirty reports whether the next Flush may return ops: it is an r, or
 // something was mutated since the last flush (which may still turn out to
@@ -100,7 +106,8 @@ func (t *Tracker) Push(path Path, items ...any) error {
 // Reorder reorders the array at path so that new[i] = old[perm[i]].
 func (t *Tracker) Reorder(path Path, perm []int) error { return t.mutate(Reorder(path, perm)) }
 
-// Replace makes v the whole value; the next flush is an r.
+// Replace makes v the whole value; the next flush is an r. Until then
+// Published is what it was.
 func (t *Tracker) Replace(v any) error {
 	if f := checkOp(Replace(v)); f != nil {
 		return f
@@ -108,6 +115,18 @@ func (t *Tracker) Replace(v any) error {
 	t.state = v
 	t.based = false
 	t.endWindow()
+	return nil
+}
+
+// Reset is Replace for whoever synchronizes with the flushes rather than
+// with the producer: v is published at once, as what a replica that starts
+// now starts from, and the next flush is an r for those that hold an
+// older value.
+func (t *Tracker) Reset(v any) error {
+	if err := t.Replace(v); err != nil {
+		return err
+	}
+	t.published = v
 	return nil
 }
 
@@ -121,7 +140,10 @@ func (t *Tracker) Rebase() {
 // Discard takes the changes since the last flush as published without
 // publishing them: the next flush starts from the current value. Replicas
 // that did not get those changes some other way are left behind.
-func (t *Tracker) Discard() { t.endWindow() }
+func (t *Tracker) Discard() {
+	t.endWindow()
+	t.published = t.base
+}
 
 // Flush returns the ops since the previous flush (nil when there are none)
 // and starts a new window. The ops share nothing with the tracker's value.
@@ -136,6 +158,7 @@ func (t *Tracker) Flush() []Op {
 		ops = d.run(t.base, t.state)
 	}
 	t.endWindow()
+	t.published = t.base
 	return ops
 }
 

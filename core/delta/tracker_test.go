@@ -214,6 +214,47 @@ func TestReplaceAndRebaseMakeTheNextFlushAReplace(t *testing.T) {
 	}
 }
 
+// Published is what the flushes delivered: a mutation, a Replace
+// included, is not published until the next flush; a Discard takes the
+// value as published, and a Reset publishes its value at once while the
+// next flush still carries it to replicas as an r.
+func TestPublishedMovesOnlyAtAFlushDiscardOrReset(t *testing.T) {
+	tr := delta.NewTracker(val(t, `{"a":"x"}`))
+	published := func(want string) {
+		t.Helper()
+		if got := jsonOf(t, tr.Published()); got != want {
+			t.Fatalf("Published() = %s; want %s", got, want)
+		}
+	}
+	published(`{"a":"x"}`)
+	if err := tr.AppendString(delta.Path{"a"}, "y"); err != nil {
+		t.Fatal(err)
+	}
+	published(`{"a":"x"}`)
+	tr.Flush()
+	published(`{"a":"xy"}`)
+	if err := tr.Replace(val(t, `{"b":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	published(`{"a":"xy"}`)
+	checkBatch(t, tr.Flush(), `[["r",{"b":1}]]`)
+	published(`{"b":1}`)
+	if err := tr.Replace(val(t, `{"c":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	tr.Discard()
+	published(`{"c":2}`)
+	if err := tr.Reset(val(t, `{"d":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	published(`{"d":3}`)
+	checkBatch(t, tr.Flush(), `[["r",{"d":3}]]`)
+	if err := tr.Reset(1); err == nil || !errors.Is(err, delta.ErrMalformed) {
+		t.Fatalf("Reset(int) err = %v; want ErrMalformed", err)
+	}
+	published(`{"d":3}`)
+}
+
 func TestDiscardDropsPendingChanges(t *testing.T) {
 	tr := delta.NewTracker(val(t, `{"a":"x"}`))
 	tr.Flush()

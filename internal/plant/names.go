@@ -17,6 +17,9 @@ package plant
 //     one entry more than the view's tail.
 //   - watch-tail-zero-unbounded (core/watch.go, ApplyEvent): a view whose
 //     tail is 0 folds every entry instead of none.
+//   - watch-capture-unflushed-preview (core/watcher.go): a watch's capture
+//     shows a task's preview as its producer holds it mid-window, not as
+//     the flushes published it.
 //   - context-cache-keeps-aborted (core/contextcache.go): a request
 //     projected from the cache keeps an aborted assistant message.
 //   - context-cache-system-unscanned (core/contextcache.go): a context
@@ -80,7 +83,7 @@ package plant
 //     leave out the known usage of attempts that did not end done.
 var names = []string{
 	"driver-abort-while-running", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
-	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded",
+	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "watch-capture-unflushed-preview",
 	"context-cache-keeps-aborted", "context-cache-system-unscanned", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
