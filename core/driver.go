@@ -644,7 +644,7 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 				lt.epoch++
 			}
 			if w.Abort && !lt.task.Abort {
-				if inv := d.running[w.ID]; inv != nil && inv.method != MethodAbort {
+				if inv := d.running[w.ID]; inv != nil && inv.method != MethodAbort && !(plant.On("abort-spares-recover") && inv.method == MethodRecover) {
 					acts.add(inv.cancel) // the mark revoked it; signal after the line
 				}
 			}

@@ -414,20 +414,7 @@ func (e *env) play(ctx context.Context) error {
 	if err := e.driveIdle(ctx); err != nil {
 		return err
 	}
-	// An idle accept takes nextRun input still queued into its turn, so
-	// that every input must end: one into the root, and one into every
-	// other conversation with queued input (a fork; an acceptance that
-	// persisted though its caller saw the crash).
-	convs, err := e.queuedConversations(ctx)
-	if err != nil {
-		return err
-	}
-	for _, conv := range convs {
-		if _, err := e.acceptInput(ctx, conv, agent.ModeFollowUp, "after the restart"); err != nil {
-			return fmt.Errorf("accept after the restart: %w", err)
-		}
-	}
-	if err := e.driveIdle(ctx); err != nil {
+	if err := e.endQueued(ctx, "after the restart", e.driveIdle); err != nil {
 		return err
 	}
 	if err := e.settled(ctx, nil); err != nil {
@@ -436,9 +423,41 @@ func (e *env) play(ctx context.Context) error {
 	return e.invariants(ctx)
 }
 
-// queuedConversations is the root and, ascending, every other
-// conversation with an input still queued.
-func (e *env) queuedConversations(ctx context.Context) ([]storage.ID, error) {
+// queuedRoundsMax bounds endQueued's rounds.
+const queuedRoundsMax = 4
+
+// endQueued makes every input still queued end. An idle accept takes
+// nextRun input still queued into its turn, and a turn ends with queued
+// steer and followUp: so text is accepted into the root, and into every
+// other conversation with queued input (a fork; a child a failed turn left
+// its followUp in; an acceptance that persisted though its caller saw the
+// crash), then idle drives the session to idle. The turns those start may
+// leave input queued in conversations they make (a child spawned and sent
+// to), so this repeats, into those alone, at most queuedRoundsMax times.
+func (e *env) endQueued(ctx context.Context, text string, idle func(context.Context) error) error {
+	for round := range queuedRoundsMax {
+		convs, err := e.queuedConversations(ctx, round == 0)
+		if err != nil {
+			return err
+		}
+		if len(convs) == 0 {
+			return nil
+		}
+		for _, conv := range convs {
+			if _, err := e.acceptInput(ctx, conv, agent.ModeFollowUp, text); err != nil && !isRejection(err) {
+				return fmt.Errorf("the accept %s into %d: %w", text, conv, err)
+			}
+		}
+		if err := idle(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queuedConversations is, ascending, every conversation with an input
+// still queued, and with root the root whatever it holds.
+func (e *env) queuedConversations(ctx context.Context, withRoot bool) ([]storage.ID, error) {
 	store := e.h.Store()
 	all, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
 		return store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
@@ -446,9 +465,10 @@ func (e *env) queuedConversations(ctx context.Context) ([]storage.ID, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []storage.ID{root}
+	var out []storage.ID
 	for _, c := range all {
-		if c.ID == root {
+		if c.ID == root && withRoot {
+			out = append(out, root)
 			continue
 		}
 		results, err := inputResults(ctx, store, c.ID)
@@ -621,16 +641,24 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 	return rng, err
 }
 
-// echo is a tool that writes its name and arguments and records the order
-// tools ran in. One that must never be replayed (b) is held to running at
+// echo is a tool that writes its name and arguments (after waiting
+// waitMs, if they name it) and records the order tools ran in. One that must never be replayed (b) is held to running at
 // most once per call: a process that reopens with the call interrupted
 // settles it without running it again (§8.3).
 func (e *env) echo(name string, replay agent.ReplayPolicy) agent.Tool {
 	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: json.RawMessage(`{"type":"object"}`)},
 		Replay:     replay,
-		Execute: func(_ context.Context, call string, args json.RawMessage, out *agent.ToolOutput, _ *agent.ToolRuntime) error {
+		Execute: func(ctx context.Context, call string, args json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			e.ran(name, call, replay)
+			var a struct {
+				WaitMs int `json:"waitMs"` // how long it takes, waiting on nothing but ctx
+			}
+			if json.Unmarshal(args, &a) == nil && a.WaitMs > 0 {
+				if err := rt.Sleep(ctx, rt.Now().Add(time.Duration(a.WaitMs)*time.Millisecond)); err != nil {
+					return err
+				}
+			}
 			out.Write(name + string(args))
 			return nil
 		},

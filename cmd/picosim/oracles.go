@@ -93,6 +93,11 @@ const (
 	// subagent command names a child of the calling conversation); a
 	// conversation it creates is owned by it.
 	ruleReach oracleRule = "tasks-reach-only-their-own"
+	// rulePromptAbort: an abort mark cancels the execute or recover it
+	// marks (§6.3), so one that waits on nothing but ctx (a model's
+	// stream, a retry's or a poll's wait, a tool of the run's own but
+	// bash and job) returns at once, not when its wait would have ended.
+	rulePromptAbort oracleRule = "abort-is-prompt"
 	// ruleSelectionKeepsTools: a tool selection written for a conversation
 	// keeps every tool of the catalog (nothing in a run removes one): a
 	// tool's addTools adds to what the model was offered (§5.5).
@@ -140,6 +145,8 @@ type oracle struct {
 	waiting  map[storage.ID]time.Time       // generation → the time its retry or poll may go out
 	groups   map[storage.ID][]storage.ID    // generation → its input group
 	owners   map[storage.ID]storage.ID      // conversation → the task that owns it (0: none)
+	tools    map[storage.ID]string          // tool task → its call's tool
+	markedAt map[storage.ID]time.Time       // task → when a mark landed while it ran cancellably
 	created  []storage.ID                   // conversations, in the order they were created
 	// now is the run's clock (nil: waits are not checked). exactClock says
 	// a commit lands at the virtual time its plan ran: no held commit
@@ -158,7 +165,7 @@ func newOracle() *oracle {
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
-		owners: map[storage.ID]storage.ID{}}
+		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, markedAt: map[storage.ID]time.Time{}}
 }
 
 // child is what a generated run's model names as a subagent of asker:
@@ -242,7 +249,10 @@ func newestOf(ids []storage.ID, keep func(storage.ID) bool) (storage.ID, bool) {
 }
 
 // restart begins a process whose store ends at last.
-func (o *oracle) restart(last storage.ID) { o.last = last }
+func (o *oracle) restart(last storage.ID) {
+	o.last = last
+	clear(o.markedAt) // the old process's invocations ended with it
+}
 
 // resync reads the queued writes from a restarted process's store: a
 // commit that failed as the process stopped may still have persisted (a
@@ -329,6 +339,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 			if w.Abort {
 				o.marked[w.ID] = true
+				if m := o.active[w.ID]; o.now != nil && (m == core.MethodExecute || m == core.MethodRecover) && o.cancellable(w.ID) {
+					o.markedAt[w.ID] = o.now()
+				}
 			}
 			if w.Type == storage.WritePatch && o.now != nil && o.kinds[w.ID] == agent.GenerationKindName {
 				if err := o.wait(w, by, seq); err != nil {
@@ -345,6 +358,10 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				continue
 			}
 			o.kinds[w.Task.ID], o.convs[w.Task.ID] = w.Task.Kind, w.Task.ConversationID
+			var call agent.ToolState
+			if w.Task.Kind == agent.ToolKindName && json.Unmarshal(w.Task.State, &call) == nil {
+				o.tools[w.Task.ID] = call.Call.Name
+			}
 			var st agent.GenerationState
 			if w.Task.Kind == agent.GenerationKindName && json.Unmarshal(w.Task.State, &st) == nil {
 				o.budgets[w.Task.ID], o.groups[w.Task.ID] = st.MaxAttempts, st.Inputs
@@ -757,6 +774,12 @@ func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, se
 func (o *oracle) invocation(inv core.Invocation, returned bool) error {
 	if returned {
 		delete(o.active, inv.Task)
+		if at, marked := o.markedAt[inv.Task]; marked {
+			delete(o.markedAt, inv.Task)
+			if late := o.now().Sub(at); late > promptAbortBound {
+				return o.fail(broke(rulePromptAbort, "task %d's %s returned %s after its abort mark", inv.Task, inv.Method, late))
+			}
+		}
 		return nil
 	}
 	if m, running := o.active[inv.Task]; running {
@@ -764,6 +787,26 @@ func (o *oracle) invocation(inv core.Invocation, returned bool) error {
 	}
 	o.active[inv.Task] = inv.Method
 	return nil
+}
+
+// promptAbortBound is how long, in virtual time, a cancellable invocation
+// may take to return once its task's abort mark landed: a held commit
+// delays it by milliseconds, a wait that ignores the mark by seconds.
+const promptAbortBound = 500 * time.Millisecond
+
+// cancellable reports whether task's invocations wait on nothing that
+// outlasts ctx: a model's stream, a retry's or a poll's wait, a post_tools,
+// a tool of the run's own. A job's process, and bash and job that wait on
+// one, take their kill's grace.
+func (o *oracle) cancellable(task storage.ID) bool {
+	switch o.kinds[task] {
+	case agent.GenerationKindName, agent.PostToolsKindName:
+		return true
+	case agent.ToolKindName:
+		name := o.tools[task]
+		return name != agent.BashToolName && name != agent.JobToolName && name != ""
+	}
+	return false
 }
 
 // sameView reports whether two views are the same as a client sees them:

@@ -539,3 +539,34 @@ func TestOracleTasksReachOnlyTheirOwn(t *testing.T) {
 		wantRule(t, play(with(bad)), ruleReach)
 	}
 }
+
+func TestOracleAbortIsPrompt(t *testing.T) {
+	now := time.Unix(0, 0)
+	tool := func(id storage.ID, name string) storage.Write {
+		raw, _ := json.Marshal(agent.ToolState{Call: ai.Block{Type: ai.BlockToolCall, ID: "c", Name: name}})
+		return storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: id, ConversationID: 1, Kind: agent.ToolKindName, Status: "planned", State: raw}}
+	}
+	run := func(name string, method core.Method, took time.Duration) error {
+		o := newOracle()
+		o.now = func() time.Time { return now }
+		if err := o.commit(core.Invocation{}, false, storage.Range{First: 1, Last: 1}, main1(tool(1, name))); err != nil {
+			return err
+		}
+		inv := core.Invocation{Task: 1, Method: method}
+		_ = o.invocation(inv, false)
+		if err := o.commit(core.Invocation{}, false, storage.Range{First: 2, Last: 2}, main1(storage.Write{Type: storage.WritePatch, ID: 1, Abort: true})); err != nil {
+			return err
+		}
+		now = now.Add(took)
+		return o.invocation(inv, true)
+	}
+	for _, m := range []core.Method{core.MethodExecute, core.MethodRecover} {
+		if err := run("a", m, 10*time.Millisecond); err != nil {
+			t.Errorf("a %s that returns at once: %v", m, err)
+		}
+		wantRule(t, run("a", m, 3*time.Second), rulePromptAbort)
+	}
+	if err := run(agent.BashToolName, core.MethodExecute, time.Minute); err != nil {
+		t.Errorf("a bash call waits for its job's kill: %v", err)
+	}
+}

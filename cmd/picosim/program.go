@@ -283,6 +283,15 @@ func drawProgram(seed uint64) *program {
 			l.args = []string{[]string{"go test ./...", "backup", "serve", "flaky"}[rng.IntN(4)]}
 		}
 		p.lines = append(p.lines, l)
+		if op == "reopen" && rng.IntN(2) == 0 {
+			// The reopened session recovers what the old one left running,
+			// and an abort lands while it does.
+			abort := progLine{op: "abort", args: []string{conv()}}
+			if rng.IntN(2) == 0 {
+				abort = progLine{op: "abort-task", args: []string{strconv.Itoa(rng.IntN(6))}}
+			}
+			p.lines = append(p.lines, progLine{op: "drive-async", args: []string{"c0"}}, progLine{op: "sleep", args: []string{"50"}}, abort)
+		}
 	}
 	p.lines = append(p.lines, progLine{op: "drive", args: []string{"c0"}})
 	return p
@@ -779,16 +788,7 @@ func (g *programRun) liveness(ctx context.Context) error {
 	if err := g.idle(ctx); err != nil {
 		return err
 	}
-	convs, err := e.queuedConversations(ctx)
-	if err != nil {
-		return err
-	}
-	for _, conv := range convs {
-		if _, err := e.acceptInput(ctx, conv, agent.ModeFollowUp, "finally"); err != nil && !isRejection(err) {
-			return fmt.Errorf("the final accept into %d: %w", conv, err)
-		}
-	}
-	if err := g.idle(ctx); err != nil {
+	if err := e.endQueued(ctx, "finally", func(context.Context) error { return g.idle(ctx) }); err != nil {
 		return err
 	}
 	if err := g.checkWatches(ctx); err != nil {

@@ -43,6 +43,7 @@ var scenarios = []scenario{
 	{name: "overflow-chain", summary: "an overflowing turn is collapsed and retried once", run: overflowChain},
 	{name: "stale-summary", summary: "a reset or a handoff lands while a collapse summarizes, which makes it stale", run: staleSummary},
 	{name: "subagent-run-restart", summary: "a subagent run across a stop and reopen: the child is driven again, made once", run: subagentRunRestart},
+	{name: "abort-while-recovering", summary: "an abort lands while the reopened session recovers a subagent run", run: abortWhileRecovering},
 	{name: "spawn-abort-stop", summary: "a parent abort ends its run child and spares its spawned one, which stop ends", run: spawnAbortStop},
 	{name: "bash-outlives-budget", summary: "a bash call outlives its budget, settles delegated, and its job's end arrives as one notice", run: bashOutlivesBudget, shell: true},
 	{name: "schedule-restart", summary: "a recurring job keeps one id across a stop and reopen and runs no backlog", run: scheduleRestart, shell: true},
@@ -214,6 +215,44 @@ func crashReopen(ctx context.Context, e *env) error {
 	}
 	if !r.Status.Terminal() {
 		return fmt.Errorf("input %d is %s after the reopen; want terminal", id, r.Status)
+	}
+	return e.settled(ctx, nil)
+}
+
+// abortWhileRecovering: a tool call that takes five seconds is interrupted
+// by a stop and reopen; the reopened session's recover runs it again (the
+// tool is replay-safe), and the host aborts the conversation while it
+// does. The mark cancels the recover as it would an execute, so it returns
+// at once (abort-is-prompt), and the input ends cancelled.
+func abortWhileRecovering(ctx context.Context, e *env) error {
+	e.faux.SetResponses(faux.Reply(faux.ToolCall("call-a", "a", `{"waitMs":5000}`)).WithStop(ai.StopToolUse), reply("done"))
+	id, err := e.accept(ctx, root, agent.ModeFollowUp, "go")
+	if err != nil {
+		return err
+	}
+	e.driveAsync(ctx, root)
+	if err := e.s.Runtime().Sleep(ctx, time.Duration(100+e.s.Rand().IntN(400))*time.Millisecond); err != nil {
+		return err
+	}
+	if _, err := e.stopAndReopen(ctx); err != nil {
+		return err
+	}
+	e.faux.AppendResponses(reply("recovered"), reply("recovered"))
+	done := e.driveAsync(ctx, root)
+	if err := e.s.Runtime().Sleep(ctx, time.Duration(1+e.s.Rand().IntN(300))*time.Millisecond); err != nil {
+		return err
+	}
+	aborted, err := e.abort(ctx, root)
+	if err != nil {
+		return err
+	}
+	done.Wait(ctx)
+	want := agent.InputDone
+	if aborted {
+		want = agent.InputCancelled
+	}
+	if err := e.expect(ctx, root, id, want); err != nil {
+		return err
 	}
 	return e.settled(ctx, nil)
 }
