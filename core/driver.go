@@ -942,6 +942,10 @@ func (d *driver) waitForTask(ctx context.Context, self, id storage.ID, w *waiter
 		if _, exists := got[id]; !exists {
 			return fmt.Errorf("%w: task %d", ErrNotFound, id)
 		}
+		if plant.On("wait-for-ended-task-registers") {
+			d.tasksW[id] = append(d.tasksW[id], w)
+			return nil
+		}
 		d.resolve(w, Idle, nil)
 		return nil
 	}

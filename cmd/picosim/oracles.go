@@ -98,6 +98,9 @@ const (
 	// stream, a retry's or a poll's wait, a tool of the run's own but
 	// bash and job) returns at once, not when its wait would have ended.
 	rulePromptAbort oracleRule = "abort-is-prompt"
+	// ruleWaitOnEnded: waiting for a task that has ended returns at once
+	// (§8.6: the job tool's wait on a job that exited before the call).
+	ruleWaitOnEnded oracleRule = "a-wait-on-an-ended-task-returns"
 	// ruleSelectionKeepsTools: a tool selection written for a conversation
 	// keeps every tool of the catalog (nothing in a run removes one): a
 	// tool's addTools adds to what the model was offered (§5.5).
@@ -128,26 +131,28 @@ func broke(rule oracleRule, format string, args ...any) error {
 // marked and ended. It sees the commits of every process of a run, in
 // order; restart starts a new process's numbering.
 type oracle struct {
-	last     storage.ID
-	settled  map[storage.ID]bool
-	marked   map[storage.ID]bool
-	terminal map[string]agent.InputStatus   // input result address → its terminal status
-	active   map[storage.ID]core.Method     // task → the method running
-	notices  map[storage.ID]bool            // jobs whose end was announced
-	starts   map[string]bool                // provider/session ids that started a conversation
-	kinds    map[storage.ID]string          // task → its kind
-	modes    map[storage.ID]agent.InputMode // inbox item (input id) → its mode
-	queued   map[storage.ID]storage.ID      // queued write (input id) → its conversation
-	budgets  map[storage.ID]int             // generation → its attempts (maxAttempts)
-	stopping map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
-	convs    map[storage.ID]storage.ID      // task → its conversation
-	heads    map[storage.ID]storage.ID      // conversation → the newest head entry written to it
-	waiting  map[storage.ID]time.Time       // generation → the time its retry or poll may go out
-	groups   map[storage.ID][]storage.ID    // generation → its input group
-	owners   map[storage.ID]storage.ID      // conversation → the task that owns it (0: none)
-	tools    map[storage.ID]string          // tool task → its call's tool
-	markedAt map[storage.ID]time.Time       // task → when a mark landed while it ran cancellably
-	created  []storage.ID                   // conversations, in the order they were created
+	last      storage.ID
+	settled   map[storage.ID]bool
+	marked    map[storage.ID]bool
+	terminal  map[string]agent.InputStatus   // input result address → its terminal status
+	active    map[storage.ID]core.Method     // task → the method running
+	notices   map[storage.ID]bool            // jobs whose end was announced
+	starts    map[string]bool                // provider/session ids that started a conversation
+	kinds     map[storage.ID]string          // task → its kind
+	modes     map[storage.ID]agent.InputMode // inbox item (input id) → its mode
+	queued    map[storage.ID]storage.ID      // queued write (input id) → its conversation
+	budgets   map[storage.ID]int             // generation → its attempts (maxAttempts)
+	stopping  map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
+	convs     map[storage.ID]storage.ID      // task → its conversation
+	heads     map[storage.ID]storage.ID      // conversation → the newest head entry written to it
+	waiting   map[storage.ID]time.Time       // generation → the time its retry or poll may go out
+	groups    map[storage.ID][]storage.ID    // generation → its input group
+	owners    map[storage.ID]storage.ID      // conversation → the task that owns it (0: none)
+	tools     map[storage.ID]string          // tool task → its call's tool
+	markedAt  map[storage.ID]time.Time       // task → when a mark landed while it ran cancellably
+	waitsFor  map[storage.ID]storage.ID      // job tool call waiting → the job it waits for
+	startedAt map[storage.ID]time.Time       // job tool call → when it started, its job already ended
+	created   []storage.ID                   // conversations, in the order they were created
 	// now is the run's clock (nil: waits are not checked). exactClock says
 	// a commit lands at the virtual time its plan ran: no held commit
 	// lets time pass while a plan waits for the line.
@@ -165,7 +170,8 @@ func newOracle() *oracle {
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
-		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, markedAt: map[storage.ID]time.Time{}}
+		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, markedAt: map[storage.ID]time.Time{},
+		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}}
 }
 
 // child is what a generated run's model names as a subagent of asker:
@@ -252,6 +258,7 @@ func newestOf(ids []storage.ID, keep func(storage.ID) bool) (storage.ID, bool) {
 func (o *oracle) restart(last storage.ID) {
 	o.last = last
 	clear(o.markedAt) // the old process's invocations ended with it
+	clear(o.startedAt)
 }
 
 // resync reads the queued writes from a restarted process's store: a
@@ -361,6 +368,13 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			var call agent.ToolState
 			if w.Task.Kind == agent.ToolKindName && json.Unmarshal(w.Task.State, &call) == nil {
 				o.tools[w.Task.ID] = call.Call.Name
+				var args struct {
+					Command string     `json:"command"`
+					ID      storage.ID `json:"id"`
+				}
+				if call.Call.Name == agent.JobToolName && json.Unmarshal(call.Call.Arguments, &args) == nil && args.Command == "wait" {
+					o.waitsFor[w.Task.ID] = args.ID
+				}
 			}
 			var st agent.GenerationState
 			if w.Task.Kind == agent.GenerationKindName && json.Unmarshal(w.Task.State, &st) == nil {
@@ -774,6 +788,12 @@ func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, se
 func (o *oracle) invocation(inv core.Invocation, returned bool) error {
 	if returned {
 		delete(o.active, inv.Task)
+		if at, waited := o.startedAt[inv.Task]; waited {
+			delete(o.startedAt, inv.Task)
+			if took := o.now().Sub(at); took > promptAbortBound {
+				return o.fail(broke(ruleWaitOnEnded, "task %d's %s waited %s for job %d, which had ended before it started", inv.Task, inv.Method, took, o.waitsFor[inv.Task]))
+			}
+		}
 		if at, marked := o.markedAt[inv.Task]; marked {
 			delete(o.markedAt, inv.Task)
 			if late := o.now().Sub(at); late > promptAbortBound {
@@ -786,6 +806,9 @@ func (o *oracle) invocation(inv core.Invocation, returned bool) error {
 		return o.fail(broke(ruleOneInvocation, "task %d's %s started while its %s was still running", inv.Task, inv.Method, m))
 	}
 	o.active[inv.Task] = inv.Method
+	if job, waits := o.waitsFor[inv.Task]; waits && o.settled[job] && o.now != nil && (inv.Method == core.MethodExecute || inv.Method == core.MethodRecover) {
+		o.startedAt[inv.Task] = o.now()
+	}
 	return nil
 }
 

@@ -570,3 +570,31 @@ func TestOracleAbortIsPrompt(t *testing.T) {
 		t.Errorf("a bash call waits for its job's kill: %v", err)
 	}
 }
+
+func TestOracleAWaitOnAnEndedTaskReturns(t *testing.T) {
+	now := time.Unix(0, 0)
+	run := func(ended bool, took time.Duration) error {
+		o := newOracle()
+		o.now = func() time.Time { return now }
+		raw, _ := json.Marshal(agent.ToolState{Call: ai.Block{Type: ai.BlockToolCall, ID: "c", Name: agent.JobToolName, Arguments: json.RawMessage(`{"command":"wait","id":1}`)}})
+		ws := []storage.Write{{Type: storage.WriteTask, Task: &storage.Task{ID: 1, ConversationID: 1, Kind: agent.JobKindName, Status: "running"}},
+			{Type: storage.WriteTask, Task: &storage.Task{ID: 2, ConversationID: 1, Kind: agent.ToolKindName, Status: "planned", State: raw}}}
+		if ended {
+			ws = append(ws, storage.Write{Type: storage.WriteSettle, ID: 1, Status: "exited"})
+		}
+		if err := o.commit(core.Invocation{}, false, storage.Range{First: 1, Last: storage.ID(len(ws))}, main1(ws...)); err != nil {
+			return err
+		}
+		inv := core.Invocation{Task: 2, Method: core.MethodExecute}
+		_ = o.invocation(inv, false)
+		now = now.Add(took)
+		return o.invocation(inv, true)
+	}
+	if err := run(false, time.Minute); err != nil {
+		t.Errorf("a wait on a running job: %v", err)
+	}
+	if err := run(true, time.Millisecond); err != nil {
+		t.Errorf("a wait on an ended job that returns: %v", err)
+	}
+	wantRule(t, run(true, time.Minute), ruleWaitOnEnded)
+}

@@ -7,6 +7,8 @@ package plant
 //     abort invocation while the execute it marked still runs.
 //   - abort-spares-recover (core/driver.go): an abort mark cancels a
 //     running execute but not a running recover.
+//   - wait-for-ended-task-registers (core/driver.go): WaitForTask on a
+//     task that already ended waits for it to end, until its budget.
 //   - line-admits-marked (core/driver.go, admission): a marked execute's
 //     writes are admitted.
 //   - driver-idle-early (core/driver.go): a conversation whose one live
@@ -84,7 +86,7 @@ package plant
 //   - usage-totals-skip-failed (core/agent/models.go): the usage totals
 //     leave out the known usage of attempts that did not end done.
 var names = []string{
-	"driver-abort-while-running", "abort-spares-recover", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
+	"driver-abort-while-running", "abort-spares-recover", "wait-for-ended-task-registers", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "watch-capture-unflushed-preview",
 	"context-cache-keeps-aborted", "context-cache-system-unscanned", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
