@@ -642,9 +642,10 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 }
 
 // echo is a tool that writes its name and arguments (after waiting
-// waitMs, if they name it) and records the order tools ran in. One that must never be replayed (b) is held to running at
-// most once per call: a process that reopens with the call interrupted
-// settles it without running it again (§8.3).
+// waitMs, if they name it) and records the order tools ran in. One that
+// must never be replayed (b) is held to running at most once per call: a
+// process that reopens with the call interrupted settles it without
+// running it again (§8.3).
 func (e *env) echo(name string, replay agent.ReplayPolicy) agent.Tool {
 	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: json.RawMessage(`{"type":"object"}`)},

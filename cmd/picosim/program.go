@@ -396,10 +396,10 @@ type programRun struct {
 // shrinking can drop it), then enough plain answers for the rest.
 //
 // The answers go out in order, except that one naming the asker's own
-// child or job, or another's job (a subagent or job command), waits, for a
-// few requests, for a conversation that has one to ask: the model's answers are one queue
-// for every conversation, and a child's first request would otherwise
-// take it.
+// child or job, or another's job (a subagent or job command), waits, for
+// a few requests, for a conversation that has one to ask: the model's
+// answers are one queue for every conversation, and a child's first
+// request would otherwise take it.
 func (g *programRun) respondAll() error {
 	for _, l := range g.p.lines {
 		if l.op != "respond" {
