@@ -652,6 +652,9 @@ func (e *env) echo(name string, replay agent.ReplayPolicy) agent.Tool {
 		Replay:     replay,
 		Execute: func(ctx context.Context, call string, args json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
 			e.ran(name, call, replay)
+			if e.meddles() {
+				e.meddleAsTool(ctx, rt.TaskRuntime, name, call)
+			}
 			var a struct {
 				WaitMs int `json:"waitMs"` // how long it takes, waiting on nothing but ctx
 			}

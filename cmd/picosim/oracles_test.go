@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -597,4 +598,44 @@ func TestOracleAWaitOnAnEndedTaskReturns(t *testing.T) {
 		t.Errorf("a wait on an ended job that returns: %v", err)
 	}
 	wantRule(t, run(true, time.Minute), ruleWaitOnEnded)
+}
+
+// The kernel refuses the host's meddling with a live task (its status, its
+// state, its settlement), and writes nothing; a meddling commit that lands
+// breaks only-its-own-invocation-changes-a-task.
+func TestMeddlingThatLandsFailsTheRun(t *testing.T) {
+	sc, _ := findScenario("basic-turn")
+	s := sim.New(sim.Options{Seed: 1})
+	var refused, landed error
+	var problems []string
+	err := s.Run(context.Background(), func(ctx context.Context) {
+		e := newEnv(s, runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, t.TempDir())
+		if err := e.play(ctx); err != nil {
+			problems = append(problems, "the run itself: "+err.Error())
+		}
+		if _, err := e.h.Root().Accept(ctx, ai.PlainText("again"), agent.AcceptOptions{}); err != nil {
+			problems = append(problems, "accept: "+err.Error())
+		}
+		live := true
+		page, err := e.h.Store().ScanTasks(ctx, storage.TaskQuery{Live: &live})
+		if err != nil || len(page.Items) != 1 {
+			problems = append(problems, fmt.Sprintf("live tasks %v, %v; want the new generation", page.Items, err))
+			return
+		}
+		before, last := *page.Items[0], e.h.Store().LastSeq()
+		e.meddleAsHost(ctx, root)
+		refused = e.oracle.first
+		after, _, _ := e.h.GetTask(ctx, before.ID)
+		if e.h.Store().LastSeq() != last || after == nil || after.Status != before.Status || string(after.State) != string(before.State) {
+			problems = append(problems, fmt.Sprintf("the refused meddling changed something: sequence %d → %d, task %+v → %+v", last, e.h.Store().LastSeq(), before, after))
+		}
+		e.meddle(ctx, e.h.Harness, root, 0, "a meddler", func(context.Context, func(*core.Tx)) error { return nil })
+		landed = e.oracle.first
+		_ = e.h.Close(ctx)
+		e.endHolds()
+	})
+	if err != nil || refused != nil || len(problems) > 0 {
+		t.Fatalf("%v; the refused meddling: %v; %v", err, refused, problems)
+	}
+	wantRule(t, landed, ruleOnlyItsOwn)
 }

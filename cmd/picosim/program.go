@@ -687,7 +687,13 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		e.driveAsync(ctx, g.conv(l.args[0]))
 		return nil
 	case "sleep":
-		return rt.Sleep(ctx, time.Duration(atoi(l.args[0]))*time.Millisecond)
+		if err := rt.Sleep(ctx, time.Duration(atoi(l.args[0]))*time.Millisecond); err != nil || !e.meddles() {
+			return err
+		}
+		for _, c := range g.convs {
+			e.meddleAsHost(ctx, c)
+		}
+		return nil
 	case "reopen", "shutdown":
 		if l.op == "shutdown" {
 			if err := e.h.Shutdown(ctx); err != nil && !isSessionFault(err) {

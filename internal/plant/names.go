@@ -85,6 +85,8 @@ package plant
 //     up past the fork point in its source conversation.
 //   - usage-totals-skip-failed (core/agent/models.go): the usage totals
 //     leave out the known usage of attempts that did not end done.
+//   - line-authorizes-any-invocation (core/driver.go): any task's
+//     invocation may change any task's status and state and settle it.
 var names = []string{
 	"driver-abort-while-running", "abort-spares-recover", "wait-for-ended-task-registers", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "watch-capture-unflushed-preview",
@@ -94,7 +96,7 @@ var names = []string{
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
 	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
-	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "usage-totals-skip-failed",
+	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "usage-totals-skip-failed", "line-authorizes-any-invocation",
 }
 
 // Names are the planted bugs, for the measuring test.

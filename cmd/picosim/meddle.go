@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/storage"
+)
+
+// Only a task's own invocation changes its status or state or settles it
+// (§6.1); another task's invocation and the host may only mark it for
+// abort. Nothing in the built-in kinds tries otherwise, so a kernel that
+// let anyone change any task would pass every other check. On every
+// meddleSeeds-th seed, therefore, the run's echo tools, and the host after
+// each of a program's sleeps, try: they patch another live task of the
+// conversation to its own status, patch its state, and settle it, each in
+// a commit of its own. The kernel must refuse every one; a commit that
+// lands fails the run (a refusal for another reason, such as the task
+// having ended meanwhile, is not the meddler's to judge).
+
+// ruleOnlyItsOwn: only a task's own invocation changes its status or
+// state or settles it; the host changes none (§6.1).
+const ruleOnlyItsOwn oracleRule = "only-its-own-invocation-changes-a-task"
+
+// meddleSeeds is how often a run meddles: every second seed (the golden
+// traces' seed 1 does not).
+const meddleSeeds = 2
+
+func (e *env) meddles() bool { return e.spec.seed%meddleSeeds == 0 }
+
+// meddleStatuses are the terminal statuses a settle tries, the first the
+// target's kind has being used.
+var meddleStatuses = []string{"done", "failed", "aborted", "stopped", "exited"}
+
+// meddle makes the attempts on the lowest-numbered live task of conversation
+// conv other than self (0 for the host), committing each with commit; by
+// names the meddler in a failure.
+func (e *env) meddle(ctx context.Context, h *core.Harness, conv, self storage.ID, by string, commit func(context.Context, func(*core.Tx)) error) {
+	live := true
+	page, err := h.Store().ScanTasks(ctx, storage.TaskQuery{ConversationIDs: []storage.ID{conv}, Live: &live, Cursor: storage.Cursor{Limit: 4}})
+	if err != nil {
+		return
+	}
+	var target *storage.Task
+	for _, t := range page.Items {
+		if t.ID != self {
+			target = t
+			break
+		}
+	}
+	if target == nil {
+		return
+	}
+	kind, ok := h.Kinds().Task(target.Kind)
+	if !ok {
+		return
+	}
+	attempts := []struct {
+		what string
+		plan func(*core.Tx)
+	}{
+		{"status", func(tx *core.Tx) { tx.Patch(target.ID, core.TaskPatch{Status: target.Status}) }},
+		{"state", func(tx *core.Tx) { tx.Patch(target.ID, core.TaskPatch{State: map[string]bool{"meddled": true}}) }},
+	}
+	for _, s := range meddleStatuses {
+		if role, ok := kind.Role(s); ok && role == storage.RoleTerminal {
+			attempts = append(attempts, struct {
+				what string
+				plan func(*core.Tx)
+			}{"settlement (" + s + ")", func(tx *core.Tx) { tx.Settle(target.ID, s, nil) }})
+			break
+		}
+	}
+	for _, a := range attempts {
+		if err := commit(ctx, a.plan); err == nil {
+			_ = e.oracle.fail(broke(ruleOnlyItsOwn, "%s changed the %s of task %d (%s, %s), and the kernel let it",
+				by, a.what, target.ID, target.Kind, target.Status))
+			return
+		}
+	}
+}
+
+// meddleAsTool is a tool call's meddling, as its task's invocation.
+func (e *env) meddleAsTool(ctx context.Context, rt *core.TaskRuntime, tool, call string) {
+	e.meddle(ctx, rt.Harness(), rt.ConversationID(), rt.TaskID(), fmt.Sprintf("task %d (tool %s, call %s)", rt.TaskID(), tool, call),
+		func(ctx context.Context, plan func(*core.Tx)) error {
+			_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error { plan(tx.Tx); return nil })
+			return err
+		})
+}
+
+// meddleAsHost is the host's meddling, in conversation conv.
+func (e *env) meddleAsHost(ctx context.Context, conv storage.ID) {
+	if e.h == nil {
+		return
+	}
+	h := e.h.Harness
+	e.meddle(ctx, h, conv, 0, "the host", func(ctx context.Context, plan func(*core.Tx)) error {
+		_, err := h.Commit(ctx, func(tx *core.Tx) error { plan(tx); return nil })
+		return err
+	})
+}
