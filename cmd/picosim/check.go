@@ -76,7 +76,7 @@ func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func parseCheck(args []string) (path, session string, err error) {
 	fl := flag.NewFlagSet("check", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
-	fl.StringVar(&session, "session", "picosim", "the session name inside a SQLite database")
+	fl.StringVar(&session, "session", runSession, "the session name inside a SQLite database")
 	pos, err := parseAnywhere(fl, args)
 	switch {
 	case err != nil:

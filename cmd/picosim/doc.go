@@ -20,8 +20,10 @@
 //   - files.go: what picosim writes (0600 files, 0700 directories), temporary directories, the session file of a backend.
 //   - fuzz.go: `picosim fuzz`: seeds explored in parallel, failures shrunk to fewest faults, preemptions and actions.
 //   - help.go: the top-level usage text.
+//   - meddle.go: the oracle only-its-own-invocation-changes-a-task: even seeds' tools and host try to change others' tasks.
 //   - mirror.go: the oracle backends-agree: a disk run's reads asked of a memory store given the same batches, and its cold-opened files swept whole.
 //   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.
+//   - neighbour.go: the two neighbour sessions every SQLite run's database starts with, and their rows held after the run.
 //   - replay.go: `picosim replay`: a trace's run repeated from its header and compared line by line.
 //   - run.go: `picosim run` and `list`: one deterministic run of a scenario, its trace header and result.
 //   - scenario.go: the built-in agent-loop scenarios and the checks each ends with.
@@ -31,7 +33,7 @@
 //
 // Tests: run_test.go (scenarios, traces, replay, faults, dropped actions),
 // oracles_test.go and mirror_test.go (each oracle rejects a hand-broken
-// history and passes it unbroken),
+// history and passes it unbroken), neighbour_test.go,
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
 // main_test.go (the demo's golden output), binary_test.go (the built command
 // and its help texts against testdata), failmodes_test.go (picosim's own

@@ -160,6 +160,9 @@ func (e *env) tracer() trace.TracerProvider {
 	return e.spec.tracer
 }
 
+// runSession is the run's session inside a SQLite database.
+const runSession = "picosim"
+
 // disk describes the backend's files; the memory backend has none. A
 // restarted process's replay of a JSONL history holds every batch to the
 // harness's rules as well.
@@ -170,7 +173,7 @@ func (e *env) disk() fault.Disk {
 	case "sqlite":
 		path := sessionFile("sqlite", e.dir)
 		return fault.Disk{Open: func(ctx context.Context) (storage.Storage, error) {
-			s, err := sqlite.Open(ctx, path, sqlite.Options{Session: "picosim"})
+			s, err := sqlite.Open(ctx, path, sqlite.Options{Session: runSession})
 			if err != nil {
 				return nil, err // not a typed nil in the interface
 			}
@@ -190,6 +193,10 @@ func (e *env) openHandle(ctx context.Context) (*fault.Storage, error) {
 		return e.handle.Restart(ctx, fault.Plan{})
 	case e.spec.backend == "memory":
 		return fault.Wrap(e.s.Runtime(), memory.New(), e.spec.plan, e.s), nil
+	case e.spec.backend == "sqlite":
+		if err := withNeighbours(ctx, sessionFile("sqlite", e.dir)); err != nil {
+			return nil, err
+		}
 	}
 	return fault.WrapDisk(ctx, e.s.Runtime(), e.disk(), e.spec.plan, e.s)
 }
@@ -589,6 +596,11 @@ func (e *env) coldReopen(ctx context.Context, last storage.ID) error {
 	if e.mirrorLog != nil {
 		if d := mirrorDiff(ctx, store, e.mirrorLog); d != "" {
 			return fmt.Errorf("a cold open of the closed session's files: %s", strings.ReplaceAll(d, e.dir+string(filepath.Separator), ""))
+		}
+	}
+	if e.spec.backend == "sqlite" {
+		if d := neighboursIntact(ctx, sessionFile("sqlite", e.dir)); d != "" {
+			return fmt.Errorf("after the run: %s", strings.ReplaceAll(d, e.dir+string(filepath.Separator), ""))
 		}
 	}
 	return nil

@@ -87,6 +87,10 @@ package plant
 //     leave out the known usage of attempts that did not end done.
 //   - line-authorizes-any-invocation (core/driver.go): any task's
 //     invocation may change any task's status and state and settle it.
+//   - sqlite-last-seq-any-session (storage/sqlite): opening a session reads
+//     the first last sequence the database holds, whichever session's.
+//   - sqlite-live-tasks-any-session (storage/sqlite): a scan of live tasks
+//     returns other sessions' too.
 var names = []string{
 	"driver-abort-while-running", "abort-spares-recover", "wait-for-ended-task-registers", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "watch-capture-unflushed-preview",
@@ -96,7 +100,8 @@ var names = []string{
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
 	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
-	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "usage-totals-skip-failed", "line-authorizes-any-invocation",
+	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
+	"usage-totals-skip-failed", "line-authorizes-any-invocation",
 }
 
 // Names are the planted bugs, for the measuring test.

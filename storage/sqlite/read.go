@@ -592,6 +592,9 @@ func taskQuery(session string, q storage.TaskQuery) (query string, args []any) {
 		query += conv + placeholders(len(q.ConversationIDs)) + `)`
 		args = append(args, idArgs(q.ConversationIDs)...)
 	}
+	if live && plant.On("sqlite-live-tasks-any-session") {
+		query = strings.Replace(query, `session=?`, `(session=? OR 1)`, 1)
+	}
 	switch {
 	case live:
 		query += ` AND role IN ('start','inflight')`

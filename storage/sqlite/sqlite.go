@@ -18,6 +18,7 @@ import (
 	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
 
 	"github.com/pico-go/pico/internal/jsonvalue"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/internal/filelock"
 )
@@ -423,7 +424,11 @@ func (s *Store) readSession(ctx context.Context, q queryer) error {
 
 func readLastSeq(ctx context.Context, q queryer, session string) (ID, error) {
 	var last string
-	if err := q.QueryRowContext(ctx, `SELECT value FROM session_metadata WHERE session=? AND key='last_seq'`, session).Scan(&last); err != nil {
+	stmt := `SELECT value FROM session_metadata WHERE session=? AND key='last_seq'`
+	if plant.On("sqlite-last-seq-any-session") {
+		stmt = `SELECT value FROM session_metadata WHERE (session=? OR 1) AND key='last_seq'`
+	}
+	if err := q.QueryRowContext(ctx, stmt, session).Scan(&last); err != nil {
 		return 0, fmt.Errorf("sqlite: read last_seq: %w", err)
 	}
 	n, err := strconv.ParseInt(last, 10, 64)
