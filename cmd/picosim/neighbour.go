@@ -27,7 +27,7 @@ import (
 // same ids as the run's records but other contents: each is the history
 // of a generated run (neighbours/, the session files of generated seeds 6
 // and 24, which share a run's shape: conversation 1, its first input and
-// turn) followed by about 400 ids written here (conversations forked,
+// turn) followed by about 450 ids written here (conversations forked,
 // owned and deleted, entries keyed, with heads and edits, tasks, a
 // quarter of them left live and some marked, scratch, values and lists).
 // One sorts before the run's session and one after, so that a forgetful
@@ -37,7 +37,7 @@ import (
 // changes a neighbour instead, which the run's end sees (neighboursIntact).
 
 // neighbourRounds is how many rounds of writes follow a neighbour's
-// generated history (about 8 ids each), from id roundsFrom in both, so
+// generated history (about 9 ids each), from id roundsFrom in both, so
 // that each round's records have the same ids in both neighbours: a
 // write of the second that forgets its session meets the first's record
 // of the same kind, which the rounds make differ (a task one settles is
@@ -55,8 +55,9 @@ var neighbourHistories embed.FS
 // the run's session (runSession) sorts between them.
 var neighbours = []string{"a-neighbour", "z-neighbour"}
 
-// neighbourDB is the database holding only the neighbours, and its rows
-// (neighbourRows), which a run's end holds the run's database to.
+// neighbourDB is the database holding only the neighbours, and the rows
+// each neighbour has when written alone (neighbourRows), which that
+// database and every run's at its end are held to.
 type neighbourDB struct {
 	bytes []byte
 	rows  []string
