@@ -13,21 +13,35 @@
 // # Files
 //
 //   - bench.go: `picosim bench`: the peer's faux-turn workload under the real runtime, reported in the peer's fields.
+//   - bench_compare.go: `picosim bench --compare PEER.json`: the peer's lines beside ours as issue 20's ratio table.
+//   - bench_counting.go: the store wrapper that counts a bench's queries, rows decoded and commits.
+//   - bench_workload.go: the §10.3 workloads, each `picosim bench --workload NAME` and a benchmark.
+//   - boundary.go: the provider-boundary scenario (DESIGN §11): a Claude clear while the root answers, then again.
 //   - check.go: `picosim check`: a session's copy replayed under the harness's rules, then its state checked.
+//   - collapse.go: the collapse scenarios (§8.4): collapse under a turn, the overflow chain, a stale summary.
+//   - conform.go: `picosim conform --port CMD`: the data scenarios run on another port and compared.
 //   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict.
 //   - exit.go: exit statuses and the errors that pick them (usage, environment, interruption); SIGINT and SIGTERM.
 //   - faults.go: reading --faults and --drop, the fault plans the suite and fuzz draw, and failure signatures.
 //   - files.go: what picosim writes (0600 files, 0700 directories), temporary directories, the session file of a backend.
 //   - fuzz.go: `picosim fuzz`: seeds explored in parallel, failures shrunk to fewest faults, preemptions and actions.
 //   - help.go: the top-level usage text.
+//   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
+//   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.
 //   - meddle.go: the oracle only-its-own-invocation-changes-a-task: even seeds' tools and host try to change others' tasks.
 //   - mirror.go: the oracle backends-agree: a disk run's reads asked of a memory store given the same batches, and its cold-opened files swept whole.
-//   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.
 //   - neighbour.go: the two neighbour sessions every SQLite run's database starts with, and their rows held after the run.
+//   - oracles.go: the oracles every run is held to at each commit and method call (DESIGN §6).
+//   - otel.go: `run --otel`: a run's spans written as the SDK's stdout exporter writes them.
+//   - program.go: host-action programs (DESIGN §6): drawn from a seed, printed, parsed back, run and shrunk.
+//   - progress.go: the progress line long commands write on stderr.
 //   - replay.go: `picosim replay`: a trace's run repeated from its header and compared line by line.
 //   - run.go: `picosim run` and `list`: one deterministic run of a scenario, its trace header and result.
 //   - scenario.go: the built-in agent-loop scenarios and the checks each ends with.
+//   - show.go, showpage.go: `picosim show`: a trace as a timeline with the actors as columns, or with --html as one self-contained page.
+//   - spans.go: the spans every run records, held to DESIGN §9's turn-trace shape.
 //   - sqlite_cgo.go, sqlite_nocgo.go: whether this build can run SQLite, and SQLite's errors that are the machine's.
+//   - subagent.go: the subagent scenarios (§8.5): a run across a restart, a spawned child an abort spares and stop cancels.
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
 //
