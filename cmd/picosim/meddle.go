@@ -56,19 +56,17 @@ func (e *env) meddle(ctx context.Context, h *core.Harness, conv, self storage.ID
 	if !ok {
 		return
 	}
-	attempts := []struct {
+	type attempt struct {
 		what string
 		plan func(*core.Tx)
-	}{
+	}
+	attempts := []attempt{
 		{"status", func(tx *core.Tx) { tx.Patch(target.ID, core.TaskPatch{Status: target.Status}) }},
 		{"state", func(tx *core.Tx) { tx.Patch(target.ID, core.TaskPatch{State: map[string]bool{"meddled": true}}) }},
 	}
 	for _, s := range meddleStatuses {
 		if role, ok := kind.Role(s); ok && role == storage.RoleTerminal {
-			attempts = append(attempts, struct {
-				what string
-				plan func(*core.Tx)
-			}{"settlement (" + s + ")", func(tx *core.Tx) { tx.Settle(target.ID, s, nil) }})
+			attempts = append(attempts, attempt{"settlement (" + s + ")", func(tx *core.Tx) { tx.Settle(target.ID, s, nil) }})
 			break
 		}
 	}
