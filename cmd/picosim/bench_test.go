@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pico-go/pico/storage/jsonl"
 )
 
 func TestBenchRunsThePeerWorkloadAndPrintsThePeerFields(t *testing.T) {
@@ -144,4 +146,36 @@ func BenchmarkGeneratedRuns(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+}
+
+// BenchmarkColdOpenJSONL opens the files of 2,000 bounded faux turns (the
+// issue's cold-reopen row, about 15 MB) cold, store alone: replay time and
+// MB/s.
+//
+//	go test ./cmd/picosim -run XXX -bench ColdOpenJSONL -count 5
+func BenchmarkColdOpenJSONL(b *testing.B) {
+	dir := b.TempDir()
+	c, err := parseBench([]string{"--turns", "2000", "--reset-every", "50", "--backend", "jsonl", "--dir", dir}, &bytes.Buffer{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := runBench(context.Background(), c); err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, "session.jsonl")
+	info, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(info.Size())
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := jsonl.Open(context.Background(), path, jsonl.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -49,6 +49,21 @@ func decodeMessage(data []byte) (Message, bool) {
 	return m, ok && d.End()
 }
 
+// ReadMessage reads the message at d's position into m by UnmarshalJSON's
+// fast path, for a decoder of a larger text that holds messages (a
+// storage line): it saves scanning each message twice, once to find its
+// end and again to decode it. False means the fast path gave up, on a
+// text UnmarshalJSON may still take or refuse: the caller decodes the
+// whole text with encoding/json instead, which calls UnmarshalJSON.
+func ReadMessage(d *jsonvalue.Decoder, m *Message) bool {
+	if !fastPaths {
+		return false
+	}
+	var ok bool
+	*m, ok = readMessage(d)
+	return ok
+}
+
 func readMessage(d *jsonvalue.Decoder) (m Message, ok bool) {
 	ok = d.Members(messageFields, func(i int) bool {
 		switch i {

@@ -3,6 +3,7 @@ package ai
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,7 +69,18 @@ func checkAll(t failer, data []byte) bool {
 	sameAsReference(t, data, fastContent)
 	sameAsReference(t, data, fastUsage)
 	checkDecodeUsage(t, data)
-	return sameAsReference(t, data, decodeMessage)
+	took := sameAsReference(t, data, decodeMessage)
+	if sameAsReference(t, data, readMessageAlone) != took {
+		t.Fatalf("ReadMessage and UnmarshalJSON's fast path disagree on taking %q", data)
+	}
+	return took
+}
+
+// readMessageAlone is ReadMessage on a decoder of data alone.
+func readMessageAlone(data []byte) (Message, bool) {
+	var m Message
+	d := jsonvalue.NewDecoder(data)
+	return m, ReadMessage(d, &m) && d.End()
 }
 
 // checkDecodeUsage holds Usage.DecodeJSON to json.Unmarshal on data: a
@@ -297,4 +309,45 @@ func FuzzMessageDecoding(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkAll(t, data)
 	})
+}
+
+// ReadMessage reads messages inside a larger text, each where the decoder
+// stands, as encoding/json reads the whole; with the fast paths off it
+// takes nothing.
+func TestReadMessageReadsWithinALargerText(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ms := rapid.SliceOfN(rapid.Custom(genMessage), 0, 4).Draw(t, "messages")
+		raw, err := json.Marshal(map[string]any{"before": 1, "messages": ms, "after": "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []Message
+		d := jsonvalue.NewDecoder(raw)
+		ok := d.Members(jsonvalue.KnownFields("after", "before", "messages"), func(i int) bool {
+			if i == 2 {
+				return jsonvalue.SliceInto(d, &got, func(m *Message) bool { return ReadMessage(d, m) })
+			}
+			_, ok := d.Value()
+			return ok
+		}) && d.End()
+		if ok != !slices.ContainsFunc(ms, rare) {
+			t.Fatalf("ReadMessage took %s: %t; want %t", raw, ok, !ok)
+		}
+		if !ok {
+			return
+		}
+		var want struct{ Messages []Message }
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(want.Messages, got) {
+			t.Fatalf("ReadMessage read %s otherwise than encoding/json (-want +got):\n%s", raw, cmp.Diff(want.Messages, got))
+		}
+	})
+	raw, _ := json.Marshal(UserText("hi", 1))
+	fastPaths = false
+	defer func() { fastPaths = true }()
+	if _, ok := readMessageAlone(raw); ok {
+		t.Fatal("ReadMessage took a message with the fast paths off")
+	}
 }

@@ -45,13 +45,11 @@ func ids(d *jsonvalue.Decoder, v *[]storage.ID) bool {
 	return jsonvalue.SliceInto(d, v, func(n *storage.ID) bool { return jsonvalue.Int64Into(d, n) })
 }
 
-// messages reads model messages with their own UnmarshalJSON, as
-// encoding/json would call it.
+// messages reads model messages by the fast path of their UnmarshalJSON
+// (ai.ReadMessage); where it gives up, so does the line's, and
+// encoding/json calls UnmarshalJSON.
 func messages(d *jsonvalue.Decoder, v *[]ai.Message) bool {
-	return jsonvalue.SliceInto(d, v, func(m *ai.Message) bool {
-		text, ok := d.Value()
-		return ok && m.UnmarshalJSON(text) == nil
-	})
+	return jsonvalue.SliceInto(d, v, func(m *ai.Message) bool { return ai.ReadMessage(d, m) })
 }
 
 func readWrite(d *jsonvalue.Decoder, w *storage.Write) bool {

@@ -378,26 +378,31 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 	}
 	r.size = int64(len(data) - len(rest))
 	prevLast := storage.ID(0)
-	var writes []storage.Write // each line's, in turn
-	for n := 2; len(rest) > 0; n++ {
-		text, after, complete := bytes.Cut(rest, []byte{'\n'})
-		if plant.On("jsonl-replay-drops-last") && task == 0 && complete && len(after) == 0 && n > 3 {
+	lines := newLineReader(rest)
+	defer lines.stop()
+	for n := 2; ; n++ {
+		pl := lines.line()
+		if pl == nil {
 			break
 		}
-		if len(text) > batchBytesMax {
+		if plant.On("jsonl-replay-drops-last") && task == 0 && pl.complete && pl.last && n > 3 {
+			break
+		}
+		text := pl.text
+		if pl.tooLong {
 			return nil, true, &FileError{Path: path, Line: n, Err: &storage.BatchTooLargeError{Bytes: len(text), Max: batchBytesMax}}
 		}
-		l, perr := parseLine(text, writes)
-		if perr != nil {
-			if !complete {
+		if pl.err != nil {
+			if !pl.complete {
 				// The process died while writing this line: nothing
 				// acknowledged it, so it is cut once the rest is good.
 				r.cut = !plant.On("jsonl-torn-tail-kept")
 				r.torn = append(r.torn, TornTail{Path: path, Offset: r.size, Bytes: len(text)})
 				break
 			}
-			return nil, true, &FileError{Path: path, Line: n, Err: perr}
+			return nil, true, &FileError{Path: path, Line: n, Err: pl.err}
 		}
+		l := pl.l
 		if l.First <= prevLast || len(l.Writes) == 0 {
 			return nil, true, &FileError{Path: path, Line: n, Err: fmt.Errorf("batch at %d overlaps the previous one or is empty (ranges must increase)", l.First)}
 		}
@@ -416,16 +421,14 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 		if err := s.Store.ApplyDecoded(ctx, batch, l.First); err != nil { // parseLine parsed its values
 			return nil, true, &FileError{Path: path, Line: n, Err: err}
 		}
-		writes = l.Writes
 		prevLast = l.First + storage.ID(len(l.Writes)) - 1
 		r.ranges = append(r.ranges, batchRange{first: l.First, last: prevLast, line: n})
 		r.size += int64(len(text))
-		if complete {
+		if pl.complete {
 			r.size++
 		} else {
 			r.newline = true // a complete batch that only lacks its newline is kept
 		}
-		rest = after
 	}
 	return r, true, nil
 }
