@@ -89,7 +89,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fl.SetOutput(stderr)
 	fl.IntVar(&c.Turns, "turns", 200, "turns to run")
 	fl.IntVar(&c.Tools, "tools", 2, "tool calls per turn (0-4)")
-	fl.IntVar(&c.ResetEvery, "reset-every", 0, "append a reset head every N turns (0: never)")
+	fl.IntVar(&c.ResetEvery, "reset-every", 0, "append a reset head after every Nth turn, the last included, as the peer does (0: never)")
 	fl.IntVar(&c.CollapseEvery, "collapse-every", 0, "collapse the context every N turns, waiting for the summary (0: never)")
 	fl.StringVar(&c.Backend, "backend", "memory", "memory, jsonl or sqlite")
 	fl.BoolVar(&c.Fsync, "fsync", false, "make every commit durable before it returns (JSONL: sync each line; SQLite: synchronous=FULL)")

@@ -398,17 +398,13 @@ type historyPoint struct {
 	HeapMB float64 `json:"heapMB"`
 }
 
-// turns runs n turns of input on conv, with the config's resets and
-// collapses before the turns that have them.
+// turns runs n turns of input on conv, with the config's collapses before
+// the turns that have them and its resets after, as the peer's bench
+// resets after every Rth turn, the last one included.
 func (r *benchRun) turns(conv *agent.Conversation, n int, input string) error {
 	for range n {
 		i := r.res.Done
 		c := r.c
-		if c.ResetEvery > 0 && i > 0 && i%c.ResetEvery == 0 {
-			if _, err := conv.Commit(r.ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, conv.ID); return nil }); err != nil {
-				return err
-			}
-		}
 		if c.CollapseEvery > 0 && i > 0 && i%c.CollapseEvery == 0 {
 			if err := collapseAndWait(r.ctx, conv, r.settled); err != nil {
 				return fmt.Errorf("collapse before turn %d: %w", i, err)
@@ -417,6 +413,11 @@ func (r *benchRun) turns(conv *agent.Conversation, n int, input string) error {
 		}
 		if _, err := r.prompt(conv, input); err != nil {
 			return fmt.Errorf("turn %d: %w", i, err)
+		}
+		if c.ResetEvery > 0 && (i+1)%c.ResetEvery == 0 {
+			if _, err := conv.Commit(r.ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, conv.ID); return nil }); err != nil {
+				return fmt.Errorf("reset after turn %d: %w", i, err)
+			}
 		}
 	}
 	return nil
