@@ -541,7 +541,7 @@ func (k collapseKind) Execute(ctx context.Context, task *storage.Task, rt *core.
 		if stale, err = headMoved(tx.Tx, task.ConversationID, st); err != nil || stale {
 			return err
 		}
-		tx.Patch(task.ID, core.TaskPatch{Status: "summarizing", State: map[string]any{"attempt": st.Attempt + 1, "notBefore": 0}})
+		tx.Patch(task.ID, core.TaskPatch{Status: "summarizing", State: attemptStart{Attempt: st.Attempt + 1}})
 		return nil
 	}); err != nil {
 		return err

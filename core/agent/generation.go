@@ -190,7 +190,7 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *cor
 		if msgs, err = tx.RequestMessages(conv, pending); err != nil {
 			return err
 		}
-		tx.Patch(task.ID, core.TaskPatch{Status: "streaming", State: map[string]any{"attempt": st.Attempt + 1, "notBefore": 0}})
+		tx.Patch(task.ID, core.TaskPatch{Status: "streaming", State: attemptStart{Attempt: st.Attempt + 1}})
 		return nil
 	}); err != nil || collapsed {
 		return err
@@ -447,7 +447,7 @@ func (k generationKind) settleCalls(ctx context.Context, rt *core.TaskRuntime, t
 		}
 		tx.Task(kindName(PostToolsKindName), core.TaskSpec{After: tools, State: PostToolsState{
 			Assistant: assistant, Tools: tools, Inputs: st.Inputs}})
-		tx.Settle(task.ID, "done", map[string]any{"assistant": assistant})
+		tx.Settle(task.ID, "done", answeredWith{assistant})
 		return nil
 	})
 	return err
@@ -499,7 +499,7 @@ func (k generationKind) settleFinal(ctx context.Context, rt *core.TaskRuntime, c
 				}
 			}
 		}
-		tx.Settle(task.ID, "done", map[string]any{"assistant": answer})
+		tx.Settle(task.ID, "done", answeredWith{answer})
 		return nil
 	})
 	return err

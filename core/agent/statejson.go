@@ -40,7 +40,8 @@ func decodeWith(data []byte, r fastReader) bool {
 
 // The keys each fast path reads, in the order its read numbers them; the
 // tests hold each list to its type's JSON fields, so that a field added to
-// a state is not skipped by its fast path.
+// a state is not skipped by its fast path. (A field added must be written
+// by the type's AppendJSON too.)
 var (
 	generationKeys = []string{"inputs", "config", "attempt", "maxAttempts", "notBefore", "deferred",
 		"afterCollapse", "overflowRetried", "assistant", "reason", "collapse"}
@@ -325,26 +326,12 @@ func (r ToolResultData) appendMembers(buf []byte, first bool) ([]byte, bool) {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = jsonvalue.AppendString(append(buf, `{"severity":`...), d.Severity)
-			buf = jsonvalue.AppendString(append(buf, `,"message":`...), d.Message)
-			if d.Code != "" {
-				buf = jsonvalue.AppendString(append(buf, `,"code":`...), d.Code)
-			}
-			buf = append(buf, '}')
+			buf = d.appendJSON(buf)
 		}
 		buf = append(buf, ']')
 	}
-	t := r.Truncation
-	sep(`"truncation":{"truncated":`)
-	buf = strconv.AppendBool(buf, t.Truncated)
-	buf = strconv.AppendInt(append(buf, `,"totalLines":`...), int64(t.TotalLines), 10)
-	buf = strconv.AppendInt(append(buf, `,"totalBytes":`...), int64(t.TotalBytes), 10)
-	buf = strconv.AppendInt(append(buf, `,"shownLines":`...), int64(t.ShownLines), 10)
-	buf = strconv.AppendInt(append(buf, `,"shownBytes":`...), int64(t.ShownBytes), 10)
-	if t.SpillPath != "" {
-		buf = jsonvalue.AppendString(append(buf, `,"spillPath":`...), t.SpillPath)
-	}
-	buf = append(buf, '}')
+	sep(`"truncation":`)
+	buf = r.Truncation.appendJSON(buf)
 	sep(`"isError":`)
 	buf = strconv.AppendBool(buf, r.IsError)
 	return append(buf, '}'), ok
@@ -384,8 +371,32 @@ func appendOr(buf []byte, v any, plain func([]byte) ([]byte, bool)) ([]byte, err
 	return append(buf[:start], raw...), err
 }
 
-// appendStrings writes an array of strings.
+func (d Diag) appendJSON(buf []byte) []byte {
+	buf = jsonvalue.AppendString(append(buf, `{"severity":`...), d.Severity)
+	buf = jsonvalue.AppendString(append(buf, `,"message":`...), d.Message)
+	if d.Code != "" {
+		buf = jsonvalue.AppendString(append(buf, `,"code":`...), d.Code)
+	}
+	return append(buf, '}')
+}
+
+func (t Truncation) appendJSON(buf []byte) []byte {
+	buf = strconv.AppendBool(append(buf, `{"truncated":`...), t.Truncated)
+	buf = strconv.AppendInt(append(buf, `,"totalLines":`...), int64(t.TotalLines), 10)
+	buf = strconv.AppendInt(append(buf, `,"totalBytes":`...), int64(t.TotalBytes), 10)
+	buf = strconv.AppendInt(append(buf, `,"shownLines":`...), int64(t.ShownLines), 10)
+	buf = strconv.AppendInt(append(buf, `,"shownBytes":`...), int64(t.ShownBytes), 10)
+	if t.SpillPath != "" {
+		buf = jsonvalue.AppendString(append(buf, `,"spillPath":`...), t.SpillPath)
+	}
+	return append(buf, '}')
+}
+
+// appendStrings writes an array of strings; nil is null.
 func appendStrings(buf []byte, ss []string) []byte {
+	if ss == nil {
+		return append(buf, "null"...)
+	}
 	buf = append(buf, '[')
 	for i, s := range ss {
 		if i > 0 {
@@ -394,4 +405,275 @@ func appendStrings(buf []byte, ss []string) []byte {
 		buf = jsonvalue.AppendString(buf, s)
 	}
 	return append(buf, ']')
+}
+
+// appendIDs writes an array of ids; nil is null.
+func appendIDs(buf []byte, ids []storage.ID) []byte {
+	if ids == nil {
+		return append(buf, "null"...)
+	}
+	buf = append(buf, '[')
+	for i, id := range ids {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendInt(buf, int64(id), 10)
+	}
+	return append(buf, ']')
+}
+
+// The hand-written encodings (core.JSONAppender) of the states and rows
+// every turn writes: a generation's, a tool call's and a post_tools'
+// states at their creation and settlement, an input's result, a usage
+// row, a sink operation, and the patches a generation and a tool call
+// merge into their states as they start. Each writes json.Marshal's
+// bytes, and leaves to it what a part would not write by hand (a deferred
+// handle, arguments encoding/json rewrites).
+
+// omitted writes ,"key":n unless n is 0, as omitempty does.
+func omitted(buf []byte, key string, n int64) []byte {
+	if n == 0 {
+		return buf
+	}
+	return strconv.AppendInt(append(buf, key...), n, 10)
+}
+
+// omittedString writes ,"key":s unless s is empty, as omitempty does.
+func omittedString(buf []byte, key, s string) []byte {
+	if s == "" {
+		return buf
+	}
+	return jsonvalue.AppendString(append(buf, key...), s)
+}
+
+// AppendJSON appends what json.Marshal writes of the state to buf
+// (core.JSONAppender).
+func (s GenerationState) AppendJSON(buf []byte) ([]byte, error) {
+	return appendOr(buf, s, func(buf []byte) ([]byte, bool) {
+		if s.Deferred != nil {
+			return buf, false // rare: encoding/json's
+		}
+		buf = appendIDs(append(buf, `{"inputs":`...), s.Inputs)
+		buf = s.Config.appendJSON(append(buf, `,"config":`...))
+		buf = strconv.AppendInt(append(buf, `,"attempt":`...), int64(s.Attempt), 10)
+		buf = strconv.AppendInt(append(buf, `,"maxAttempts":`...), int64(s.MaxAttempts), 10)
+		buf = omitted(buf, `,"notBefore":`, s.NotBefore)
+		buf = omitted(buf, `,"afterCollapse":`, int64(s.AfterCollapse))
+		if s.OverflowRetried {
+			buf = append(buf, `,"overflowRetried":true`...)
+		}
+		buf = omitted(buf, `,"assistant":`, int64(s.Assistant))
+		buf = omittedString(buf, `,"reason":`, s.Reason)
+		buf = omitted(buf, `,"collapse":`, int64(s.Collapse))
+		return append(buf, '}'), true
+	})
+}
+
+func (c GenerationConfig) appendJSON(buf []byte) []byte {
+	buf = append(buf, `{"model":{`...)
+	if c.Model.Provider != "" {
+		buf = jsonvalue.AppendString(append(buf, `"provider":`...), c.Model.Provider)
+	}
+	if c.Model.ModelID != "" {
+		if c.Model.Provider != "" {
+			buf = append(buf, ',')
+		}
+		buf = jsonvalue.AppendString(append(buf, `"modelId":`...), c.Model.ModelID)
+	}
+	buf = append(buf, '}')
+	buf = omittedString(buf, `,"thinking":`, c.Thinking)
+	buf = appendStrings(append(buf, `,"selectedTools":`...), c.SelectedTools)
+	buf = omittedString(buf, `,"profile":`, c.Profile)
+	buf = strconv.AppendInt(append(buf, `,"budgetMs":`...), c.BudgetMs, 10)
+	return append(buf, '}')
+}
+
+// AppendJSON appends what json.Marshal writes of the state to buf
+// (core.JSONAppender).
+func (s ToolState) AppendJSON(buf []byte) ([]byte, error) {
+	return appendOr(buf, s, func(buf []byte) ([]byte, bool) {
+		buf, err := s.Call.AppendJSON(append(buf, `{"call":`...))
+		if err != nil {
+			return buf, false
+		}
+		buf = strconv.AppendInt(append(buf, `,"assistant":`...), int64(s.Assistant), 10)
+		buf = strconv.AppendBool(append(buf, `,"offered":`...), s.Offered)
+		buf = strconv.AppendInt(append(buf, `,"budgetMs":`...), s.BudgetMs, 10)
+		ok := true
+		if len(s.Args) > 0 {
+			buf, ok = jsonvalue.AppendRaw(append(buf, `,"args":`...), s.Args)
+		}
+		buf = omittedString(buf, `,"replay":`, string(s.Replay))
+		buf = s.Limits.appendJSON(append(buf, `,"limits":`...))
+		if s.Job != nil {
+			buf = strconv.AppendInt(append(buf, `,"job":{"id":`...), int64(s.Job.ID), 10)
+			buf = strconv.AppendBool(append(buf, `,"cancelOnAbort":`...), s.Job.CancelOnAbort)
+			if s.Job.Detached {
+				buf = append(buf, `,"detached":true`...)
+			}
+			buf = append(buf, '}')
+		}
+		if s.Output != nil && ok {
+			buf, ok = s.Output.appendPlain(append(buf, `,"output":`...))
+		}
+		buf = omitted(buf, `,"result":`, int64(s.Result))
+		return append(buf, '}'), ok
+	})
+}
+
+func (l OutputLimits) appendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	start := len(buf)
+	sep := func(key string) {
+		if len(buf) > start {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, key...)
+	}
+	if l.MaxBytes != 0 {
+		sep(`"maxBytes":`)
+		buf = strconv.AppendInt(buf, int64(l.MaxBytes), 10)
+	}
+	if l.MaxLines != 0 {
+		sep(`"maxLines":`)
+		buf = strconv.AppendInt(buf, int64(l.MaxLines), 10)
+	}
+	if l.Retain != "" {
+		sep(`"retain":`)
+		buf = jsonvalue.AppendString(buf, l.Retain)
+	}
+	return append(buf, '}')
+}
+
+// AppendJSON appends what json.Marshal writes of the state to buf
+// (core.JSONAppender).
+func (s PostToolsState) AppendJSON(buf []byte) ([]byte, error) {
+	buf = strconv.AppendInt(append(buf, `{"assistant":`...), int64(s.Assistant), 10)
+	buf = appendIDs(append(buf, `,"tools":`...), s.Tools)
+	buf = appendIDs(append(buf, `,"inputs":`...), s.Inputs)
+	if s.Stopped {
+		buf = append(buf, `,"stopped":true`...)
+	}
+	buf = omittedString(buf, `,"reason":`, s.Reason)
+	return append(buf, '}'), nil
+}
+
+// AppendJSON appends what json.Marshal writes of the result to buf
+// (core.JSONAppender).
+func (r InputResult) AppendJSON(buf []byte) ([]byte, error) {
+	buf = jsonvalue.AppendString(append(buf, `{"status":`...), string(r.Status))
+	buf = omittedString(buf, `,"requestId":`, r.RequestID)
+	buf = omitted(buf, `,"placementEntryId":`, int64(r.PlacementEntryID))
+	buf = omitted(buf, `,"resultEntryId":`, int64(r.ResultEntryID))
+	buf = omittedString(buf, `,"reason":`, r.Reason)
+	return append(buf, '}'), nil
+}
+
+// AppendJSON appends what json.Marshal writes of the row to buf
+// (core.JSONAppender).
+func (r UsageRow) AppendJSON(buf []byte) ([]byte, error) {
+	return appendOr(buf, r, func(buf []byte) ([]byte, bool) {
+		buf = strconv.AppendInt(append(buf, `{"conversationId":`...), int64(r.ConversationID), 10)
+		buf = strconv.AppendInt(append(buf, `,"taskId":`...), int64(r.TaskID), 10)
+		buf = jsonvalue.AppendString(append(buf, `,"kind":`...), r.Kind)
+		buf = omittedString(buf, `,"model":`, r.Model)
+		buf = strconv.AppendInt(append(buf, `,"attempt":`...), int64(r.Attempt), 10)
+		buf = jsonvalue.AppendString(append(buf, `,"outcome":`...), r.Outcome)
+		if r.Usage != nil {
+			var err error
+			if buf, err = r.Usage.AppendJSON(append(buf, `,"usage":`...)); err != nil {
+				return buf, false
+			}
+		}
+		return append(buf, '}'), true
+	})
+}
+
+// AppendJSON appends what json.Marshal writes of the operation to buf
+// (core.JSONAppender).
+func (o SinkOp) AppendJSON(buf []byte) ([]byte, error) {
+	return appendOr(buf, o, func(buf []byte) ([]byte, bool) {
+		buf = jsonvalue.AppendString(append(buf, `{"op":`...), o.Op)
+		buf = omittedString(buf, `,"text":`, o.Text)
+		var err error
+		if o.Image != nil {
+			if buf, err = o.Image.AppendJSON(append(buf, `,"image":`...)); err != nil {
+				return buf, false
+			}
+		}
+		if o.Truncation != nil {
+			buf = o.Truncation.appendJSON(append(buf, `,"truncation":`...))
+		}
+		if o.Usage != nil {
+			if buf, err = o.Usage.AppendJSON(append(buf, `,"usage":`...)); err != nil {
+				return buf, false
+			}
+		}
+		if len(o.Names) > 0 {
+			buf = appendStrings(append(buf, `,"names":`...), o.Names)
+		}
+		if o.Value {
+			buf = append(buf, `,"value":true`...)
+		}
+		buf = omitted(buf, `,"job":`, int64(o.Job))
+		if o.Diag != nil {
+			buf = o.Diag.appendJSON(append(buf, `,"diag":`...))
+		}
+		return append(buf, '}'), true
+	})
+}
+
+// attemptStart is what a generation or a collapse merges into its state
+// as an attempt starts: the members of the map it was, in the order
+// json.Marshal writes a map's (its keys sorted), so the state's bytes are
+// as they were.
+type attemptStart struct {
+	Attempt   int   `json:"attempt"`
+	NotBefore int64 `json:"notBefore"`
+}
+
+// AppendJSON appends what json.Marshal writes of the patch to buf
+// (core.JSONAppender).
+func (p attemptStart) AppendJSON(buf []byte) ([]byte, error) {
+	buf = strconv.AppendInt(append(buf, `{"attempt":`...), int64(p.Attempt), 10)
+	buf = strconv.AppendInt(append(buf, `,"notBefore":`...), p.NotBefore, 10)
+	return append(buf, '}'), nil
+}
+
+// answeredWith is what a generation merges into its state as it settles with
+// its assistant entry (the map it was, as attemptStart).
+type answeredWith struct {
+	Assistant storage.ID `json:"assistant"`
+}
+
+// AppendJSON appends what json.Marshal writes of the settlement to buf
+// (core.JSONAppender).
+func (p answeredWith) AppendJSON(buf []byte) ([]byte, error) {
+	buf = strconv.AppendInt(append(buf, `{"assistant":`...), int64(p.Assistant), 10)
+	return append(buf, '}'), nil
+}
+
+// toolStart is what a tool call merges into its state as it starts to
+// run (the map it was, as attemptStart): args always, null when none.
+type toolStart struct {
+	Args   json.RawMessage `json:"args"`
+	Limits OutputLimits    `json:"limits"`
+	Replay ReplayPolicy    `json:"replay"`
+}
+
+// AppendJSON appends what json.Marshal writes of the patch to buf
+// (core.JSONAppender).
+func (p toolStart) AppendJSON(buf []byte) ([]byte, error) {
+	return appendOr(buf, p, func(buf []byte) ([]byte, bool) {
+		buf = append(buf, `{"args":`...)
+		ok := true
+		if p.Args == nil {
+			buf = append(buf, "null"...)
+		} else {
+			buf, ok = jsonvalue.AppendRaw(buf, p.Args)
+		}
+		buf = p.Limits.appendJSON(append(buf, `,"limits":`...))
+		buf = jsonvalue.AppendString(append(buf, `,"replay":`...), string(p.Replay))
+		return append(buf, '}'), ok
+	})
 }

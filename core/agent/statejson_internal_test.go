@@ -364,6 +364,69 @@ func TestToolOutputAppendJSONWritesWhatReflectionWrites(t *testing.T) {
 	})
 }
 
+// Every state, row and patch a turn writes is written by hand as
+// json.Marshal writes it: the patches as the maps they replaced.
+func TestStateAppendJSONWritesWhatReflectionWrites(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v, _ := genState(t)
+		if s, ok := v.(ToolState); ok {
+			if rapid.Bool().Draw(t, "fullOutput") {
+				out := genOutput(t)
+				s.Output = &out
+			}
+			if rapid.Bool().Draw(t, "job") {
+				s.Job = &ToolJob{ID: storage.ID(rapid.Int64().Draw(t, "jobID")), CancelOnAbort: rapid.Bool().Draw(t, "cancel"), Detached: rapid.Bool().Draw(t, "detached")}
+			}
+			if rapid.IntRange(0, 3).Draw(t, "oddArgs") == 0 {
+				s.Args = json.RawMessage(rapid.SampledFrom([]string{`{"a": 1}`, `"<b>"`, `[]`, "\"\u2028\""}).Draw(t, "oddArgsText"))
+			}
+			v = s
+		}
+		sameBytes(t, v.(core.JSONAppender), v)
+		str := genStateString
+		row := UsageRow{ConversationID: storage.ID(rapid.Int64().Draw(t, "conv")), TaskID: storage.ID(rapid.Int64().Draw(t, "task")),
+			Kind: str.Draw(t, "kind"), Model: str.Draw(t, "model"), Attempt: rapid.Int().Draw(t, "attempt"), Outcome: str.Draw(t, "outcome")}
+		switch rapid.IntRange(0, 2).Draw(t, "usage") {
+		case 1:
+			row.Usage = &ai.Usage{Input: rapid.Int64().Draw(t, "in"), TotalTokens: 3, Cost: ai.Cost{Total: 0.5}}
+		case 2:
+			row.Usage = &ai.Usage{Cost: ai.Cost{Output: math.NaN()}} // refused by encoding/json
+		}
+		sameBytes(t, row, row)
+		op := SinkOp{Op: str.Draw(t, "op"), Text: str.Draw(t, "text"), Value: rapid.Bool().Draw(t, "value"), Job: storage.ID(rapid.Int64().Draw(t, "job"))}
+		if rapid.Bool().Draw(t, "image") {
+			op.Image = &ai.Block{Type: ai.BlockImage, Data: str.Draw(t, "data"), MimeType: "image/png"}
+		}
+		if rapid.Bool().Draw(t, "truncation") {
+			op.Truncation = &Truncation{Truncated: true, TotalLines: rapid.Int().Draw(t, "lines"), SpillPath: str.Draw(t, "spill")}
+		}
+		if rapid.Bool().Draw(t, "sinkUsage") {
+			op.Usage = &ai.Usage{Output: rapid.Int64().Draw(t, "out")}
+		}
+		switch rapid.IntRange(0, 2).Draw(t, "names") {
+		case 1:
+			op.Names = []string{}
+		case 2:
+			op.Names = rapid.SliceOfN(str, 1, 3).Draw(t, "nameList")
+		}
+		if rapid.Bool().Draw(t, "diag") {
+			op.Diag = &Diag{Severity: str.Draw(t, "severity"), Message: str.Draw(t, "message"), Code: str.Draw(t, "code")}
+		}
+		sameBytes(t, op, op)
+		attempt, notBefore := rapid.Int().Draw(t, "attemptNo"), rapid.Int64().Draw(t, "notBefore")
+		sameBytes(t, attemptStart{Attempt: attempt, NotBefore: notBefore}, map[string]any{"attempt": attempt, "notBefore": notBefore})
+		assistant := storage.ID(rapid.Int64().Draw(t, "assistant"))
+		sameBytes(t, answeredWith{assistant}, map[string]any{"assistant": assistant})
+		var args json.RawMessage
+		if text := rapid.SampledFrom([]string{"nil", "", `{}`, `{"v":"a"}`, `{"a": 1}`, `"<&>"`, `[1,2]`}).Draw(t, "args"); text != "nil" {
+			args = json.RawMessage(text)
+		}
+		limits := OutputLimits{MaxBytes: rapid.IntRange(0, 2).Draw(t, "maxBytes"), MaxLines: rapid.IntRange(0, 2).Draw(t, "maxLines"), Retain: str.Draw(t, "retain")}
+		replay := ReplayPolicy(str.Draw(t, "replay"))
+		sameBytes(t, toolStart{Args: args, Limits: limits, Replay: replay}, map[string]any{"args": args, "replay": replay, "limits": limits})
+	})
+}
+
 // jsonKeys lists the JSON member names encoding/json gives t's fields,
 // embedded structs' included.
 func jsonKeys(t reflect.Type) []string {
@@ -398,6 +461,11 @@ func TestFastPathsKnowEveryFieldOfTheirTypes(t *testing.T) {
 		{Truncation{}, []string{"truncated", "totalLines", "totalBytes", "shownLines", "shownBytes", "spillPath"}},
 		{Diag{}, []string{"severity", "message", "code"}},
 		{toolSettlement{}, []string{"job", "output", "result"}},
+		{UsageRow{}, []string{"conversationId", "taskId", "kind", "model", "attempt", "outcome", "usage"}},
+		{SinkOp{}, []string{"op", "text", "image", "truncation", "usage", "names", "value", "job", "diag"}},
+		{ToolJob{}, []string{"id", "cancelOnAbort", "detached"}},
+		{attemptStart{}, []string{"attempt", "notBefore"}}, {answeredWith{}, []string{"assistant"}},
+		{toolStart{}, []string{"args", "limits", "replay"}},
 	} {
 		if got := jsonKeys(reflect.TypeOf(c.typ)); !slices.Equal(got, c.keys) {
 			t.Errorf("%T has the members %v; its hand-written path knows %v", c.typ, got, c.keys)

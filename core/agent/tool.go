@@ -253,7 +253,7 @@ func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *core.Task
 		if spent, err = cfg.budget.spendToolCall(tx.Tx, rt.Now()); err != nil || spent != nil {
 			return err
 		}
-		tx.Patch(task.ID, core.TaskPatch{Status: "running", State: map[string]any{"args": args, "replay": replay, "limits": tool.Output}})
+		tx.Patch(task.ID, core.TaskPatch{Status: "running", State: toolStart{Args: args, Limits: tool.Output, Replay: replay}})
 		return nil
 	}); err != nil {
 		return err
