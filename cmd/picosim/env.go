@@ -624,6 +624,9 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 	sim.Yield(ctx, "persist")
 	rng, err := r.Storage.Commit(ctx, b)
 	r.e.noteEnv(err)
+	if f, broken := r.e.first.Broken(); broken {
+		_ = r.e.oracle.fail(broke(ruleFailedWrite, "%s: %s", f.Name, f.Broken))
+	}
 	if errors.Is(err, fault.ErrInjected) && planted("ack-failed") {
 		rng, err = storage.Range{First: r.Storage.LastSeq() + 1, Last: r.Storage.LastSeq() + storage.ID(len(b.Writes))}, nil
 	}

@@ -96,15 +96,16 @@ const (
 
 // drawPlan draws the fault plan of a fuzzed or suite run from the scenario
 // and the seed alone, for a run of about batches commits: the faults
-// fault.RandomPlan draws, a crash that does not persist torn mid-line half
-// the time on JSONL, and sometimes a hold.
+// fault.RandomPlan draws, a crash that does not persist torn mid-line and
+// a fail that fills the disk mid-line each half the time on JSONL, and
+// sometimes a hold.
 func drawPlan(sc scenario, seed uint64, batches int, backend string) fault.Plan {
 	h := fnv.New64a()
 	h.Write([]byte(sc.name))
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
 	p := fault.RandomPlan(rng, max(batches, 1))
 	for i, f := range p.Faults {
-		if backend == "jsonl" && f.Kind == fault.Crash && !f.Persist && rng.IntN(2) == 0 {
+		if backend == "jsonl" && (f.Kind == fault.Crash && !f.Persist || f.Kind == fault.Fail) && rng.IntN(2) == 0 {
 			p.Faults[i].Tear = 1 + rng.Uint32N(1<<16)
 		}
 	}

@@ -105,6 +105,10 @@ const (
 	// keeps every tool of the catalog (nothing in a run removes one): a
 	// tool's addTools adds to what the model was offered (§5.5).
 	ruleSelectionKeepsTools oracleRule = "selection-keeps-tools"
+	// ruleFailedWrite: a commit whose write failed (the disk filled
+	// mid-line) keeps nothing of its batch: the store's last sequence, its
+	// files and what it answers of the batch's records are as before it.
+	ruleFailedWrite oracleRule = "a-failed-write-keeps-nothing"
 )
 
 // committer names who committed a batch: a task's method, or a host.

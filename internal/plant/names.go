@@ -79,6 +79,11 @@ package plant
 //     but not cut, so the next append lands after it.
 //   - jsonl-replay-drops-after (storage/jsonl): reopening loses the tasks'
 //     dependencies (what each runs after).
+//   - jsonl-publish-before-write (storage/jsonl): a commit publishes its
+//     batch before writing its line, and keeps it published when the
+//     write fails.
+//   - jsonl-failed-write-kept (storage/jsonl): a write that fails midway
+//     (a full disk) is not cut back: its prefix stays in the file.
 //   - sqlite-scan-ignores-through (storage/sqlite): a transcript scan
 //     bounded above returns the entries past its bound too.
 //   - sqlite-head-uncapped (storage/sqlite): a fork's newest head is looked
@@ -100,6 +105,7 @@ var names = []string{
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
 	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
+	"jsonl-publish-before-write", "jsonl-failed-write-kept",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
 	"usage-totals-skip-failed", "line-authorizes-any-invocation",
 }

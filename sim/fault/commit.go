@@ -141,6 +141,25 @@ func (s *Storage) finish(ctx context.Context, a *admission, batch storage.Commit
 	e := &Error{Fault: f, Commit: a.ordinal}
 	switch f.Kind {
 	case Fail:
+		if f.Tear != 0 {
+			w := s.failWrite(ctx, f, batch)
+			if w.torn == nil { // the store wrote nothing: it refused the batch, or it had no writes
+				s.fire(a, f, w.err == nil, nil)
+				return w.r, w.err
+			}
+			s.mu.Lock()
+			fired := a.firing(f, w.err == nil, nil)
+			fired.Torn, fired.Broken = w.torn, w.broken
+			s.log(fired)
+			s.mu.Unlock()
+			if w.err == nil {
+				return w.r, nil // the store said it kept the batch; Broken says it should not have
+			}
+			// ErrDiskFull, not the store's error, which names the file
+			// (where the session lives: not in a trace).
+			e.Err = ErrDiskFull
+			return storage.Range{}, e
+		}
 		e.Err = ErrInjected
 		s.fire(a, f, false, nil)
 	case Uncertain:

@@ -24,13 +24,28 @@ type Disk struct {
 	// (SQLite: a transaction committed or it did not), and a plan that
 	// tears is refused.
 	Files []string
+	// writes fails the store's writes for a fail fault with Tear (a full
+	// disk); nil when the store's writes cannot be failed (SQLite), and a
+	// plan with such a fault is refused.
+	writes *writeGate
 }
 
 // JSONL is the Disk of the JSONL session whose main file is path: opened
 // with jsonl.Open and opts, its bytes in the main file and in the scratch
 // directory jsonl.Open documents (path without ".jsonl", plus ".scratch").
+// A fail fault with Tear fails the store's write of its batch through
+// jsonl.Options.WriteFault (asked first, then opts's own, if any).
 func JSONL(path string, opts jsonl.Options) Disk {
+	gate := &writeGate{}
+	own := opts.WriteFault
+	opts.WriteFault = func(path string, line []byte) (int, error) {
+		if keep, err := gate.fault(path, line); err != nil || own == nil {
+			return keep, err
+		}
+		return own(path, line)
+	}
 	return Disk{
+		writes: gate,
 		Open: func(ctx context.Context) (storage.Storage, error) {
 			s, err := jsonl.Open(ctx, path, opts)
 			if err != nil {
@@ -58,6 +73,11 @@ func WrapDisk(ctx context.Context, rt core.Runtime, disk Disk, plan Plan, rec Re
 	}
 	if f, ok := plan.tears(); ok && len(disk.Files) == 0 {
 		panic(fmt.Sprintf("fault: WrapDisk with a plan that tears a line (%s) over a Disk that names no files", f))
+	}
+	for _, f := range plan.Faults {
+		if f.Kind == Fail && f.Tear != 0 && disk.writes == nil {
+			panic(fmt.Sprintf("fault: WrapDisk with a plan that fails a write (%s) over a Disk whose writes cannot be failed (not JSONL's)", f))
+		}
 	}
 	inner, err := disk.Open(ctx)
 	if err != nil {

@@ -368,9 +368,15 @@ func TestTearPlansAreValidatedAndRoundTrip(t *testing.T) {
 	if got, want := plan.Faults[0].String(), `crash "c" at commit 2 (torn, seed 7)`; got != want {
 		t.Fatalf("String() = %s; want %s", got, want)
 	}
+	const full = `{"faults":[{"name":"f","kind":"fail","commit":3,"batch":"scratch","tear":9}]}`
+	if back, err := fault.ParsePlan([]byte(full)); err != nil || back.String() != full {
+		t.Fatalf("ParsePlan(%s) = %v, %v", full, back, err)
+	} else if got, want := back.Faults[0].String(), `fail "f" at scratch commit 3 (the disk full mid-line, seed 9)`; got != want {
+		t.Fatalf("String() = %s; want %s", got, want)
+	}
 	for name, input := range map[string]string{
-		"tear on fail":     `{"faults":[{"name":"a","kind":"fail","commit":1,"tear":3}]}`,
-		"tear and persist": `{"faults":[{"name":"a","kind":"crash","commit":1,"persist":true,"tear":3}]}`,
+		"tear on uncertain": `{"faults":[{"name":"a","kind":"uncertain","commit":1,"tear":3}]}`,
+		"tear and persist":  `{"faults":[{"name":"a","kind":"crash","commit":1,"persist":true,"tear":3}]}`,
 	} {
 		var pe *fault.PlanError
 		if _, err := fault.ParsePlan([]byte(input)); !errors.As(err, &pe) || pe.Field != "tear" {
@@ -397,6 +403,12 @@ func TestDiskProgrammerErrorsPanicNamingTheRule(t *testing.T) {
 	t.Run("tear over a disk without files", func(t *testing.T) {
 		disk := fault.Disk{Open: func(context.Context) (storage.Storage, error) { return memory.New(), nil }}
 		expectPanic(t, "names no files", func() { _, _ = fault.WrapDisk(ctx, rt, disk, tearing, nil) })
+	})
+	t.Run("fail a write over a disk that cannot", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "s.jsonl")
+		disk := fault.Disk{Open: func(ctx context.Context) (storage.Storage, error) { return jsonl.Open(ctx, path, jsonl.Options{}) }, Files: []string{path}}
+		full := fault.Plan{Faults: []fault.Fault{{Name: "f", Kind: fault.Fail, Commit: 1, Tear: 1}}}
+		expectPanic(t, "cannot be failed", func() { _, _ = fault.WrapDisk(ctx, rt, disk, full, nil) })
 	})
 	t.Run("reopen of a disk handle", func(t *testing.T) {
 		_, disk := jsonlSession(t)
@@ -482,4 +494,58 @@ func TestUnlinkFailOnDiskLeavesTheRetiredScratchFile(t *testing.T) {
 		}
 		must(0, q.store.Close(ctx))
 	})
+}
+
+// A fail with Tear fills the disk while JSONL writes the batch's line, in
+// the main file or a task's scratch: the store cuts the prefix back and
+// keeps nothing, which the handle checks (no Broken), the firing says
+// where the write stopped, and the session goes on as before the commit.
+func TestAFullDiskMidLineKeepsNothing(t *testing.T) {
+	for _, batch := range []storage.BatchKind{storage.BatchMain, storage.BatchScratch} {
+		t.Run(string(batch), func(t *testing.T) {
+			kept := map[int]bool{}
+			for tear := uint32(1); tear <= 12; tear++ {
+				path, disk := jsonlSession(t)
+				plan := fault.Plan{Faults: []fault.Fault{{Name: "full", Kind: fault.Fail, Commit: 3, Batch: batch, Tear: tear}}}
+				if batch == storage.BatchScratch {
+					plan.Faults[0].Commit = 2
+				}
+				simulateDisk(t, 1, disk, plan, func(ctx context.Context, p *process) {
+					task := p.liveTask(ctx)       // main commits 1 and 2
+					p.scratch(ctx, task, "first") // scratch commit 1
+					size, last := len(readFile(path)), p.store.LastSeq()
+					var err error
+					if batch == storage.BatchScratch {
+						_, err = p.line.Scratch(ctx, task, func(sc core.ScratchTx) error { sc.SetValue(note.Address, "second"); return nil })
+					} else {
+						_, err = p.line.Commit(ctx, func(tx *core.Tx) error { tx.Patch(task, core.TaskPatch{State: map[string]int{"n": 1}}); return nil })
+					}
+					if !errors.Is(err, fault.ErrDiskFull) {
+						t.Fatalf("tear %d: commit on a full disk = %v; want ErrDiskFull", tear, err)
+					}
+					fired := p.store.Fired()
+					if len(fired) != 1 || fired[0].Torn == nil || fired[0].Broken != "" || fired[0].Persisted {
+						t.Fatalf("tear %d: firings %+v; want one, torn, not persisted, nothing broken", tear, fired)
+					}
+					torn := fired[0].Torn
+					want := "s.jsonl"
+					if batch == storage.BatchScratch {
+						want = fmt.Sprintf("s.scratch/%d", task)
+					}
+					if torn.File != want || torn.Kept < 1 || torn.Kept >= torn.Line {
+						t.Fatalf("tear %d: torn %+v; want %s, a prefix of its line", tear, *torn, want)
+					}
+					kept[torn.Kept] = true
+					if len(readFile(path)) != size || p.store.LastSeq() != last || p.noteOf(ctx, task) != "first" {
+						t.Fatalf("tear %d: the failed commit left something: main file %d bytes (was %d), lastSeq %d (was %d), note %q",
+							tear, len(readFile(path)), size, p.store.LastSeq(), last, p.noteOf(ctx, task))
+					}
+					must(0, p.store.Close(ctx))
+				})
+			}
+			if len(kept) < 4 {
+				t.Fatalf("12 tear seeds stopped the write at only %d offsets; the seed does not move it", len(kept))
+			}
+		})
+	}
 }

@@ -85,14 +85,19 @@ type Fault struct {
 	// Persist is for Crash only: whether the batch reached durable storage
 	// before the process died.
 	Persist bool `json:"persist,omitempty"`
-	// Tear is for Crash only, on a handle of WrapDisk whose Disk names its
-	// files: nonzero, the process dies in the middle of writing the batch.
-	// Its bytes reach the file, then the line they end with is cut after
-	// an offset drawn from Tear (the seed of the cut, so the plan alone
-	// fixes it): at least one byte of the line and never its newline stay
-	// on disk. A torn batch is not persisted (the backend's recovery
-	// discards an unterminated line), so Tear excludes Persist. The firing
-	// records where the line was cut.
+	// Tear is for Crash and Fail, on a handle of WrapDisk whose Disk names
+	// its files (JSONL's, for Fail). On a crash, nonzero, the process dies
+	// in the middle of writing the batch. Its bytes reach the file, then
+	// the line they end with is cut after an offset drawn from Tear (the
+	// seed of the cut, so the plan alone fixes it): at least one byte of
+	// the line and never its newline stay on disk. A torn batch is not
+	// persisted (the backend's recovery discards an unterminated line), so
+	// Tear excludes Persist. On a fail, the disk fills while the store
+	// writes the batch's line: the write stops after a prefix drawn from
+	// Tear alike and fails with ErrDiskFull, and the process lives on. The
+	// store must undo it all (cut the prefix back, publish nothing), which
+	// the handle checks: the firing's Broken says what the store kept. The
+	// firing records where the line was cut.
 	Tear uint32 `json:"tear,omitempty"`
 }
 
@@ -107,6 +112,9 @@ func (f Fault) String() string {
 		b.WriteString("settling ")
 	}
 	fmt.Fprintf(&b, "commit %d", f.Commit)
+	if f.Kind == Fail && f.Tear != 0 {
+		fmt.Fprintf(&b, " (the disk full mid-line, seed %d)", f.Tear)
+	}
 	if f.Kind == Crash {
 		switch {
 		case f.Tear != 0:
@@ -187,8 +195,8 @@ func (p Plan) Validate() error {
 			return bad("persist", "only a crash persists or not; %s is %s", f.Kind, persistenceOf(f.Kind))
 		}
 		switch {
-		case f.Tear != 0 && f.Kind != Crash:
-			return bad("tear", "only a crash tears a line; %s is %s", f.Kind, persistenceOf(f.Kind))
+		case f.Tear != 0 && f.Kind != Crash && f.Kind != Fail:
+			return bad("tear", "only a crash or a fail tears a line; %s is %s", f.Kind, persistenceOf(f.Kind))
 		case f.Tear != 0 && f.Persist:
 			return bad("tear", "a torn batch is not persisted (recovery discards the unterminated line): set persist or tear, not both")
 		}

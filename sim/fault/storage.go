@@ -45,6 +45,10 @@ type Firing struct {
 	// when nothing was written (the store rejected the batch, or it had no
 	// writes).
 	Torn *TornLine `json:"torn,omitempty"`
+	// Broken is, for a fail with Tear, what the store kept of the batch
+	// whose write failed ("" when nothing, as it must be): its last
+	// sequence moved, a file not as it was, or a read answering otherwise.
+	Broken string `json:"broken,omitempty"`
 }
 
 // Storage is a storage.Storage that injects the faults of a plan into the
@@ -136,6 +140,19 @@ func (s *Storage) Fired() []Firing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.fired)
+}
+
+// Broken returns the first firing whose store kept something of a batch
+// whose write failed (Firing.Broken), or false.
+func (s *Storage) Broken() (Firing, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.fired {
+		if f.Broken != "" {
+			return f, true
+		}
+	}
+	return Firing{}, false
 }
 
 // UnlinkFailures returns the firings of unlinkFail faults: the settles whose

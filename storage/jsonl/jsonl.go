@@ -33,6 +33,13 @@ type Options struct {
 	// the storage layer checks sets it (picosim check passes
 	// agent.ValidateBatch).
 	Verify func(ctx context.Context, before storage.Storage, batch storage.CommitBatch) error
+	// WriteFault, when set, is asked before every line a commit writes,
+	// with the file's path and the line (a new scratch file's header
+	// included): an error makes the write stop after the line's first keep
+	// bytes and fail with it, as on a full disk, and the store handles that
+	// failure as any other (cut back, nothing published). A simulator's
+	// fault layer injects write failures through it; nil writes every line.
+	WriteFault func(path string, line []byte) (keep int, err error)
 }
 
 // FormatVersion is the version of the file format this package reads and
@@ -583,6 +590,10 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 	if cap(raw) <= lineBufMax {
 		s.lineBuf = raw[:0] // the next commit's: the files copy what they are given
 	}
+	early := plant.On("jsonl-publish-before-write")
+	if early {
+		s.Store.Publish(batch)
+	}
 	if batch.Kind == storage.BatchScratch {
 		err = s.appendScratch(batch.Task, raw)
 	} else {
@@ -591,7 +602,9 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 	if err != nil {
 		return storage.Range{}, err
 	}
-	s.Store.Publish(batch) // validated above; the bytes are written: publish
+	if !early {
+		s.Store.Publish(batch) // validated above; the bytes are written: publish
+	}
 	for _, w := range batch.Writes {
 		if w.Type == storage.WriteSettle {
 			s.retireScratch(w.ID)
@@ -608,8 +621,11 @@ func (s *Store) write(f appendFile, raw []byte) error {
 		return storage.ErrClosed
 	}
 	path := f.Name()
-	if _, err := f.Write(raw); err != nil {
+	if err := s.writeLine(f, path, raw); err != nil {
 		good := s.sizes[path]
+		if plant.On("jsonl-failed-write-kept") {
+			return &FileError{Path: path, Err: err}
+		}
 		if terr := f.Truncate(good); terr != nil {
 			return s.poison(&FileError{Path: path, Err: fmt.Errorf("%w; cutting back to offset %d failed too: %v", err, good, terr)})
 		}
@@ -622,6 +638,21 @@ func (s *Store) write(f appendFile, raw []byte) error {
 	}
 	s.sizes[path] += int64(len(raw))
 	return nil
+}
+
+// writeLine writes raw to f whole, or as much of it as opts.WriteFault
+// lets through before it fails the write.
+func (s *Store) writeLine(f appendFile, path string, raw []byte) error {
+	if s.opts.WriteFault != nil {
+		if keep, err := s.opts.WriteFault(path, raw); err != nil {
+			if keep = min(max(keep, 0), len(raw)); keep > 0 {
+				_, _ = f.Write(raw[:keep]) // what reached the disk before it filled
+			}
+			return err
+		}
+	}
+	_, err := f.Write(raw)
+	return err
 }
 
 // poison records the first failure the store cannot undo.

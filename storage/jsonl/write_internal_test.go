@@ -325,3 +325,60 @@ func TestAScratchFileTornInItsHeaderIsATornTail(t *testing.T) {
 		}
 	})
 }
+
+// Options.WriteFault sees every line a commit writes, a new scratch file's
+// header with its first batch, and a write it fails is handled as a full
+// disk is: the prefix it let through is cut back (a new scratch file
+// removed), nothing is published, and the next commits land clean.
+func TestWriteFaultFailsWritesAsAFullDisk(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	s := scratchSession(t, path)
+	scratch := s.scratchFile(2)
+	type seen struct {
+		path string
+		line string
+	}
+	var asked []seen
+	failNext := false
+	s.opts.WriteFault = func(p string, line []byte) (int, error) {
+		asked = append(asked, seen{p, string(line)})
+		if failNext {
+			failNext = false
+			return len(line) / 2, syscall.ENOSPC
+		}
+		return 0, nil
+	}
+	before, _ := os.ReadFile(path)
+	failNext = true
+	if _, err := s.Commit(ctx, entryBatch(3)); !errors.Is(err, syscall.ENOSPC) || s.LastSeq() != 2 {
+		t.Fatalf("main commit on a full disk = %v, lastSeq %d; want ENOSPC and nothing published", err, s.LastSeq())
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatalf("the half line stayed in the main file:\n%s", after)
+	}
+	failNext = true
+	if _, err := s.Commit(ctx, frameBatch(`1`)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("first scratch commit on a full disk = %v; want ENOSPC", err)
+	}
+	if _, err := os.Stat(scratch); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed first scratch write left its file (%v)", err)
+	}
+	if got, err := s.ReadList(ctx, storage.Address{Scope: storage.ScratchScope(2), Namespace: "f"}, storage.ListQuery{}); err != nil || len(got.Items) != 0 {
+		t.Fatalf("the failed scratch batch reads back: %v, %v", got.Items, err)
+	}
+	if _, err := s.Commit(ctx, entryBatch(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(ctx, frameBatch(`2`)); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 4 || asked[0].path != path || asked[1].path != scratch || !strings.HasPrefix(asked[1].line, `{"pico":"scratch"`) ||
+		!strings.HasSuffix(asked[2].line, "\n") || asked[3].path != scratch {
+		t.Fatalf("WriteFault was asked %q; want the main line, the scratch header and line, and the two that landed", asked)
+	}
+	s.Close(ctx)
+	if got := reopenedFrames(t, path); strings.Join(got, ",") != "2" || reopenedLastSeq(t, path) != 4 {
+		t.Fatalf("reopened frames %v, lastSeq %d; want [2] and 4", got, reopenedLastSeq(t, path))
+	}
+}
