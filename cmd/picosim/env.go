@@ -172,13 +172,13 @@ func (e *env) disk() fault.Disk {
 		return fault.JSONL(sessionFile("jsonl", e.dir), jsonl.Options{Verify: agent.ValidateBatch})
 	case "sqlite":
 		path := sessionFile("sqlite", e.dir)
-		return fault.Disk{Open: func(ctx context.Context) (storage.Storage, error) {
-			s, err := sqlite.Open(ctx, path, sqlite.Options{Session: runSession})
+		return fault.CommitGated(func(ctx context.Context, fail func() error) (storage.Storage, error) {
+			s, err := sqlite.Open(ctx, path, sqlite.Options{Session: runSession, CommitFault: fail})
 			if err != nil {
 				return nil, err // not a typed nil in the interface
 			}
 			return s, nil
-		}}
+		})
 	}
 	return fault.Disk{}
 }

@@ -35,10 +35,13 @@ func readPlan(arg string) (fault.Plan, error) {
 }
 
 // checkPlanFits refuses a plan the backend cannot carry out: only JSONL
-// writes lines that a crash can tear.
+// writes lines that a crash can tear, and memory has no disk to fill.
 func checkPlanFits(p fault.Plan, backend string) error {
 	for i, f := range p.Faults {
-		if f.Tear != 0 && backend != "jsonl" {
+		switch {
+		case f.Tear != 0 && f.Kind == fault.Fail && backend == "memory":
+			return fmt.Errorf("faults[%d] (%s) fills the disk, which the memory backend has none of; this run is on memory", i, f.Name)
+		case f.Tear != 0 && f.Kind != fault.Fail && backend != "jsonl":
 			return fmt.Errorf("faults[%d] (%s) tears a line, which only the jsonl backend writes; this run is on %s", i, f.Name, backend)
 		}
 	}
@@ -97,15 +100,17 @@ const (
 // drawPlan draws the fault plan of a fuzzed or suite run from the scenario
 // and the seed alone, for a run of about batches commits: the faults
 // fault.RandomPlan draws, a crash that does not persist torn mid-line and
-// a fail that fills the disk mid-line each half the time on JSONL, and
-// sometimes a hold.
+// a fail that fills the disk mid-line each half the time on JSONL, a fail
+// that fills the disk at its COMMIT half the time on SQLite, and sometimes
+// a hold.
 func drawPlan(sc scenario, seed uint64, batches int, backend string) fault.Plan {
 	h := fnv.New64a()
 	h.Write([]byte(sc.name))
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
 	p := fault.RandomPlan(rng, max(batches, 1))
 	for i, f := range p.Faults {
-		if backend == "jsonl" && (f.Kind == fault.Crash && !f.Persist || f.Kind == fault.Fail) && rng.IntN(2) == 0 {
+		if backend == "jsonl" && (f.Kind == fault.Crash && !f.Persist || f.Kind == fault.Fail) && rng.IntN(2) == 0 ||
+			backend == "sqlite" && f.Kind == fault.Fail && rng.IntN(2) == 0 {
 			p.Faults[i].Tear = 1 + rng.Uint32N(1<<16)
 		}
 	}

@@ -84,6 +84,11 @@ package plant
 //     write fails.
 //   - jsonl-failed-write-kept (storage/jsonl): a write that fails midway
 //     (a full disk) is not cut back: its prefix stays in the file.
+//   - sqlite-memo-survives-rollback (storage/sqlite): a commit that rolls
+//     back keeps in its memo what its writes did, and reads answer it.
+//   - sqlite-seq-before-commit (storage/sqlite): a commit moves the
+//     store's last sequence before its COMMIT, and keeps it moved when the
+//     COMMIT fails.
 //   - sqlite-scan-ignores-through (storage/sqlite): a transcript scan
 //     bounded above returns the entries past its bound too.
 //   - sqlite-head-uncapped (storage/sqlite): a fork's newest head is looked
@@ -105,7 +110,7 @@ var names = []string{
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
 	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
-	"jsonl-publish-before-write", "jsonl-failed-write-kept",
+	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
 	"usage-totals-skip-failed", "line-authorizes-any-invocation",
 }

@@ -143,7 +143,7 @@ func (s *Storage) finish(ctx context.Context, a *admission, batch storage.Commit
 	case Fail:
 		if f.Tear != 0 {
 			w := s.failWrite(ctx, f, batch)
-			if w.torn == nil { // the store wrote nothing: it refused the batch, or it had no writes
+			if !w.hit { // the store wrote nothing: it refused the batch, or it had no writes
 				s.fire(a, f, w.err == nil, nil)
 				return w.r, w.err
 			}

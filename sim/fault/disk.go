@@ -25,8 +25,8 @@ type Disk struct {
 	// tears is refused.
 	Files []string
 	// writes fails the store's writes for a fail fault with Tear (a full
-	// disk); nil when the store's writes cannot be failed (SQLite), and a
-	// plan with such a fault is refused.
+	// disk): JSONL's and CommitGated's; nil when the store's writes cannot
+	// be failed, and a plan with such a fault is refused.
 	writes *writeGate
 }
 
@@ -71,12 +71,12 @@ func WrapDisk(ctx context.Context, rt core.Runtime, disk Disk, plan Plan, rec Re
 	if disk.Open == nil {
 		panic("fault: WrapDisk with a Disk that has no Open")
 	}
-	if f, ok := plan.tears(); ok && len(disk.Files) == 0 {
+	if f, ok := plan.tears(true); ok && len(disk.Files) == 0 {
 		panic(fmt.Sprintf("fault: WrapDisk with a plan that tears a line (%s) over a Disk that names no files", f))
 	}
 	for _, f := range plan.Faults {
 		if f.Kind == Fail && f.Tear != 0 && disk.writes == nil {
-			panic(fmt.Sprintf("fault: WrapDisk with a plan that fails a write (%s) over a Disk whose writes cannot be failed (not JSONL's)", f))
+			panic(fmt.Sprintf("fault: WrapDisk with a plan that fails a write (%s) over a Disk whose writes cannot be failed (neither JSONL's nor CommitGated)", f))
 		}
 	}
 	inner, err := disk.Open(ctx)

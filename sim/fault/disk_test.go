@@ -549,3 +549,37 @@ func TestAFullDiskMidLineKeepsNothing(t *testing.T) {
 		})
 	}
 }
+
+// Over SQLite (CommitGated) a fail with Tear fills the disk at the
+// transaction's COMMIT: the store rolls back, keeps nothing (no Broken),
+// and the session reads and commits on as before it.
+func TestAFullDiskAtASQLiteCommitKeepsNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	disk := fault.CommitGated(func(ctx context.Context, fail func() error) (storage.Storage, error) {
+		s, err := sqlite.Open(ctx, path, sqlite.Options{Session: "s", CommitFault: fail})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	})
+	plan := fault.Plan{Faults: []fault.Fault{{Name: "full", Kind: fault.Fail, Commit: 3, Tear: 4}}}
+	simulateDisk(t, 1, disk, plan, func(ctx context.Context, p *process) {
+		conv := p.conversation(ctx)
+		must2(p.say(ctx, conv, "kept"))
+		before := look(ctx, p.store, conv)
+		if _, _, err := p.say(ctx, conv, "on a full disk"); !errors.Is(err, fault.ErrDiskFull) {
+			t.Fatalf("commit on a full disk = %v; want ErrDiskFull", err)
+		}
+		if fired := p.store.Fired(); len(fired) != 1 || fired[0].Torn != nil || fired[0].Broken != "" || fired[0].Persisted {
+			t.Fatalf("firings %+v; want one, no line torn, nothing broken, not persisted", fired)
+		}
+		if diff := cmp.Diff(before, look(ctx, p.store, conv)); diff != "" {
+			t.Fatalf("after the failed commit (-before +after):\n%s", diff)
+		}
+		q := p.restart(ctx, fault.Plan{})
+		if next, _, err := q.say(ctx, conv, "after"); err != nil || next != before.LastSeq+2 {
+			t.Fatalf("first entry after restart = %d, %v; want %d", next, err, before.LastSeq+2)
+		}
+		must(0, q.store.Close(ctx))
+	})
+}

@@ -19,33 +19,36 @@ import (
 // fail with: the disk filled while the batch's line was being written.
 var ErrDiskFull = errors.New("fault: injected: no space left on device")
 
-// writeGate is how a handle fails the next write of a JSONL store (its
-// Options.WriteFault): armed with a seed, the next line the store writes
-// keeps a prefix drawn from the seed and fails with ErrDiskFull.
+// writeGate is how a handle fills the disk under a store: armed with a
+// seed, the store's next write fails with ErrDiskFull. A JSONL store asks
+// it before each line (fault, its Options.WriteFault), and the line keeps a
+// prefix drawn from the seed; a SQLite store before each COMMIT
+// (commitFault, its Options.CommitFault).
 type writeGate struct {
 	mu   sync.Mutex
 	seed uint32
-	hit  *TornLine // what the armed write kept, once it happened
+	hit  bool      // the armed write happened
+	torn *TornLine // what the armed line kept (JSONL)
 }
 
 func (g *writeGate) arm(seed uint32) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.seed, g.hit = seed, nil
+	g.seed, g.hit, g.torn = seed, false, nil
 }
 
-// disarm ends the gate's arming and returns the write it failed, nil if
-// the store wrote nothing.
-func (g *writeGate) disarm() *TornLine {
+// disarm ends the gate's arming and says whether the store reached the
+// write it failed, and where a line stopped.
+func (g *writeGate) disarm() (bool, *TornLine) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	hit := g.hit
-	g.seed, g.hit = 0, nil
-	return hit
+	hit, torn := g.hit, g.torn
+	g.seed, g.hit, g.torn = 0, false, nil
+	return hit, torn
 }
 
-// fault is the store's Options.WriteFault. path is absolute; the hit
-// names it as it is (failWrite makes it relative).
+// fault is a JSONL store's Options.WriteFault. path is absolute; the torn
+// line names it as it is (failWrite makes it relative).
 func (g *writeGate) fault(path string, line []byte) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -59,23 +62,44 @@ func (g *writeGate) fault(path string, line []byte) (int, error) {
 	if t.Line >= 2 {
 		t.Kept = 1 + rand.New(rand.NewPCG(uint64(g.seed), 0)).IntN(t.Line-1)
 	}
-	g.seed, g.hit = 0, t
+	g.seed, g.hit, g.torn = 0, true, t
 	return t.Kept, ErrDiskFull
 }
 
+// commitFault is a SQLite store's Options.CommitFault.
+func (g *writeGate) commitFault() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seed == 0 {
+		return nil
+	}
+	g.seed, g.hit = 0, true
+	return ErrDiskFull
+}
+
+// CommitGated is the Disk of a store that asks fail before each commit's
+// COMMIT (SQLite's Options.CommitFault), which open passes it: a fail with
+// Tear fills the disk there. It names no files: a transaction commits or
+// it does not, so a crash never tears one.
+func CommitGated(open func(ctx context.Context, fail func() error) (storage.Storage, error)) Disk {
+	gate := &writeGate{}
+	return Disk{writes: gate, Open: func(ctx context.Context) (storage.Storage, error) { return open(ctx, gate.commitFault) }}
+}
+
 // failedWrite is what a commit whose write failed came to: the store's
-// answer, where the write stopped (nil when the store wrote nothing: it
-// refused the batch), and what the store kept that it must not have (""
-// when nothing).
+// answer, whether it reached the write (not when it refused the batch),
+// where a JSONL line stopped, and what the store kept that it must not
+// have ("" when nothing).
 type failedWrite struct {
 	r      storage.Range
 	err    error
+	hit    bool
 	torn   *TornLine
 	broken string
 }
 
-// failWrite commits the batch through the inner store with its line's
-// write failing after a prefix drawn from f.Tear, and holds the store to
+// failWrite commits the batch through the inner store with its write
+// failing (a JSONL line after a prefix drawn from f.Tear), and holds the store to
 // what a failed commit means, nothing of the batch kept: its last sequence
 // where it was, the files as they were, and every read of the batch's
 // records answering as before the commit.
@@ -85,13 +109,15 @@ func (s *Storage) failWrite(ctx context.Context, f Fault, batch storage.CommitBa
 	seen, rerr := readsOf(ctx, s.inner, batch, last)
 	s.disk.writes.arm(f.Tear)
 	r, err := s.inner.Commit(ctx, batch)
-	hit := s.disk.writes.disarm()
-	out := failedWrite{r: r, err: err, torn: hit}
-	if hit == nil {
+	hit, torn := s.disk.writes.disarm()
+	out := failedWrite{r: r, err: err, hit: hit, torn: torn}
+	if !hit {
 		return out
 	}
-	if rel, ok := s.disk.relative(hit.File); ok {
-		hit.File = rel
+	if torn != nil {
+		if rel, ok := s.disk.relative(torn.File); ok {
+			torn.File = rel
+		}
 	}
 	if err == nil {
 		out.broken = fmt.Sprintf("the store acknowledged batch %d–%d, whose write failed", r.First, r.Last)

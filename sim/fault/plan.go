@@ -85,19 +85,21 @@ type Fault struct {
 	// Persist is for Crash only: whether the batch reached durable storage
 	// before the process died.
 	Persist bool `json:"persist,omitempty"`
-	// Tear is for Crash and Fail, on a handle of WrapDisk whose Disk names
-	// its files (JSONL's, for Fail). On a crash, nonzero, the process dies
+	// Tear is for Crash and Fail, on a handle of WrapDisk: a crash's over
+	// a Disk that names its files, a fail's over JSONL's or one of
+	// CommitGated (SQLite's). On a crash, nonzero, the process dies
 	// in the middle of writing the batch. Its bytes reach the file, then
 	// the line they end with is cut after an offset drawn from Tear (the
 	// seed of the cut, so the plan alone fixes it): at least one byte of
 	// the line and never its newline stay on disk. A torn batch is not
 	// persisted (the backend's recovery discards an unterminated line), so
 	// Tear excludes Persist. On a fail, the disk fills while the store
-	// writes the batch's line: the write stops after a prefix drawn from
-	// Tear alike and fails with ErrDiskFull, and the process lives on. The
-	// store must undo it all (cut the prefix back, publish nothing), which
-	// the handle checks: the firing's Broken says what the store kept. The
-	// firing records where the line was cut.
+	// writes the batch, and the process lives on: a JSONL line stops after
+	// a prefix drawn from Tear alike, a SQLite transaction fails at its
+	// COMMIT, with ErrDiskFull. The store must undo it all (cut the prefix
+	// back, roll back, publish nothing), which the handle checks: the
+	// firing's Broken says what the store kept. The firing records where a
+	// line was cut.
 	Tear uint32 `json:"tear,omitempty"`
 }
 
@@ -204,11 +206,12 @@ func (p Plan) Validate() error {
 	return nil
 }
 
-// tears reports whether the plan tears a line, which only a handle over
-// files can do.
-func (p Plan) tears() (Fault, bool) {
+// tears reports whether the plan tears a line or fills the disk (a fault
+// with Tear), which only a handle over files can do; crashes says whether
+// to count only crashes.
+func (p Plan) tears(crashes bool) (Fault, bool) {
 	for _, f := range p.Faults {
-		if f.Tear != 0 {
+		if f.Tear != 0 && (f.Kind == Crash || !crashes) {
 			return f, true
 		}
 	}

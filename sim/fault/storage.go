@@ -107,7 +107,7 @@ func Wrap(rt core.Runtime, inner storage.Storage, plan Plan, rec Recorder) *Stor
 	if err := plan.Validate(); err != nil {
 		panic("fault: Wrap with an invalid plan: " + err.Error())
 	}
-	if f, ok := plan.tears(); ok {
+	if f, ok := plan.tears(false); ok {
 		panic(fmt.Sprintf("fault: Wrap with a plan that tears a line (%s): a store without files has nothing to tear; use WrapDisk", f))
 	}
 	return wrap(rt, inner, plan, rec, nil)

@@ -517,3 +517,39 @@ func TestQueriesUseThePartialIndexes(t *testing.T) {
 		t.Errorf("an entry key: the plan is %q; want it through entries_keyed", plan)
 	}
 }
+
+// Options.CommitFault fails a commit after its statements ran, before its
+// COMMIT: the transaction rolls back whole, nothing of the batch reads
+// back (the memo forgets what it wrote), and the next commit lands.
+func TestCommitFaultFailsTheCommitBeforeItsCOMMIT(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openOne(t) // conversation 1 at seq 1
+	defer s.Close(ctx)
+	full := errors.New("disk full")
+	asked := 0
+	s.commitFault = func() error {
+		asked++
+		if asked == 1 {
+			return full
+		}
+		return nil
+	}
+	_, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+		{Type: storage.WriteTask, Task: &storage.Task{ID: 2, ConversationID: 1, Kind: "k", Status: "queued", Role: storage.RoleStart}},
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 3, ConversationID: 1, Kind: "note"}},
+	}})
+	if !errors.Is(err, full) || s.LastSeq() != 1 {
+		t.Fatalf("commit failed by the fault = %v, lastSeq %d; want the fault's error and nothing stored", err, s.LastSeq())
+	}
+	tasks, terr := s.GetTasks(ctx, []ID{2})
+	entries, eerr := s.GetEntries(ctx, []ID{3})
+	kinds, kerr := s.EntryKinds(ctx)
+	if len(tasks) != 0 || len(entries) != 0 || slices.Contains(kinds, "note") || errors.Join(terr, eerr, kerr) != nil {
+		t.Fatalf("after the failed commit: tasks %v, entries %v, kinds %v (%v); want none of the batch", tasks, entries, kinds, errors.Join(terr, eerr, kerr))
+	}
+	if r, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 2, ConversationID: 1, Kind: "user"}},
+	}}); err != nil || r.First != 2 || asked != 2 {
+		t.Fatalf("the next commit = %+v, %v (the fault asked %d times); want it at 2", r, err, asked)
+	}
+}

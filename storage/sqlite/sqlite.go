@@ -46,6 +46,13 @@ type Options struct {
 	// the process loses nothing committed, a power loss may lose the last
 	// commits, as a JSONL store without its Fsync may.
 	Fsync bool
+	// CommitFault, when set, is asked in every commit after the batch's
+	// statements ran, before its COMMIT: an error fails the commit there,
+	// as a full disk fails a COMMIT, and the store handles it as any failed
+	// transaction (rolled back whole, nothing of the batch kept). A
+	// simulator's fault layer injects such failures through it; nil
+	// commits every batch.
+	CommitFault func() error
 }
 
 // ErrNotPicoDatabase is the cause of the error for a SQLite database that
@@ -119,6 +126,8 @@ type Store struct {
 	memoMu   sync.Mutex  // held by a read looking up or adding to memo
 	sizeBuf  []byte      // where a commit measures its batch (encodedSize)
 	claimed  bool        // a harness holds this handle (Claim)
+	// commitFault is Options.CommitFault.
+	commitFault func() error
 	// poisoned is the first failure after which this handle can no longer
 	// trust what it knows (another writer moved last_seq); every later
 	// commit returns it.
@@ -205,7 +214,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Session == "" {
 		return nil, errors.New("sqlite: Options.Session is required")
 	}
-	s := &Store{path: path, session: opts.Session, readOnly: opts.ReadOnly}
+	s := &Store{path: path, session: opts.Session, readOnly: opts.ReadOnly, commitFault: opts.CommitFault}
 	if !opts.ReadOnly {
 		lock, err := filelock.Acquire(lockPath(path, opts.Session), fmt.Sprintf("%s (session %q)", path, opts.Session))
 		if err != nil {
@@ -558,7 +567,9 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 		if tx.done {
 			return
 		}
-		s.memo = nil // it holds what the rolled-back writes did
+		if !plant.On("sqlite-memo-survives-rollback") {
+			s.memo = nil // it holds what the rolled-back writes did
+		}
 		if err := tx.rollback(); err != nil {
 			s.discardWriter(err)
 		}
@@ -586,11 +597,25 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 			return storage.Range{}, fmt.Errorf("sqlite: apply write %d (rolled back: nothing of the batch is stored): %w", i, err)
 		}
 	}
-	if err := tx.commit(ctx); err != nil {
+	if plant.On("sqlite-seq-before-commit") {
+		s.lastSeq = rng.Last
+	}
+	if err := s.commitNow(ctx, tx); err != nil {
 		return storage.Range{}, fmt.Errorf("sqlite: commit (rolled back: nothing of the batch is stored): %w", err)
 	}
 	s.lastSeq = rng.Last
 	return rng, nil
+}
+
+// commitNow ends the commit's transaction with its COMMIT, unless
+// Options.CommitFault fails it first.
+func (s *Store) commitNow(ctx context.Context, tx *writeTx) error {
+	if s.commitFault != nil {
+		if err := s.commitFault(); err != nil {
+			return err
+		}
+	}
+	return tx.commit(ctx)
 }
 
 // claimSeqs moves the stored last_seq from the handle's to last, first
