@@ -248,6 +248,7 @@ func (e *env) open(ctx context.Context) error {
 		e.oracle.catalog = append(e.oracle.catalog, t.Definition.Name)
 	}
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
+		TaskKinds:     []core.TaskKind{e.meddlerKind()},
 		CheckPreviews: e.spec.seed%previewSeeds == 1, CheckContexts: e.spec.seed%contextSeeds == 2,
 		WatchQueueMax: swarm.queue, Retry: swarm.retry, TracerProvider: e.tracer(),
 		Models:       agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()}),

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/storage"
@@ -98,4 +99,78 @@ func (e *env) meddleAsHost(ctx context.Context, conv storage.ID) {
 		_, err := h.Commit(ctx, func(tx *core.Tx) error { plan(tx); return nil })
 		return err
 	})
+}
+
+// An abort invocation creates no new work: no task, no conversation
+// (§6.3). No built-in kind's abort tries, and none runs code of a run's
+// own (a tool has no abort hook), so the kernel's refusal was never put to
+// the test. On meddling seeds, therefore, the host also starts a task of
+// picosim's own kind after each of a program's sleeps and marks it for
+// abort at once; its abort tries to create a task and then a conversation,
+// a commit each, before it settles the task. The kernel must refuse both;
+// one that lands fails the run.
+
+// ruleAbortCreates: an abort invocation creates no task and no
+// conversation (§6.3).
+const ruleAbortCreates oracleRule = "abort-creates-no-work"
+
+// meddlerStatuses are picosim's own task kind's: a meddler task waits,
+// and settles done after meddlerWait, or its abort tries to create work
+// and settles it aborted.
+var meddlerStatuses = core.Statuses{Name: "picosim.meddler", Initial: "waiting", Roles: map[string]storage.TaskRole{
+	"waiting": storage.RoleStart, "done": storage.RoleTerminal, "aborted": storage.RoleTerminal}}
+
+// meddlerWait is how long a meddler task waits for its abort mark, in
+// virtual time: longer than any run.
+const meddlerWait = time.Hour
+
+// meddlerKind is the kind, its abort judged by e's oracle.
+func (e *env) meddlerKind() core.TaskKind {
+	settle := func(ctx context.Context, rt *core.TaskRuntime, status string) error {
+		_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error { tx.Settle(rt.TaskID(), status, nil); return nil })
+		return err
+	}
+	wait := func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+		if err := rt.Sleep(ctx, rt.Now().Add(meddlerWait)); err != nil {
+			return err
+		}
+		return settle(ctx, rt, "done")
+	}
+	return core.KindFuncs{
+		Statuses:    meddlerStatuses,
+		ExecuteFunc: wait,
+		RecoverFunc: wait,
+		AbortFunc: func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			by := fmt.Sprintf("the abort of task %d", task.ID)
+			if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+				tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: task.ConversationID, Background: true})
+				return nil
+			}); err == nil {
+				_ = e.oracle.fail(broke(ruleAbortCreates, "%s created a task, and the kernel let it", by))
+			}
+			if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+				tx.CreateConversation(core.ConversationSpec{})
+				return nil
+			}); err == nil {
+				_ = e.oracle.fail(broke(ruleAbortCreates, "%s created a conversation, and the kernel let it", by))
+			}
+			return settle(ctx, rt, "aborted")
+		},
+	}
+}
+
+// startMeddler starts a meddler task in conversation conv and marks it for
+// abort.
+func (e *env) startMeddler(ctx context.Context, conv storage.ID) {
+	if e.h == nil {
+		return
+	}
+	var id storage.ID
+	if _, err := e.h.Commit(ctx, func(tx *core.Tx) error {
+		id = tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: conv, Background: true})
+		return nil
+	}); err != nil {
+		return
+	}
+	_ = e.h.AbortTask(ctx, id)
 }

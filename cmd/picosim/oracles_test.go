@@ -639,3 +639,39 @@ func TestMeddlingThatLandsFailsTheRun(t *testing.T) {
 	}
 	wantRule(t, landed, ruleOnlyItsOwn)
 }
+
+// A meddler task the host starts and marks is aborted at once: its abort's
+// attempts to create a task and a conversation are refused (nothing of
+// them is written) and it settles aborted, breaking nothing.
+func TestAMeddlersAbortCreatesNothing(t *testing.T) {
+	sc, _ := findScenario("basic-turn")
+	s := sim.New(sim.Options{Seed: 1})
+	var problems []string
+	err := s.Run(context.Background(), func(ctx context.Context) {
+		e := newEnv(s, runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, t.TempDir())
+		if err := e.play(ctx); err != nil {
+			problems = append(problems, "the run itself: "+err.Error())
+		}
+		last := e.h.Store().LastSeq()
+		e.startMeddler(ctx, root)
+		if err := s.Runtime().Sleep(ctx, time.Second); err != nil { // the meddler is background work: nothing drives it
+			problems = append(problems, "sleep: "+err.Error())
+		}
+		if e.oracle.first != nil {
+			problems = append(problems, "the oracle: "+e.oracle.first.Error())
+		}
+		page, err := e.h.Store().ScanTasks(ctx, storage.TaskQuery{Kind: meddlerStatuses.Name})
+		if err != nil || len(page.Items) != 1 || page.Items[0].Status != "aborted" {
+			problems = append(problems, fmt.Sprintf("meddler tasks %v, %v; want the one started, aborted", page.Items, err))
+		}
+		convs, err := e.h.Store().GetConversations(ctx, []storage.ID{last + 1, last + 2, last + 3, last + 4})
+		if err != nil || len(convs) != 0 {
+			problems = append(problems, fmt.Sprintf("conversations %v, %v after the abort; want none", convs, err))
+		}
+		_ = e.h.Close(ctx)
+		e.endHolds()
+	})
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("%v; %v", err, problems)
+	}
+}

@@ -693,6 +693,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		for _, c := range g.convs {
 			e.meddleAsHost(ctx, c)
 		}
+		e.startMeddler(ctx, g.convs[0])
 		return nil
 	case "reopen", "shutdown":
 		if l.op == "shutdown" {

@@ -95,6 +95,8 @@ package plant
 //     up past the fork point in its source conversation.
 //   - usage-totals-skip-failed (core/agent/models.go): the usage totals
 //     leave out the known usage of attempts that did not end done.
+//   - abort-may-create (core/driver.go): an abort invocation may create
+//     tasks and conversations.
 //   - line-authorizes-any-invocation (core/driver.go): any task's
 //     invocation may change any task's status and state and settle it.
 //   - sqlite-last-seq-any-session (storage/sqlite): opening a session reads
@@ -112,7 +114,7 @@ var names = []string{
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
-	"usage-totals-skip-failed", "line-authorizes-any-invocation",
+	"usage-totals-skip-failed", "line-authorizes-any-invocation", "abort-may-create",
 }
 
 // Names are the planted bugs, for the measuring test.
