@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -84,7 +85,7 @@ func fold(head *storage.Entry, rng []*storage.Entry) []ContextEntry {
 	winning := map[storage.ID]storage.ContextEdit{}
 	for _, e := range rng {
 		for _, ed := range e.Edits {
-			if inRange[ed.Target] {
+			if _, seen := winning[ed.Target]; inRange[ed.Target] && !(seen && plant.On("context-edit-oldest-wins")) {
 				winning[ed.Target] = ed
 			}
 		}
@@ -104,7 +105,7 @@ func fold(head *storage.Entry, rng []*storage.Entry) []ContextEntry {
 		add(head)
 	}
 	for _, e := range rng {
-		if !e.IsHead() {
+		if !e.IsHead() || plant.On("context-keeps-old-heads") && (head == nil || e.ID != head.ID) {
 			add(e)
 		}
 	}

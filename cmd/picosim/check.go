@@ -363,7 +363,7 @@ func copyDir(from, to string) error {
 
 // checkState checks what the backend's replay cannot: live tasks of the
 // built-in kinds carry the role their status maps to, every conversation's
-// context derives and projects, queued input is in the inbox, running input
+// context derives by the rule (§2.2) and projects, queued input is in the inbox, running input
 // belongs to a live generation, post_tools or overflow collapse, no live
 // task waits on an overflow collapse, every call of a settled exchange has
 // its result and no tool of it is still live, and the last sequence is at
@@ -420,10 +420,17 @@ func checkState(ctx context.Context, store storage.Storage, prog *checkProgress)
 			owned[in] = true
 		}
 	}
+	rule, err := readTranscripts(ctx, store, convs)
+	if err != nil {
+		return "", []string{err.Error()}
+	}
 	prog.phase("checking conversations")
 	prog.conversations(len(convs))
 	for _, c := range convs {
 		prog.conversation()
+		if p := contextRuleProblem(ctx, store, rule, c.ID, store.LastSeq()); p != "" {
+			problems = append(problems, p)
+		}
 		entries, err := store.ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Before: math.MaxInt64, Limit: 1}, ConversationID: c.ID})
 		if err == nil && len(entries.Items) > 0 {
 			maxID = max(maxID, entries.Items[len(entries.Items)-1].ID)

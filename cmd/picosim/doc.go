@@ -20,6 +20,7 @@
 //   - check.go: `picosim check`: a session's copy replayed under the harness's rules, then its state checked.
 //   - collapse.go: the collapse scenarios (§8.4): collapse under a turn, the overflow chain, a stale summary.
 //   - conform.go: `picosim conform --port CMD`: the data scenarios run on another port and compared.
+//   - contextrule.go: the oracle context-derives-by-the-rule: the context rule (§2.2) derived from own entries and parents alone.
 //   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict.
 //   - exit.go: exit statuses and the errors that pick them (usage, environment, interruption); SIGINT and SIGTERM.
 //   - faults.go: reading --faults and --drop, the fault plans the suite and fuzz draw, and failure signatures.
@@ -47,7 +48,8 @@
 //
 // Tests: run_test.go (scenarios, traces, replay, faults, dropped actions),
 // oracles_test.go and mirror_test.go (each oracle rejects a hand-broken
-// history and passes it unbroken), neighbour_test.go,
+// history and passes it unbroken), neighbour_test.go, contextrule_test.go (the
+// rule against the harness on drawn transcripts),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
 // main_test.go (the demo's golden output), binary_test.go (the built command
 // and its help texts against testdata), failmodes_test.go (picosim's own

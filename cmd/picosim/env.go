@@ -554,6 +554,9 @@ func (e *env) invariants(ctx context.Context) error {
 	if _, problems := checkState(ctx, store, nil); len(problems) > 0 {
 		return fmt.Errorf("session invariant: %s", strings.Join(problems, "; "))
 	}
+	if err := historicalContexts(ctx, store); err != nil {
+		return e.oracle.fail(err)
+	}
 	if err := e.spans.check(ctx, store); err != nil {
 		return e.oracle.fail(err)
 	}

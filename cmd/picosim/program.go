@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pico-go/pico/conformance/kit"
 	"github.com/pico-go/pico/conformance/script"
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
@@ -294,7 +295,36 @@ func drawProgram(seed uint64) *program {
 		}
 	}
 	p.lines = append(p.lines, progLine{op: "drive", args: []string{"c0"}})
+	drawTranscriptActions(p, seed)
 	return p
+}
+
+// transcriptSeeds is how often a drawn program also writes heads and edits
+// of its own (every third seed: not the golden traces' seed 1), so that
+// the context rule (§2.2) meets host heads at any boundary and edits that
+// omit and replace: none of the agent's own writes makes an edit.
+const transcriptSeeds = 3
+
+// drawTranscriptActions inserts one to three entry and edit lines into the
+// program of every transcriptSeeds-th seed, before its final drive, from a
+// generator of their own, so that the program's other draws stay as they
+// are.
+func drawTranscriptActions(p *program, seed uint64) {
+	if seed%transcriptSeeds != 0 {
+		return
+	}
+	h := fnv.New64a()
+	h.Write([]byte("transcript"))
+	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
+	for range 1 + rng.IntN(3) {
+		conv := fmt.Sprintf("c%d", rng.IntN(2))
+		l := progLine{op: "entry", args: []string{conv, strconv.Itoa(rng.IntN(8))}}
+		if rng.IntN(3) != 0 {
+			l = progLine{op: "edit", args: []string{conv, strconv.Itoa(rng.IntN(4)), []string{"omit", "replace"}[rng.IntN(2)]}}
+		}
+		at := rng.IntN(len(p.lines)) // before the final drive
+		p.lines = slices.Insert(p.lines, at, l)
+	}
 }
 
 // drawResponse draws one answer of the model.
@@ -643,6 +673,28 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		head := page.Items[atoi(l.args[1])%len(page.Items)].ID
 		_, err = c.Commit(ctx, func(tx *core.ConversationTx) error {
 			tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "host head"}, Head: head})
+			return nil
+		})
+		return err
+	case "edit":
+		// A host commit of a notice entry whose context edit omits or
+		// replaces the Nth user entry of the conversation's transcript
+		// (§2.1 edits).
+		conv := g.conv(l.args[0])
+		page, err := e.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+		if err != nil {
+			return err
+		}
+		draft, ok := kit.HostEdit(page.Items, atoi(l.args[1]), l.args[2], rt.Now().UnixMilli())
+		if !ok {
+			return nil
+		}
+		c, err := e.h.Conversation(ctx, conv)
+		if err != nil {
+			return err
+		}
+		_, err = c.Commit(ctx, func(tx *core.ConversationTx) error {
+			tx.Entry(core.NoticeKind, draft)
 			return nil
 		})
 		return err

@@ -486,6 +486,30 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 			return nil, "", err
 		}
 		return []storage.ID{id}, "", nil
+	case "edit":
+		conv := se.conv(args[0])
+		page, err := se.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+		if err != nil {
+			return nil, "", err
+		}
+		n, _ := strconv.Atoi(args[1])
+		draft, ok := HostEdit(page.Items, n, args[2], se.s.Runtime().Now().UnixMilli())
+		if !ok {
+			return nil, "no user entry", nil
+		}
+		c, err := se.h.Conversation(ctx, conv)
+		if err != nil {
+			return nil, "", err
+		}
+		var id storage.ID
+		_, err = c.Commit(ctx, func(tx *core.ConversationTx) error {
+			id = tx.Entry(core.NoticeKind, draft)
+			return nil
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		return []storage.ID{id}, "", nil
 	case "watch":
 		conv := se.conv(args[0])
 		w, err := se.h.Watch(ctx, conv, core.WatchOptions{Tail: se.swarm.Tail})
@@ -645,6 +669,27 @@ func hostHead(ctx context.Context, c *core.Conversation, head storage.ID) (stora
 		return nil
 	})
 	return id, err
+}
+
+// HostEdit is the edit action's entry: a notice whose context edit omits,
+// or replaces (action "replace") with a user message written at now, the
+// nth user entry among entries (modulo how many; user entries, so that no
+// tool exchange is cut). False when entries hold no user entry.
+func HostEdit(entries []*storage.Entry, n int, action string, now int64) (core.EntryDraft, bool) {
+	var users []storage.ID
+	for _, e := range entries {
+		if e.Kind == core.UserKind.Kind() {
+			users = append(users, e.ID)
+		}
+	}
+	if len(users) == 0 {
+		return core.EntryDraft{}, false
+	}
+	ed := storage.ContextEdit{Target: users[n%len(users)], Action: storage.EditOmit}
+	if action == "replace" {
+		ed.Action, ed.Messages = storage.EditReplace, []ai.Message{ai.UserText("edited", now)}
+	}
+	return core.EntryDraft{Data: map[string]string{"text": "host edit"}, Edits: []storage.ContextEdit{ed}}, true
 }
 
 // driveFor drives c until it is idle or bound of virtual time has passed,

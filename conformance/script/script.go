@@ -78,6 +78,7 @@ var Arity = map[string][2]int{
 	"spawn":         {2, 2},
 	"boundary":      {2, 2},
 	"entry":         {2, 2},
+	"edit":          {3, 3},
 }
 
 // ResponseKinds are what respond takes.
@@ -284,9 +285,12 @@ func (l Line) Check() error {
 		if _, err := strconv.Atoi(l.Args[0]); err != nil {
 			return fmt.Errorf("%s: %v", l.Op, err)
 		}
-	case "cancel-queued", "fork", "entry":
+	case "cancel-queued", "fork", "entry", "edit":
 		if _, err := strconv.Atoi(l.Args[1]); err != nil {
 			return fmt.Errorf("%s: %v", l.Op, err)
+		}
+		if l.Op == "edit" && l.Args[2] != "omit" && l.Args[2] != "replace" {
+			return fmt.Errorf("edit: third argument %q: want omit or replace", l.Args[2])
 		}
 		if l.Op == "fork" && len(l.Args) == 3 && l.Args[2] != "abort" {
 			return fmt.Errorf("fork: third argument %q: want abort", l.Args[2])

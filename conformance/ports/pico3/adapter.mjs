@@ -234,6 +234,7 @@ class Scenario {
       case "reset": { await (await this.handle(args[0])).reset(undefined, ctx); return {}; }
       case "spawn": throw new Unsupported("no host spawn (children are made by tasks)");
       case "entry": throw new Unsupported("no host commit of an entry with a head (HostTx has write, not entry)");
+      case "edit": throw new Unsupported("no host commit of an entry with edits (HostTx has write, not entry)");
       case "job": case "wait-job": throw new Unsupported("no host way to start or wait for a job");
       case "drive-for": throw new Unsupported("drive-for bounds a drive in virtual time; pico3 runs on the wall clock");
     }
