@@ -604,39 +604,29 @@ func TestOracleAWaitOnAnEndedTaskReturns(t *testing.T) {
 // state, its settlement), and writes nothing; a meddling commit that lands
 // breaks only-its-own-invocation-changes-a-task.
 func TestMeddlingThatLandsFailsTheRun(t *testing.T) {
-	sc, _ := findScenario("basic-turn")
-	s := sim.New(sim.Options{Seed: 1})
-	var refused, landed error
-	var problems []string
-	err := s.Run(context.Background(), func(ctx context.Context) {
-		e := newEnv(s, runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, t.TempDir())
-		if err := e.play(ctx); err != nil {
-			problems = append(problems, "the run itself: "+err.Error())
-		}
+	var landed error
+	afterBasicTurn(t, func(ctx context.Context, _ *sim.Sim, e *env) (problems []string) {
 		if _, err := e.h.Root().Accept(ctx, ai.PlainText("again"), agent.AcceptOptions{}); err != nil {
 			problems = append(problems, "accept: "+err.Error())
 		}
 		live := true
 		page, err := e.h.Store().ScanTasks(ctx, storage.TaskQuery{Live: &live})
 		if err != nil || len(page.Items) != 1 {
-			problems = append(problems, fmt.Sprintf("live tasks %v, %v; want the new generation", page.Items, err))
-			return
+			return append(problems, fmt.Sprintf("live tasks %v, %v; want the new generation", page.Items, err))
 		}
 		before, last := *page.Items[0], e.h.Store().LastSeq()
 		e.meddleAsHost(ctx, root)
-		refused = e.oracle.first
+		if e.oracle.first != nil {
+			problems = append(problems, "the refused meddling: "+e.oracle.first.Error())
+		}
 		after, _, _ := e.h.GetTask(ctx, before.ID)
 		if e.h.Store().LastSeq() != last || after == nil || after.Status != before.Status || string(after.State) != string(before.State) {
 			problems = append(problems, fmt.Sprintf("the refused meddling changed something: sequence %d → %d, task %+v → %+v", last, e.h.Store().LastSeq(), before, after))
 		}
 		e.meddle(ctx, e.h.Harness, root, 0, "a meddler", func(context.Context, func(*core.Tx)) error { return nil })
 		landed = e.oracle.first
-		_ = e.h.Close(ctx)
-		e.endHolds()
+		return problems
 	})
-	if err != nil || refused != nil || len(problems) > 0 {
-		t.Fatalf("%v; the refused meddling: %v; %v", err, refused, problems)
-	}
 	wantRule(t, landed, ruleOnlyItsOwn)
 }
 
@@ -644,14 +634,7 @@ func TestMeddlingThatLandsFailsTheRun(t *testing.T) {
 // attempts to create a task and a conversation are refused (nothing of
 // them is written) and it settles aborted, breaking nothing.
 func TestAMeddlersAbortCreatesNothing(t *testing.T) {
-	sc, _ := findScenario("basic-turn")
-	s := sim.New(sim.Options{Seed: 1})
-	var problems []string
-	err := s.Run(context.Background(), func(ctx context.Context) {
-		e := newEnv(s, runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, t.TempDir())
-		if err := e.play(ctx); err != nil {
-			problems = append(problems, "the run itself: "+err.Error())
-		}
+	afterBasicTurn(t, func(ctx context.Context, s *sim.Sim, e *env) (problems []string) {
 		last := e.h.Store().LastSeq()
 		e.startMeddler(ctx, root)
 		if err := s.Runtime().Sleep(ctx, time.Second); err != nil { // the meddler is background work: nothing drives it
@@ -668,10 +651,6 @@ func TestAMeddlersAbortCreatesNothing(t *testing.T) {
 		if err != nil || len(convs) != 0 {
 			problems = append(problems, fmt.Sprintf("conversations %v, %v after the abort; want none", convs, err))
 		}
-		_ = e.h.Close(ctx)
-		e.endHolds()
+		return problems
 	})
-	if err != nil || len(problems) > 0 {
-		t.Fatalf("%v; %v", err, problems)
-	}
 }

@@ -312,8 +312,11 @@ func TestRunDropsHostActions(t *testing.T) {
 	}
 }
 
-// The end-of-run invariants fail when acknowledged work is missing.
-func TestInvariantsCatchLostAcknowledgedWork(t *testing.T) {
+// afterBasicTurn plays basic-turn at seed 1 on memory, then runs then in
+// the same simulation with the run's env, closes the session, and fails t
+// with every problem then reports.
+func afterBasicTurn(t *testing.T, then func(ctx context.Context, s *sim.Sim, e *env) []string) {
+	t.Helper()
 	sc, _ := findScenario("basic-turn")
 	s := sim.New(sim.Options{Seed: 1})
 	var problems []string
@@ -322,6 +325,18 @@ func TestInvariantsCatchLostAcknowledgedWork(t *testing.T) {
 		if err := e.play(ctx); err != nil {
 			problems = append(problems, "the run itself: "+err.Error())
 		}
+		problems = append(problems, then(ctx, s, e)...)
+		_ = e.h.Close(ctx)
+		e.endHolds()
+	})
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("%v %v", err, problems)
+	}
+}
+
+// The end-of-run invariants fail when acknowledged work is missing.
+func TestInvariantsCatchLostAcknowledgedWork(t *testing.T) {
+	afterBasicTurn(t, func(ctx context.Context, _ *sim.Sim, e *env) (problems []string) {
 		last := e.h.Store().LastSeq()
 		e.entries = append(e.entries, last+1)
 		if err := e.invariants(ctx); err == nil || err.Error() != fmt.Sprintf("entry %d was acknowledged, but the session has lost it", last+1) {
@@ -331,12 +346,8 @@ func TestInvariantsCatchLostAcknowledgedWork(t *testing.T) {
 		if err := e.invariants(ctx); err == nil || err.Error() != fmt.Sprintf("sequence %d was acknowledged, but the session ends at %d", last+3, last) {
 			problems = append(problems, fmt.Sprintf("a lost sequence: %v", err))
 		}
-		_ = e.h.Close(ctx)
-		e.endHolds()
+		return problems
 	})
-	if err != nil || len(problems) > 0 {
-		t.Fatalf("%v %v", err, problems)
-	}
 }
 
 // picosim show's timeline of a golden trace, whole and filtered, is
