@@ -108,11 +108,22 @@ func (e *env) meddleAsHost(ctx context.Context, conv storage.ID) {
 // picosim's own kind after each of a program's sleeps and marks it for
 // abort at once; its abort tries to create a task and then a conversation,
 // a commit each, before it settles the task. The kernel must refuse both;
-// one that lands fails the run.
+// one that lands fails the run. Its execute, when it gets to run before
+// the mark, first tries to wait for itself, which the kernel must refuse.
 
 // ruleAbortCreates: an abort invocation creates no task and no
 // conversation (§6.3).
 const ruleAbortCreates oracleRule = "abort-creates-no-work"
+
+// ruleNoSelfWait: a task that waits for itself is refused with a
+// *core.SelfWaitError (§6.2), never left waiting. The meddler's execute
+// tries first thing, with a budget that runs out before its abort mark
+// comes, so that a kernel that lets it wait shows as a wait that returned.
+const ruleNoSelfWait oracleRule = "no-self-wait"
+
+// selfWaitBudget bounds the meddler's wait for itself; the host marks a
+// meddler twice that long (virtual time) after starting it.
+const selfWaitBudget = 10 * time.Millisecond
 
 // meddlerStatuses are picosim's own task kind's: a meddler task waits,
 // and settles done after meddlerWait, or its abort tries to create work
@@ -131,6 +142,11 @@ func (e *env) meddlerKind() core.TaskKind {
 		return err
 	}
 	wait := func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+		// Refused, or cut short by the mark: any answer but an error is a
+		// wait the kernel let happen.
+		if ended, err := rt.WaitForTask(ctx, task.ID, selfWaitBudget); err == nil {
+			_ = e.oracle.fail(broke(ruleNoSelfWait, "task %d waited for itself, and the wait returned %t", task.ID, ended))
+		}
 		if err := rt.Sleep(ctx, rt.Now().Add(meddlerWait)); err != nil {
 			return err
 		}
@@ -160,7 +176,7 @@ func (e *env) meddlerKind() core.TaskKind {
 }
 
 // startMeddler starts a meddler task in conversation conv and marks it for
-// abort.
+// abort a little later, once its execute could try to wait for itself.
 func (e *env) startMeddler(ctx context.Context, conv storage.ID) {
 	if e.h == nil {
 		return
@@ -172,5 +188,7 @@ func (e *env) startMeddler(ctx context.Context, conv storage.ID) {
 	}); err != nil {
 		return
 	}
-	_ = e.h.AbortTask(ctx, id)
+	if e.s.Runtime().Sleep(ctx, 2*selfWaitBudget) == nil {
+		_ = e.h.AbortTask(ctx, id)
+	}
 }

@@ -99,6 +99,8 @@ package plant
 //     up past the fork point in its source conversation.
 //   - usage-totals-skip-failed (core/agent/models.go): the usage totals
 //     leave out the known usage of attempts that did not end done.
+//   - wait-for-self-allowed (core/driver.go): a task may wait for itself
+//     (until its budget runs out).
 //   - abort-may-create (core/driver.go): an abort invocation may create
 //     tasks and conversations.
 //   - line-authorizes-any-invocation (core/driver.go): any task's
@@ -118,7 +120,7 @@ var names = []string{
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
-	"usage-totals-skip-failed", "line-authorizes-any-invocation", "abort-may-create",
+	"usage-totals-skip-failed", "line-authorizes-any-invocation", "abort-may-create", "wait-for-self-allowed",
 }
 
 // Names are the planted bugs, for the measuring test.
