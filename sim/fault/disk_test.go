@@ -371,7 +371,7 @@ func TestTearPlansAreValidatedAndRoundTrip(t *testing.T) {
 	const full = `{"faults":[{"name":"f","kind":"fail","commit":3,"batch":"scratch","tear":9}]}`
 	if back, err := fault.ParsePlan([]byte(full)); err != nil || back.String() != full {
 		t.Fatalf("ParsePlan(%s) = %v, %v", full, back, err)
-	} else if got, want := back.Faults[0].String(), `fail "f" at scratch commit 3 (the disk full mid-line, seed 9)`; got != want {
+	} else if got, want := back.Faults[0].String(), `fail "f" at scratch commit 3 (the disk fills, seed 9)`; got != want {
 		t.Fatalf("String() = %s; want %s", got, want)
 	}
 	for name, input := range map[string]string{

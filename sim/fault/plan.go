@@ -115,7 +115,7 @@ func (f Fault) String() string {
 	}
 	fmt.Fprintf(&b, "commit %d", f.Commit)
 	if f.Kind == Fail && f.Tear != 0 {
-		fmt.Fprintf(&b, " (the disk full mid-line, seed %d)", f.Tear)
+		fmt.Fprintf(&b, " (the disk fills, seed %d)", f.Tear)
 	}
 	if f.Kind == Crash {
 		switch {
