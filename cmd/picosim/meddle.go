@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -99,6 +101,7 @@ func (e *env) meddleAsHost(ctx context.Context, conv storage.ID) {
 		_, err := h.Commit(ctx, func(tx *core.Tx) error { plan(tx); return nil })
 		return err
 	})
+	e.tryBadWrites(ctx, conv)
 }
 
 // An abort invocation creates no new work: no task, no conversation
@@ -191,4 +194,120 @@ func (e *env) startMeddler(ctx context.Context, conv storage.ID) {
 	if e.s.Runtime().Sleep(ctx, 2*selfWaitBudget) == nil {
 		_ = e.h.AbortTask(ctx, id)
 	}
+}
+
+// The commit line refuses a batch that breaks a rule of the data model
+// (§2.1 heads and edits, §3.2 state before entries, kinds and statuses,
+// dependencies, payloads, addresses), each with its rule. No built-in kind
+// writes such a batch, so the refusals were never put to the test either.
+// On meddling seeds, therefore, the host also tries, after each of a
+// program's sleeps, one commit for each rule, breaking only it; the kernel
+// must refuse each by that rule, and one that lands, or is refused by
+// another, fails the run.
+
+// ruleRefusesBadWrites: a batch that breaks a rule of the data model is
+// refused, naming that rule.
+const ruleRefusesBadWrites oracleRule = "bad-writes-are-refused-by-their-rule"
+
+// rawKind is a kind known to nobody.
+type rawKind string
+
+func (k rawKind) Kind() string { return string(k) }
+
+// badWrite is one attempt: the rule it breaks, and its plan.
+type badWrite struct {
+	rule core.Rule
+	what string
+	plan func(tx *core.ConversationTx)
+}
+
+// badWrites are the attempts on conversation conv: of its visible entries
+// (ascending), the newest head among them (nil: none), and a task of the
+// session (0: none).
+func badWrites(conv storage.ID, entries []*storage.Entry, head *storage.Entry, task storage.ID, last storage.ID) []badWrite {
+	note := func(d core.EntryDraft) core.EntryDraft {
+		d.Data = map[string]string{"text": "meddled"}
+		return d
+	}
+	rewind := storage.ConversationValue[int]("picosim.meddled", storage.Rewind).Address
+	out := []badWrite{
+		{core.RuleStateAfterEntry, "rewindable state after an entry", func(tx *core.ConversationTx) {
+			tx.Entry(core.NoticeKind, note(core.EntryDraft{}))
+			tx.SetValue(rewind, 1)
+		}},
+		{core.RuleUnknownEntryKind, "an entry of a kind nobody registered", func(tx *core.ConversationTx) {
+			tx.Entry(rawKind("picosim.nonesuch"), note(core.EntryDraft{}))
+		}},
+		{core.RuleUnknownTaskKind, "a task of a kind nobody registered", func(tx *core.ConversationTx) {
+			tx.Task(rawKind("picosim.nonesuch"), core.TaskSpec{Background: true})
+		}},
+		{core.RuleDependency, "a task after one that does not exist", func(tx *core.ConversationTx) {
+			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{last + 1000}})
+		}},
+		{core.RuleBadPayload, "a value that is not JSON", func(tx *core.ConversationTx) {
+			tx.SetValue(storage.ConversationValue[int]("picosim.meddled.sticky", storage.Sticky).Address, json.RawMessage(`{"open":`))
+		}},
+		{core.RuleUnknownConv, "an entry in a conversation that does not exist", func(tx *core.ConversationTx) {
+			tx.Tx.Entry(core.NoticeKind, last+1000, note(core.EntryDraft{}))
+		}},
+		{core.RuleHeadNotVisible, "a head at an id that is no entry", func(tx *core.ConversationTx) {
+			tx.Entry(core.NoticeKind, note(core.EntryDraft{Head: conv}))
+		}},
+		{core.RuleEditTarget, "an edit of an id that is no entry", func(tx *core.ConversationTx) {
+			tx.Entry(core.NoticeKind, note(core.EntryDraft{Edits: []storage.ContextEdit{{Target: conv, Action: storage.EditOmit}}}))
+		}},
+	}
+	if task != 0 {
+		out = append(out, badWrite{core.RuleScratchInMain, "a task's scratch written in a main commit", func(tx *core.ConversationTx) {
+			tx.Tx.SetValue(storage.ScratchValue[int]("picosim.meddled").In(task).Address, 1)
+		}})
+	}
+	if head != nil {
+		for _, e := range entries {
+			if e.ID < head.Head {
+				before := e.ID
+				out = append(out, badWrite{core.RuleHeadBackwards, "a head before the visible head's boundary", func(tx *core.ConversationTx) {
+					tx.Entry(core.NoticeKind, note(core.EntryDraft{Head: before}))
+				}})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// tryBadWrites makes the attempts on conversation conv as the host, and
+// returns the rules that refused them.
+func (e *env) tryBadWrites(ctx context.Context, conv storage.ID) (refused []core.Rule) {
+	h := e.h.Harness
+	c, err := h.Conversation(ctx, conv)
+	if err != nil {
+		return nil
+	}
+	page, err := h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
+	if err != nil {
+		return nil
+	}
+	head, _, err := h.Store().NewestHead(ctx, conv, 0)
+	if err != nil {
+		return nil
+	}
+	var task storage.ID
+	if tasks, err := h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: 1}}); err == nil && len(tasks.Items) > 0 {
+		task = tasks.Items[0].ID
+	}
+	for _, w := range badWrites(conv, page.Items, head, task, h.Store().LastSeq()) {
+		_, err := c.Commit(ctx, func(tx *core.ConversationTx) error { w.plan(tx); return nil })
+		switch got := core.RuleOf(err); {
+		case err == nil:
+			_ = e.oracle.fail(broke(ruleRefusesBadWrites, "the host committed %s in conversation %d, and the kernel let it", w.what, conv))
+			return refused
+		case got == w.rule:
+			refused = append(refused, got)
+		case !isSessionFault(err) && !errors.Is(err, core.ErrClosed):
+			_ = e.oracle.fail(broke(ruleRefusesBadWrites, "the host's %s in conversation %d was refused by %q, not %q: %v", w.what, conv, got, w.rule, err))
+			return refused
+		}
+	}
+	return refused
 }

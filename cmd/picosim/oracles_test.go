@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -650,6 +651,25 @@ func TestAMeddlersAbortCreatesNothing(t *testing.T) {
 		convs, err := e.h.Store().GetConversations(ctx, []storage.ID{last + 1, last + 2, last + 3, last + 4})
 		if err != nil || len(convs) != 0 {
 			problems = append(problems, fmt.Sprintf("conversations %v, %v after the abort; want none", convs, err))
+		}
+		return problems
+	})
+}
+
+// The host's bad writes are each refused by the rule they break, a head
+// before the visible head's boundary included, and write nothing (the
+// planted bugs show a kernel that lets one land failing the run).
+func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
+	afterBasicTurn(t, func(ctx context.Context, _ *sim.Sim, e *env) (problems []string) {
+		if _, err := e.h.Root().Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, root); return nil }); err != nil {
+			return []string{"reset: " + err.Error()}
+		}
+		last := e.h.Store().LastSeq()
+		got := e.tryBadWrites(ctx, root)
+		want := []core.Rule{core.RuleStateAfterEntry, core.RuleUnknownEntryKind, core.RuleUnknownTaskKind, core.RuleDependency,
+			core.RuleBadPayload, core.RuleUnknownConv, core.RuleHeadNotVisible, core.RuleEditTarget, core.RuleScratchInMain, core.RuleHeadBackwards}
+		if !slices.Equal(got, want) || e.oracle.first != nil || e.h.Store().LastSeq() != last {
+			problems = append(problems, fmt.Sprintf("refused by %v (oracle: %v), sequence %d → %d; want %v and nothing written", got, e.oracle.first, last, e.h.Store().LastSeq(), want))
 		}
 		return problems
 	})

@@ -99,6 +99,12 @@ package plant
 //     up past the fork point in its source conversation.
 //   - usage-totals-skip-failed (core/agent/models.go): the usage totals
 //     leave out the known usage of attempts that did not end done.
+//   - edit-target-unchecked (core/validate.go): an entry may edit an id
+//     that is no earlier visible entry.
+//   - head-backwards-allowed (core/validate.go): a head may start before
+//     the visible head's boundary.
+//   - state-after-entry-allowed (core/tx.go): rewindable state may follow
+//     an entry in one commit.
 //   - wait-for-self-allowed (core/driver.go): a task may wait for itself
 //     (until its budget runs out).
 //   - abort-may-create (core/driver.go): an abort invocation may create
@@ -121,6 +127,7 @@ var names = []string{
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
 	"usage-totals-skip-failed", "line-authorizes-any-invocation", "abort-may-create", "wait-for-self-allowed",
+	"edit-target-unchecked", "head-backwards-allowed", "state-after-entry-allowed",
 }
 
 // Names are the planted bugs, for the measuring test.
