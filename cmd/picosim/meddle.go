@@ -101,7 +101,6 @@ func (e *env) meddleAsHost(ctx context.Context, conv storage.ID) {
 		_, err := h.Commit(ctx, func(tx *core.Tx) error { plan(tx); return nil })
 		return err
 	})
-	e.tryBadWrites(ctx, conv)
 }
 
 // An abort invocation creates no new work: no task, no conversation
@@ -279,6 +278,9 @@ func badWrites(conv storage.ID, entries []*storage.Entry, head *storage.Entry, t
 // tryBadWrites makes the attempts on conversation conv as the host, and
 // returns the rules that refused them.
 func (e *env) tryBadWrites(ctx context.Context, conv storage.ID) (refused []core.Rule) {
+	if e.h == nil {
+		return nil
+	}
 	h := e.h.Harness
 	c, err := h.Conversation(ctx, conv)
 	if err != nil {

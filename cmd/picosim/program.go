@@ -744,6 +744,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		}
 		for _, c := range g.convs {
 			e.meddleAsHost(ctx, c)
+			e.tryBadWrites(ctx, c)
 		}
 		e.startMeddler(ctx, g.convs[0])
 		return nil
