@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/pico-go/pico/core"
@@ -220,10 +221,39 @@ type badWrite struct {
 	plan func(tx *core.ConversationTx)
 }
 
-// badWrites are the attempts on conversation conv: of its visible entries
-// (ascending), the newest head among them (nil: none), and a task of the
-// session (0: none).
-func badWrites(conv storage.ID, entries []*storage.Entry, head *storage.Entry, task storage.ID, last storage.ID) []badWrite {
+// onTheLiveTask are the rules whose attempts patch or settle the live task
+// of badFacts, which may have moved on by the time the attempt reaches the
+// line: the attempt is then skipped (stillAsRead).
+var onTheLiveTask = []core.Rule{core.RuleUnknownStatus, core.RuleSettleNotTerminal, core.RulePatchTerminal}
+
+// stillAsRead reports, on the line, whether task t is live at the status
+// the attempts were built for.
+func stillAsRead(tx *core.ConversationTx, t *storage.Task) bool {
+	now, err := tx.GetTasks([]storage.ID{t.ID})
+	return err == nil && now[t.ID] != nil && now[t.ID].Live() && now[t.ID].Status == t.Status
+}
+
+// errNotAnymore is how an attempt whose premise went away is skipped.
+var errNotAnymore = errors.New("picosim: the bad write's premise went away")
+
+// badFacts are what the attempts on a conversation build on: its visible
+// entries (ascending) and the newest head among them (nil: none), a task
+// of the session (0: none), a live one with a terminal status of its kind
+// (nil: none), an ended one (nil: none), and the last sequence.
+type badFacts struct {
+	conv     storage.ID
+	entries  []*storage.Entry
+	head     *storage.Entry
+	task     storage.ID
+	live     *storage.Task
+	terminal string
+	ended    *storage.Task
+	last     storage.ID
+}
+
+// badWrites are the attempts the facts allow.
+func badWrites(f badFacts) []badWrite {
+	conv, entries, head, task, last := f.conv, f.entries, f.head, f.task, f.last
 	note := func(d core.EntryDraft) core.EntryDraft {
 		d.Data = map[string]string{"text": "meddled"}
 		return d
@@ -261,6 +291,28 @@ func badWrites(conv storage.ID, entries []*storage.Entry, head *storage.Entry, t
 			tx.Tx.SetValue(storage.ScratchValue[int]("picosim.meddled").In(task).Address, 1)
 		}})
 	}
+	out = append(out, badWrite{core.RuleBadAddress, "a value at an address without a namespace", func(tx *core.ConversationTx) {
+		tx.SetValue(storage.Address{Scope: storage.Scope{Kind: storage.ScopeConversation}}, 1)
+	}}, badWrite{core.RuleUnknownTask, "a patch of a task that does not exist", func(tx *core.ConversationTx) {
+		tx.Patch(last+1000, core.TaskPatch{Abort: true})
+	}})
+	if t := f.live; t != nil {
+		out = append(out, badWrite{core.RuleUnknownStatus, "a patch to a status the task's kind does not have", func(tx *core.ConversationTx) {
+			tx.Patch(t.ID, core.TaskPatch{Status: "picosim.nonesuch"})
+		}}, badWrite{core.RuleSettleNotTerminal, "a settlement at a status that is not terminal", func(tx *core.ConversationTx) {
+			tx.Settle(t.ID, t.Status, nil)
+		}})
+		if f.terminal != "" {
+			out = append(out, badWrite{core.RulePatchTerminal, "a patch to a terminal status", func(tx *core.ConversationTx) {
+				tx.Patch(t.ID, core.TaskPatch{Status: f.terminal})
+			}})
+		}
+	}
+	if t := f.ended; t != nil {
+		out = append(out, badWrite{core.RuleTaskTerminal, "a patch of a task that ended", func(tx *core.ConversationTx) {
+			tx.Patch(t.ID, core.TaskPatch{Abort: true})
+		}})
+	}
 	if head != nil {
 		for _, e := range entries {
 			if e.ID < head.Head {
@@ -294,13 +346,35 @@ func (e *env) tryBadWrites(ctx context.Context, conv storage.ID) (refused []core
 	if err != nil {
 		return nil
 	}
-	var task storage.ID
+	f := badFacts{conv: conv, entries: page.Items, head: head, last: h.Store().LastSeq()}
 	if tasks, err := h.Store().ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: 1}}); err == nil && len(tasks.Items) > 0 {
-		task = tasks.Items[0].ID
+		f.task = tasks.Items[0].ID
 	}
-	for _, w := range badWrites(conv, page.Items, head, task, h.Store().LastSeq()) {
-		_, err := c.Commit(ctx, func(tx *core.ConversationTx) error { w.plan(tx); return nil })
+	live := true
+	if tasks, err := h.Store().ScanTasks(ctx, storage.TaskQuery{Live: &live, Cursor: storage.Cursor{Limit: 1}}); err == nil && len(tasks.Items) > 0 {
+		f.live = tasks.Items[0]
+		if kind, ok := h.Kinds().Task(f.live.Kind); ok {
+			for _, st := range meddleStatuses {
+				if role, ok := kind.Role(st); ok && role == storage.RoleTerminal {
+					f.terminal = st
+					break
+				}
+			}
+		}
+	}
+	if tasks, err := h.Store().ScanTasks(ctx, storage.TaskQuery{Role: storage.RoleTerminal, Cursor: storage.Cursor{Limit: 1}}); err == nil && len(tasks.Items) > 0 {
+		f.ended = tasks.Items[0]
+	}
+	for _, w := range badWrites(f) {
+		_, err := c.Commit(ctx, func(tx *core.ConversationTx) error {
+			if slices.Contains(onTheLiveTask, w.rule) && !stillAsRead(tx, f.live) {
+				return errNotAnymore
+			}
+			w.plan(tx)
+			return nil
+		})
 		switch got := core.RuleOf(err); {
+		case errors.Is(err, errNotAnymore):
 		case err == nil:
 			_ = e.oracle.fail(broke(ruleRefusesBadWrites, "the host committed %s in conversation %d, and the kernel let it", w.what, conv))
 			return refused

@@ -656,18 +656,27 @@ func TestAMeddlersAbortCreatesNothing(t *testing.T) {
 	})
 }
 
-// The host's bad writes are each refused by the rule they break, a head
-// before the visible head's boundary included, and write nothing (the
-// planted bugs show a kernel that lets one land failing the run).
+// The host's bad writes are each refused by the rule they break (the
+// sixteen of a session with a reset head, a live task and an ended one),
+// and write nothing (the planted bugs show a kernel that lets one land
+// failing the run).
 func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
 	afterBasicTurn(t, func(ctx context.Context, _ *sim.Sim, e *env) (problems []string) {
 		if _, err := e.h.Root().Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, root); return nil }); err != nil {
 			return []string{"reset: " + err.Error()}
 		}
+		if _, err := e.h.Commit(ctx, func(tx *core.Tx) error { // a live task that waits
+			tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: root, Background: true})
+			return nil
+		}); err != nil {
+			return []string{"a live task: " + err.Error()}
+		}
 		last := e.h.Store().LastSeq()
 		got := e.tryBadWrites(ctx, root)
 		want := []core.Rule{core.RuleStateAfterEntry, core.RuleUnknownEntryKind, core.RuleUnknownTaskKind, core.RuleDependency,
-			core.RuleBadPayload, core.RuleUnknownConv, core.RuleHeadNotVisible, core.RuleEditTarget, core.RuleScratchInMain, core.RuleHeadBackwards}
+			core.RuleBadPayload, core.RuleUnknownConv, core.RuleHeadNotVisible, core.RuleEditTarget, core.RuleScratchInMain,
+			core.RuleBadAddress, core.RuleUnknownTask, core.RuleUnknownStatus, core.RuleSettleNotTerminal, core.RulePatchTerminal,
+			core.RuleTaskTerminal, core.RuleHeadBackwards}
 		if !slices.Equal(got, want) || e.oracle.first != nil || e.h.Store().LastSeq() != last {
 			problems = append(problems, fmt.Sprintf("refused by %v (oracle: %v), sequence %d → %d; want %v and nothing written", got, e.oracle.first, last, e.h.Store().LastSeq(), want))
 		}

@@ -105,6 +105,8 @@ package plant
 //     the visible head's boundary.
 //   - state-after-entry-allowed (core/tx.go): rewindable state may follow
 //     an entry in one commit.
+//   - patch-may-end-a-task (core/tx.go): a patch may move a task to a
+//     terminal status, bypassing its settlement.
 //   - wait-for-self-allowed (core/driver.go): a task may wait for itself
 //     (until its budget runs out).
 //   - abort-may-create (core/driver.go): an abort invocation may create
@@ -127,7 +129,7 @@ var names = []string{
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
 	"usage-totals-skip-failed", "line-authorizes-any-invocation", "abort-may-create", "wait-for-self-allowed",
-	"edit-target-unchecked", "head-backwards-allowed", "state-after-entry-allowed",
+	"edit-target-unchecked", "head-backwards-allowed", "state-after-entry-allowed", "patch-may-end-a-task",
 }
 
 // Names are the planted bugs, for the measuring test.
