@@ -164,7 +164,7 @@ func (tx *Tx) checkDependencies(t *storage.Task) error {
 		if err != nil {
 			return err
 		}
-		if depRoot != root {
+		if depRoot != root && !plant.On("dependency-any-tree") {
 			return Rejectf(RuleDependencyTree, dep, "task %d (ownership root %d) depends on %d (ownership root %d)", t.ID, root, dep, depRoot)
 		}
 	}

@@ -239,7 +239,8 @@ var errNotAnymore = errors.New("picosim: the bad write's premise went away")
 // badFacts are what the attempts on a conversation build on: its visible
 // entries (ascending) and the newest head among them (nil: none), a task
 // of the session (0: none), a live one with a terminal status of its kind
-// (nil: none), an ended one (nil: none), and the last sequence.
+// (nil: none), an ended one (nil: none), a task of another ownership tree
+// (0: none), and the last sequence.
 type badFacts struct {
 	conv     storage.ID
 	entries  []*storage.Entry
@@ -248,6 +249,7 @@ type badFacts struct {
 	live     *storage.Task
 	terminal string
 	ended    *storage.Task
+	stranger storage.ID
 	last     storage.ID
 }
 
@@ -308,6 +310,11 @@ func badWrites(f badFacts) []badWrite {
 			}})
 		}
 	}
+	if f.stranger != 0 {
+		out = append(out, badWrite{core.RuleDependencyTree, "a task after a task of another ownership tree", func(tx *core.ConversationTx) {
+			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{f.stranger}})
+		}})
+	}
 	if t := f.ended; t != nil {
 		out = append(out, badWrite{core.RuleTaskTerminal, "a patch of a task that ended", func(tx *core.ConversationTx) {
 			tx.Patch(t.ID, core.TaskPatch{Abort: true})
@@ -365,6 +372,7 @@ func (e *env) tryBadWrites(ctx context.Context, conv storage.ID) (refused []core
 	if tasks, err := h.Store().ScanTasks(ctx, storage.TaskQuery{Role: storage.RoleTerminal, Cursor: storage.Cursor{Limit: 1}}); err == nil && len(tasks.Items) > 0 {
 		f.ended = tasks.Items[0]
 	}
+	f.stranger = strangerTask(ctx, h.Store(), conv)
 	for _, w := range badWrites(f) {
 		_, err := c.Commit(ctx, func(tx *core.ConversationTx) error {
 			if slices.Contains(onTheLiveTask, w.rule) && !stillAsRead(tx, f.live) {
@@ -387,3 +395,50 @@ func (e *env) tryBadWrites(ctx context.Context, conv storage.ID) (refused []core
 	}
 	return refused
 }
+
+// strangerTask is the first of the session's tasks (among its first
+// strangerScan) whose conversation's ownership tree is not conv's, or 0.
+func strangerTask(ctx context.Context, store storage.Storage, conv storage.ID) storage.ID {
+	mine, ok := ownershipRoot(ctx, store, conv)
+	if !ok {
+		return 0
+	}
+	tasks, err := store.ScanTasks(ctx, storage.TaskQuery{Cursor: storage.Cursor{Limit: strangerScan}})
+	if err != nil {
+		return 0
+	}
+	for _, t := range tasks.Items {
+		if root, ok := ownershipRoot(ctx, store, t.ConversationID); ok && root != mine {
+			return t.ID
+		}
+	}
+	return 0
+}
+
+// strangerScan bounds the tasks strangerTask looks at.
+const strangerScan = 64
+
+// ownershipRoot walks from conv through the tasks that own conversations
+// to a conversation nobody owns (§2.5: a fork's parent is history, not an
+// owner); false when a link cannot be read.
+func ownershipRoot(ctx context.Context, store storage.Storage, conv storage.ID) (storage.ID, bool) {
+	for range ownershipLinksMax {
+		got, err := store.GetConversations(ctx, []storage.ID{conv})
+		c, ok := got[conv]
+		if err != nil || !ok {
+			return 0, false
+		}
+		if c.Owner == 0 {
+			return conv, true
+		}
+		owners, err := store.GetTasks(ctx, []storage.ID{c.Owner})
+		if err != nil || owners[c.Owner] == nil {
+			return 0, false
+		}
+		conv = owners[c.Owner].ConversationID
+	}
+	return 0, false
+}
+
+// ownershipLinksMax bounds ownershipRoot's walk.
+const ownershipLinksMax = 64

@@ -657,7 +657,8 @@ func TestAMeddlersAbortCreatesNothing(t *testing.T) {
 }
 
 // The host's bad writes are each refused by the rule they break (the
-// sixteen of a session with a reset head, a live task and an ended one),
+// seventeen of a session with a reset head, a live task, an ended one and
+// one of another ownership tree),
 // and write nothing (the planted bugs show a kernel that lets one land
 // failing the run).
 func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
@@ -665,18 +666,24 @@ func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
 		if _, err := e.h.Root().Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, root); return nil }); err != nil {
 			return []string{"reset: " + err.Error()}
 		}
-		if _, err := e.h.Commit(ctx, func(tx *core.Tx) error { // a live task that waits
+		page, err := e.h.Entries(ctx, root, storage.Cursor{Limit: storage.PageLimitMax})
+		if err != nil || len(page.Items) == 0 {
+			return []string{fmt.Sprintf("root's entries: %v, %v", page.Items, err)}
+		}
+		if _, err := e.h.Commit(ctx, func(tx *core.Tx) error { // a live task that waits, and one of another ownership tree
 			tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: root, Background: true})
+			fork := tx.Fork(root, page.Items[len(page.Items)-1].ID)
+			tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: fork, Background: true})
 			return nil
 		}); err != nil {
-			return []string{"a live task: " + err.Error()}
+			return []string{"the live tasks: " + err.Error()}
 		}
 		last := e.h.Store().LastSeq()
 		got := e.tryBadWrites(ctx, root)
 		want := []core.Rule{core.RuleStateAfterEntry, core.RuleUnknownEntryKind, core.RuleUnknownTaskKind, core.RuleDependency,
 			core.RuleBadPayload, core.RuleUnknownConv, core.RuleHeadNotVisible, core.RuleEditTarget, core.RuleScratchInMain,
 			core.RuleBadAddress, core.RuleUnknownTask, core.RuleUnknownStatus, core.RuleSettleNotTerminal, core.RulePatchTerminal,
-			core.RuleTaskTerminal, core.RuleHeadBackwards}
+			core.RuleDependencyTree, core.RuleTaskTerminal, core.RuleHeadBackwards}
 		if !slices.Equal(got, want) || e.oracle.first != nil || e.h.Store().LastSeq() != last {
 			problems = append(problems, fmt.Sprintf("refused by %v (oracle: %v), sequence %d → %d; want %v and nothing written", got, e.oracle.first, last, e.h.Store().LastSeq(), want))
 		}

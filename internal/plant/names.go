@@ -105,6 +105,8 @@ package plant
 //     the visible head's boundary.
 //   - state-after-entry-allowed (core/tx.go): rewindable state may follow
 //     an entry in one commit.
+//   - dependency-any-tree (core/validate.go): a task may depend on a task
+//     of another ownership tree.
 //   - patch-may-end-a-task (core/tx.go): a patch may move a task to a
 //     terminal status, bypassing its settlement.
 //   - wait-for-self-allowed (core/driver.go): a task may wait for itself
@@ -130,6 +132,7 @@ var names = []string{
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
 	"usage-totals-skip-failed", "line-authorizes-any-invocation", "abort-may-create", "wait-for-self-allowed",
 	"edit-target-unchecked", "head-backwards-allowed", "state-after-entry-allowed", "patch-may-end-a-task",
+	"dependency-any-tree",
 }
 
 // Names are the planted bugs, for the measuring test.
