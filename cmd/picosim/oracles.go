@@ -265,16 +265,34 @@ func (o *oracle) restart(last storage.ID) {
 	clear(o.startedAt)
 }
 
-// resync reads the queued writes from a restarted process's store: a
-// commit that failed as the process stopped may still have persisted (a
-// crash after the bytes, an uncertain commit), and the oracle saw none of
-// its writes.
+// resync reads the queued writes, the tasks' conversations and kinds and
+// the conversations' owners from a restarted process's store: a commit
+// that failed as the process stopped may still have persisted (a crash
+// after the bytes, an uncertain commit), and the oracle saw none of its
+// writes.
 func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 	convs, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Conversation], error) {
 		return store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
 	})
 	if err != nil {
 		return err
+	}
+	tasks, err := storage.AllPages(func(c storage.Cursor) (storage.Page[*storage.Task], error) {
+		return store.ScanTasks(ctx, storage.TaskQuery{Cursor: c})
+	})
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if o.convs[t.ID] == 0 {
+			o.kinds[t.ID], o.convs[t.ID] = t.Kind, t.ConversationID
+		}
+	}
+	for _, c := range convs {
+		if !slices.Contains(o.created, c.ID) {
+			o.owners[c.ID] = c.Owner
+			o.created = append(o.created, c.ID)
+		}
 	}
 	clear(o.queued)
 	for _, c := range convs {
