@@ -139,7 +139,7 @@ var deterministicOps = map[string]bool{
 	"respond": true, "accept": true, "followup": true, "steer": true, "next-run": true, "write": true,
 	"cancel-queued": true, "abort": true, "abort-task": true, "fork": true, "watch": true, "unwatch": true,
 	"drive": true, "reopen": true, "shutdown": true, "collapse": true, "reset": true, "spawn": true,
-	"entry": true,
+	"entry": true, "value": true, "list": true,
 }
 
 // responses is the program's answers as the protocol carries them, then

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pico-go/pico/conformance/script"
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
@@ -126,7 +127,7 @@ func (se *session) jobAt(k int) storage.ID {
 	if err != nil || len(jobs) == 0 {
 		return 0
 	}
-	return jobs[k%len(jobs)].ID
+	return jobs[script.Nth(k, len(jobs))].ID
 }
 
 // fauxSteps is the protocol's responses as faux steps; a job call's id is
@@ -316,13 +317,13 @@ func (se *session) pickEntry(ctx context.Context, convArg, nArg string) (*agent.
 		return nil, 0, err
 	}
 	n, _ := strconv.Atoi(nArg)
-	return c, page.Items[n%len(page.Items)].ID, nil
+	return c, page.Items[script.Nth(n, len(page.Items))].ID, nil
 }
 
-// conv resolves "cN" to a conversation the program knows (modulo how many).
+// conv resolves "cN" to a conversation the program knows (script.Nth).
 func (se *session) conv(a string) storage.ID {
-	n, _ := strconv.Atoi(strings.TrimPrefix(a, "c"))
-	return se.convs[n%len(se.convs)]
+	n, _ := script.ConvIndex(a)
+	return se.convs[script.Nth(n, len(se.convs))]
 }
 
 func (se *session) agentConv(ctx context.Context, a string) (*agent.Conversation, error) {
@@ -439,7 +440,7 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 			return nil, "no input", nil
 		}
 		n, _ := strconv.Atoi(args[1])
-		r, err := c.CancelQueued(ctx, ins[n%len(ins)])
+		r, err := c.CancelQueued(ctx, ins[script.Nth(n, len(ins))])
 		return nil, string(r), err
 	case "abort":
 		c, err := se.agentConv(ctx, args[0])
@@ -458,7 +459,7 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 		}
 		slices.SortFunc(live, func(a, b *storage.Task) int { return int(a.ID - b.ID) })
 		n, _ := strconv.Atoi(args[0])
-		t := live[n%len(live)]
+		t := live[script.Nth(n, len(live))]
 		return []storage.ID{t.ID}, "", se.h.AbortTask(ctx, t.ID)
 	case "fork":
 		c, at, err := se.pickEntry(ctx, args[0], args[1])
@@ -510,6 +511,17 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 			return nil, "", err
 		}
 		return []storage.ID{id}, "", nil
+	case "value", "list":
+		var scope core.StateScope = se.h
+		if args[0] != "session" {
+			c, err := se.h.Conversation(ctx, se.conv(args[0]))
+			if err != nil {
+				return nil, "", err
+			}
+			scope = c
+		}
+		r, err := HostState(ctx, scope, op, args)
+		return nil, r, err
 	case "watch":
 		conv := se.conv(args[0])
 		w, err := se.h.Watch(ctx, conv, core.WatchOptions{Tail: se.swarm.Tail})
@@ -530,7 +542,7 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 			return nil, "no watch", nil
 		}
 		n, _ := strconv.Atoi(args[0])
-		w := live[n%len(live)]
+		w := live[script.Nth(n, len(live))]
 		w.w.Unsubscribe()
 		w.live = false
 		return nil, "", nil
@@ -577,8 +589,8 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 			return nil, "no job", nil
 		}
 		n, _ := strconv.Atoi(args[0])
-		r, err := se.waitJob(ctx, jobs[n%len(jobs)])
-		return []storage.ID{jobs[n%len(jobs)].ID}, r, err
+		r, err := se.waitJob(ctx, jobs[script.Nth(n, len(jobs))])
+		return []storage.ID{jobs[script.Nth(n, len(jobs))].ID}, r, err
 	case "reopen", "shutdown":
 		if op == "shutdown" {
 			if err := se.h.Shutdown(ctx); err != nil {
@@ -685,7 +697,7 @@ func HostEdit(entries []*storage.Entry, n int, action string, now int64) (core.E
 	if len(users) == 0 {
 		return core.EntryDraft{}, false
 	}
-	ed := storage.ContextEdit{Target: users[n%len(users)], Action: storage.EditOmit}
+	ed := storage.ContextEdit{Target: users[script.Nth(n, len(users))], Action: storage.EditOmit}
 	if action == "replace" {
 		ed.Action, ed.Messages = storage.EditReplace, []ai.Message{ai.UserText("edited", now)}
 	}
@@ -750,4 +762,39 @@ func (se *session) waitJob(ctx context.Context, job *storage.Task) (string, erro
 			return "", err
 		}
 	}
+}
+
+// HostState performs a value or list line (script's TARGET NS[/KEY] POLICY
+// OP [ARG]) on the state it names in scope: the harness for the session
+// target, the target conversation's handle otherwise, which binds the
+// address to itself. A list's remove takes its nth visible element
+// (modulo how many) and reports "no element" on an empty list; every other
+// write is one commit, refused as the harness refuses it.
+func HostState(ctx context.Context, scope core.StateScope, op string, args []string) (string, error) {
+	ns, key, _ := strings.Cut(args[1], "/")
+	addr := storage.Address{Scope: storage.Scope{Kind: storage.ScopeConversation}, Namespace: ns, Key: key, Rewind: args[2] == "rewind"}
+	if args[0] == "session" {
+		addr.Scope = storage.SessionScope()
+	}
+	if op == "value" {
+		v := core.ValueOf(scope, storage.Value[json.RawMessage]{Address: addr})
+		if args[3] == "delete" {
+			return "", v.Delete(ctx)
+		}
+		return "", v.Set(ctx, json.RawMessage(args[4]))
+	}
+	l := core.ListOf(scope, storage.List[json.RawMessage]{Address: addr})
+	switch args[3] {
+	case "append":
+		_, err := l.Append(ctx, json.RawMessage(args[4]))
+		return "", err
+	case "clear":
+		return "", l.Clear(ctx)
+	}
+	elems, err := l.All(ctx)
+	if err != nil || len(elems) == 0 {
+		return "no element", err
+	}
+	n, _ := strconv.Atoi(args[4])
+	return "", l.Remove(ctx, elems[script.Nth(n, len(elems))].ID)
 }

@@ -19,8 +19,10 @@ package script
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,6 +81,8 @@ var Arity = map[string][2]int{
 	"boundary":      {2, 2},
 	"entry":         {2, 2},
 	"edit":          {3, 3},
+	"value":         {4, 5},
+	"list":          {4, 5},
 }
 
 // ResponseKinds are what respond takes.
@@ -295,12 +299,16 @@ func (l Line) Check() error {
 		if l.Op == "fork" && len(l.Args) == 3 && l.Args[2] != "abort" {
 			return fmt.Errorf("fork: third argument %q: want abort", l.Args[2])
 		}
+	case "value", "list":
+		if err := checkState(l); err != nil {
+			return err
+		}
 	case "accept":
 		if len(l.Args) == 3 && !strings.HasPrefix(l.Args[2], "req=") {
 			return fmt.Errorf("accept: third argument %q: want req=ID", l.Args[2])
 		}
 	}
-	if !slices.Contains([]string{"respond", "sleep", "abort-task", "unwatch", "resnapshot", "job", "boundary", "process", "wait-job"}, l.Op) && len(l.Args) > 0 {
+	if !slices.Contains([]string{"respond", "sleep", "abort-task", "unwatch", "resnapshot", "job", "boundary", "process", "wait-job", "value", "list"}, l.Op) && len(l.Args) > 0 {
 		if _, err := ConvIndex(l.Args[0]); err != nil {
 			return err
 		}
@@ -308,12 +316,65 @@ func (l Line) Check() error {
 	return nil
 }
 
+// StateOps are what a value line and a list line do, each with whether
+// it takes an argument: a value is set to JSON or deleted; a list gets a
+// JSON element appended, its Nth visible element removed, or is cleared.
+var StateOps = map[string]map[string]bool{
+	"value": {"set": true, "delete": false},
+	"list":  {"append": true, "remove": true, "clear": false},
+}
+
+// checkState validates a value or list line: TARGET NS[/KEY] POLICY OP
+// [ARG], TARGET session or cN, POLICY rewind or sticky.
+func checkState(l Line) error {
+	if l.Args[0] != "session" {
+		if _, err := ConvIndex(l.Args[0]); err != nil {
+			return fmt.Errorf("%s: target %v: want session or a conversation", l.Op, err)
+		}
+	}
+	if ns, _, _ := strings.Cut(l.Args[1], "/"); ns == "" {
+		return fmt.Errorf("%s: %q names no namespace", l.Op, l.Args[1])
+	}
+	if l.Args[2] != "rewind" && l.Args[2] != "sticky" {
+		return fmt.Errorf("%s: policy %q: want rewind or sticky", l.Op, l.Args[2])
+	}
+	takes, ok := StateOps[l.Op][l.Args[3]]
+	switch {
+	case !ok:
+		return fmt.Errorf("%s: op %q: want one of %s", l.Op, l.Args[3], strings.Join(slices.Sorted(maps.Keys(StateOps[l.Op])), ", "))
+	case takes != (len(l.Args) == 5):
+		return fmt.Errorf("%s %s: takes %d arguments after the op, not %d", l.Op, l.Args[3], b2i(takes), len(l.Args)-4)
+	case l.Args[3] == "remove":
+		if _, err := strconv.Atoi(l.Args[4]); err != nil {
+			return fmt.Errorf("list remove: %v", err)
+		}
+	case takes && !json.Valid([]byte(l.Args[4])):
+		return fmt.Errorf("%s %s: %q is not JSON", l.Op, l.Args[3], l.Args[4])
+	}
+	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Nth is the index a line's number n picks among length things (length
+// > 0): n modulo length, so any number picks one, a negative one counting
+// back from the end (-1 the last).
+func Nth(n, length int) int {
+	return (n%length + length) % length
+}
+
 // ConvIndex reads "cN", the Nth conversation the program knows (c0 is the
-// root, then forks and spawned children in the order they were made).
+// root, then forks and spawned children in the order they were made;
+// c-1 the newest, c-2 the one before it), to be picked with Nth.
 func ConvIndex(a string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimPrefix(a, "c"))
-	if !strings.HasPrefix(a, "c") || err != nil || n < 0 {
-		return 0, fmt.Errorf("%q is not a conversation (c0, c1, …)", a)
+	if !strings.HasPrefix(a, "c") || err != nil || strings.HasPrefix(a, "c+") {
+		return 0, fmt.Errorf("%q is not a conversation (c0, c1, …, or c-1 the newest)", a)
 	}
 	return n, nil
 }

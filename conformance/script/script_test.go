@@ -22,6 +22,41 @@ func TestProgramPrintsAndParsesBack(t *testing.T) {
 	}
 }
 
+// Value and list lines of every shape parse, and a conversation may be
+// named from the newest back.
+func TestStateLinesParse(t *testing.T) {
+	text := Magic + `
+value session ns/k sticky set {"a":1}
+value c1 ns rewind delete
+list c-1 ns/k rewind append "\"x\""
+list c0 ns sticky remove -1
+list session ns sticky clear
+fork c-1 -2
+`
+	p, err := Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Lines) != 6 || p.Lines[0].Args[4] != `{"a":1}` || p.Lines[2].Args[4] != `"x"` || p.Lines[3].Args[4] != "-1" {
+		t.Fatalf("Parse read %+v", p.Lines)
+	}
+}
+
+// Nth picks among length things for any number, a negative one counting
+// back from the end; a conversation index may be negative the same way.
+func TestNthPicksFromEitherEnd(t *testing.T) {
+	for _, tc := range []struct{ n, length, want int }{
+		{0, 3, 0}, {4, 3, 1}, {-1, 3, 2}, {-3, 3, 0}, {-4, 3, 2}, {7, 1, 0},
+	} {
+		if got := Nth(tc.n, tc.length); got != tc.want {
+			t.Errorf("Nth(%d, %d) = %d, want %d", tc.n, tc.length, got, tc.want)
+		}
+	}
+	if n, err := ConvIndex("c-1"); err != nil || n != -1 {
+		t.Errorf(`ConvIndex("c-1") = %d, %v; want -1`, n, err)
+	}
+}
+
 // A line that does not parse is a ProgramError naming its line.
 func TestBadLinesNameTheirLine(t *testing.T) {
 	for _, tc := range []struct {
@@ -45,6 +80,17 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\nswarm budget=-1\n", 2, "budget"},
 		{Magic + "\njob make every=soon\n", 2, "every=MS"},
 		{Magic + "\ndrive-for c0 later\n", 2, "virtual ms"},
+		{Magic + "\nvalue c+1 ns rewind set 1\n", 2, "not a conversation"},
+		{Magic + "\nvalue everyone ns rewind set 1\n", 2, "want session or a conversation"},
+		{Magic + "\nvalue c0 /key rewind set 1\n", 2, "names no namespace"},
+		{Magic + "\nvalue c0 ns forever set 1\n", 2, "want rewind or sticky"},
+		{Magic + "\nvalue c0 ns sticky append 1\n", 2, "want one of delete, set"},
+		{Magic + "\nvalue c0 ns sticky set {nope\n", 2, "is not JSON"},
+		{Magic + "\nvalue c0 ns sticky delete 1\n", 2, "takes 0 arguments after the op, not 1"},
+		{Magic + "\nlist session ns sticky append\n", 2, "takes 1 arguments after the op, not 0"},
+		{Magic + "\nlist c0 ns/k rewind remove first\n", 2, "list remove"},
+		{Magic + "\nlist c0 ns rewind pop\n", 2, "want one of append, clear, remove"},
+		{Magic + "\nlist c0 ns rewind\n", 2, "takes 4 to 5"},
 	} {
 		_, err := Parse(tc.text)
 		var pe *ProgramError

@@ -39,6 +39,10 @@ const MODEL = { id: "faux-1", name: "Faux", api: "faux", provider: "faux", baseU
 
 // fauxModels plays the scenario's responses in order (the reference faux
 // provider, §3 of delta-and-messages.md): four characters a token.
+// nth is the index a line's number picks among length things, as the
+// script package's Nth: modulo length, a negative one from the end.
+const nth = (arg, length) => ((Number(arg) % length) + length) % length;
+
 function fauxModels(responses) {
   const queue = [...responses];
   const usage = (text) => { const out = Math.ceil(text.length / 4); return { ...zero, output: out, totalTokens: out }; };
@@ -149,7 +153,7 @@ class Scenario {
       }
     }
   }
-  conv(arg) { const n = Number(arg.slice(1)); return this.convs[n % this.convs.length]; }
+  conv(arg) { return this.convs[nth(arg.slice(1), this.convs.length)]; }
   async handle(arg) { return this.h.conversation(this.conv(arg), ctx); }
   remember(conv, id) { if (!this.inputs.has(conv)) this.inputs.set(conv, []); this.inputs.get(conv).push(id); }
   async liveTasks() {
@@ -179,7 +183,7 @@ class Scenario {
         const c = await this.handle(args[0]);
         const ins = this.inputs.get(c.id) ?? [];
         if (ins.length === 0) return { result: "no input" };
-        const r = await this.h.abortInput(ins[Number(args[1]) % ins.length], ctx, c.id);
+        const r = await this.h.abortInput(ins[nth(args[1], ins.length)], ctx, c.id);
         return { result: r === "aborted" ? "cancelled" : r };
       }
       // pico3's abort waits for the aborted invocations, which needs the
@@ -188,7 +192,7 @@ class Scenario {
       case "abort-task": {
         const live = await this.liveTasks();
         if (live.length === 0) return { result: "no task" };
-        const t = live[Number(args[0]) % live.length];
+        const t = live[nth(args[0], live.length)];
         await this.run(() => this.h.abortTask(t.id, ctx));
         return { ids: [t.id] };
       }
@@ -197,7 +201,7 @@ class Scenario {
         const c = await this.handle(args[0]);
         const entries = (await this.h.entries({ conversationId: c.id, limit: 100000 }, ctx)).reverse();
         if (entries.length === 0) return { result: "no entry" };
-        const f = await c.fork(entries[Number(args[1]) % entries.length].id, {}, ctx);
+        const f = await c.fork(entries[nth(args[1], entries.length)].id, {}, ctx);
         this.convs.push(f.id);
         return { ids: [f.id] };
       }
@@ -212,7 +216,7 @@ class Scenario {
       case "unwatch": {
         const live = this.watches.filter((w) => w.live);
         if (live.length === 0) return { result: "no watch" };
-        const w = live[Number(args[0]) % live.length];
+        const w = live[nth(args[0], live.length)];
         w.w.stop(); w.live = false;
         return {};
       }
