@@ -85,8 +85,10 @@ type env struct {
 	// yields counts the continuations onYield asked for in a row, by
 	// conversation.
 	yields map[storage.ID]int
-	// mirrorLog is the batches a disk backend acknowledged, which a memory
-	// store given them must answer every read as the disk does (mirror.go).
+	// mirrorLog is the batches the backend acknowledged: a memory store
+	// given them must answer every read of a disk backend as the disk does
+	// (mirror.go), and every backend's state reads are held to the rule
+	// derived from them (staterule.go).
 	mirrorLog *mirrorLog
 	// spans records the harness's spans for the span-tree check, every
 	// spanSeeds-th seed (nil otherwise, and when run --otel takes them).
@@ -217,11 +219,13 @@ func (e *env) open(ctx context.Context) error {
 		e.noteEnv(err)
 		return err
 	}
-	var inner storage.Storage = handle
-	if e.spec.backend != "memory" {
-		if e.mirrorLog == nil {
-			e.mirrorLog = &mirrorLog{}
-		}
+	if e.mirrorLog == nil {
+		e.mirrorLog = &mirrorLog{}
+	}
+	var inner storage.Storage
+	if e.spec.backend == "memory" {
+		inner = logging(ctx, handle, e.mirrorLog)
+	} else {
 		inner = mirror(ctx, handle, e.mirrorLog, e.oracle)
 	}
 	store := &recorded{Storage: inner, e: e, counts: handle == e.first}
@@ -557,6 +561,9 @@ func (e *env) invariants(ctx context.Context) error {
 	if err := historicalContexts(ctx, store); err != nil {
 		return e.oracle.fail(err)
 	}
+	if err := stateReads(ctx, store, e.mirrorLog); err != nil {
+		return e.oracle.fail(err)
+	}
 	if err := e.spans.check(ctx, store); err != nil {
 		return e.oracle.fail(err)
 	}
@@ -600,6 +607,9 @@ func (e *env) coldReopen(ctx context.Context, last storage.ID) error {
 	if e.mirrorLog != nil {
 		if d := mirrorDiff(ctx, store, e.mirrorLog); d != "" {
 			return fmt.Errorf("a cold open of the closed session's files: %s", strings.ReplaceAll(d, e.dir+string(filepath.Separator), ""))
+		}
+		if err := stateReads(ctx, store, e.mirrorLog); err != nil {
+			return fmt.Errorf("a cold open of the closed session's files: %w", err)
 		}
 	}
 	if e.spec.backend == "sqlite" {

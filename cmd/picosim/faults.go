@@ -97,6 +97,15 @@ const (
 	holdDelayMax = 100
 )
 
+// seededRNG is the generator of one stream of draws from seed: the
+// stream's name keeps the draws of one (a fault plan, a program, the
+// lines one of its generators inserts) apart from the others'.
+func seededRNG(seed uint64, stream string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(stream))
+	return rand.New(rand.NewPCG(seed, h.Sum64()))
+}
+
 // drawPlan draws the fault plan of a fuzzed or suite run from the scenario
 // and the seed alone, for a run of about batches commits: the faults
 // fault.RandomPlan draws, a crash that does not persist torn mid-line and
@@ -104,9 +113,7 @@ const (
 // that fills the disk at its COMMIT half the time on SQLite, and sometimes
 // a hold.
 func drawPlan(sc scenario, seed uint64, batches int, backend string) fault.Plan {
-	h := fnv.New64a()
-	h.Write([]byte(sc.name))
-	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
+	rng := seededRNG(seed, sc.name)
 	p := fault.RandomPlan(rng, max(batches, 1))
 	for i, f := range p.Faults {
 		if backend == "jsonl" && (f.Kind == fault.Crash && !f.Persist || f.Kind == fault.Fail) && rng.IntN(2) == 0 ||

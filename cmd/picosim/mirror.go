@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -62,7 +63,8 @@ func (l *mirrorLog) rebuild(ctx context.Context, last storage.ID) (*memory.Store
 }
 
 // mirrored is a disk backend's handle with its memory mirror. A commit the
-// handle failed leaves the mirror unsure until a restart rebuilds it, as
+// handle failed leaves the mirror unsure until a restart rebuilds it (one
+// it refused whole, the mirror must refuse too and goes on), as
 // does a read the handle failed or one whose context ended (Go's SQL layer
 // refuses those; memory answers them).
 type mirrored struct {
@@ -75,6 +77,13 @@ type mirrored struct {
 func (m *mirrored) Commit(ctx context.Context, b storage.CommitBatch) (storage.Range, error) {
 	r, err := m.Storage.Commit(ctx, b)
 	if m.mem == nil {
+		return r, err
+	}
+	if rejected(m.Storage, m.log, err) {
+		// Nothing landed; the mirror must refuse the batch too.
+		if _, merr := m.mem.Commit(ctx, b); merr == nil {
+			m.disagree("Commit", b.Task, err.Error(), "accepted")
+		}
 		return r, err
 	}
 	if err != nil {
@@ -102,6 +111,43 @@ func mirror(ctx context.Context, handle storage.Storage, log *mirrorLog, o *orac
 		m.mem = mem
 	}
 	return m
+}
+
+// logged is a memory backend's handle that logs the batches it
+// acknowledged, as a mirror does, for the rules that derive what a
+// session holds from its batches (stateReads). A failed commit leaves its
+// batch uncertain, and a log a restart could not rebuild stops growing.
+type logged struct {
+	storage.Storage
+	log *mirrorLog
+	on  bool
+}
+
+func (l *logged) Commit(ctx context.Context, b storage.CommitBatch) (storage.Range, error) {
+	r, err := l.Storage.Commit(ctx, b)
+	switch {
+	case !l.on || rejected(l.Storage, l.log, err):
+	case err != nil:
+		l.log.uncertain, l.on = &b, false
+	case len(b.Writes) > 0:
+		l.log.batches, l.log.last = append(l.log.batches, b), r.Last
+	}
+	return r, err
+}
+
+// rejected is whether err is a batch the store refused whole (a
+// storage.BatchError, its sequence where the log ends): nothing of it
+// landed, and the log goes on without it.
+func rejected(store storage.Storage, log *mirrorLog, err error) bool {
+	var be *storage.BatchError
+	return errors.As(err, &be) && store.LastSeq() == log.last
+}
+
+// logging is a memory backend's handle logging into log, which it first
+// brings to the batches the handle holds (none for a new session).
+func logging(ctx context.Context, handle storage.Storage, log *mirrorLog) *logged {
+	_, ok := log.rebuild(ctx, handle.LastSeq())
+	return &logged{Storage: handle, log: log, on: ok}
 }
 
 // disagree breaks the rule once; the mirror stops comparing.

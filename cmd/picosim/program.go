@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -45,6 +44,14 @@ import (
 // child or job, and with ":other" appended another conversation's, which
 // the tool must refuse (the answer naming the asker's own waits a few
 // requests for an asker that has one).
+//
+// A conversation is cN, the Nth the program knows (c0 the root, then forks
+// and children in the order they were made; c-1 the newest), and a number
+// that picks among things (an entry, a queued input, a live task, a watch,
+// a list's element) is taken modulo how many, a negative one from the end.
+// value and list lines write the host's own state: value TARGET NS[/KEY]
+// rewind|sticky set JSON|delete, list TARGET NS[/KEY] rewind|sticky
+// append JSON|remove N|clear, TARGET session or a conversation.
 //
 // --drop numbers the lines the way the run reaches them: the respond lines
 // first (all answers are queued before anything else happens), then the
@@ -154,10 +161,6 @@ func parseProgram(text string) (*program, error) {
 	return p, nil
 }
 
-// convIndex reads "cN", the Nth conversation the program knows (c0 is the
-// root, then forks in the order they were made).
-func convIndex(a string) (int, error) { return script.ConvIndex(a) }
-
 // --- the generator ---
 
 // programWeights are how often the generator draws each host action.
@@ -178,9 +181,7 @@ const generatedActionsMax = 10
 // enabled, the watch tail, the shell), then weighted host actions and the
 // model's answers.
 func drawProgram(seed uint64) *program {
-	h := fnv.New64a()
-	h.Write([]byte("generated"))
-	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
+	rng := seededRNG(seed, "generated")
 	p := &program{tail: 1 + rng.IntN(4), shell: rng.IntN(3) == 0}
 	if p.tail == 4 {
 		p.tail = 0 // watches that keep no entries, only the rest of the view
@@ -296,6 +297,7 @@ func drawProgram(seed uint64) *program {
 	}
 	p.lines = append(p.lines, progLine{op: "drive", args: []string{"c0"}})
 	drawTranscriptActions(p, seed)
+	drawStateActions(p, seed)
 	return p
 }
 
@@ -313,9 +315,7 @@ func drawTranscriptActions(p *program, seed uint64) {
 	if seed%transcriptSeeds != 0 {
 		return
 	}
-	h := fnv.New64a()
-	h.Write([]byte("transcript"))
-	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
+	rng := seededRNG(seed, "transcript")
 	for range 1 + rng.IntN(3) {
 		conv := fmt.Sprintf("c%d", rng.IntN(2))
 		l := progLine{op: "entry", args: []string{conv, strconv.Itoa(rng.IntN(8))}}
@@ -325,6 +325,117 @@ func drawTranscriptActions(p *program, seed uint64) {
 		at := rng.IntN(len(p.lines)) // before the final drive
 		p.lines = slices.Insert(p.lines, at, l)
 	}
+}
+
+// stateSeeds is how often a drawn program also writes state of its own
+// (every other seed: not the golden traces' seed 1), so that rewindable
+// values and lists, which the agent's own writes leave mostly alone, meet
+// forks, clears and removes at any point (§9.1).
+const stateSeeds = 2
+
+// stateName is a state a drawn program writes: a value or a list, in
+// session scope or a conversation's ("c"), at a namespace and key, with
+// its one policy.
+type stateName struct{ op, target, name, policy string }
+
+// stateNames are the states a drawn program writes: a namespace (and key)
+// with the one policy it always writes it with, per target.
+var stateNames = []stateName{
+	{"value", "c", "host.r", "rewind"}, {"value", "c", "host.r/k1", "rewind"}, {"value", "c", "host.r/k2", "rewind"},
+	{"value", "c", "host.s", "sticky"}, {"value", "c", "host.s/k1", "sticky"},
+	{"value", "session", "host.g", "sticky"}, {"value", "session", "host.g/k1", "sticky"},
+	{"list", "c", "host.rl", "rewind"}, {"list", "c", "host.rl", "rewind"}, {"list", "c", "host.sl", "sticky"},
+	{"list", "session", "host.gl", "sticky"},
+}
+
+// stateKindsBefore and stateKindsAfter are the writes a drawn program's
+// value and list lines draw from, before a fork and after it.
+var (
+	stateKindsBefore = map[string][]string{"value": {"set", "set", "set", "set", "set", "delete"}, "list": {"append", "append", "append", "remove", "remove", "clear"}}
+	stateKindsAfter  = map[string][]string{"value": {"set", "delete"}, "list": {"append", "clear", "remove"}}
+)
+
+// drawStateActions inserts a block of three to ten value and list lines
+// into the program of every stateSeeds-th seed, before its final drive,
+// from a generator of their own, so that the program's other draws stay
+// as they are. Three blocks in four fork the root between two of the
+// writes, after a turn of the root, at one of its last entries, so that
+// the fork inherits what the root wrote before it (or some of it). The
+// writes before the fork go mostly to the root and mostly set and append;
+// those after it go mostly to the fork and to what it inherited, and a
+// third of them clear and a third remove.
+func drawStateActions(p *program, seed uint64) {
+	if seed%stateSeeds != 0 {
+		return
+	}
+	rng := seededRNG(seed, "state")
+	n := 3 + rng.IntN(8)
+	fork := -1 // none
+	if rng.IntN(4) != 0 {
+		fork = 1 + rng.IntN(n-1) // after a write, before another
+	}
+	// A few states, written again and again: a value and a list, and a
+	// third of any kind.
+	var values, lists []int
+	for i, st := range stateNames {
+		if st.op == "value" {
+			values = append(values, i)
+		} else {
+			lists = append(lists, i)
+		}
+	}
+	var names []stateName
+	for _, i := range []int{values[rng.IntN(len(values))], lists[rng.IntN(len(lists))], rng.IntN(len(stateNames))} {
+		names = append(names, stateNames[i])
+	}
+	var inherited []stateName // what the root wrote before the fork
+	lines := make([]progLine, 0, n+3)
+	for i := range n {
+		after := fork >= 0 && i >= fork
+		if i == fork {
+			lines = append(lines, progLine{op: "accept", args: []string{"c0", "state"}}, progLine{op: "drive", args: []string{"c0"}},
+				progLine{op: "fork", args: []string{"c0", strconv.Itoa(-1 - rng.IntN(6))}})
+		}
+		st := names[rng.IntN(len(names))]
+		if after && len(inherited) > 0 && rng.IntN(4) != 0 {
+			st = inherited[rng.IntN(len(inherited))]
+		}
+		target := st.target
+		if target == "c" {
+			// The root before a fork, the fork (the newest) after it,
+			// and now and then another.
+			target = []string{"c0", "c1", "c-1"}[rng.IntN(3)]
+			if rng.IntN(4) != 0 {
+				target = "c0"
+				if after {
+					target = "c-1"
+				}
+			}
+		}
+		if !after && target == "c0" {
+			inherited = append(inherited, st)
+		}
+		l := progLine{op: st.op, args: []string{target, st.name, st.policy}}
+		val := strconv.Itoa(1 + rng.IntN(9))
+		if rng.IntN(4) == 0 {
+			val = fmt.Sprintf(`{"n":%s}`, val)
+		}
+		kinds := stateKindsBefore
+		if after {
+			kinds = stateKindsAfter
+		}
+		switch kind := kinds[st.op][rng.IntN(len(kinds[st.op]))]; kind {
+		case "delete", "clear":
+			l.args = append(l.args, kind)
+		case "remove":
+			l.args = append(l.args, kind, strconv.Itoa(rng.IntN(4)))
+		default:
+			l.args = append(l.args, kind, val)
+		}
+		lines = append(lines, l)
+	}
+	at := rng.IntN(len(p.lines)) // before the final drive
+	p.lines = slices.Insert(p.lines, at, lines...)
 }
 
 // drawResponse draws one answer of the model.
@@ -555,10 +666,10 @@ func (g *programRun) response(l progLine) answer {
 	return a
 }
 
-// conv resolves "cN" to a conversation the program made (modulo how many).
+// conv resolves "cN" to a conversation the program made (script.Nth).
 func (g *programRun) conv(a string) storage.ID {
-	n, _ := convIndex(a)
-	return g.convs[n%len(g.convs)]
+	n, _ := script.ConvIndex(a)
+	return g.convs[script.Nth(n, len(g.convs))]
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
@@ -624,7 +735,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		_, err = c.CancelQueued(ctx, ins[atoi(l.args[1])%len(ins)])
+		_, err = c.CancelQueued(ctx, ins[script.Nth(atoi(l.args[1]), len(ins))])
 		return err
 	case "abort":
 		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
@@ -642,7 +753,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			return nil
 		}
 		slices.SortFunc(live, func(a, b *storage.Task) int { return int(a.ID - b.ID) })
-		return e.h.AbortTask(ctx, live[atoi(l.args[0])%len(live)].ID)
+		return e.h.AbortTask(ctx, live[script.Nth(atoi(l.args[0]), len(live))].ID)
 	case "fork":
 		conv := g.conv(l.args[0])
 		page, err := e.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
@@ -653,7 +764,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		f, err := c.Fork(ctx, page.Items[atoi(l.args[1])%len(page.Items)].ID, core.ForkOptions{Abort: len(l.args) == 3})
+		f, err := c.Fork(ctx, page.Items[script.Nth(atoi(l.args[1]), len(page.Items))].ID, core.ForkOptions{Abort: len(l.args) == 3})
 		if err == nil {
 			g.convs = append(g.convs, f.ID)
 		}
@@ -670,7 +781,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		head := page.Items[atoi(l.args[1])%len(page.Items)].ID
+		head := page.Items[script.Nth(atoi(l.args[1]), len(page.Items))].ID
 		_, err = c.Commit(ctx, func(tx *core.ConversationTx) error {
 			tx.Entry(core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "host head"}, Head: head})
 			return nil
@@ -697,6 +808,20 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			tx.Entry(core.NoticeKind, draft)
 			return nil
 		})
+		return err
+	case "value", "list":
+		// A host write of its own state (§9.1 handles): a value set or
+		// deleted, a list appended to, cleared or its Nth element
+		// removed, in session scope or a conversation's.
+		var scope core.StateScope = e.h
+		if l.args[0] != "session" {
+			c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
+			if err != nil {
+				return err
+			}
+			scope = c
+		}
+		_, err := kit.HostState(ctx, scope, l.op, l.args)
 		return err
 	case "watch":
 		conv := g.conv(l.args[0])
@@ -725,7 +850,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if len(g.watches) == 0 {
 			return nil
 		}
-		i := atoi(l.args[0]) % len(g.watches)
+		i := script.Nth(atoi(l.args[0]), len(g.watches))
 		if l.op == "unwatch" {
 			g.watches[i].Unsubscribe()
 			g.watches, g.tails = slices.Delete(g.watches, i, i+1), slices.Delete(g.tails, i, i+1)

@@ -192,3 +192,63 @@ func TestACommandAnswerWaitsForAnAskerWithAChild(t *testing.T) {
 		t.Fatalf("after %d passes = %q; want the stop, naming another's child", answerPassesMax, got)
 	}
 }
+
+// A program's own state writes run on every backend and are held to the
+// state rule: values and lists set, appended to and removed from on the
+// root (a remove before the fork, one after it), inherited by a fork taken from the newest end of its entries
+// (fork c0 -1), then cleared and removed on the fork (c-1, the newest
+// conversation); a remove from an empty list and a write against a
+// state's first policy are outcomes, not failures. Every trace replays.
+func TestStateLinesRunOnEveryBackendAndReplay(t *testing.T) {
+	p, err := parseProgram(programMagic + `
+swarm tail=2 shell=false
+respond text "noted"
+respond text "again"
+value c0 host.r rewind set 1
+list c0 host.rl rewind append 7
+list c0 host.rl rewind append {"n":2}
+list session host.gl sticky append 3
+value c0 host.s sticky set 4
+list c0 host.sl sticky remove 0
+list c0 host.rl rewind remove 1
+list c0 host.rl rewind append 9
+accept c0 "state"
+drive c0
+fork c0 -1
+list c0 host.rl rewind remove -1
+list c-1 host.rl rewind remove 0
+value c-1 host.r rewind set 5
+list c-1 host.rl rewind clear
+list c-1 host.rl rewind append 8
+value c0 host.r sticky set 6
+value session host.g/k1 sticky delete
+accept c-1 "more"
+drive c-1
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := findScenario("generated")
+	for _, backend := range []string{"memory", "jsonl", "sqlite"} {
+		trace := filepath.Join(t.TempDir(), "t.jsonl")
+		f, err := os.Create(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := runScenario(context.Background(), runSpec{sc: sc, seed: 2, backend: backend, strategy: "random", program: p}, f)
+		f.Close()
+		if err != nil || !res.OK {
+			t.Fatalf("%s: run: %v %s", backend, err, res.Error)
+		}
+		data, err := os.ReadFile(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "policy") {
+			t.Errorf("%s: the trace records no refusal naming the policy", backend)
+		}
+		if got, err := replay(context.Background(), trace); err != nil || got != "" {
+			t.Fatalf("%s: replay = %q, %v", backend, got, err)
+		}
+	}
+}

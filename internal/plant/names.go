@@ -88,6 +88,18 @@ package plant
 //     write fails.
 //   - jsonl-failed-write-kept (storage/jsonl): a write that fails midway
 //     (a full disk) is not cut back: its prefix stays in the file.
+//   - memory-fork-cap-ignores-reader (storage/memory): a historical read
+//     of a fork sees its source's state through the fork point even when
+//     it reads at an earlier position.
+//   - memory-version-at-cap-hidden (storage/memory): a historical read
+//     does not see a rewindable value's version written at exactly the
+//     position it reads at.
+//   - memory-remove-own-level-only (storage/memory): a fork's read of a
+//     rewindable list applies only its own removes, not those its sources
+//     wrote before the fork point.
+//   - sqlite-clear-spares-inherited (storage/sqlite): a clear of a fork's
+//     rewindable list hides only the fork's own elements, not those it
+//     inherited.
 //   - sqlite-memo-survives-rollback (storage/sqlite): a commit that rolls
 //     back keeps in its memo what its writes did, and reads answer it.
 //   - sqlite-seq-before-commit (storage/sqlite): a commit moves the
@@ -132,7 +144,8 @@ var names = []string{
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
 	"usage-totals-skip-failed", "line-authorizes-any-invocation", "abort-may-create", "wait-for-self-allowed",
 	"edit-target-unchecked", "head-backwards-allowed", "state-after-entry-allowed", "patch-may-end-a-task",
-	"dependency-any-tree",
+	"dependency-any-tree", "memory-fork-cap-ignores-reader", "memory-version-at-cap-hidden", "memory-remove-own-level-only",
+	"sqlite-clear-spares-inherited",
 }
 
 // Names are the planted bugs, for the measuring test.

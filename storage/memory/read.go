@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -37,6 +38,9 @@ func (s *Store) chain(id, at ID) []level {
 			break
 		}
 		at = min(at, p.At)
+		if plant.On("memory-fork-cap-ignores-reader") {
+			at = p.At
+		}
 		c = s.convs[p.ConversationID]
 	}
 	return levels
@@ -413,6 +417,9 @@ func (s *Store) value(a storage.Address, at ID) (version, bool) {
 			continue
 		}
 		i := sort.Search(len(st.versions), func(i int) bool { return st.versions[i].seq > l.cap })
+		if plant.On("memory-version-at-cap-hidden") {
+			i = sort.Search(len(st.versions), func(i int) bool { return st.versions[i].seq >= l.cap })
+		}
 		if i > 0 {
 			v := st.versions[i-1]
 			return v, !v.deleted
@@ -539,7 +546,9 @@ func (s *Store) eachListElement(a storage.Address, at, lo, hi ID, fn func(elemen
 		if st == nil || !st.list || !st.rewind {
 			continue
 		}
-		removals = append(removals, removal{st.removed, l.cap})
+		if len(removals) == 0 || !plant.On("memory-remove-own-level-only") {
+			removals = append(removals, removal{st.removed, l.cap})
+		}
 		floor := ID(1)
 		if i := sort.Search(len(st.clears), func(i int) bool { return st.clears[i] > l.cap }); i > 0 {
 			floor = st.clears[i-1] + 1
