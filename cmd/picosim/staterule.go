@@ -303,6 +303,62 @@ func (m *stateModel) holdRead(ctx context.Context, store storage.Storage, addr s
 	if !sameElements(want, got) {
 		return broke(ruleStateReads, "ReadList(%s at %d) reads %s, the rule %s (visible writes: %s)", addr, at, showElements(got), showElements(want), showOps(ops))
 	}
+	return holdListPages(ctx, store, addr, at, want)
+}
+
+// listPageLimit is the page size the rule reads a list in, page by page,
+// forward, backward and inside a window, so that every boundary of a
+// page falls between two elements somewhere.
+const listPageLimit = 2
+
+// holdListPages holds a list's paged reads to want, its elements as the
+// rule derives them: read forward in pages of listPageLimit from the
+// start, backward from past the end, and between its first and last
+// element, every page must be the next elements in its direction, its
+// Next zero exactly when no more remain.
+func holdListPages(ctx context.Context, store storage.Storage, addr storage.Address, at storage.ID, want []storage.Element) error {
+	read := func(c storage.Cursor) (storage.Page[storage.Element], error) {
+		return store.ReadList(ctx, addr, storage.ListQuery{Cursor: c, At: at})
+	}
+	type scan struct {
+		name  string
+		start storage.Cursor
+		want  []storage.Element
+	}
+	scans := []scan{
+		{"forward", storage.Cursor{Limit: listPageLimit}, want},
+		{"backward", storage.Cursor{Before: store.LastSeq() + 1, Limit: listPageLimit}, want},
+	}
+	if len(want) >= 2 {
+		scans = append(scans, scan{"inside", storage.Cursor{After: want[0].ID, Before: want[len(want)-1].ID, Limit: listPageLimit}, want[1 : len(want)-1]})
+	}
+	for _, sc := range scans {
+		backward := sc.start.Backward()
+		rest := slices.Clone(sc.want)
+		for c := sc.start; ; {
+			p, err := read(c)
+			if err != nil {
+				return broke(ruleStateReads, "ReadList(%s at %d, %s from %+v) fails: %v", addr, at, sc.name, c, err)
+			}
+			var next []storage.Element
+			if backward {
+				next, rest = rest[max(len(rest)-listPageLimit, 0):], rest[:max(len(rest)-listPageLimit, 0)]
+			} else {
+				next, rest = rest[:min(listPageLimit, len(rest))], rest[min(listPageLimit, len(rest)):]
+			}
+			if !sameElements(next, p.Items) || (p.Next == 0) != (len(rest) == 0) {
+				return broke(ruleStateReads, "ReadList(%s at %d, %s from %+v) reads %s next %d, the rule %s and %d more", addr, at, sc.name, c, showElements(p.Items), p.Next, showElements(next), len(rest))
+			}
+			if p.Next == 0 {
+				break
+			}
+			if backward {
+				c.Before = p.Next
+			} else {
+				c.After = p.Next
+			}
+		}
+	}
 	return nil
 }
 
@@ -329,22 +385,29 @@ func (m *stateModel) holdScan(ctx context.Context, store storage.Storage, scope 
 			want = append(want, storage.KeyedVersion{Key: key, Version: v})
 		}
 	}
-	var got []storage.KeyedVersion
-	for q := (storage.ValueQuery{Scope: scope, Namespace: namespace, Limit: storage.PageLimitMax}); ; {
-		p, err := store.ScanValues(ctx, q)
-		if err != nil {
-			return broke(ruleStateReads, "ScanValues(%s, %q) fails: %v", scope, namespace, err)
+	// One page, then pages of one key each: every page the next keys,
+	// its Next zero exactly when no more remain.
+	for _, limit := range []int{storage.PageLimitMax, 1} {
+		var got []storage.KeyedVersion
+		for q := (storage.ValueQuery{Scope: scope, Namespace: namespace, Limit: limit}); ; {
+			p, err := store.ScanValues(ctx, q)
+			if err != nil {
+				return broke(ruleStateReads, "ScanValues(%s, %q, limit %d) fails: %v", scope, namespace, limit, err)
+			}
+			got = append(got, p.Items...)
+			if len(got) > len(want) || (p.Next == 0) != (len(got) == len(want)) || len(p.Items) == 0 && p.Next != 0 {
+				return broke(ruleStateReads, "ScanValues(%s, %q, limit %d) reads %s next %d after %q, the rule %s", scope, namespace, limit, showKeyed(got), p.Next, q.After, showKeyed(want))
+			}
+			if p.Next == 0 {
+				break
+			}
+			q.After = p.Items[len(p.Items)-1].Key
 		}
-		got = append(got, p.Items...)
-		if p.Next == 0 || len(p.Items) == 0 {
-			break
+		if !slices.EqualFunc(want, got, func(a, b storage.KeyedVersion) bool {
+			return a.Key == b.Key && a.Version.Seq == b.Version.Seq && bytes.Equal(a.Version.Value, b.Version.Value)
+		}) {
+			return broke(ruleStateReads, "ScanValues(%s, %q, limit %d) reads %s, the rule %s", scope, namespace, limit, showKeyed(got), showKeyed(want))
 		}
-		q.After = p.Items[len(p.Items)-1].Key
-	}
-	if !slices.EqualFunc(want, got, func(a, b storage.KeyedVersion) bool {
-		return a.Key == b.Key && a.Version.Seq == b.Version.Seq && bytes.Equal(a.Version.Value, b.Version.Value)
-	}) {
-		return broke(ruleStateReads, "ScanValues(%s, %q) reads %s, the rule %s", scope, namespace, showKeyed(got), showKeyed(want))
 	}
 	return nil
 }

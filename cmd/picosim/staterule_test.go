@@ -128,24 +128,33 @@ func (l *lyingStore) GetValue(ctx context.Context, a storage.Address, at storage
 
 func (l *lyingStore) ReadList(ctx context.Context, a storage.Address, q storage.ListQuery) (storage.Page[storage.Element], error) {
 	p, err := l.ruleStore.ReadList(ctx, a, q)
-	if l.lie == "list-inherited" && a.Scope.ID != 1 && len(p.Items) > 0 {
+	switch {
+	case l.lie == "list-inherited" && a.Scope.ID != 1 && len(p.Items) > 0:
 		p.Items = p.Items[1:] // a fork loses what it inherited
+	case l.lie == "list-page-end" && q.Limit < storage.PageLimitMax:
+		p.Next = 0 // a short page says it is the last
+	case l.lie == "list-window" && q.After != 0 && q.Before != 0:
+		return l.ruleStore.ReadList(ctx, a, storage.ListQuery{Cursor: storage.Cursor{After: q.After, Limit: q.Limit}, At: q.At})
 	}
 	return p, err
 }
 
 func (l *lyingStore) ScanValues(ctx context.Context, q storage.ValueQuery) (storage.Page[storage.KeyedVersion], error) {
 	p, err := l.ruleStore.ScanValues(ctx, q)
-	if l.lie == "scan" && len(p.Items) > 0 {
+	switch {
+	case l.lie == "scan" && len(p.Items) > 0:
 		p.Items = p.Items[:len(p.Items)-1]
+	case l.lie == "scan-page" && q.Limit == 1 && q.After != "":
+		p.Items, p.Next = nil, 0 // the second page comes back empty
 	}
 	return p, err
 }
 
 // A store that reads a value's history as its present, a fork's list
-// without what it inherited, or a namespace scan short of a key, breaks
-// the state rule, naming the read, what it answered and what the rule
-// derives.
+// without what it inherited, a namespace scan short of a key, a short
+// page of a list as its last, a list's window past its Before, or a
+// namespace's second page of one key as empty, breaks the state rule,
+// naming the read, what it answered and what the rule derives.
 func TestTheStateRuleCatchesAStoreThatReadsStateWrongly(t *testing.T) {
 	ctx := context.Background()
 	s := newRuleStore()
@@ -165,6 +174,8 @@ func TestTheStateRuleCatchesAStoreThatReadsStateWrongly(t *testing.T) {
 	write(storage.WriteValueSet, root, "r", "k2", "3", true)
 	fork := s.conversation(t, &storage.ParentRef{ConversationID: root, At: at})
 	write(storage.WriteListAppend, fork, "rl", "", `"b"`, true)
+	write(storage.WriteListAppend, fork, "rl", "", `"c"`, true)
+	write(storage.WriteListAppend, fork, "rl", "", `"d"`, true)
 	if err := stateReads(ctx, s, s.log); err != nil {
 		t.Fatalf("the honest store breaks the rule: %v", err)
 	}
@@ -172,6 +183,9 @@ func TestTheStateRuleCatchesAStoreThatReadsStateWrongly(t *testing.T) {
 		"value-at":       "GetValue(",
 		"list-inherited": "ReadList(",
 		"scan":           "ScanValues(",
+		"list-page-end":  "forward from",
+		"list-window":    "inside from",
+		"scan-page":      "limit 1",
 	} {
 		err := stateReads(ctx, &lyingStore{ruleStore: s, lie: lie}, s.log)
 		var v *oracleError

@@ -97,9 +97,14 @@ package plant
 //   - memory-remove-own-level-only (storage/memory): a fork's read of a
 //     rewindable list applies only its own removes, not those its sources
 //     wrote before the fork point.
+//   - memory-window-ignores-before (storage/memory): a forward scan with
+//     both After and Before reads past Before.
 //   - sqlite-clear-spares-inherited (storage/sqlite): a clear of a fork's
 //     rewindable list hides only the fork's own elements, not those it
 //     inherited.
+//   - sqlite-list-backward-oldest (storage/sqlite): a backward page of a
+//     list without history (session, sticky, scratch) holds its oldest
+//     elements, not those just before the cursor.
 //   - sqlite-memo-survives-rollback (storage/sqlite): a commit that rolls
 //     back keeps in its memo what its writes did, and reads answer it.
 //   - sqlite-seq-before-commit (storage/sqlite): a commit moves the
@@ -145,7 +150,8 @@ var names = []string{
 	"usage-totals-skip-failed", "line-authorizes-any-invocation", "abort-may-create", "wait-for-self-allowed",
 	"edit-target-unchecked", "head-backwards-allowed", "state-after-entry-allowed", "patch-may-end-a-task",
 	"dependency-any-tree", "memory-fork-cap-ignores-reader", "memory-version-at-cap-hidden", "memory-remove-own-level-only",
-	"sqlite-clear-spares-inherited",
+	"sqlite-clear-spares-inherited", "memory-window-ignores-before",
+	"sqlite-list-backward-oldest",
 }
 
 // Names are the planted bugs, for the measuring test.

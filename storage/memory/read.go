@@ -66,6 +66,9 @@ func span[T any](segs []segment[T], idOf func(T) ID, lo, hi ID, backward bool, w
 	if !backward {
 		for _, sg := range segs {
 			top := min(hi, sg.cap)
+			if plant.On("memory-window-ignores-before") {
+				top = sg.cap
+			}
 			i := sort.Search(len(sg.items), func(i int) bool { return idOf(sg.items[i]) >= max(lo, sg.lo) })
 			work.Add(1)
 			for ; i < len(sg.items) && idOf(sg.items[i]) <= top; i++ {

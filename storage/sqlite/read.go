@@ -871,7 +871,7 @@ func (r *reader) listElements(ctx context.Context, a storage.Address, at, lo, hi
 		}
 		segs := []segment{{key: a.StateKey(), lo: 1, cap: maxID}}
 		items, err := span(segs, lo, hi, backward, n, func(sg segment, lo, hi ID, backward bool, n int) ([]storage.Element, error) {
-			return queryAll(ctx, r.q, scanElement, `SELECT id, value FROM list_elements WHERE session=? AND state_key=? AND id BETWEEN ? AND ? ORDER BY id`+order(backward)+` LIMIT ?`,
+			return queryAll(ctx, r.q, scanElement, `SELECT id, value FROM list_elements WHERE session=? AND state_key=? AND id BETWEEN ? AND ? ORDER BY id`+order(backward && !plant.On("sqlite-list-backward-oldest"))+` LIMIT ?`,
 				r.session, sg.key, int64(lo), int64(hi), n)
 		})
 		return items, false, err
