@@ -247,6 +247,7 @@ func (e *env) open(ctx context.Context) error {
 	if e.spec.sc.generated {
 		swarm = e.program().swarmOptions()
 	}
+	e.oracle.limits = swarm.limits
 	e.oracle.catalog = nil
 	for _, t := range tools {
 		e.oracle.catalog = append(e.oracle.catalog, t.Definition.Name)
@@ -254,7 +255,7 @@ func (e *env) open(ctx context.Context) error {
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
 		TaskKinds:     []core.TaskKind{e.meddlerKind()},
 		CheckPreviews: e.spec.seed%previewSeeds == 1, CheckContexts: e.spec.seed%contextSeeds == 2,
-		WatchQueueMax: swarm.queue, Retry: swarm.retry, TracerProvider: e.tracer(),
+		WatchQueueMax: swarm.queue, Retry: swarm.retry, Budget: swarm.limits, TracerProvider: e.tracer(),
 		Models:       agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()}),
 		OnInvocation: func(inv core.Invocation, returned bool) { _ = e.oracle.invocation(inv, returned) }})
 	if err != nil {
@@ -563,6 +564,9 @@ func (e *env) invariants(ctx context.Context) error {
 	}
 	if err := stateReads(ctx, store, e.mirrorLog); err != nil {
 		return e.oracle.fail(err)
+	}
+	if err := e.oracle.queries(e.faux); err != nil {
+		return err
 	}
 	if err := e.spans.check(ctx, store); err != nil {
 		return e.oracle.fail(err)

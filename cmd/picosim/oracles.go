@@ -165,7 +165,11 @@ type oracle struct {
 	// catalog are the tools the run's harness registers (nil: selections
 	// are not checked).
 	catalog []string
-	first   error // the first violation
+	// limits are the session's budget limits, spent what the run has
+	// spent against them (budgetrule.go).
+	limits agent.BudgetLimits
+	spent  budgetCount
+	first  error // the first violation
 }
 
 func newOracle() *oracle {
@@ -288,6 +292,7 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 			o.kinds[t.ID], o.convs[t.ID] = t.Kind, t.ConversationID
 		}
 	}
+	o.resyncBudget(tasks)
 	for _, c := range convs {
 		if !slices.Contains(o.created, c.ID) {
 			o.owners[c.ID] = c.Owner
@@ -374,6 +379,11 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 			if w.Type == storage.WritePatch && o.now != nil && o.kinds[w.ID] == agent.GenerationKindName {
 				if err := o.wait(w, by, seq); err != nil {
+					return err
+				}
+			}
+			if w.Type == storage.WritePatch {
+				if err := o.spend(w, by, seq); err != nil {
 					return err
 				}
 			}
@@ -466,6 +476,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 			if res.Status.Terminal() {
 				o.terminal[key] = res.Status
+				if err := o.refused(res, w.Addr.Key, by, seq); err != nil {
+					return err
+				}
 			}
 			if input, err := strconv.ParseInt(w.Addr.Key, 10, 64); err == nil {
 				kind := ""

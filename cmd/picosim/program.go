@@ -51,7 +51,9 @@ import (
 // a list's element) is taken modulo how many, a negative one from the end.
 // value and list lines write the host's own state: value TARGET NS[/KEY]
 // rewind|sticky set JSON|delete, list TARGET NS[/KEY] rewind|sticky
-// append JSON|remove N|clear, TARGET session or a conversation.
+// append JSON|remove N|clear, TARGET session or a conversation. The
+// swarm line's turns=, queries= and calls= are the session's budget
+// limits.
 //
 // --drop numbers the lines the way the run reaches them: the respond lines
 // first (all answers are queued before anything else happens), then the
@@ -69,17 +71,21 @@ type program struct {
 	queue int  // the watches' queue bound (0: the harness's default)
 	retry int  // the first retry delay in ms (0: the default)
 	chunk int  // tokens per streamed chunk (0: the faux provider's 3 to 5)
-	lines []progLine
+	// limits are the session's budget limits on turns, queries and tool
+	// calls (zero: none).
+	limits agent.BudgetLimits
+	lines  []progLine
 }
 
 // swarmOptions are the harness options a program's swarm sets.
 type swarmOptions struct {
-	queue int
-	retry agent.RetryPolicy
+	queue  int
+	retry  agent.RetryPolicy
+	limits agent.BudgetLimits
 }
 
 func (p *program) swarmOptions() swarmOptions {
-	return swarmOptions{queue: p.queue, retry: agent.RetryPolicy{Delay: time.Duration(p.retry) * time.Millisecond}}
+	return swarmOptions{queue: p.queue, retry: agent.RetryPolicy{Delay: time.Duration(p.retry) * time.Millisecond}, limits: p.limits}
 }
 
 // lagged reports whether a watch event is the lag fault, after which a
@@ -99,7 +105,8 @@ type ProgramError = script.ProgramError
 
 // shared is the program in package script's form.
 func (p *program) shared() *script.Program {
-	q := &script.Program{Tail: p.tail, Shell: p.shell, Queue: p.queue, Retry: p.retry, Chunk: p.chunk}
+	q := &script.Program{Tail: p.tail, Shell: p.shell, Queue: p.queue, Retry: p.retry, Chunk: p.chunk,
+		Turns: p.limits.Turns, Queries: p.limits.Queries, Calls: p.limits.ToolCalls}
 	for _, l := range p.lines {
 		q.Lines = append(q.Lines, l.shared())
 	}
@@ -154,7 +161,8 @@ func parseProgram(text string) (*program, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &program{tail: sp.Tail, shell: sp.Shell, queue: sp.Queue, retry: sp.Retry, chunk: sp.Chunk}
+	p := &program{tail: sp.Tail, shell: sp.Shell, queue: sp.Queue, retry: sp.Retry, chunk: sp.Chunk,
+		limits: agent.BudgetLimits{Turns: sp.Turns, Queries: sp.Queries, ToolCalls: sp.Calls}}
 	for _, l := range sp.Lines {
 		p.lines = append(p.lines, progLine{op: l.Op, args: l.Args})
 	}
@@ -298,7 +306,32 @@ func drawProgram(seed uint64) *program {
 	p.lines = append(p.lines, progLine{op: "drive", args: []string{"c0"}})
 	drawTranscriptActions(p, seed)
 	drawStateActions(p, seed)
+	drawLimits(p, seed)
 	return p
+}
+
+// limitSeeds is how often a drawn program's session has budget limits
+// (DESIGN §11): every fifth seed, not the golden traces' seed 1.
+const limitSeeds = 5
+
+// drawLimits gives the session of every limitSeeds-th seed's program
+// small limits on turns, provider queries and tool calls (each half the
+// time, at least one), from a generator of their own, so that programs
+// run into them, through clears and forks and restarts alike.
+func drawLimits(p *program, seed uint64) {
+	if seed%limitSeeds != 0 {
+		return
+	}
+	rng := seededRNG(seed, "limits")
+	if rng.IntN(2) == 0 {
+		p.limits.Turns = 1 + rng.IntN(4)
+	}
+	if rng.IntN(2) == 0 {
+		p.limits.Queries = 1 + rng.IntN(5)
+	}
+	if rng.IntN(2) == 0 || p.limits == (agent.BudgetLimits{}) {
+		p.limits.ToolCalls = 1 + rng.IntN(3)
+	}
 }
 
 // transcriptSeeds is how often a drawn program also writes heads and edits

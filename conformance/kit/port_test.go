@@ -157,6 +157,7 @@ func TestBadScenarioFilesNameTheLine(t *testing.T) {
 		{"picosim program 1\nswarm shell=true\nprocess build exit 0\nprocess x exit 1\nprocess build exit 1\n---- outcome\n", 5, "declared twice"},
 		{"picosim program 1\nswarm shell=true\nrespond text hi\nrespond calls job:status\n---- outcome\n", 4, "job:COMMAND:K"},
 		{"picosim program 1\nswarm budget=10\n---- outcome\n", 2, "shell=true"},
+		{"picosim program 1\nswarm turns=3\n---- outcome\n", 2, "session limits"},
 		{"picosim program 1\nswarm shell=true\njob build every=0\n---- outcome\n", 3, "every=MS"},
 	} {
 		_, err := ParseScenario("x.txt", tc.text)

@@ -41,7 +41,11 @@ type Program struct {
 	// Budget is the root's tool call budget in virtual ms (pi.tool.budget;
 	// 0: the default), which a bash call waits for its job.
 	Budget int
-	Lines  []Line
+	// Turns, Queries and Calls are the session's budget limits (DESIGN
+	// §11; agent.BudgetLimits): model turns, provider queries and tool
+	// calls, across every conversation and every clear (0: no limit).
+	Turns, Queries, Calls int
+	Lines                 []Line
 }
 
 // Line is one line: an op and its arguments.
@@ -103,6 +107,14 @@ func (p *Program) String() string {
 	fmt.Fprintf(&b, "swarm tail=%d shell=%v queue=%d retry=%d chunk=%d", p.Tail, p.Shell, p.Queue, p.Retry, p.Chunk)
 	if p.Budget != 0 {
 		fmt.Fprintf(&b, " budget=%d", p.Budget)
+	}
+	for _, o := range []struct {
+		key string
+		n   int
+	}{{"turns", p.Turns}, {"queries", p.Queries}, {"calls", p.Calls}} {
+		if o.n != 0 {
+			fmt.Fprintf(&b, " %s=%d", o.key, o.n)
+		}
 	}
 	b.WriteByte('\n')
 	for _, l := range p.Lines {
@@ -193,7 +205,7 @@ func (p *Program) swarm(opts []string) error {
 			}
 		case k == "shell":
 			p.Shell, err = strconv.ParseBool(v)
-		case k == "queue" || k == "retry" || k == "chunk" || k == "budget":
+		case k == "queue" || k == "retry" || k == "chunk" || k == "budget" || k == "turns" || k == "queries" || k == "calls":
 			var n int
 			n, err = strconv.Atoi(v)
 			if err == nil && (n < 0 || n > 1_000_000) {
@@ -206,6 +218,12 @@ func (p *Program) swarm(opts []string) error {
 				p.Retry = n
 			case "budget":
 				p.Budget = n
+			case "turns":
+				p.Turns = n
+			case "queries":
+				p.Queries = n
+			case "calls":
+				p.Calls = n
 			default:
 				p.Chunk = n
 			}

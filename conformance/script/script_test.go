@@ -8,7 +8,7 @@ import (
 
 // A printed program reads back to the same program, quoting what needs it.
 func TestProgramPrintsAndParsesBack(t *testing.T) {
-	p := &Program{Tail: 2, Retry: 1, Lines: []Line{
+	p := &Program{Tail: 2, Retry: 1, Turns: 3, Calls: 2, Lines: []Line{
 		{Op: "respond", Args: []string{"calls", "a,work:throw"}},
 		{Op: "accept", Args: []string{"c0", "two\nlines \"quoted\" \\", "req=r1"}},
 		{Op: "drive", Args: []string{"c0"}},
@@ -17,7 +17,7 @@ func TestProgramPrintsAndParsesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.String() != p.String() || q.Lines[1].Args[1] != p.Lines[1].Args[1] {
+	if q.String() != p.String() || q.Lines[1].Args[1] != p.Lines[1].Args[1] || q.Turns != 3 || q.Calls != 2 || q.Queries != 0 {
 		t.Fatalf("read back:\n%s\nwant:\n%s", q, p)
 	}
 }
@@ -78,6 +78,8 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\nswarm shell=true\nprocess make out\n", 3, "out takes a TEXT"},
 		{Magic + "\nprocess make exit 0 hang\n", 2, "after the end"},
 		{Magic + "\nswarm budget=-1\n", 2, "budget"},
+		{Magic + "\nswarm queries=-2\n", 2, "queries"},
+		{Magic + "\nswarm calls=many\n", 2, "calls"},
 		{Magic + "\njob make every=soon\n", 2, "every=MS"},
 		{Magic + "\ndrive-for c0 later\n", 2, "virtual ms"},
 		{Magic + "\nvalue c+1 ns rewind set 1\n", 2, "not a conversation"},

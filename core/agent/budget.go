@@ -6,6 +6,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -95,8 +96,15 @@ func (l BudgetLimits) spendQuery(tx *core.Tx, now time.Time, turn bool) (*Budget
 	if err != nil {
 		return nil, err
 	}
+	turns := used.Turns
 	switch {
-	case turn && l.Turns > 0 && used.Turns >= l.Turns:
+	case plant.On("budget-turns-off-by-one"):
+		turns--
+	case plant.On("budget-turns-refused-early"):
+		turns++
+	}
+	switch {
+	case turn && l.Turns > 0 && turns >= l.Turns:
 		return &BudgetError{Axis: AxisTurns, Limit: fmt.Sprint(l.Turns)}, nil
 	case l.Queries > 0 && used.Queries >= l.Queries:
 		return &BudgetError{Axis: AxisQueries, Limit: fmt.Sprint(l.Queries)}, nil
@@ -107,7 +115,9 @@ func (l BudgetLimits) spendQuery(tx *core.Tx, now time.Time, turn bool) (*Budget
 	case l.WallClock > 0 && used.StartedAt != 0 && now.Sub(time.UnixMilli(used.StartedAt)) >= l.WallClock:
 		return &BudgetError{Axis: AxisWallClock, Limit: l.WallClock.String()}, nil
 	}
-	used.Queries++
+	if turn || !plant.On("budget-retries-free") {
+		used.Queries++
+	}
 	if turn {
 		used.Turns++
 	}
@@ -127,7 +137,7 @@ func (l BudgetLimits) spendToolCall(tx *core.Tx, now time.Time) (*BudgetError, e
 	if err != nil {
 		return nil, err
 	}
-	if used.ToolCalls >= l.ToolCalls {
+	if used.ToolCalls >= l.ToolCalls && !(plant.On("budget-tool-calls-off-by-one") && used.ToolCalls == l.ToolCalls) {
 		return &BudgetError{Axis: AxisToolCalls, Limit: fmt.Sprint(l.ToolCalls)}, nil
 	}
 	used.ToolCalls++

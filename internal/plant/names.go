@@ -105,6 +105,14 @@ package plant
 //   - sqlite-list-backward-oldest (storage/sqlite): a backward page of a
 //     list without history (session, sticky, scratch) holds its oldest
 //     elements, not those just before the cursor.
+//   - budget-turns-off-by-one (core/agent): a session limited to N turns
+//     starts N+1.
+//   - budget-turns-refused-early (core/agent): a session limited to N
+//     turns refuses the Nth.
+//   - budget-retries-free (core/agent): a retried query does not count
+//     against the query limit.
+//   - budget-tool-calls-off-by-one (core/agent): a session limited to N
+//     tool calls runs N+1.
 //   - sqlite-memo-survives-rollback (storage/sqlite): a commit that rolls
 //     back keeps in its memo what its writes did, and reads answer it.
 //   - sqlite-seq-before-commit (storage/sqlite): a commit moves the
@@ -151,7 +159,7 @@ var names = []string{
 	"edit-target-unchecked", "head-backwards-allowed", "state-after-entry-allowed", "patch-may-end-a-task",
 	"dependency-any-tree", "memory-fork-cap-ignores-reader", "memory-version-at-cap-hidden", "memory-remove-own-level-only",
 	"sqlite-clear-spares-inherited", "memory-window-ignores-before",
-	"sqlite-list-backward-oldest",
+	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one",
 }
 
 // Names are the planted bugs, for the measuring test.

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/storage"
+)
+
+// The budget rule counts each generation's first attempt and each tool
+// call's start once, whatever patches repeat them, and breaks at the first
+// past the session's limit; an input ended for a budget breaks it unless
+// that axis has a limit and, for turns, the run started that many.
+func TestTheBudgetRuleCountsStartsOncePerTask(t *testing.T) {
+	patch := func(id storage.ID, status, state string) storage.Write {
+		return storage.Write{Type: storage.WritePatch, ID: id, Status: status, State: json.RawMessage(state)}
+	}
+	o := newOracle()
+	o.limits = agent.BudgetLimits{Turns: 2, ToolCalls: 1}
+	o.kinds[10], o.kinds[11], o.kinds[12] = agent.GenerationKindName, agent.GenerationKindName, agent.GenerationKindName
+	o.kinds[20], o.kinds[21] = agent.ToolKindName, agent.ToolKindName
+	for i, w := range []storage.Write{
+		patch(10, "streaming", `{"attempt":1}`),
+		patch(10, "streaming", `{"attempt":1}`), // the same first attempt again (a recovery)
+		patch(10, "streaming", `{"attempt":2}`), // a retry: a query, not a turn
+		patch(11, "deferred", `{"attempt":1}`),
+		patch(11, "streaming", `{"attempt":1}`),
+		patch(20, "running", `{}`),
+		patch(20, "running", `{}`),
+	} {
+		if err := o.spend(w, "host", storage.ID(i+1)); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	// A turns refusal at the limit is the rule's.
+	if err := o.refused(agent.InputResult{Status: agent.InputFailed, Reason: "budget exhausted: turns (limit 2)"}, "5", "host", 8); err != nil {
+		t.Fatalf("a turns refusal at the limit: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		w   storage.Write
+		res *agent.InputResult
+	}{
+		"a third turn":         {w: patch(12, "streaming", `{"attempt":1}`)},
+		"a second tool call":   {w: patch(21, "running", `{}`)},
+		"an unlimited axis":    {res: &agent.InputResult{Status: agent.InputFailed, Reason: "budget exhausted: queries (limit 3)"}},
+		"an early turns limit": {res: &agent.InputResult{Status: agent.InputFailed, Reason: "budget exhausted: turns (limit 2)"}},
+	} {
+		o := newOracle()
+		o.limits, o.kinds = agent.BudgetLimits{Turns: 2, ToolCalls: 1}, map[storage.ID]string{10: agent.GenerationKindName, 11: agent.GenerationKindName,
+			12: agent.GenerationKindName, 20: agent.ToolKindName, 21: agent.ToolKindName}
+		setup := []storage.Write{patch(10, "streaming", `{"attempt":1}`), patch(20, "running", `{}`)}
+		if name != "an early turns limit" {
+			setup = append(setup, patch(11, "streaming", `{"attempt":1}`))
+		}
+		for _, w := range setup {
+			if err := o.spend(w, "host", 1); err != nil {
+				t.Fatalf("%s: setup: %v", name, err)
+			}
+		}
+		var err error
+		if tc.res != nil {
+			err = o.refused(*tc.res, "5", "host", 9)
+		} else {
+			err = o.spend(tc.w, "host", 9)
+		}
+		var oe *oracleError
+		if !errors.As(err, &oe) || oe.Rule != ruleBudget {
+			t.Errorf("%s: %v; want a %s violation", name, err, ruleBudget)
+		}
+	}
+}
+
+// A session limited to two turns and one tool call, on every backend,
+// runs its first turn's first call, refuses the second, answers, then
+// ends the next input for its turns budget, across a provider clear: the
+// limits are the session's.
+// The runs hold to the budget rule and replay.
+func TestLimitedProgramsEndInputsForTheirBudget(t *testing.T) {
+	p, err := parseProgram(programMagic + `
+swarm tail=2 shell=false turns=2 calls=1
+respond calls a,b
+respond text "first"
+respond text "second"
+boundary startup thread-1
+accept c0 "one"
+drive c0
+boundary clear thread-2
+accept c-1 "two"
+drive c-1
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.limits != (agent.BudgetLimits{Turns: 2, ToolCalls: 1}) {
+		t.Fatalf("limits %+v", p.limits)
+	}
+	sc, _ := findScenario("generated")
+	for _, backend := range []string{"memory", "jsonl", "sqlite"} {
+		trace := filepath.Join(t.TempDir(), "t.jsonl")
+		f, err := os.Create(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := runScenario(context.Background(), runSpec{sc: sc, seed: 3, backend: backend, strategy: "random", program: p}, f)
+		f.Close()
+		if err != nil || !res.OK {
+			t.Fatalf("%s: run: %v %s", backend, err, res.Error)
+		}
+		data, err := os.ReadFile(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"budget exhausted: turns (limit 2)", "budget exhausted: tool calls (limit 1)"} {
+			if !strings.Contains(string(data), want) {
+				t.Errorf("%s: nothing ended with %q", backend, want)
+			}
+		}
+		if got, err := replay(context.Background(), trace); err != nil || got != "" {
+			t.Fatalf("%s: replay = %q, %v", backend, got, err)
+		}
+	}
+}
