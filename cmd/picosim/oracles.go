@@ -169,7 +169,10 @@ type oracle struct {
 	// spent against them (budgetrule.go).
 	limits agent.BudgetLimits
 	spent  budgetCount
-	first  error // the first violation
+	// sessionState is what the boundary transition rule follows
+	// (boundaryrule.go).
+	sessionState boundarySession
+	first        error // the first violation
 }
 
 func newOracle() *oracle {
@@ -293,6 +296,9 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		}
 	}
 	o.resyncBudget(tasks)
+	if err := o.resyncSession(ctx, store, convs); err != nil {
+		return err
+	}
 	for _, c := range convs {
 		if !slices.Contains(o.created, c.ID) {
 			o.owners[c.ID] = c.Owner
@@ -347,6 +353,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				return o.fail(broke(ruleWaitsItsTurn, "%s committed %d–%d at %s, %s before the time it waits for", by, r.First, r.Last, now.UTC().Format(time.StampMilli), until.Sub(now)))
 			}
 		}
+	}
+	if err := o.transition(b, by, r); err != nil {
+		return err
 	}
 	if b.Kind == storage.BatchScratch && o.settled[b.Task] {
 		return o.fail(broke(ruleSettledTask, "%s wrote scratch of task %d, settled earlier, at %d", by, b.Task, r.First))

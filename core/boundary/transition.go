@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -121,7 +122,7 @@ func Apply(ctx context.Context, h *core.Harness, b Boundary) (Transition, error)
 	_, err := h.Commit(ctx, func(tx *core.Tx) error {
 		tr.Changed = false
 		addr := bindingAddr(b.Provider, b.SessionID)
-		if was, bound, err := core.TxValue(tx, addr).Get(0); err != nil || bound {
+		if was, bound, err := core.TxValue(tx, addr).Get(0); err != nil || bound && !plant.On("boundary-repeat-rebinds") {
 			tr.Binding = was
 			return err
 		}
@@ -138,11 +139,16 @@ func Apply(ctx context.Context, h *core.Harness, b Boundary) (Transition, error)
 			bind.Entry = tx.Entry(EntryKind, next, core.EntryDraft{Data: BoundaryData{Schema: 1, Provider: b.Provider, Source: b.Source,
 				Previous: cur, SessionID: b.SessionID, Inferred: b.Inferred}})
 			bind.Conversation, bind.Previous = next, cur
-			core.TxValue(tx, CurrentValue).Set(next)
+			if !plant.On("boundary-clear-keeps-current") {
+				core.TxValue(tx, CurrentValue).Set(next)
+			}
 		case Fork:
 			at, err := lastEntry(tx, cur) // core.ForkStart for an empty one
 			if err != nil {
 				return err
+			}
+			if plant.On("boundary-fork-at-start") {
+				at = core.ForkStart
 			}
 			fork := tx.Fork(cur, at)
 			bind.Conversation, bind.Previous = fork, cur

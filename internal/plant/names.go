@@ -113,6 +113,12 @@ package plant
 //     against the query limit.
 //   - budget-tool-calls-off-by-one (core/agent): a session limited to N
 //     tool calls runs N+1.
+//   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
+//     provider session's boundary applies it again.
+//   - boundary-clear-keeps-current (core/boundary): a clear does not make
+//     its new conversation current.
+//   - boundary-fork-at-start (core/boundary): a provider fork forks the
+//     current conversation at its start, not at its newest entry.
 //   - sqlite-memo-survives-rollback (storage/sqlite): a commit that rolls
 //     back keeps in its memo what its writes did, and reads answer it.
 //   - sqlite-seq-before-commit (storage/sqlite): a commit moves the
@@ -160,6 +166,7 @@ var names = []string{
 	"dependency-any-tree", "memory-fork-cap-ignores-reader", "memory-version-at-cap-hidden", "memory-remove-own-level-only",
 	"sqlite-clear-spares-inherited", "memory-window-ignores-before",
 	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one",
+	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 }
 
 // Names are the planted bugs, for the measuring test.

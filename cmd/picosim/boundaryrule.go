@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/pico-go/pico/core/boundary"
+	"github.com/pico-go/pico/storage"
+)
+
+// The transition rule (DESIGN §11): a provider boundary is one commit,
+// and what it writes is what its kind says, judged against the session
+// as the oracle has followed it (which conversation is current, each
+// conversation's newest entry), not against what the boundary package
+// read:
+//
+//   - every binding of a provider session is written once: a repeated or
+//     racing delivery writes nothing;
+//   - startup and resume bind the current conversation and create none;
+//   - clear creates a conversation of no parent and no owner whose entry
+//     is the provider_boundary naming the current one as previous, marks
+//     the current one stopped with the new one as successor, and makes the
+//     new one current;
+//   - fork creates a fork of the current conversation at its newest entry
+//     (at its start when it has none) and makes it current;
+//   - nothing else changes which conversation is current.
+
+// ruleTransition: a boundary's commit writes what its kind says.
+const ruleTransition oracleRule = "boundary-transition"
+
+// boundarySession is what the transition rule follows of the session.
+type boundarySession struct {
+	current storage.ID      // pi.session.current (0: not set, the root)
+	bound   map[string]bool // provider/session ids bound
+	parents map[storage.ID]*storage.ParentRef
+	newest  map[storage.ID]storage.ID // conversation → its own newest entry
+}
+
+// transition checks a batch against the transition rule, before the
+// oracle takes in its writes: every batch that binds a provider session
+// or changes the current conversation.
+func (o *oracle) transition(b storage.CommitBatch, by string, r storage.Range) error {
+	bs := &o.sessionState
+	if bs.bound == nil {
+		bs.bound, bs.parents, bs.newest = map[string]bool{}, map[storage.ID]*storage.ParentRef{}, map[storage.ID]storage.ID{}
+	}
+	var (
+		bind                *boundary.Binding
+		bindKey             string
+		setCurrent, stopped *storage.Write
+		created             []storage.Write
+		entries             = map[storage.ID]*storage.Entry{}
+	)
+	for i := range b.Writes {
+		w := &b.Writes[i]
+		seq := r.First + storage.ID(i)
+		switch {
+		case w.Type == storage.WriteCreateConversation && w.Conversation != nil:
+			created = append(created, *w)
+		case w.Type == storage.WriteEntry && w.Entry != nil:
+			entries[seq] = w.Entry
+		case w.Type != storage.WriteValueSet || w.Addr == nil:
+		case w.Addr.Namespace == boundary.BindingValue.Namespace:
+			var v boundary.Binding
+			if json.Unmarshal(w.Value, &v) == nil {
+				bind, bindKey = &v, w.Addr.Key
+			}
+		case w.Addr.Namespace == boundary.CurrentValue.Namespace:
+			setCurrent = w
+		case w.Addr.Namespace == boundary.StoppedValue.Namespace:
+			stopped = w
+		}
+	}
+	before := bs.current
+	if before == 0 && len(o.created) > 0 {
+		before = o.created[0]
+	}
+	// What the batch does to the session, taken in whatever it is.
+	defer func() {
+		for _, w := range created {
+			bs.parents[w.Conversation.ID] = w.Conversation.Parent
+		}
+		for id, e := range entries {
+			bs.newest[e.ConversationID] = max(bs.newest[e.ConversationID], id)
+		}
+		if setCurrent != nil {
+			_ = json.Unmarshal(setCurrent.Value, &bs.current)
+		}
+		if bind != nil {
+			bs.bound[bindKey] = true
+		}
+	}()
+	if bind == nil {
+		if setCurrent != nil {
+			return o.fail(broke(ruleTransition, "%s made %s current at %d without binding a provider session", by, setCurrent.Value, r.First))
+		}
+		return nil
+	}
+	fail := func(format string, args ...any) error {
+		return o.fail(broke(ruleTransition, "%s's %s of %s at %d–%d: "+format, append([]any{by, bind.Kind, bindKey, r.First, r.Last}, args...)...))
+	}
+	if bs.bound[bindKey] {
+		return fail("the provider session was bound already")
+	}
+	isCurrent := func(id storage.ID) bool {
+		var got storage.ID
+		return setCurrent != nil && json.Unmarshal(setCurrent.Value, &got) == nil && got == id
+	}
+	switch bind.Kind {
+	case boundary.Startup, boundary.Resume:
+		if bind.Conversation != before || len(created) > 0 || setCurrent != nil {
+			return fail("bound %d, created %d conversations, set current %v; want the current %d bound and nothing else", bind.Conversation, len(created), setCurrent != nil, before)
+		}
+	case boundary.Clear:
+		if len(created) != 1 || created[0].Conversation.ID != bind.Conversation || created[0].Conversation.Parent != nil || created[0].Conversation.Owner != 0 {
+			return fail("want one new conversation %d of no parent and no owner; created %d", bind.Conversation, len(created))
+		}
+		if bind.Previous != before {
+			return fail("previous %d; the current conversation was %d", bind.Previous, before)
+		}
+		e := entries[bind.Entry]
+		var d boundary.BoundaryData
+		if e == nil || e.ConversationID != bind.Conversation || e.Kind != boundary.EntryKind.Kind() || json.Unmarshal(e.Data, &d) != nil || d.Previous != before || string(d.Provider)+"/"+d.SessionID != bindKey {
+			return fail("entry %d is not the new conversation's provider_boundary naming %d as previous", bind.Entry, before)
+		}
+		var st boundary.Stopped
+		if stopped == nil || stopped.Addr.Scope.ID != before || json.Unmarshal(stopped.Value, &st) != nil || st.Successor != bind.Conversation || st.Reason != boundary.ReasonProviderClear {
+			return fail("conversation %d is not marked stopped with %d as successor", before, bind.Conversation)
+		}
+		if !isCurrent(bind.Conversation) {
+			return fail("the new conversation %d is not made current", bind.Conversation)
+		}
+	case boundary.Fork:
+		at := bs.newestOf(before)
+		if len(created) != 1 || created[0].Conversation.ID != bind.Conversation || created[0].Conversation.Parent == nil ||
+			*created[0].Conversation.Parent != (storage.ParentRef{ConversationID: before, At: at}) || bind.Previous != before {
+			return fail("want one fork %d of the current %d at its newest entry %d", bind.Conversation, before, at)
+		}
+		if !isCurrent(bind.Conversation) {
+			return fail("the fork %d is not made current", bind.Conversation)
+		}
+	default:
+		return fail("a binding of kind %q", bind.Kind)
+	}
+	return nil
+}
+
+// newestOf is the newest entry of conv's transcript: its own newest, else
+// what it inherits (its fork point), else none.
+func (bs *boundarySession) newestOf(conv storage.ID) storage.ID {
+	if id := bs.newest[conv]; id != 0 {
+		return id
+	}
+	if p := bs.parents[conv]; p != nil {
+		return p.At
+	}
+	return 0
+}
+
+// resyncSession reads what the transition rule follows from a restarted
+// process's store: a commit that failed as the process stopped may have
+// persisted, and the oracle saw none of its writes.
+func (o *oracle) resyncSession(ctx context.Context, store storage.Storage, convs []storage.Conversation) error {
+	bs := &o.sessionState
+	if bs.bound == nil {
+		bs.bound, bs.parents, bs.newest = map[string]bool{}, map[storage.ID]*storage.ParentRef{}, map[storage.ID]storage.ID{}
+	}
+	for _, c := range convs {
+		bs.parents[c.ID] = c.Parent
+		page, err := store.ScanEntries(ctx, storage.EntryQuery{ConversationID: c.ID, Cursor: storage.Cursor{Before: store.LastSeq() + 1, Limit: 1}})
+		if err != nil {
+			return err
+		}
+		if n := len(page.Items); n > 0 && page.Items[n-1].ConversationID == c.ID {
+			bs.newest[c.ID] = page.Items[n-1].ID
+		}
+	}
+	if v, ok, err := store.GetValue(ctx, boundary.CurrentValue.Address, 0); err != nil {
+		return err
+	} else if ok {
+		_ = json.Unmarshal(v.Value, &bs.current)
+	}
+	for q := (storage.ValueQuery{Scope: storage.SessionScope(), Namespace: boundary.BindingValue.Namespace, Limit: storage.PageLimitMax}); ; {
+		keys, err := store.ScanValues(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys.Items {
+			bs.bound[k.Key] = true
+		}
+		if keys.Next == 0 || len(keys.Items) == 0 {
+			return nil
+		}
+		q.After = keys.Items[len(keys.Items)-1].Key
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/pico-go/pico/core/boundary"
+	"github.com/pico-go/pico/storage"
+)
+
+// boundaryBatches are a session's provider boundaries as their commits
+// write them: a startup binding the root (1), a clear to a new
+// conversation (3, its provider_boundary entry 4), and a fork of it at
+// that entry (8); each batch starts at the sequence it is keyed by.
+func boundaryBatches() map[storage.ID]storage.CommitBatch {
+	set := func(addr storage.Address, v any) storage.Write {
+		raw, _ := json.Marshal(v)
+		return storage.Write{Type: storage.WriteValueSet, Addr: &addr, Value: raw}
+	}
+	bind := func(key string, b boundary.Binding) storage.Write {
+		return set(boundary.BindingValue.WithKey(key).Address, b)
+	}
+	data, _ := json.Marshal(boundary.BoundaryData{Schema: 1, Provider: boundary.Claude, Source: "clear", Previous: 1, SessionID: "t2"})
+	return map[storage.ID]storage.CommitBatch{
+		2: {Writes: []storage.Write{bind("claude/t1", boundary.Binding{Conversation: 1, Kind: boundary.Startup})}},
+		3: {Writes: []storage.Write{
+			{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 3}},
+			{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 4, ConversationID: 3, Kind: boundary.EntryKind.Kind(), Data: data}},
+			set(boundary.StoppedValue.In(1).Address, boundary.Stopped{Reason: boundary.ReasonProviderClear, Successor: 3, Provider: boundary.Claude, SessionID: "t2"}),
+			set(boundary.CurrentValue.Address, storage.ID(3)),
+			bind("claude/t2", boundary.Binding{Conversation: 3, Kind: boundary.Clear, Entry: 4, Previous: 1}),
+		}},
+		8: {Writes: []storage.Write{
+			{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 8, Parent: &storage.ParentRef{ConversationID: 3, At: 4}}},
+			set(boundary.CurrentValue.Address, storage.ID(8)),
+			bind("claude/t3", boundary.Binding{Conversation: 8, Kind: boundary.Fork, Previous: 3}),
+		}},
+	}
+}
+
+// The transition rule passes a startup, a clear and a fork that write what
+// their kinds say, and breaks on each way one of them can go wrong: a
+// clear that leaves the old conversation current or names another as
+// previous, a fork at the start instead of the newest entry, a second
+// binding of a provider session, a current conversation set by no
+// boundary.
+func TestTheTransitionRuleHoldsEachKindToItsWrites(t *testing.T) {
+	run := func(mutate func(map[storage.ID]storage.CommitBatch)) error {
+		o := newOracle()
+		o.created = []storage.ID{1}
+		batches := boundaryBatches()
+		if mutate != nil {
+			mutate(batches)
+		}
+		for _, first := range slices.Sorted(maps.Keys(batches)) {
+			b := batches[first]
+			if err := o.transition(b, "a host", storage.Range{First: first, Last: first + storage.ID(len(b.Writes)) - 1}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := run(nil); err != nil {
+		t.Fatalf("the boundaries as Apply writes them: %v", err)
+	}
+	without := func(first storage.ID, ns string) func(map[storage.ID]storage.CommitBatch) {
+		return func(bs map[storage.ID]storage.CommitBatch) {
+			b := bs[first]
+			b.Writes = slices.DeleteFunc(slices.Clone(b.Writes), func(w storage.Write) bool { return w.Addr != nil && w.Addr.Namespace == ns })
+			bs[first] = b
+		}
+	}
+	for name, mutate := range map[string]func(map[storage.ID]storage.CommitBatch){
+		"a clear that keeps the current": without(3, boundary.CurrentValue.Namespace),
+		"a clear that stops nothing":     without(3, boundary.StoppedValue.Namespace),
+		"a clear naming another previous": func(bs map[storage.ID]storage.CommitBatch) {
+			b := bs[3]
+			b.Writes = slices.Clone(b.Writes)
+			raw, _ := json.Marshal(boundary.Binding{Conversation: 3, Kind: boundary.Clear, Entry: 4, Previous: 2})
+			b.Writes[4].Value = raw
+			bs[3] = b
+		},
+		"a fork at the start": func(bs map[storage.ID]storage.CommitBatch) {
+			b := bs[8]
+			b.Writes = slices.Clone(b.Writes)
+			b.Writes[0].Conversation = &storage.Conversation{ID: 8, Parent: &storage.ParentRef{ConversationID: 3, At: 0}}
+			bs[8] = b
+		},
+		"a second binding": func(bs map[storage.ID]storage.CommitBatch) {
+			bs[20] = bs[2]
+		},
+		"a current set by no boundary": func(bs map[storage.ID]storage.CommitBatch) {
+			b := bs[8]
+			bs[20] = storage.CommitBatch{Writes: b.Writes[1:2]}
+		},
+	} {
+		err := run(mutate)
+		var oe *oracleError
+		if !errors.As(err, &oe) || oe.Rule != ruleTransition {
+			t.Errorf("%s: %v; want a %s violation", name, err, ruleTransition)
+		}
+	}
+}
