@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -29,12 +30,47 @@ func (e *env) deliverFrom(ctx context.Context, st *boundary.State, action, sourc
 	if action != "" && !e.host(action) {
 		return boundary.Transition{}, false, nil
 	}
-	payload := fmt.Sprintf(`{"session_id":%q,"transcript_path":"/home/u/.claude/projects/p/%s.jsonl","cwd":"/home/u/p","hook_event_name":"SessionStart","source":%q}`, id, id, source)
-	ev, err := boundary.Parse(boundary.Claude, []byte(payload))
+	return e.deliverEvent(ctx, st, boundary.Claude, boundary.EventSessionStart, source, id)
+}
+
+// adapterOf is the adapter state of provider p's launch: Claude's is the
+// launch's own (e.adapter), the others' are kept beside it.
+func (e *env) adapterOf(p boundary.Provider) *boundary.State {
+	if p == boundary.Claude {
+		return &e.adapter
+	}
+	if e.adapters == nil {
+		e.adapters = map[boundary.Provider]*boundary.State{}
+	}
+	if e.adapters[p] == nil {
+		e.adapters[p] = &boundary.State{}
+	}
+	return e.adapters[p]
+}
+
+// deliverEvent delivers provider p's lifecycle event of the given name
+// with source as its source, reason or trigger, for provider session id,
+// as p's hook would: parsed, classified against st under p's default
+// policy, applied; st moves on when it applied.
+func (e *env) deliverEvent(ctx context.Context, st *boundary.State, p boundary.Provider, event, source, id string) (boundary.Transition, bool, error) {
+	fields := map[string]string{"session_id": id, "transcript_path": "/home/u/.agent/p/" + id + ".jsonl", "cwd": "/home/u/p", "hook_event_name": event}
+	switch event {
+	case boundary.EventSessionEnd:
+		fields["reason"] = source
+	case boundary.EventPreCompact, boundary.EventPostCompact, boundary.EventPreCompress:
+		fields["trigger"] = source
+	default:
+		fields["source"] = source
+	}
+	if p == boundary.Copilot {
+		delete(fields, "hook_event_name") // its camelCase payload names no event: always a start
+	}
+	payload, _ := json.Marshal(fields)
+	ev, err := boundary.Parse(p, payload)
 	if err != nil {
 		return boundary.Transition{}, true, err
 	}
-	b, next, err := boundary.Classify(*st, ev, boundary.DefaultPolicy(boundary.Claude))
+	b, next, err := boundary.Classify(*st, ev, boundary.DefaultPolicy(p))
 	if err != nil {
 		return boundary.Transition{}, true, err
 	}

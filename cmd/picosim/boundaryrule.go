@@ -28,6 +28,11 @@ import (
 // ruleTransition: a boundary's commit writes what its kind says.
 const ruleTransition oracleRule = "boundary-transition"
 
+// ruleClassify: a delivered lifecycle event means what its provider's
+// hooks say it means (shared/reference/provider-hooks.md), and changes
+// the session exactly when it binds a provider session not yet bound.
+const ruleClassify oracleRule = "boundary-classify"
+
 // boundarySession is what the transition rule follows of the session.
 type boundarySession struct {
 	current storage.ID      // pi.session.current (0: not set, the root)
@@ -192,5 +197,83 @@ func (o *oracle) resyncSession(ctx context.Context, store storage.Storage, convs
 			return nil
 		}
 		q.After = keys.Items[len(keys.Items)-1].Key
+	}
+}
+
+// adapterModel is the rule's own reading of one provider's launch: the
+// provider session the launch is bound to, and whether a clear's end
+// waits for its start.
+type adapterModel struct {
+	bound string
+}
+
+// meaning is what the rule says a provider's event means, read against
+// m, and the reading after it (when it applies):
+//
+//   - a session's end changes nothing (a clear's end only announces the
+//     start that follows);
+//   - a compaction is a compaction, unless it names a provider session
+//     other than the bound one: Gemini's in-session /resume fires nothing
+//     else, and the first event of the new id resumes it;
+//   - a start's source says what it is: clear (Copilot: new) a clear, but
+//     a repeat of the bound one nothing; resume a resume; fork a fork;
+//     compact a compaction; ui-only nothing of the session's;
+//   - a startup binds a launch bound to nothing; repeats the bound one to
+//     no effect; with a new id, is a clear for Codex (its /new reports
+//     startup) and a rebinding startup for the others.
+func meaning(m adapterModel, p boundary.Provider, event, source, id string) (boundary.Kind, adapterModel) {
+	bindAs := func(k boundary.Kind) (boundary.Kind, adapterModel) { return k, adapterModel{bound: id} }
+	switch event {
+	case boundary.EventSessionEnd:
+		return boundary.None, m
+	case boundary.EventPreCompact, boundary.EventPostCompact, boundary.EventPreCompress:
+		if m.bound != "" && m.bound != id {
+			return bindAs(boundary.Resume)
+		}
+		if m.bound == "" {
+			m.bound = id
+		}
+		return boundary.Compact, m
+	}
+	switch source {
+	case "clear", "new":
+		if id == m.bound {
+			return boundary.None, m
+		}
+		return bindAs(boundary.Clear)
+	case "resume":
+		return bindAs(boundary.Resume)
+	case "fork":
+		return bindAs(boundary.Fork)
+	case "compact":
+		if m.bound == "" {
+			m.bound = id
+		}
+		return boundary.Compact, m
+	case "ui-only":
+		return boundary.UIOnly, m
+	}
+	switch {
+	case m.bound == "":
+		return bindAs(boundary.Startup)
+	case m.bound == id:
+		return boundary.None, m
+	case p == boundary.Codex:
+		return bindAs(boundary.Clear)
+	}
+	return bindAs(boundary.Startup)
+}
+
+// classified holds one delivery to the rule: the kind Classify gave it
+// against the kind the rule reads, and whether Apply changed the session
+// against whether it had a provider session to bind that was not bound
+// (wasBound: as the session stood before the delivery).
+func (o *oracle) classified(tr boundary.Transition, want boundary.Kind, wasBound bool, line string) {
+	binds := want == boundary.Startup || want == boundary.Resume || want == boundary.Clear || want == boundary.Fork
+	switch {
+	case tr.Boundary.Kind != want:
+		o.fail(broke(ruleClassify, "%q was classified %s; its provider's hooks make it %s", line, tr.Boundary.Kind, want))
+	case tr.Changed != (binds && !wasBound):
+		o.fail(broke(ruleClassify, "%q (%s) changed the session: %v; want %v (the provider session bound before: %v)", line, want, tr.Changed, binds && !wasBound, wasBound))
 	}
 }

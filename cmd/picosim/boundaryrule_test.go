@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -102,5 +103,84 @@ func TestTheTransitionRuleHoldsEachKindToItsWrites(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Rule != ruleTransition {
 			t.Errorf("%s: %v; want a %s violation", name, err, ruleTransition)
 		}
+	}
+}
+
+// The rule reads each provider's events as its hooks document them: the
+// quirks of Codex (a later startup with a new id is its /new), Gemini (a
+// clear's end before its start; a compression under a new id is the
+// silent /resume), Copilot (new is a clear) and the repeats that change
+// nothing.
+func TestTheRuleReadsEachProvidersEvents(t *testing.T) {
+	type step struct {
+		p             boundary.Provider
+		event, source string
+		id            string
+		want          boundary.Kind
+	}
+	for name, steps := range map[string][]step{
+		"codex /new": {
+			{boundary.Codex, boundary.EventSessionStart, "startup", "a", boundary.Startup},
+			{boundary.Codex, boundary.EventSessionStart, "startup", "a", boundary.None},
+			{boundary.Codex, boundary.EventSessionStart, "startup", "b", boundary.Clear},
+			{boundary.Codex, boundary.EventPreCompact, "auto", "b", boundary.Compact},
+		},
+		"gemini /clear and /resume": {
+			{boundary.Gemini, boundary.EventSessionStart, "startup", "a", boundary.Startup},
+			{boundary.Gemini, boundary.EventSessionEnd, "clear", "a", boundary.None},
+			{boundary.Gemini, boundary.EventSessionStart, "clear", "b", boundary.Clear},
+			{boundary.Gemini, boundary.EventSessionStart, "clear", "b", boundary.None},
+			{boundary.Gemini, boundary.EventPreCompress, "auto", "c", boundary.Resume},
+		},
+		"claude startup, fork, compact, a new launch": {
+			{boundary.Claude, boundary.EventPostCompact, "auto", "a", boundary.Compact},
+			{boundary.Claude, boundary.EventSessionStart, "startup", "a", boundary.None},
+			{boundary.Claude, boundary.EventSessionStart, "fork", "b", boundary.Fork},
+			{boundary.Claude, boundary.EventSessionStart, "compact", "c", boundary.Compact},
+			{boundary.Claude, boundary.EventSessionStart, "startup", "d", boundary.Startup},
+		},
+		"copilot and generic": {
+			{boundary.Copilot, boundary.EventSessionStart, "new", "a", boundary.Clear},
+			{boundary.Generic, boundary.EventSessionStart, "ui-only", "a", boundary.UIOnly},
+		},
+	} {
+		models := map[boundary.Provider]adapterModel{}
+		for i, s := range steps {
+			got, next := meaning(models[s.p], s.p, s.event, s.source, s.id)
+			if got != s.want {
+				t.Errorf("%s, step %d (%s %s %s of %s): %s; want %s", name, i, s.p, s.event, s.source, s.id, got, s.want)
+			}
+			models[s.p] = next
+		}
+	}
+}
+
+// A program delivering Gemini's and Codex's events, every quirk among
+// them, runs clean: what Classify and Apply make of them is what the rule
+// reads, and the session's conversations follow.
+func TestProviderEventsRunByTheRule(t *testing.T) {
+	p, err := parseProgram(programMagic + `
+swarm tail=1 shell=false
+respond text "one"
+respond text "two"
+boundary startup g1 gemini
+accept c0 "hello"
+drive c0
+boundary clear g1 gemini:end
+boundary clear g2 gemini:start
+boundary clear g2 gemini
+boundary auto g3 gemini:precompress
+boundary startup x1 codex
+boundary startup x2 codex:start
+accept c-1 "again"
+drive c-1
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := findScenario("generated")
+	res, err := runScenario(context.Background(), runSpec{sc: sc, seed: 3, backend: "memory", strategy: "random", program: p}, nil)
+	if err != nil || !res.OK {
+		t.Fatalf("run: %v %s", err, res.Error)
 	}
 }

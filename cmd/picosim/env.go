@@ -51,8 +51,10 @@ type env struct {
 	proc *proc.Env
 	// last is the newest commit record, for replay --until.
 	last json.RawMessage
-	// adapter is the provider adapter's state of the launch (boundary.go).
-	adapter boundary.State
+	// adapter is the provider adapter's state of the launch (boundary.go),
+	// adapters those of other providers' launches a program delivers.
+	adapter  boundary.State
+	adapters map[boundary.Provider]*boundary.State
 	// prog is the generated scenario's program (see program).
 	prog   *program
 	h      *agent.Harness

@@ -169,9 +169,10 @@ type oracle struct {
 	// spent against them (budgetrule.go).
 	limits agent.BudgetLimits
 	spent  budgetCount
-	// sessionState is what the boundary transition rule follows
-	// (boundaryrule.go).
+	// sessionState is what the boundary transition rule follows, adapters
+	// its reading of each provider's launch (boundaryrule.go).
 	sessionState boundarySession
+	adapters     map[boundary.Provider]adapterModel
 	first        error // the first violation
 }
 
@@ -182,7 +183,7 @@ func newOracle() *oracle {
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, markedAt: map[storage.ID]time.Time{},
-		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}}
+		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{}}
 }
 
 // child is what a generated run's model names as a subagent of asker:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/core/boundary"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
 )
@@ -53,7 +55,8 @@ import (
 // rewind|sticky set JSON|delete, list TARGET NS[/KEY] rewind|sticky
 // append JSON|remove N|clear, TARGET session or a conversation. The
 // swarm line's turns=, queries= and calls= are the session's budget
-// limits.
+// limits. boundary SOURCE ID [PROVIDER[:EVENT]] delivers a provider's
+// lifecycle event (Claude's session start unless it names another).
 //
 // --drop numbers the lines the way the run reaches them: the respond lines
 // first (all answers are queued before anything else happens), then the
@@ -307,7 +310,54 @@ func drawProgram(seed uint64) *program {
 	drawTranscriptActions(p, seed)
 	drawStateActions(p, seed)
 	drawLimits(p, seed)
+	drawProviders(p, seed)
 	return p
+}
+
+// providerSeeds is how often a drawn program's boundaries are another
+// provider's lifecycle events: every third seed, not seed 1's goldens.
+const providerSeeds = 3
+
+// providerEvents are the lifecycle events, and their sources, reasons or
+// triggers, that a drawn program delivers for each provider
+// (shared/reference/provider-hooks.md).
+var providerEvents = map[string]map[string][]string{
+	"claude":  {"start": {"startup", "resume", "clear", "compact", "fork"}, "end": {"clear", "resume", "logout", "other"}, "precompact": {"manual", "auto"}, "postcompact": {"auto"}},
+	"codex":   {"start": {"startup", "startup", "resume", "clear", "compact"}, "end": {"clear", "exit", "other"}, "precompact": {"manual", "auto"}},
+	"gemini":  {"start": {"startup", "resume", "clear", "clear"}, "end": {"clear", "clear", "exit", "other"}, "precompress": {"manual", "auto"}},
+	"copilot": {"start": {"startup", "resume", "new"}},
+	"generic": {"start": {"startup", "resume", "clear", "compact", "fork", "ui-only"}},
+}
+
+// drawProviders makes the boundaries of every providerSeeds-th seed's
+// program the lifecycle events of one provider, drawn from a generator of
+// their own, and adds one to three more: starts, ends, compactions, with
+// the provider's quirks (Codex reports /new as a startup, Gemini ends a
+// clear before it starts it and resumes without an event).
+func drawProviders(p *program, seed uint64) {
+	if seed%providerSeeds != 0 {
+		return
+	}
+	rng := seededRNG(seed, "providers")
+	provs := slices.Sorted(maps.Keys(providerEvents))
+	prov := provs[rng.IntN(len(provs))]
+	events := slices.Sorted(maps.Keys(providerEvents[prov]))
+	line := func() progLine {
+		ev := events[rng.IntN(len(events))]
+		if rng.IntN(2) == 0 {
+			ev = "start"
+		}
+		sources := providerEvents[prov][ev]
+		return progLine{op: "boundary", args: []string{sources[rng.IntN(len(sources))], fmt.Sprintf("thread-%d", 1+rng.IntN(3)), prov + ":" + ev}}
+	}
+	for i, l := range p.lines {
+		if l.op == "boundary" {
+			p.lines[i] = line()
+		}
+	}
+	for range 1 + rng.IntN(3) {
+		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), line()) // before the final drive
+	}
 }
 
 // limitSeeds is how often a drawn program's session has budget limits
@@ -470,6 +520,11 @@ func drawStateActions(p *program, seed uint64) {
 	at := rng.IntN(len(p.lines)) // before the final drive
 	p.lines = slices.Insert(p.lines, at, lines...)
 }
+
+// boundaryEvents are the lifecycle events a boundary line names, by the
+// name it gives them (start when it names none).
+var boundaryEvents = map[string]string{"": boundary.EventSessionStart, "start": boundary.EventSessionStart, "end": boundary.EventSessionEnd,
+	"precompact": boundary.EventPreCompact, "postcompact": boundary.EventPostCompact, "precompress": boundary.EventPreCompress}
 
 // drawResponse draws one answer of the model.
 func drawResponse(rng *rand.Rand, shell bool) progLine {
@@ -943,11 +998,27 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		}
 		return err
 	case "boundary":
-		tr, _, err := e.deliverFrom(ctx, &e.adapter, "", l.args[0], l.args[1])
-		if err == nil && tr.Changed && tr.Binding.Conversation != 0 && !slices.Contains(g.convs, tr.Binding.Conversation) {
+		// A lifecycle event of the line's provider (Claude's session start
+		// unless it names another), classified against that provider's
+		// adapter state and held to what its hooks say it means.
+		prov, event := boundary.Claude, boundary.EventSessionStart
+		if len(l.args) == 3 {
+			p, ev, _ := strings.Cut(l.args[2], ":")
+			prov, event = boundary.Provider(p), boundaryEvents[ev]
+		}
+		st := e.adapterOf(prov)
+		want, next := meaning(e.oracle.adapters[prov], prov, event, l.args[0], l.args[1])
+		wasBound := e.oracle.sessionState.bound[string(prov)+"/"+l.args[1]]
+		tr, _, err := e.deliverEvent(ctx, st, prov, event, l.args[0], l.args[1])
+		if err != nil {
+			return err
+		}
+		e.oracle.adapters[prov] = next
+		e.oracle.classified(tr, want, wasBound, l.String())
+		if tr.Changed && tr.Binding.Conversation != 0 && !slices.Contains(g.convs, tr.Binding.Conversation) {
 			g.convs = append(g.convs, tr.Binding.Conversation)
 		}
-		return err
+		return nil
 	case "job":
 		c, err := e.h.Conversation(ctx, root)
 		if err != nil {

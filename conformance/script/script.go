@@ -82,7 +82,7 @@ var Arity = map[string][2]int{
 	"drive-for":     {2, 2},
 	"process":       {2, 1000},
 	"spawn":         {2, 2},
-	"boundary":      {2, 2},
+	"boundary":      {2, 3},
 	"entry":         {2, 2},
 	"edit":          {3, 3},
 	"value":         {4, 5},
@@ -279,6 +279,16 @@ func (l Line) Check() error {
 			}
 		}
 	case "boundary":
+		if len(l.Args) == 3 {
+			prov, ev, _ := strings.Cut(l.Args[2], ":")
+			if !slices.Contains(BoundaryProviders, prov) {
+				return fmt.Errorf("boundary provider %q: want one of %s", prov, strings.Join(BoundaryProviders, ", "))
+			}
+			if ev != "" && !slices.Contains(BoundaryEvents, ev) {
+				return fmt.Errorf("boundary event %q: want one of %s", ev, strings.Join(BoundaryEvents, ", "))
+			}
+			break // the event's source is the provider's to accept
+		}
 		if !slices.Contains([]string{"startup", "resume", "clear", "compact", "fork"}, l.Args[0]) {
 			return fmt.Errorf("boundary %q: want startup, resume, clear, compact or fork", l.Args[0])
 		}
@@ -333,6 +343,17 @@ func (l Line) Check() error {
 	}
 	return nil
 }
+
+// BoundaryProviders and BoundaryEvents are what a boundary line's third
+// argument may name: boundary SOURCE ID [PROVIDER[:EVENT]] delivers
+// PROVIDER's lifecycle event (a session start unless EVENT says end,
+// precompact, postcompact or precompress) with SOURCE as its source,
+// reason or trigger, for provider session ID; without it, a Claude
+// session start.
+var (
+	BoundaryProviders = []string{"claude", "codex", "gemini", "copilot", "generic"}
+	BoundaryEvents    = []string{"start", "end", "precompact", "postcompact", "precompress"}
+)
 
 // StateOps are what a value line and a list line do, each with whether
 // it takes an argument: a value is set to JSON or deleted; a list gets a

@@ -3,6 +3,8 @@ package boundary
 import (
 	"fmt"
 	"slices"
+
+	"github.com/pico-go/pico/internal/plant"
 )
 
 // State is what an adapter remembers of one launch between deliveries: the
@@ -69,7 +71,7 @@ func Classify(st State, ev Event, pol Policy) (Boundary, State, error) {
 		b.Reason = "a session's end changes nothing by itself"
 		return b, st, nil
 	case EventPreCompact, EventPostCompact, EventPreCompress:
-		if st.Bound != "" && ev.SessionID != st.Bound {
+		if st.Bound != "" && ev.SessionID != st.Bound && !plant.On("classify-compact-ignores-new-id") {
 			// Gemini's in-session /resume switches the id and fires
 			// nothing: the first event of the new id rebinds.
 			b.Inferred, b.Reason = true, "the provider session changed without a lifecycle event"
@@ -84,7 +86,7 @@ func Classify(st State, ev Event, pol Policy) (Boundary, State, error) {
 	// A SessionStart.
 	switch src := ev.Source; {
 	case src == "clear", src == "new":
-		if ev.SessionID == st.Bound {
+		if ev.SessionID == st.Bound && !plant.On("classify-repeated-clear-clears") {
 			b.Reason = "a repeated delivery of the clear already taken"
 			return b, st, nil
 		}
@@ -116,7 +118,7 @@ func Classify(st State, ev Event, pol Policy) (Boundary, State, error) {
 	case ev.ForkedFrom != "":
 		b.Inferred, b.Reason = true, "a startup forked from "+ev.ForkedFrom
 		return bind(Fork)
-	case pol.StartupWithNewIDIsClear:
+	case pol.StartupWithNewIDIsClear && !plant.On("classify-codex-new-rebinds"):
 		b.Inferred = true
 		b.Reason = "a later startup with a new session id is a reset (Codex /new; a Codex /fork looks the same unless the host supplies ForkedFrom)"
 		return bind(Clear)

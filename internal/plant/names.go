@@ -119,6 +119,13 @@ package plant
 //     its new conversation current.
 //   - boundary-fork-at-start (core/boundary): a provider fork forks the
 //     current conversation at its start, not at its newest entry.
+//   - classify-compact-ignores-new-id (core/boundary): a compaction
+//     event naming a provider session other than the bound one is a
+//     compaction, not the resume Gemini's silent /resume is.
+//   - classify-repeated-clear-clears (core/boundary): a repeated clear of
+//     the bound provider session is classified a clear again.
+//   - classify-codex-new-rebinds (core/boundary): Codex's startup with a
+//     new session id (its /new) rebinds instead of clearing.
 //   - sqlite-memo-survives-rollback (storage/sqlite): a commit that rolls
 //     back keeps in its memo what its writes did, and reads answer it.
 //   - sqlite-seq-before-commit (storage/sqlite): a commit moves the
@@ -167,6 +174,7 @@ var names = []string{
 	"sqlite-clear-spares-inherited", "memory-window-ignores-before",
 	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
+	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
 }
 
 // Names are the planted bugs, for the measuring test.
