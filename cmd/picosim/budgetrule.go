@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/sim/faux"
@@ -16,7 +18,9 @@ import (
 // is a generation's first attempt (its patch to streaming at attempt 1),
 // a tool call a tool task's start (its patch to running), each counted
 // once per task; a query is a request a generation sent the faux
-// provider.
+// provider, and starts at a generation's patch to streaming that does not
+// fetch a deferred answer; output tokens are the usage rows' sum; the
+// wall clock runs from the first query or call.
 
 // ruleBudget: no more turns, queries or tool calls than the session's
 // limits allow, and no input ended by a budget that was not spent.
@@ -26,19 +30,35 @@ const ruleBudget oracleRule = "budget-holds"
 type budgetCount struct {
 	turns map[storage.ID]bool // generations that started their first attempt
 	calls map[storage.ID]bool // tool calls that started running
+	// deferring are generations waiting on a deferred answer, whose next
+	// start fetches it rather than querying.
+	deferring map[storage.ID]bool
+	output    int64     // output tokens of the usage rows committed
+	firstUse  time.Time // the first query's or call's start (to the ms)
 }
 
 // spend counts a patch of a generation or tool task against the limits.
 func (o *oracle) spend(w storage.Write, by string, seq storage.ID) error {
-	if o.spent.turns == nil {
-		o.spent = budgetCount{turns: map[storage.ID]bool{}, calls: map[storage.ID]bool{}}
-	}
+	o.spent.init()
 	switch o.kinds[w.ID] {
 	case agent.GenerationKindName:
+		if w.Status == "deferred" {
+			o.spent.deferring[w.ID] = true
+		}
+		if w.Status != "streaming" {
+			return nil
+		}
+		if o.spent.deferring[w.ID] {
+			delete(o.spent.deferring, w.ID)
+			return nil // a fetch of the deferred answer, not a query
+		}
+		if err := o.query(w.ID, by, seq); err != nil {
+			return err
+		}
 		var st struct {
 			Attempt int `json:"attempt"`
 		}
-		if w.Status != "streaming" || json.Unmarshal(w.State, &st) != nil || st.Attempt != 1 || o.spent.turns[w.ID] {
+		if json.Unmarshal(w.State, &st) != nil || st.Attempt != 1 || o.spent.turns[w.ID] {
 			return nil
 		}
 		o.spent.turns[w.ID] = true
@@ -50,6 +70,7 @@ func (o *oracle) spend(w storage.Write, by string, seq storage.ID) error {
 			return nil
 		}
 		o.spent.calls[w.ID] = true
+		o.used()
 		if l := o.limits.ToolCalls; l > 0 && len(o.spent.calls) > l {
 			return o.fail(broke(ruleBudget, "%s started tool call %d (%s) at %d, call %d of a session limited to %d", by, w.ID, o.tools[w.ID], seq, len(o.spent.calls), l))
 		}
@@ -57,19 +78,77 @@ func (o *oracle) spend(w storage.Write, by string, seq storage.ID) error {
 	return nil
 }
 
-// refused checks an input a budget ended: its axis has a limit, and for
-// turns the run has started that many.
+func (c *budgetCount) init() {
+	if c.turns == nil {
+		c.turns, c.calls, c.deferring = map[storage.ID]bool{}, map[storage.ID]bool{}, map[storage.ID]bool{}
+	}
+}
+
+// used notes a counted use: the first starts the wall clock, to the ms
+// as the session keeps it.
+func (o *oracle) used() {
+	if o.spent.firstUse.IsZero() && o.now != nil {
+		o.spent.firstUse = time.UnixMilli(o.now().UnixMilli())
+	}
+}
+
+// query holds a generation's query to the output and wall-clock limits
+// as they stand when it starts.
+func (o *oracle) query(gen storage.ID, by string, seq storage.ID) error {
+	if l := o.limits.OutputTokens; l > 0 && o.spent.output >= l {
+		return o.fail(broke(ruleBudget, "%s started a query of generation %d at %d with %d output tokens spent of a session limited to %d", by, gen, seq, o.spent.output, l))
+	}
+	if l := o.limits.WallClock; l > 0 && o.exactClock && !o.spent.firstUse.IsZero() {
+		if spent := o.now().Sub(o.spent.firstUse); spent >= l {
+			return o.fail(broke(ruleBudget, "%s started a query of generation %d at %d, %s after the first use of a session limited to %s", by, gen, seq, spent, l))
+		}
+	}
+	o.used()
+	return nil
+}
+
+// usage adds a usage row's output tokens to what was spent.
+func (o *oracle) usage(row agent.UsageRow) {
+	if row.Usage != nil {
+		o.spent.output += row.Usage.Output
+	}
+}
+
+// refused checks an input a budget ended: its axis has a limit, and it is
+// spent as far as the run shows: that many turns started, that many
+// output tokens used, that much time passed since the first use.
 func (o *oracle) refused(res agent.InputResult, input string, by string, seq storage.ID) error {
 	axis := agent.BudgetAxisOf(res)
 	if axis == "" {
 		return nil
 	}
-	limit := map[string]int{agent.AxisTurns: o.limits.Turns, agent.AxisQueries: o.limits.Queries, agent.AxisToolCalls: o.limits.ToolCalls}[axis]
-	switch {
-	case limit == 0:
-		return o.fail(broke(ruleBudget, "%s ended input %s at %d for its %s budget; the session has no limit on %s", by, input, seq, axis, axis))
-	case axis == agent.AxisTurns && len(o.spent.turns) < limit:
-		return o.fail(broke(ruleBudget, "%s ended input %s at %d for its turns budget after %d turns of %d", by, input, seq, len(o.spent.turns), limit))
+	fail := func(format string, args ...any) error {
+		return o.fail(broke(ruleBudget, "%s ended input %s at %d for its %s budget: "+format, append([]any{by, input, seq, axis}, args...)...))
+	}
+	l := o.limits
+	switch axis {
+	case agent.AxisTurns:
+		if l.Turns == 0 || len(o.spent.turns) < l.Turns {
+			return fail("%d turns started of %d", len(o.spent.turns), l.Turns)
+		}
+	case agent.AxisQueries:
+		if l.Queries == 0 {
+			return fail("the session has no limit on queries")
+		}
+	case agent.AxisToolCalls:
+		if l.ToolCalls == 0 {
+			return fail("the session has no limit on tool calls")
+		}
+	case agent.AxisOutputTokens:
+		if l.OutputTokens == 0 || o.spent.output < l.OutputTokens {
+			return fail("%d output tokens spent of %d", o.spent.output, l.OutputTokens)
+		}
+	case agent.AxisWallClock:
+		if l.WallClock == 0 || o.exactClock && (o.spent.firstUse.IsZero() || o.now().Sub(o.spent.firstUse) < l.WallClock) {
+			return fail("first use at %s, limit %s", o.spent.firstUse.UTC().Format(time.StampMilli), l.WallClock)
+		}
+	default:
+		return fail("the session has no limit on %s", axis)
 	}
 	return nil
 }
@@ -77,9 +156,20 @@ func (o *oracle) refused(res agent.InputResult, input string, by string, seq sto
 // resyncBudget counts what a restarted process's store shows was spent: a
 // commit that failed as the process stopped may have persisted a first
 // attempt or a call's start the oracle never saw.
-func (o *oracle) resyncBudget(tasks []*storage.Task) {
-	if o.spent.turns == nil {
-		o.spent = budgetCount{turns: map[storage.ID]bool{}, calls: map[storage.ID]bool{}}
+func (o *oracle) resyncBudget(ctx context.Context, store storage.Storage, tasks []*storage.Task) error {
+	o.spent.init()
+	rows, err := storage.AllPages(func(c storage.Cursor) (storage.Page[storage.Element], error) {
+		return store.ReadList(ctx, agent.UsageList.Address, storage.ListQuery{Cursor: c})
+	})
+	if err != nil {
+		return err
+	}
+	o.spent.output = 0
+	for _, el := range rows {
+		var row agent.UsageRow
+		if json.Unmarshal(el.Value, &row) == nil {
+			o.usage(row)
+		}
 	}
 	for _, t := range tasks {
 		var st struct {
@@ -96,6 +186,7 @@ func (o *oracle) resyncBudget(tasks []*storage.Task) {
 			o.spent.calls[t.ID] = true
 		}
 	}
+	return nil
 }
 
 // queries holds the requests generations sent the provider to the

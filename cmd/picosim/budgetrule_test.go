@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -29,7 +31,7 @@ func TestTheBudgetRuleCountsStartsOncePerTask(t *testing.T) {
 		patch(10, "streaming", `{"attempt":1}`),
 		patch(10, "streaming", `{"attempt":1}`), // the same first attempt again (a recovery)
 		patch(10, "streaming", `{"attempt":2}`), // a retry: a query, not a turn
-		patch(11, "deferred", `{"attempt":1}`),
+		patch(11, "pending", `{"attempt":1}`),
 		patch(11, "streaming", `{"attempt":1}`),
 		patch(20, "running", `{}`),
 		patch(20, "running", `{}`),
@@ -124,5 +126,57 @@ drive c-1
 		if got, err := replay(context.Background(), trace); err != nil || got != "" {
 			t.Fatalf("%s: replay = %q, %v", backend, got, err)
 		}
+	}
+}
+
+// A query starts only while the output tokens spent (the usage rows'
+// sum) and the time since the first query or call are under their
+// limits; a fetch of a deferred answer is no query; an input ended for
+// either budget before it is spent breaks the rule.
+func TestTheBudgetRuleHoldsOutputAndWallClock(t *testing.T) {
+	start := time.UnixMilli(1_000_000)
+	now := start
+	fresh := func(limits agent.BudgetLimits) *oracle {
+		o := newOracle()
+		o.limits, o.now, o.exactClock = limits, func() time.Time { return now }, true
+		o.kinds = map[storage.ID]string{30: agent.GenerationKindName, 31: agent.GenerationKindName, 40: agent.ToolKindName}
+		return o
+	}
+	streaming := storage.Write{Type: storage.WritePatch, ID: 31, Status: "streaming", State: json.RawMessage(`{"attempt":1}`)}
+	spent := agent.UsageRow{Usage: &ai.Usage{Output: 4}}
+
+	o := fresh(agent.BudgetLimits{OutputTokens: 4})
+	o.usage(spent)
+	for _, w := range []storage.Write{{Type: storage.WritePatch, ID: 30, Status: "deferred"}, {Type: storage.WritePatch, ID: 30, Status: "streaming"}} {
+		if err := o.spend(w, "host", 1); err != nil {
+			t.Fatalf("a deferred answer's fetch with the output spent: %v", err)
+		}
+	}
+	var oe *oracleError
+	if err := o.spend(streaming, "host", 2); !errors.As(err, &oe) || oe.Rule != ruleBudget {
+		t.Errorf("a query with the output spent: %v; want a %s violation", err, ruleBudget)
+	}
+
+	o = fresh(agent.BudgetLimits{OutputTokens: 5})
+	o.usage(spent)
+	if err := o.refused(agent.InputResult{Status: agent.InputFailed, Reason: "budget exhausted: output tokens (limit 5)"}, "7", "host", 3); !errors.As(err, &oe) {
+		t.Errorf("an input ended for output with 4 of 5 spent: %v; want a violation", err)
+	}
+
+	o = fresh(agent.BudgetLimits{WallClock: time.Second})
+	if err := o.spend(storage.Write{Type: storage.WritePatch, ID: 40, Status: "running"}, "host", 1); err != nil {
+		t.Fatal(err)
+	}
+	now = start.Add(999 * time.Millisecond)
+	if err := o.spend(streaming, "host", 2); err != nil {
+		t.Fatalf("a query within the wall clock: %v", err)
+	}
+	if err := o.refused(agent.InputResult{Status: agent.InputFailed, Reason: "budget exhausted: wall clock (limit 1s)"}, "7", "host", 3); !errors.As(err, &oe) {
+		t.Errorf("an input ended for the wall clock before it ran out: %v; want a violation", err)
+	}
+	now = start.Add(time.Second)
+	o.spent.turns = map[storage.ID]bool{}
+	if err := o.spend(storage.Write{Type: storage.WritePatch, ID: 30, Status: "streaming", State: json.RawMessage(`{"attempt":1}`)}, "host", 4); !errors.As(err, &oe) || oe.Rule != ruleBudget {
+		t.Errorf("a query a second after the first use, limited to a second: %v; want a %s violation", err, ruleBudget)
 	}
 }

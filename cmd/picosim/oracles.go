@@ -296,7 +296,9 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 			o.kinds[t.ID], o.convs[t.ID] = t.Kind, t.ConversationID
 		}
 	}
-	o.resyncBudget(tasks)
+	if err := o.resyncBudget(ctx, store, tasks); err != nil {
+		return err
+	}
 	if err := o.resyncSession(ctx, store, convs); err != nil {
 		return err
 	}
@@ -458,6 +460,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 					o.queued[seq] = w.Addr.Scope.ID
 				}
 			case w.Addr.Namespace == agent.UsageList.Namespace && json.Unmarshal(w.Value, &row) == nil:
+				o.usage(row)
 				if budget, known := o.budgets[row.TaskID]; known && row.Outcome == "retry" && row.Attempt >= budget {
 					return o.fail(broke(ruleRetryBudget, "%s retried generation %d's attempt %d at %d; its budget is %d attempts", by, row.TaskID, row.Attempt, seq, budget))
 				}

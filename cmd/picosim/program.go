@@ -54,8 +54,8 @@ import (
 // value and list lines write the host's own state: value TARGET NS[/KEY]
 // rewind|sticky set JSON|delete, list TARGET NS[/KEY] rewind|sticky
 // append JSON|remove N|clear, TARGET session or a conversation. The
-// swarm line's turns=, queries= and calls= are the session's budget
-// limits. boundary SOURCE ID [PROVIDER[:EVENT]] delivers a provider's
+// swarm line's turns=, queries=, calls=, tokens= and wall= (ms) are the
+// session's budget limits. boundary SOURCE ID [PROVIDER[:EVENT]] delivers a provider's
 // lifecycle event (Claude's session start unless it names another).
 //
 // --drop numbers the lines the way the run reaches them: the respond lines
@@ -109,7 +109,7 @@ type ProgramError = script.ProgramError
 // shared is the program in package script's form.
 func (p *program) shared() *script.Program {
 	q := &script.Program{Tail: p.tail, Shell: p.shell, Queue: p.queue, Retry: p.retry, Chunk: p.chunk,
-		Turns: p.limits.Turns, Queries: p.limits.Queries, Calls: p.limits.ToolCalls}
+		Turns: p.limits.Turns, Queries: p.limits.Queries, Calls: p.limits.ToolCalls, Tokens: int(p.limits.OutputTokens), WallMs: int(p.limits.WallClock.Milliseconds())}
 	for _, l := range p.lines {
 		q.Lines = append(q.Lines, l.shared())
 	}
@@ -165,7 +165,7 @@ func parseProgram(text string) (*program, error) {
 		return nil, err
 	}
 	p := &program{tail: sp.Tail, shell: sp.Shell, queue: sp.Queue, retry: sp.Retry, chunk: sp.Chunk,
-		limits: agent.BudgetLimits{Turns: sp.Turns, Queries: sp.Queries, ToolCalls: sp.Calls}}
+		limits: agent.BudgetLimits{Turns: sp.Turns, Queries: sp.Queries, ToolCalls: sp.Calls, OutputTokens: int64(sp.Tokens), WallClock: time.Duration(sp.WallMs) * time.Millisecond}}
 	for _, l := range sp.Lines {
 		p.lines = append(p.lines, progLine{op: l.Op, args: l.Args})
 	}
@@ -365,8 +365,8 @@ func drawProviders(p *program, seed uint64) {
 const limitSeeds = 5
 
 // drawLimits gives the session of every limitSeeds-th seed's program
-// small limits on turns, provider queries and tool calls (each half the
-// time, at least one), from a generator of their own, so that programs
+// small limits on turns, provider queries, output tokens, virtual
+// wall-clock time and tool calls (each half the time, at least one), from a generator of their own, so that programs
 // run into them, through clears and forks and restarts alike.
 func drawLimits(p *program, seed uint64) {
 	if seed%limitSeeds != 0 {
@@ -378,6 +378,12 @@ func drawLimits(p *program, seed uint64) {
 	}
 	if rng.IntN(2) == 0 {
 		p.limits.Queries = 1 + rng.IntN(5)
+	}
+	if rng.IntN(2) == 0 {
+		p.limits.OutputTokens = int64(2 + rng.IntN(8))
+	}
+	if rng.IntN(2) == 0 {
+		p.limits.WallClock = time.Duration(50+rng.IntN(1_500)) * time.Millisecond
 	}
 	if rng.IntN(2) == 0 || p.limits == (agent.BudgetLimits{}) {
 		p.limits.ToolCalls = 1 + rng.IntN(3)

@@ -41,11 +41,13 @@ type Program struct {
 	// Budget is the root's tool call budget in virtual ms (pi.tool.budget;
 	// 0: the default), which a bash call waits for its job.
 	Budget int
-	// Turns, Queries and Calls are the session's budget limits (DESIGN
-	// §11; agent.BudgetLimits): model turns, provider queries and tool
-	// calls, across every conversation and every clear (0: no limit).
-	Turns, Queries, Calls int
-	Lines                 []Line
+	// Turns, Queries, Calls, Tokens and WallMs are the session's budget
+	// limits (DESIGN §11; agent.BudgetLimits): model turns, provider
+	// queries, tool calls, output tokens and virtual ms since the first
+	// counted use, across every conversation and every clear (0: no
+	// limit).
+	Turns, Queries, Calls, Tokens, WallMs int
+	Lines                                 []Line
 }
 
 // Line is one line: an op and its arguments.
@@ -111,7 +113,7 @@ func (p *Program) String() string {
 	for _, o := range []struct {
 		key string
 		n   int
-	}{{"turns", p.Turns}, {"queries", p.Queries}, {"calls", p.Calls}} {
+	}{{"turns", p.Turns}, {"queries", p.Queries}, {"calls", p.Calls}, {"tokens", p.Tokens}, {"wall", p.WallMs}} {
 		if o.n != 0 {
 			fmt.Fprintf(&b, " %s=%d", o.key, o.n)
 		}
@@ -205,7 +207,7 @@ func (p *Program) swarm(opts []string) error {
 			}
 		case k == "shell":
 			p.Shell, err = strconv.ParseBool(v)
-		case k == "queue" || k == "retry" || k == "chunk" || k == "budget" || k == "turns" || k == "queries" || k == "calls":
+		case k == "queue" || k == "retry" || k == "chunk" || k == "budget" || k == "turns" || k == "queries" || k == "calls" || k == "tokens" || k == "wall":
 			var n int
 			n, err = strconv.Atoi(v)
 			if err == nil && (n < 0 || n > 1_000_000) {
@@ -224,6 +226,10 @@ func (p *Program) swarm(opts []string) error {
 				p.Queries = n
 			case "calls":
 				p.Calls = n
+			case "tokens":
+				p.Tokens = n
+			case "wall":
+				p.WallMs = n
 			default:
 				p.Chunk = n
 			}

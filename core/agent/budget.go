@@ -108,7 +108,7 @@ func (l BudgetLimits) spendQuery(tx *core.Tx, now time.Time, turn bool) (*Budget
 		return &BudgetError{Axis: AxisTurns, Limit: fmt.Sprint(l.Turns)}, nil
 	case l.Queries > 0 && used.Queries >= l.Queries:
 		return &BudgetError{Axis: AxisQueries, Limit: fmt.Sprint(l.Queries)}, nil
-	case l.OutputTokens > 0 && totals.Output >= l.OutputTokens:
+	case l.OutputTokens > 0 && totals.Output >= l.OutputTokens && !(plant.On("budget-output-off-by-one") && totals.Output == l.OutputTokens):
 		return &BudgetError{Axis: AxisOutputTokens, Limit: fmt.Sprint(l.OutputTokens)}, nil
 	case l.Spend > 0 && spent(totals) >= l.Spend:
 		return &BudgetError{Axis: AxisSpend, Limit: fmt.Sprint(l.Spend)}, nil
@@ -121,7 +121,7 @@ func (l BudgetLimits) spendQuery(tx *core.Tx, now time.Time, turn bool) (*Budget
 	if turn {
 		used.Turns++
 	}
-	if used.StartedAt == 0 {
+	if used.StartedAt == 0 || turn && plant.On("budget-wall-clock-restarts") {
 		used.StartedAt = now.UnixMilli()
 	}
 	core.TxValue(tx, BudgetUsedValue).Set(used)

@@ -111,6 +111,10 @@ package plant
 //     turns refuses the Nth.
 //   - budget-retries-free (core/agent): a retried query does not count
 //     against the query limit.
+//   - budget-output-off-by-one (core/agent): a session limited to N
+//     output tokens still queries with exactly N spent.
+//   - budget-wall-clock-restarts (core/agent): the wall-clock budget runs
+//     from each turn's start, not the session's first use.
 //   - budget-tool-calls-off-by-one (core/agent): a session limited to N
 //     tool calls runs N+1.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
@@ -172,7 +176,7 @@ var names = []string{
 	"edit-target-unchecked", "head-backwards-allowed", "state-after-entry-allowed", "patch-may-end-a-task",
 	"dependency-any-tree", "memory-fork-cap-ignores-reader", "memory-version-at-cap-hidden", "memory-remove-own-level-only",
 	"sqlite-clear-spares-inherited", "memory-window-ignores-before",
-	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one",
+	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one", "budget-output-off-by-one", "budget-wall-clock-restarts",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
 }
