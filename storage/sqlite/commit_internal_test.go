@@ -158,6 +158,9 @@ func TestASettleForgetsOnlyItsOwnScratchKeys(t *testing.T) {
 	if _, ok := s.memo.infos[a2.StateKey()]; ok {
 		t.Error("the settled task's scratch key is still in the memo")
 	}
+	if _, ok := s.memo.latest[value(2).StateKey()]; ok {
+		t.Error("the settled task's scratch value is still in the memo")
+	}
 	if info := s.memo.infos[a3.StateKey()]; info == nil || !info.list {
 		t.Errorf("the live task's scratch key in the memo = %+v; want a list", info)
 	}
@@ -551,5 +554,66 @@ func TestCommitFaultFailsTheCommitBeforeItsCOMMIT(t *testing.T) {
 		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 2, ConversationID: 1, Kind: "user"}},
 	}}); err != nil || r.First != 2 || asked != 2 {
 		t.Fatalf("the next commit = %+v, %v (the fault asked %d times); want it at 2", r, err, asked)
+	}
+}
+
+// The memo keeps each small value's newest version as commits write it,
+// and answers from it reads at or above that version; a read below it,
+// and every read of a large value, asks the database. Every answer is the
+// database's.
+func TestTheValueMemoKeepsSmallNewestVersions(t *testing.T) {
+	ctx := context.Background()
+	s, path := openOne(t) // conversation 1 at seq 1
+	defer s.Close(ctx)
+	rewind := storage.ConversationValue[string]("r", storage.Rewind).In(1).Address
+	big := storage.ConversationValue[string]("big", storage.Sticky).In(1).Address
+	large := json.RawMessage(`"` + strings.Repeat("x", valueMemoMax) + `"`)
+	write := func(a storage.Address, typ storage.WriteType, v json.RawMessage) ID {
+		t.Helper()
+		r, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: typ, Addr: &a, Value: v}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.First
+	}
+	entry := func() ID {
+		t.Helper()
+		r, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteEntry,
+			Entry: &storage.Entry{ID: s.LastSeq() + 1, ConversationID: 1, Kind: "user", Data: json.RawMessage(`{}`)}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.First
+	}
+	first := write(rewind, storage.WriteValueSet, json.RawMessage(`"one"`))
+	at := entry()
+	second := write(rewind, storage.WriteValueSet, json.RawMessage(`"two"`))
+	write(big, storage.WriteValueSet, large)
+	if m := s.memo.latest[rewind.StateKey()]; m == nil || m.seq != second || string(m.value) != `"two"` {
+		t.Fatalf("the memo's newest version of r = %+v; want %q at %d", m, "two", second)
+	}
+	if _, ok := s.memo.latest[big.StateKey()]; ok {
+		t.Fatal("the memo keeps a value larger than valueMemoMax")
+	}
+	ro, err := Open(ctx, path, Options{Session: "s", ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close(ctx)
+	for _, tc := range []struct {
+		a    storage.Address
+		at   ID
+		want string
+		seq  ID
+	}{{rewind, 0, `"two"`, second}, {rewind, at, `"one"`, first}, {big, 0, string(large), second + 1}} {
+		got, ok, err := s.GetValue(ctx, tc.a, tc.at)
+		file, fok, ferr := ro.GetValue(ctx, tc.a, tc.at)
+		if err != nil || ferr != nil || !ok || !fok || string(got.Value) != tc.want || got.Seq != tc.seq || string(file.Value) != tc.want || file.Seq != tc.seq {
+			t.Errorf("GetValue(%s at %d) = %d %.20s (%v), the file %d %.20s (%v); want %.20s at %d", tc.a.StateKey(), tc.at, got.Seq, got.Value, err, file.Seq, file.Value, ferr, tc.want, tc.seq)
+		}
+	}
+	write(rewind, storage.WriteValueDelete, nil)
+	if _, ok, err := s.GetValue(ctx, rewind, 0); ok || err != nil {
+		t.Errorf("r after its delete reads %v, %v; want nothing", ok, err)
 	}
 }

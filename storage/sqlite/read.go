@@ -653,6 +653,16 @@ type version struct {
 
 // latest is the newest version of key at or below cap.
 func (r *reader) latest(ctx context.Context, key string, cap ID) (version, bool, error) {
+	if r.memo != nil {
+		// The newest version answers any cap at or above it; none answers
+		// every cap.
+		if m, ok := recall(r, r.memo.latest, key); ok && (m == nil || m.seq <= cap) {
+			if m == nil {
+				return version{}, false, nil
+			}
+			return version{seq: m.seq, deleted: m.deleted, value: slices.Clone(m.value)}, true, nil
+		}
+	}
 	var (
 		v   version
 		seq int64
@@ -662,6 +672,9 @@ func (r *reader) latest(ctx context.Context, key string, cap ID) (version, bool,
 	err := r.q.QueryRowContext(ctx, `SELECT seq, value, deleted FROM value_versions WHERE session=? AND state_key=? AND seq<=? ORDER BY seq DESC LIMIT 1`,
 		r.session, key, int64(cap)).Scan(&seq, &val, &del)
 	if errors.Is(err, sql.ErrNoRows) {
+		if r.memo != nil && cap == maxID {
+			remember(r, r.memo.latest, key, nil)
+		}
 		return v, false, nil
 	}
 	if err != nil {
@@ -673,6 +686,9 @@ func (r *reader) latest(ctx context.Context, key string, cap ID) (version, bool,
 			return v, false, err
 		}
 		v.value = []byte(val.String)
+	}
+	if r.memo != nil && cap == maxID && len(v.value) <= valueMemoMax {
+		remember(r, r.memo.latest, key, &version{seq: v.seq, deleted: v.deleted, value: slices.Clone(v.value)})
 	}
 	return v, true, nil
 }

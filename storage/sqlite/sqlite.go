@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -767,7 +768,15 @@ type commitMemo struct {
 	infos map[string]*stateInfo
 	tasks map[ID]*storage.Task
 	kinds map[string]bool
+	// latest is each value's newest version, when it is small (at most
+	// valueMemoMax bytes); nil when the key has none.
+	latest map[string]*version
 }
+
+// valueMemoMax bounds the values the memo keeps: a larger one is read
+// from the database every time, so the memo holds little of a session
+// that stores large values.
+const valueMemoMax = 1024
 
 // stateless is what the memo keeps of a task: all but its state, which no
 // lookup of the batch check reads and a patch writes only when it carries
@@ -787,10 +796,13 @@ func stateless(t *storage.Task) *storage.Task {
 const commitMemoMax = 4096
 
 func newCommitMemo() *commitMemo {
-	return &commitMemo{convs: map[ID]*convRow{}, infos: map[string]*stateInfo{}, tasks: map[ID]*storage.Task{}, kinds: map[string]bool{}}
+	return &commitMemo{convs: map[ID]*convRow{}, infos: map[string]*stateInfo{}, tasks: map[ID]*storage.Task{}, kinds: map[string]bool{},
+		latest: map[string]*version{}}
 }
 
-func (m *commitMemo) size() int { return len(m.convs) + len(m.infos) + len(m.tasks) + len(m.kinds) }
+func (m *commitMemo) size() int {
+	return len(m.convs) + len(m.infos) + len(m.tasks) + len(m.kinds) + len(m.latest)
+}
 
 func nullJSON(b []byte) any {
 	if b == nil {
@@ -950,6 +962,7 @@ func (r *reader) retireScratch(ctx context.Context, task ID) error {
 	for _, k := range keys {
 		if r.memo != nil {
 			delete(r.memo.infos, k.key)
+			delete(r.memo.latest, k.key)
 		}
 		del := `DELETE FROM value_versions WHERE session=? AND state_key=?`
 		if k.list {
@@ -1039,9 +1052,17 @@ func (r *reader) applyState(ctx context.Context, w *storage.Write, seq ID) error
 		if w.Type == storage.WriteValueSet {
 			v = nullJSON(w.Value)
 		}
-		_, err := q.ExecContext(ctx, `INSERT INTO value_versions(session,state_key,seq,value,deleted) VALUES(?,?,?,?,?)`,
-			sess, key, int64(seq), v, b2i(w.Type == storage.WriteValueDelete))
-		return err
+		if _, err := q.ExecContext(ctx, `INSERT INTO value_versions(session,state_key,seq,value,deleted) VALUES(?,?,?,?,?)`,
+			sess, key, int64(seq), v, b2i(w.Type == storage.WriteValueDelete)); err != nil {
+			return err
+		}
+		if r.memo != nil {
+			delete(r.memo.latest, key)
+			if len(w.Value) <= valueMemoMax {
+				r.memo.latest[key] = &version{seq: seq, deleted: w.Type == storage.WriteValueDelete, value: slices.Clone([]byte(w.Value))}
+			}
+		}
+		return nil
 	case storage.WriteListAppend:
 		_, err := q.ExecContext(ctx, `INSERT INTO list_elements(session,state_key,id,value) VALUES(?,?,?,?)`, sess, key, int64(seq), string(w.Value))
 		return err
