@@ -564,7 +564,7 @@ func (e *env) invariants(ctx context.Context) error {
 	if err := historicalContexts(ctx, store); err != nil {
 		return e.oracle.fail(err)
 	}
-	if err := stateReads(ctx, store, e.mirrorLog); err != nil {
+	if err := storeReads(ctx, store, e.mirrorLog); err != nil {
 		return e.oracle.fail(err)
 	}
 	if err := e.oracle.queries(e.faux); err != nil {
@@ -614,7 +614,7 @@ func (e *env) coldReopen(ctx context.Context, last storage.ID) error {
 		if d := mirrorDiff(ctx, store, e.mirrorLog); d != "" {
 			return fmt.Errorf("a cold open of the closed session's files: %s", strings.ReplaceAll(d, e.dir+string(filepath.Separator), ""))
 		}
-		if err := stateReads(ctx, store, e.mirrorLog); err != nil {
+		if err := storeReads(ctx, store, e.mirrorLog); err != nil {
 			return fmt.Errorf("a cold open of the closed session's files: %w", err)
 		}
 	}

@@ -115,7 +115,7 @@ func mirror(ctx context.Context, handle storage.Storage, log *mirrorLog, o *orac
 
 // logged is a memory backend's handle that logs the batches it
 // acknowledged, as a mirror does, for the rules that derive what a
-// session holds from its batches (stateReads). A failed commit leaves its
+// session holds from its batches (storeReads). A failed commit leaves its
 // batch uncertain, and a log a restart could not rebuild stops growing.
 type logged struct {
 	storage.Storage

@@ -51,6 +51,7 @@ type ruleState struct {
 type stateModel struct {
 	convs   map[storage.ID]*storage.Conversation
 	deleted map[storage.ID]bool
+	entries map[storage.ID][]*storage.Entry // by conversation, in id order
 	states  map[storage.StateRef]*ruleState
 	order   []storage.StateRef // in first-write order
 	settled map[storage.ID]bool
@@ -64,7 +65,7 @@ func isListWrite(t storage.WriteType) bool {
 // sequence 1 and end at last; false when they do not (a log that lost
 // track of a restart), and there is then nothing to hold the store to.
 func modelOf(batches []storage.CommitBatch, last storage.ID) (*stateModel, bool) {
-	m := &stateModel{convs: map[storage.ID]*storage.Conversation{}, deleted: map[storage.ID]bool{},
+	m := &stateModel{convs: map[storage.ID]*storage.Conversation{}, deleted: map[storage.ID]bool{}, entries: map[storage.ID][]*storage.Entry{},
 		states: map[storage.StateRef]*ruleState{}, settled: map[storage.ID]bool{}}
 	seq := storage.ID(0)
 	for _, b := range batches {
@@ -80,6 +81,8 @@ func modelOf(batches []storage.CommitBatch, last storage.ID) (*stateModel, bool)
 					m.order = append(m.order, ref)
 				}
 				st.ops = append(st.ops, stateOp{seq: seq, typ: w.Type, value: w.Value, element: w.Element})
+			case w.Type == storage.WriteEntry && w.Entry != nil:
+				m.entries[w.Entry.ConversationID] = append(m.entries[w.Entry.ConversationID], w.Entry)
 			case w.Type == storage.WriteCreateConversation:
 				c := *w.Conversation
 				m.convs[c.ID] = &c
@@ -230,13 +233,14 @@ func (m *stateModel) positions(ref storage.StateRef) []storage.ID {
 	return out
 }
 
-// stateReads holds the store's value, list and namespace reads to the
-// rule, over the batches of log: every state written, and for a
+// storeReads holds the store's value, list and namespace reads to the
+// state rule, and its transcript scans to the transcript rule
+// (transcriptrule.go), over the batches of log: every state written, and for a
 // conversation's state every conversation forked from it too (which
 // inherits rewindable state and must not see sticky), at the positions
 // where what they see changes. It does nothing when log does not account
 // for every sequence of the store.
-func stateReads(ctx context.Context, store storage.Storage, log *mirrorLog) error {
+func storeReads(ctx context.Context, store storage.Storage, log *mirrorLog) error {
 	if log == nil {
 		return nil
 	}
@@ -276,7 +280,7 @@ func stateReads(ctx context.Context, store storage.Storage, log *mirrorLog) erro
 			}
 		}
 	}
-	return nil
+	return m.holdTranscripts(ctx, store)
 }
 
 // holdRead holds one value or list read of addr at at to the rule.
@@ -306,31 +310,39 @@ func (m *stateModel) holdRead(ctx context.Context, store storage.Storage, addr s
 	return holdListPages(ctx, store, addr, at, want)
 }
 
-// listPageLimit is the page size the rule reads a list in, page by page,
-// forward, backward and inside a window, so that every boundary of a
-// page falls between two elements somewhere.
-const listPageLimit = 2
+// pageLimit is the page size the rules read a list or a transcript in,
+// page by page, forward, backward and inside a window, so that every
+// boundary of a page falls between two items somewhere.
+const pageLimit = 2
 
 // holdListPages holds a list's paged reads to want, its elements as the
-// rule derives them: read forward in pages of listPageLimit from the
-// start, backward from past the end, and between its first and last
-// element, every page must be the next elements in its direction, its
-// Next zero exactly when no more remain.
+// rule derives them (holdPages).
 func holdListPages(ctx context.Context, store storage.Storage, addr storage.Address, at storage.ID, want []storage.Element) error {
-	read := func(c storage.Cursor) (storage.Page[storage.Element], error) {
-		return store.ReadList(ctx, addr, storage.ListQuery{Cursor: c, At: at})
-	}
+	return holdPages(ruleStateReads, fmt.Sprintf("ReadList(%s at %d", addr, at), store.LastSeq(), want,
+		func(c storage.Cursor) (storage.Page[storage.Element], error) {
+			return store.ReadList(ctx, addr, storage.ListQuery{Cursor: c, At: at})
+		}, func(e storage.Element) storage.ID { return e.ID }, sameElements, showElements)
+}
+
+// holdPages holds a scan's paged reads to want, what the rule derives it
+// holds: read forward in pages of pageLimit from the start, backward from
+// past last (the session's last sequence), and between its first and
+// last item, every page must be the next items in its direction, its
+// Next zero exactly when no more remain. call names the read in a
+// violation; its closing parenthesis is added.
+func holdPages[T any](rule oracleRule, call string, last storage.ID, want []T, read func(storage.Cursor) (storage.Page[T], error),
+	id func(T) storage.ID, same func(a, b []T) bool, show func([]T) string) error {
 	type scan struct {
 		name  string
 		start storage.Cursor
-		want  []storage.Element
+		want  []T
 	}
 	scans := []scan{
-		{"forward", storage.Cursor{Limit: listPageLimit}, want},
-		{"backward", storage.Cursor{Before: store.LastSeq() + 1, Limit: listPageLimit}, want},
+		{"forward", storage.Cursor{Limit: pageLimit}, want},
+		{"backward", storage.Cursor{Before: last + 1, Limit: pageLimit}, want},
 	}
 	if len(want) >= 2 {
-		scans = append(scans, scan{"inside", storage.Cursor{After: want[0].ID, Before: want[len(want)-1].ID, Limit: listPageLimit}, want[1 : len(want)-1]})
+		scans = append(scans, scan{"inside", storage.Cursor{After: id(want[0]), Before: id(want[len(want)-1]), Limit: pageLimit}, want[1 : len(want)-1]})
 	}
 	for _, sc := range scans {
 		backward := sc.start.Backward()
@@ -338,16 +350,16 @@ func holdListPages(ctx context.Context, store storage.Storage, addr storage.Addr
 		for c := sc.start; ; {
 			p, err := read(c)
 			if err != nil {
-				return broke(ruleStateReads, "ReadList(%s at %d, %s from %+v) fails: %v", addr, at, sc.name, c, err)
+				return broke(rule, "%s, %s from %+v) fails: %v", call, sc.name, c, err)
 			}
-			var next []storage.Element
+			var next []T
 			if backward {
-				next, rest = rest[max(len(rest)-listPageLimit, 0):], rest[:max(len(rest)-listPageLimit, 0)]
+				next, rest = rest[max(len(rest)-pageLimit, 0):], rest[:max(len(rest)-pageLimit, 0)]
 			} else {
-				next, rest = rest[:min(listPageLimit, len(rest))], rest[min(listPageLimit, len(rest)):]
+				next, rest = rest[:min(pageLimit, len(rest))], rest[min(pageLimit, len(rest)):]
 			}
-			if !sameElements(next, p.Items) || (p.Next == 0) != (len(rest) == 0) {
-				return broke(ruleStateReads, "ReadList(%s at %d, %s from %+v) reads %s next %d, the rule %s and %d more", addr, at, sc.name, c, showElements(p.Items), p.Next, showElements(next), len(rest))
+			if !same(next, p.Items) || (p.Next == 0) != (len(rest) == 0) {
+				return broke(rule, "%s, %s from %+v) reads %s next %d, the rule %s and %d more", call, sc.name, c, show(p.Items), p.Next, show(next), len(rest))
 			}
 			if p.Next == 0 {
 				break

@@ -106,7 +106,7 @@ func TestTheStateRuleAgreesWithTheMemoryStoreOnDrawnSessions(t *testing.T) {
 				s.commit(t, w)
 			}
 		}
-		if err := stateReads(ctx, s, s.log); err != nil {
+		if err := storeReads(ctx, s, s.log); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -139,6 +139,17 @@ func (l *lyingStore) ReadList(ctx context.Context, a storage.Address, q storage.
 	return p, err
 }
 
+func (l *lyingStore) ScanEntries(ctx context.Context, q storage.EntryQuery) (storage.Page[*storage.Entry], error) {
+	p, err := l.ruleStore.ScanEntries(ctx, q)
+	switch {
+	case l.lie == "entries-kind" && q.Kind != "" && len(p.Items) > 0:
+		p.Items = p.Items[1:] // what a fork inherited of the kind is lost
+	case l.lie == "entries-backward" && q.Backward() && len(p.Items) > 1:
+		p.Items = p.Items[1:] // a backward page one short
+	}
+	return p, err
+}
+
 func (l *lyingStore) ScanValues(ctx context.Context, q storage.ValueQuery) (storage.Page[storage.KeyedVersion], error) {
 	p, err := l.ruleStore.ScanValues(ctx, q)
 	switch {
@@ -153,8 +164,10 @@ func (l *lyingStore) ScanValues(ctx context.Context, q storage.ValueQuery) (stor
 // A store that reads a value's history as its present, a fork's list
 // without what it inherited, a namespace scan short of a key, a short
 // page of a list as its last, a list's window past its Before, or a
-// namespace's second page of one key as empty, breaks the state rule,
-// naming the read, what it answered and what the rule derives.
+// namespace's second page of one key as empty, breaks the state rule; a
+// transcript scanned by kind without what it inherited, or a short
+// backward page of one, breaks the transcript rule; each names the read,
+// what it answered and what the rule derives.
 func TestTheStateRuleCatchesAStoreThatReadsStateWrongly(t *testing.T) {
 	ctx := context.Background()
 	s := newRuleStore()
@@ -173,24 +186,32 @@ func TestTheStateRuleCatchesAStoreThatReadsStateWrongly(t *testing.T) {
 	write(storage.WriteValueSet, root, "r", "k1", "2", true)
 	write(storage.WriteValueSet, root, "r", "k2", "3", true)
 	fork := s.conversation(t, &storage.ParentRef{ConversationID: root, At: at})
+	s.entry(t, fork)
+	s.entry(t, fork)
 	write(storage.WriteListAppend, fork, "rl", "", `"b"`, true)
 	write(storage.WriteListAppend, fork, "rl", "", `"c"`, true)
 	write(storage.WriteListAppend, fork, "rl", "", `"d"`, true)
-	if err := stateReads(ctx, s, s.log); err != nil {
+	if err := storeReads(ctx, s, s.log); err != nil {
 		t.Fatalf("the honest store breaks the rule: %v", err)
 	}
 	for lie, want := range map[string]string{
-		"value-at":       "GetValue(",
-		"list-inherited": "ReadList(",
-		"scan":           "ScanValues(",
-		"list-page-end":  "forward from",
-		"list-window":    "inside from",
-		"scan-page":      "limit 1",
+		"value-at":         "GetValue(",
+		"list-inherited":   "ReadList(",
+		"scan":             "ScanValues(",
+		"list-page-end":    "forward from",
+		"list-window":      "inside from",
+		"scan-page":        "limit 1",
+		"entries-kind":     "ScanEntries(conversation",
+		"entries-backward": "backward from",
 	} {
-		err := stateReads(ctx, &lyingStore{ruleStore: s, lie: lie}, s.log)
+		err := storeReads(ctx, &lyingStore{ruleStore: s, lie: lie}, s.log)
 		var v *oracleError
-		if !errors.As(err, &v) || v.Rule != ruleStateReads || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: stateReads = %v, want a %s violation naming %s", lie, err, ruleStateReads, want)
+		rule := ruleStateReads
+		if strings.HasPrefix(lie, "entries") {
+			rule = ruleTranscripts
+		}
+		if !errors.As(err, &v) || v.Rule != rule || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: storeReads = %v, want a %s violation naming %s", lie, err, rule, want)
 		}
 	}
 }
@@ -203,7 +224,7 @@ func TestTheStateRuleHoldsNothingToAnIncompleteLog(t *testing.T) {
 	root := s.conversation(t, nil)
 	s.entry(t, root)
 	s.log.batches = s.log.batches[1:]
-	if err := stateReads(context.Background(), &lyingStore{ruleStore: s, lie: "value-at"}, s.log); err != nil {
-		t.Fatalf("stateReads over an incomplete log = %v, want nothing held", err)
+	if err := storeReads(context.Background(), &lyingStore{ruleStore: s, lie: "value-at"}, s.log); err != nil {
+		t.Fatalf("storeReads over an incomplete log = %v, want nothing held", err)
 	}
 }

@@ -235,7 +235,14 @@ func (s *Store) ScanEntries(_ context.Context, q storage.EntryQuery) (storage.Pa
 		default:
 			items = l.c.entries
 		}
-		segs[len(levels)-1-i] = segment[*storage.Entry]{items: items, lo: 1, cap: l.cap}
+		if i > 0 && q.Kind != "" && plant.On("memory-kind-filter-own-level-only") {
+			items = nil
+		}
+		cap := l.cap
+		if i > 0 && plant.On("memory-fork-scan-past-fork-point") {
+			cap = maxID
+		}
+		segs[len(levels)-1-i] = segment[*storage.Entry]{items: items, lo: 1, cap: cap}
 	}
 	lo, hi := q.Cursor.Bounds(q.From, q.Through)
 	return page(q.Cursor, s.lastSeq, func(fn func(*storage.Entry) bool) {
