@@ -40,6 +40,12 @@ func (s *ruleStore) entry(t interface{ Fatalf(string, ...any) }, conv storage.ID
 		Model: []ai.Message{ai.UserText("m", int64(next))}}})
 }
 
+// head commits a reset entry that starts the context at itself.
+func (s *ruleStore) head(t interface{ Fatalf(string, ...any) }, conv storage.ID) storage.ID {
+	next := s.LastSeq() + 1
+	return s.commit(t, storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: next, ConversationID: conv, Kind: "reset", Head: next}})
+}
+
 func (s *ruleStore) conversation(t interface{ Fatalf(string, ...any) }, parent *storage.ParentRef) storage.ID {
 	return s.commit(t, storage.Write{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: s.LastSeq() + 1, Parent: parent}})
 }
@@ -71,6 +77,8 @@ func TestTheStateRuleAgreesWithTheMemoryStoreOnDrawnSessions(t *testing.T) {
 		for i := range rapid.IntRange(1, 40).Draw(t, "steps") {
 			conv := convs[rapid.IntRange(0, len(convs)-1).Draw(t, "conv")]
 			switch op := rapid.IntRange(0, 5).Draw(t, "op"); {
+			case op == 0 && rapid.Bool().Draw(t, "head"):
+				entries[conv] = append(entries[conv], s.head(t, conv))
 			case op == 0:
 				entries[conv] = append(entries[conv], s.entry(t, conv))
 			case op == 1 && len(entries[conv]) > 0:
@@ -150,6 +158,13 @@ func (l *lyingStore) ScanEntries(ctx context.Context, q storage.EntryQuery) (sto
 	return p, err
 }
 
+func (l *lyingStore) NewestHead(ctx context.Context, conv, at storage.ID) (*storage.Entry, bool, error) {
+	if l.lie == "head-now" {
+		at = 0 // every position read as now
+	}
+	return l.ruleStore.NewestHead(ctx, conv, at)
+}
+
 func (l *lyingStore) ScanValues(ctx context.Context, q storage.ValueQuery) (storage.Page[storage.KeyedVersion], error) {
 	p, err := l.ruleStore.ScanValues(ctx, q)
 	switch {
@@ -165,8 +180,9 @@ func (l *lyingStore) ScanValues(ctx context.Context, q storage.ValueQuery) (stor
 // without what it inherited, a namespace scan short of a key, a short
 // page of a list as its last, a list's window past its Before, or a
 // namespace's second page of one key as empty, breaks the state rule; a
-// transcript scanned by kind without what it inherited, or a short
-// backward page of one, breaks the transcript rule; each names the read,
+// transcript scanned by kind without what it inherited, a short backward
+// page of one, or a newest head read at every position as now, breaks
+// the transcript rule; each names the read,
 // what it answered and what the rule derives.
 func TestTheStateRuleCatchesAStoreThatReadsStateWrongly(t *testing.T) {
 	ctx := context.Background()
@@ -187,7 +203,9 @@ func TestTheStateRuleCatchesAStoreThatReadsStateWrongly(t *testing.T) {
 	write(storage.WriteValueSet, root, "r", "k2", "3", true)
 	fork := s.conversation(t, &storage.ParentRef{ConversationID: root, At: at})
 	s.entry(t, fork)
+	s.head(t, fork)
 	s.entry(t, fork)
+	s.head(t, fork)
 	write(storage.WriteListAppend, fork, "rl", "", `"b"`, true)
 	write(storage.WriteListAppend, fork, "rl", "", `"c"`, true)
 	write(storage.WriteListAppend, fork, "rl", "", `"d"`, true)
@@ -203,11 +221,12 @@ func TestTheStateRuleCatchesAStoreThatReadsStateWrongly(t *testing.T) {
 		"scan-page":        "limit 1",
 		"entries-kind":     "ScanEntries(conversation",
 		"entries-backward": "backward from",
+		"head-now":         "NewestHead(",
 	} {
 		err := storeReads(ctx, &lyingStore{ruleStore: s, lie: lie}, s.log)
 		var v *oracleError
 		rule := ruleStateReads
-		if strings.HasPrefix(lie, "entries") {
+		if strings.HasPrefix(lie, "entries") || strings.HasPrefix(lie, "head") {
 			rule = ruleTranscripts
 		}
 		if !errors.As(err, &v) || v.Rule != rule || !strings.Contains(err.Error(), want) {

@@ -36,7 +36,8 @@ func (m *stateModel) transcript(conv storage.ID) []*storage.Entry {
 
 // holdTranscripts holds every conversation's scans to the rule: whole,
 // page by page both ways and inside a window, filtered by each kind and
-// each key it holds, and over the middle third of its ids.
+// each key it holds, and over the middle third of its ids; and its
+// newest head at the positions where it changes.
 func (m *stateModel) holdTranscripts(ctx context.Context, store storage.Storage) error {
 	for _, conv := range slices.Sorted(maps.Keys(m.convs)) {
 		if m.deleted[conv] {
@@ -85,6 +86,9 @@ func (m *stateModel) holdTranscripts(ctx context.Context, store storage.Storage)
 				return err
 			}
 		}
+		if err := holdHeads(ctx, store, conv, want); err != nil {
+			return err
+		}
 		if n := len(want); n > 2 {
 			from, through := want[n/3].ID, want[2*n/3].ID
 			of := slices.DeleteFunc(slices.Clone(want), func(e *storage.Entry) bool { return e.ID < from || e.ID > through })
@@ -108,4 +112,42 @@ func showEntries(es []*storage.Entry) string {
 		parts[i] = fmt.Sprintf("%d:%s@%d", e.ID, e.Kind, e.ConversationID)
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// holdHeads holds conv's NewestHead to the transcript: the newest entry
+// with a head at or before each position where the answer may change
+// (now, each head and the entry before it; at most statePositionsMax).
+func holdHeads(ctx context.Context, store storage.Storage, conv storage.ID, transcript []*storage.Entry) error {
+	ats := []storage.ID{0}
+	for _, e := range transcript {
+		if e.IsHead() {
+			ats = append(ats, e.ID, e.ID-1)
+		}
+	}
+	if len(ats) > statePositionsMax {
+		ats = append(ats[:1], ats[len(ats)-statePositionsMax+1:]...)
+	}
+	for _, at := range ats {
+		var want *storage.Entry
+		for _, e := range transcript {
+			if e.IsHead() && (at == 0 || e.ID <= at) {
+				want = e
+			}
+		}
+		got, ok, err := store.NewestHead(ctx, conv, at)
+		switch {
+		case err != nil:
+			return broke(ruleTranscripts, "NewestHead(conversation %d at %d) fails: %v", conv, at, err)
+		case ok != (want != nil) || ok && got.ID != want.ID:
+			return broke(ruleTranscripts, "NewestHead(conversation %d at %d) reads %s, the rule %s", conv, at, showEntries(heads(got, ok)), showEntries(heads(want, want != nil)))
+		}
+	}
+	return nil
+}
+
+func heads(e *storage.Entry, ok bool) []*storage.Entry {
+	if !ok {
+		return nil
+	}
+	return []*storage.Entry{e}
 }

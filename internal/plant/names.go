@@ -103,6 +103,8 @@ package plant
 //     transcript scanned by kind holds only its own entries of the kind.
 //   - memory-fork-scan-past-fork-point (storage/memory): a fork's
 //     transcript scan holds its source's entries after the fork point.
+//   - memory-head-inherited-uncapped (storage/memory): a fork's newest
+//     head may be one its source wrote after the fork point.
 //   - sqlite-clear-spares-inherited (storage/sqlite): a clear of a fork's
 //     rewindable list hides only the fork's own elements, not those it
 //     inherited.
@@ -182,7 +184,7 @@ var names = []string{
 	"sqlite-clear-spares-inherited", "memory-window-ignores-before",
 	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one", "budget-output-off-by-one", "budget-wall-clock-restarts",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
-	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point",
+	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
 }
 

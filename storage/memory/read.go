@@ -263,7 +263,10 @@ func (s *Store) NewestHead(_ context.Context, conversationID, at ID) (*storage.E
 	if _, err := s.conversation(conversationID); err != nil {
 		return nil, false, err
 	}
-	for _, l := range s.chain(conversationID, at) {
+	for k, l := range s.chain(conversationID, at) {
+		if k > 0 && plant.On("memory-head-inherited-uncapped") {
+			l.cap = maxID
+		}
 		i := sort.Search(len(l.c.heads), func(i int) bool { return l.c.heads[i].ID > l.cap })
 		s.work.Add(1)
 		if i > 0 {
