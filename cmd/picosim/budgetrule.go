@@ -12,7 +12,7 @@ import (
 )
 
 // The budget rule (DESIGN §11): a session's limits on turns, provider
-// queries and tool calls hold across every conversation, every provider
+// queries, output tokens, wall-clock time and tool calls hold across every conversation, every provider
 // clear and every restart, and a budget refuses only what is past its
 // limit. It counts from what the run did, not from pi.budget.used: a turn
 // is a generation's first attempt (its patch to streaming at attempt 1),
@@ -23,7 +23,8 @@ import (
 // wall clock runs from the first query or call.
 
 // ruleBudget: no more turns, queries or tool calls than the session's
-// limits allow, and no input ended by a budget that was not spent.
+// limits allow, no query once its output or time is spent, and no input
+// ended by a budget that was not spent.
 const ruleBudget oracleRule = "budget-holds"
 
 // budgetCount is what the run has spent, task by task.
@@ -33,8 +34,11 @@ type budgetCount struct {
 	// deferring are generations waiting on a deferred answer, whose next
 	// start fetches it rather than querying.
 	deferring map[storage.ID]bool
-	output    int64     // output tokens of the usage rows committed
-	firstUse  time.Time // the first query's or call's start (to the ms)
+	// output is the output tokens of the usage rows committed before the
+	// batch being checked, batchOutput those of its own: a query the
+	// batch starts was judged against what was committed before it.
+	output, batchOutput int64
+	firstUse            time.Time // the first query's or call's start (to the ms)
 }
 
 // spend counts a patch of a generation or tool task against the limits.
@@ -107,11 +111,16 @@ func (o *oracle) query(gen storage.ID, by string, seq storage.ID) error {
 	return nil
 }
 
-// usage adds a usage row's output tokens to what was spent.
+// usage adds a usage row's output tokens to what its batch spent.
 func (o *oracle) usage(row agent.UsageRow) {
 	if row.Usage != nil {
-		o.spent.output += row.Usage.Output
+		o.spent.batchOutput += row.Usage.Output
 	}
+}
+
+// batchSpent takes in what the batch just checked spent.
+func (o *oracle) batchSpent() {
+	o.spent.output, o.spent.batchOutput = o.spent.output+o.spent.batchOutput, 0
 }
 
 // refused checks an input a budget ended: its axis has a limit, and it is
@@ -164,13 +173,14 @@ func (o *oracle) resyncBudget(ctx context.Context, store storage.Storage, tasks 
 	if err != nil {
 		return err
 	}
-	o.spent.output = 0
+	o.spent.output, o.spent.batchOutput = 0, 0
 	for _, el := range rows {
 		var row agent.UsageRow
 		if json.Unmarshal(el.Value, &row) == nil {
 			o.usage(row)
 		}
 	}
+	o.batchSpent()
 	for _, t := range tasks {
 		var st struct {
 			Attempt int    `json:"attempt"`

@@ -147,6 +147,11 @@ func TestTheBudgetRuleHoldsOutputAndWallClock(t *testing.T) {
 
 	o := fresh(agent.BudgetLimits{OutputTokens: 4})
 	o.usage(spent)
+	if err := o.spend(streaming, "host", 1); err != nil {
+		t.Fatalf("a query in the batch whose rows spend the output: %v", err)
+	}
+	o.batchSpent()
+	o.spent.turns = map[storage.ID]bool{}
 	for _, w := range []storage.Write{{Type: storage.WritePatch, ID: 30, Status: "deferred"}, {Type: storage.WritePatch, ID: 30, Status: "streaming"}} {
 		if err := o.spend(w, "host", 1); err != nil {
 			t.Fatalf("a deferred answer's fetch with the output spent: %v", err)
@@ -159,6 +164,7 @@ func TestTheBudgetRuleHoldsOutputAndWallClock(t *testing.T) {
 
 	o = fresh(agent.BudgetLimits{OutputTokens: 5})
 	o.usage(spent)
+	o.batchSpent()
 	if err := o.refused(agent.InputResult{Status: agent.InputFailed, Reason: "budget exhausted: output tokens (limit 5)"}, "7", "host", 3); !errors.As(err, &oe) {
 		t.Errorf("an input ended for output with 4 of 5 spent: %v; want a violation", err)
 	}

@@ -507,6 +507,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 		}
 	}
+	o.batchSpent()
 	// A batch's own heads are newer than what its writes were checked
 	// against (a summary is a head itself).
 	for i, w := range b.Writes {
