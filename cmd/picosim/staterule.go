@@ -266,8 +266,11 @@ func storeReads(ctx context.Context, store storage.Storage, log *mirrorLog) erro
 			if addr.Historical() {
 				ats = m.positions(r)
 			}
-			for _, at := range ats {
-				if err := m.holdRead(ctx, store, addr, st.list, at); err != nil {
+			for i, at := range ats {
+				// Page by page now and at one position in the middle of
+				// its history; whole at every other.
+				paged := i == 0 || i == len(ats)/2
+				if err := m.holdRead(ctx, store, addr, st.list, at, paged); err != nil {
 					return err
 				}
 			}
@@ -283,8 +286,9 @@ func storeReads(ctx context.Context, store storage.Storage, log *mirrorLog) erro
 	return m.holdTranscripts(ctx, store)
 }
 
-// holdRead holds one value or list read of addr at at to the rule.
-func (m *stateModel) holdRead(ctx context.Context, store storage.Storage, addr storage.Address, list bool, at storage.ID) error {
+// holdRead holds one value or list read of addr at at to the rule, a
+// list's page by page too when paged.
+func (m *stateModel) holdRead(ctx context.Context, store storage.Storage, addr storage.Address, list bool, at storage.ID, paged bool) error {
 	ops := m.visible(addr.Ref(), list, at)
 	if !list {
 		want, wantOK := valueOf(ops)
@@ -307,13 +311,20 @@ func (m *stateModel) holdRead(ctx context.Context, store storage.Storage, addr s
 	if !sameElements(want, got) {
 		return broke(ruleStateReads, "ReadList(%s at %d) reads %s, the rule %s (visible writes: %s)", addr, at, showElements(got), showElements(want), showOps(ops))
 	}
+	if !paged {
+		return nil
+	}
 	return holdListPages(ctx, store, addr, at, want)
 }
 
 // pageLimit is the page size the rules read a list or a transcript in,
 // page by page, forward, backward and inside a window, so that every
-// boundary of a page falls between two items somewhere.
-const pageLimit = 2
+// boundary of a page falls between two items somewhere; pagesMax bounds
+// how many pages a long one is read in (its pages grow instead).
+const (
+	pageLimit = 2
+	pagesMax  = 8
+)
 
 // holdListPages holds a list's paged reads to want, its elements as the
 // rule derives them (holdPages).
@@ -325,7 +336,8 @@ func holdListPages(ctx context.Context, store storage.Storage, addr storage.Addr
 }
 
 // holdPages holds a scan's paged reads to want, what the rule derives it
-// holds: read forward in pages of pageLimit from the start, backward from
+// holds: read forward in pages of pageLimit (more in a long one, read in
+// pagesMax pages or so) from the start, backward from
 // past last (the session's last sequence), and between its first and
 // last item, every page must be the next items in its direction, its
 // Next zero exactly when no more remain. call names the read in a
@@ -337,12 +349,13 @@ func holdPages[T any](rule oracleRule, call string, last storage.ID, want []T, r
 		start storage.Cursor
 		want  []T
 	}
+	limit := max(pageLimit, len(want)/pagesMax)
 	scans := []scan{
-		{"forward", storage.Cursor{Limit: pageLimit}, want},
-		{"backward", storage.Cursor{Before: last + 1, Limit: pageLimit}, want},
+		{"forward", storage.Cursor{Limit: limit}, want},
+		{"backward", storage.Cursor{Before: last + 1, Limit: limit}, want},
 	}
 	if len(want) >= 2 {
-		scans = append(scans, scan{"inside", storage.Cursor{After: id(want[0]), Before: id(want[len(want)-1]), Limit: pageLimit}, want[1 : len(want)-1]})
+		scans = append(scans, scan{"inside", storage.Cursor{After: id(want[0]), Before: id(want[len(want)-1]), Limit: limit}, want[1 : len(want)-1]})
 	}
 	for _, sc := range scans {
 		backward := sc.start.Backward()
@@ -354,9 +367,9 @@ func holdPages[T any](rule oracleRule, call string, last storage.ID, want []T, r
 			}
 			var next []T
 			if backward {
-				next, rest = rest[max(len(rest)-pageLimit, 0):], rest[:max(len(rest)-pageLimit, 0)]
+				next, rest = rest[max(len(rest)-limit, 0):], rest[:max(len(rest)-limit, 0)]
 			} else {
-				next, rest = rest[:min(pageLimit, len(rest))], rest[min(pageLimit, len(rest)):]
+				next, rest = rest[:min(limit, len(rest))], rest[min(limit, len(rest)):]
 			}
 			if !same(next, p.Items) || (p.Next == 0) != (len(rest) == 0) {
 				return broke(rule, "%s, %s from %+v) reads %s next %d, the rule %s and %d more", call, sc.name, c, show(p.Items), p.Next, show(next), len(rest))

@@ -36,7 +36,7 @@ func (m *stateModel) transcript(conv storage.ID) []*storage.Entry {
 
 // holdTranscripts holds every conversation's scans to the rule: whole,
 // page by page both ways and inside a window, filtered by each kind and
-// each key it holds, and over the middle third of its ids; and its
+// by three of the keys it holds (the first, the last, one between), and over the middle third of its ids; and its
 // newest head at the positions where it changes.
 func (m *stateModel) holdTranscripts(ctx context.Context, store storage.Storage) error {
 	for _, conv := range slices.Sorted(maps.Keys(m.convs)) {
@@ -80,7 +80,7 @@ func (m *stateModel) holdTranscripts(ctx context.Context, store storage.Storage)
 				return err
 			}
 		}
-		for _, key := range slices.Sorted(maps.Keys(keys)) {
+		for _, key := range spread(slices.Sorted(maps.Keys(keys)), 3) {
 			of := slices.DeleteFunc(slices.Clone(want), func(e *storage.Entry) bool { return e.Key != key })
 			if err := hold(fmt.Sprintf(", key %s", key), storage.EntryQuery{Key: key}, of); err != nil {
 				return err
@@ -150,4 +150,16 @@ func heads(e *storage.Entry, ok bool) []*storage.Entry {
 		return nil
 	}
 	return []*storage.Entry{e}
+}
+
+// spread is at most n of keys, the first, the last and between.
+func spread(keys []string, n int) []string {
+	if len(keys) <= n {
+		return keys
+	}
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, keys[i*(len(keys)-1)/(n-1)])
+	}
+	return out
 }
