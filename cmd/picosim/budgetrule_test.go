@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -102,29 +99,11 @@ drive c-1
 	if p.limits != (agent.BudgetLimits{Turns: 2, ToolCalls: 1}) {
 		t.Fatalf("limits %+v", p.limits)
 	}
-	sc, _ := findScenario("generated")
-	for _, backend := range []string{"memory", "jsonl", "sqlite"} {
-		trace := filepath.Join(t.TempDir(), "t.jsonl")
-		f, err := os.Create(trace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := runScenario(context.Background(), runSpec{sc: sc, seed: 3, backend: backend, strategy: "random", program: p}, f)
-		f.Close()
-		if err != nil || !res.OK {
-			t.Fatalf("%s: run: %v %s", backend, err, res.Error)
-		}
-		data, err := os.ReadFile(trace)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for backend, trace := range runOnEveryBackend(t, p, 3) {
 		for _, want := range []string{"budget exhausted: turns (limit 2)", "budget exhausted: tool calls (limit 1)"} {
-			if !strings.Contains(string(data), want) {
+			if !strings.Contains(trace, want) {
 				t.Errorf("%s: nothing ended with %q", backend, want)
 			}
-		}
-		if got, err := replay(context.Background(), trace); err != nil || got != "" {
-			t.Fatalf("%s: replay = %q, %v", backend, got, err)
 		}
 	}
 }

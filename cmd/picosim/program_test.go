@@ -228,27 +228,39 @@ drive c-1
 	if err != nil {
 		t.Fatal(err)
 	}
+	for backend, trace := range runOnEveryBackend(t, p, 2) {
+		if !strings.Contains(trace, "policy") {
+			t.Errorf("%s: the trace records no refusal naming the policy", backend)
+		}
+	}
+}
+
+// runOnEveryBackend runs program p as the generated scenario with seed on
+// memory, JSONL and SQLite, fails t unless each run passes every oracle
+// and its trace replays identically, and returns the traces by backend.
+func runOnEveryBackend(t *testing.T, p *program, seed uint64) map[string]string {
+	t.Helper()
 	sc, _ := findScenario("generated")
+	traces := map[string]string{}
 	for _, backend := range []string{"memory", "jsonl", "sqlite"} {
-		trace := filepath.Join(t.TempDir(), "t.jsonl")
-		f, err := os.Create(trace)
+		path := filepath.Join(t.TempDir(), "t.jsonl")
+		f, err := os.Create(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := runScenario(context.Background(), runSpec{sc: sc, seed: 2, backend: backend, strategy: "random", program: p}, f)
+		res, err := runScenario(context.Background(), runSpec{sc: sc, seed: seed, backend: backend, strategy: "random", program: p}, f)
 		f.Close()
 		if err != nil || !res.OK {
 			t.Fatalf("%s: run: %v %s", backend, err, res.Error)
 		}
-		data, err := os.ReadFile(trace)
+		if got, err := replay(context.Background(), path); err != nil || got != "" {
+			t.Fatalf("%s: replay = %q, %v", backend, got, err)
+		}
+		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(data), "policy") {
-			t.Errorf("%s: the trace records no refusal naming the policy", backend)
-		}
-		if got, err := replay(context.Background(), trace); err != nil || got != "" {
-			t.Fatalf("%s: replay = %q, %v", backend, got, err)
-		}
+		traces[backend] = string(data)
 	}
+	return traces
 }

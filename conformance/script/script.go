@@ -110,12 +110,10 @@ func (p *Program) String() string {
 	if p.Budget != 0 {
 		fmt.Fprintf(&b, " budget=%d", p.Budget)
 	}
-	for _, o := range []struct {
-		key string
-		n   int
-	}{{"turns", p.Turns}, {"queries", p.Queries}, {"calls", p.Calls}, {"tokens", p.Tokens}, {"wall", p.WallMs}} {
-		if o.n != 0 {
-			fmt.Fprintf(&b, " %s=%d", o.key, o.n)
+	opts := p.intOptions()
+	for _, k := range []string{"turns", "queries", "calls", "tokens", "wall"} {
+		if n := *opts[k]; n != 0 {
+			fmt.Fprintf(&b, " %s=%d", k, n)
 		}
 	}
 	b.WriteByte('\n')
@@ -193,6 +191,12 @@ func Parse(text string) (*Program, error) {
 	return p, sc.Err()
 }
 
+// intOptions are the swarm's numeric options, by key.
+func (p *Program) intOptions() map[string]*int {
+	return map[string]*int{"queue": &p.Queue, "retry": &p.Retry, "chunk": &p.Chunk, "budget": &p.Budget,
+		"turns": &p.Turns, "queries": &p.Queries, "calls": &p.Calls, "tokens": &p.Tokens, "wall": &p.WallMs}
+}
+
 func (p *Program) swarm(opts []string) error {
 	for _, o := range opts {
 		k, v, ok := strings.Cut(o, "=")
@@ -207,31 +211,14 @@ func (p *Program) swarm(opts []string) error {
 			}
 		case k == "shell":
 			p.Shell, err = strconv.ParseBool(v)
-		case k == "queue" || k == "retry" || k == "chunk" || k == "budget" || k == "turns" || k == "queries" || k == "calls" || k == "tokens" || k == "wall":
+		case p.intOptions()[k] != nil:
 			var n int
 			n, err = strconv.Atoi(v)
-			if err == nil && (n < 0 || n > 1_000_000) {
+			switch {
+			case err == nil && (n < 0 || n > 1_000_000):
 				err = errors.New("want 0 to 1000000")
-			}
-			switch k {
-			case "queue":
-				p.Queue = n
-			case "retry":
-				p.Retry = n
-			case "budget":
-				p.Budget = n
-			case "turns":
-				p.Turns = n
-			case "queries":
-				p.Queries = n
-			case "calls":
-				p.Calls = n
-			case "tokens":
-				p.Tokens = n
-			case "wall":
-				p.WallMs = n
-			default:
-				p.Chunk = n
+			case err == nil:
+				*p.intOptions()[k] = n
 			}
 		default:
 			return fmt.Errorf("unknown swarm option %q", k)
