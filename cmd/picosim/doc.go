@@ -16,7 +16,9 @@
 //   - bench_compare.go: `picosim bench --compare PEER.json`: the peer's lines beside ours as issue 20's ratio table.
 //   - bench_counting.go: the store wrapper that counts a bench's queries, rows decoded and commits.
 //   - bench_workload.go: the §10.3 workloads, each `picosim bench --workload NAME` and a benchmark.
-//   - boundary.go: the provider-boundary scenario (DESIGN §11): a Claude clear while the root answers, then again.
+//   - boundary.go: the provider-boundary scenario (DESIGN §11): a Claude clear while the root answers, then again; any provider's lifecycle events as a hook delivers them.
+//   - boundaryrule.go: the oracles boundary-transition (a boundary's commit writes what its kind says) and boundary-classify (a delivery means what its provider's hooks say).
+//   - budgetrule.go: the oracle budget-holds: a session's limits on turns, queries, output tokens, wall clock and tool calls, counted from what the run did.
 //   - check.go: `picosim check`: a session's copy replayed under the harness's rules, then its state checked.
 //   - collapse.go: the collapse scenarios (§8.4): collapse under a turn, the overflow chain, a stale summary.
 //   - conform.go: `picosim conform --port CMD`: the data scenarios run on another port and compared.
@@ -41,15 +43,20 @@
 //   - scenario.go: the built-in agent-loop scenarios and the checks each ends with.
 //   - show.go, showpage.go: `picosim show`: a trace as a timeline with the actors as columns, or with --html as one self-contained page.
 //   - spans.go: the spans every run records, held to DESIGN §9's turn-trace shape.
+//   - staterule.go: the oracle state-reads-by-the-rule: every value, list and namespace read, at every position and from every fork, derived from the batches alone.
 //   - sqlite_cgo.go, sqlite_nocgo.go: whether this build can run SQLite, and SQLite's errors that are the machine's.
 //   - subagent.go: the subagent scenarios (§8.5): a run across a restart, a spawned child an abort spares and stop cancels.
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
+//   - transcriptrule.go: the oracle transcripts-by-the-rule: every transcript scan and newest head, derived from the batches alone.
 //
 // Tests: run_test.go (scenarios, traces, replay, faults, dropped actions),
 // oracles_test.go and mirror_test.go (each oracle rejects a hand-broken
 // history and passes it unbroken), neighbour_test.go, contextrule_test.go (the
-// rule against the harness on drawn transcripts),
+// rule against the harness on drawn transcripts), staterule_test.go (the state
+// and transcript rules against the memory store on drawn sessions, and lying
+// stores caught), budgetrule_test.go and boundaryrule_test.go (each rule's
+// counts and readings, and programs that run into them),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
 // main_test.go (the demo's golden output), binary_test.go (the built command
 // and its help texts against testdata), failmodes_test.go (picosim's own
