@@ -18,8 +18,8 @@ import (
 // is a generation's first attempt (its patch to streaming at attempt 1),
 // a tool call a tool task's start (its patch to running), each counted
 // once per task; a query is a request a generation sent the faux
-// provider, and starts at a generation's patch to streaming that does not
-// fetch a deferred answer; output tokens are the usage rows' sum; the
+// provider, and starts at a generation's patch to streaming whose state
+// holds no deferred answer's handle (that is a fetch of it); output tokens are the usage rows' sum; the
 // wall clock runs from the first query or call.
 
 // ruleBudget: no more turns, queries or tool calls than the session's
@@ -31,9 +31,6 @@ const ruleBudget oracleRule = "budget-holds"
 type budgetCount struct {
 	turns map[storage.ID]bool // generations that started their first attempt
 	calls map[storage.ID]bool // tool calls that started running
-	// deferring are generations waiting on a deferred answer, whose next
-	// start fetches it rather than querying.
-	deferring map[storage.ID]bool
 	// output is the output tokens of the usage rows committed before the
 	// batch being checked, batchOutput those of its own: a query the
 	// batch starts was judged against what was committed before it.
@@ -46,23 +43,20 @@ func (o *oracle) spend(w storage.Write, by string, seq storage.ID) error {
 	o.spent.init()
 	switch o.kinds[w.ID] {
 	case agent.GenerationKindName:
-		if w.Status == "deferred" {
-			o.spent.deferring[w.ID] = true
+		// The patch carries the generation's whole state: one that still
+		// holds a deferred answer's handle starts a fetch of it, not a
+		// query.
+		var st struct {
+			Attempt  int             `json:"attempt"`
+			Deferred json.RawMessage `json:"deferred"`
 		}
-		if w.Status != "streaming" {
+		if w.Status != "streaming" || json.Unmarshal(w.State, &st) != nil || len(st.Deferred) > 0 && string(st.Deferred) != "null" {
 			return nil
-		}
-		if o.spent.deferring[w.ID] {
-			delete(o.spent.deferring, w.ID)
-			return nil // a fetch of the deferred answer, not a query
 		}
 		if err := o.query(w.ID, by, seq); err != nil {
 			return err
 		}
-		var st struct {
-			Attempt int `json:"attempt"`
-		}
-		if json.Unmarshal(w.State, &st) != nil || st.Attempt != 1 || o.spent.turns[w.ID] {
+		if st.Attempt != 1 || o.spent.turns[w.ID] {
 			return nil
 		}
 		o.spent.turns[w.ID] = true
@@ -84,7 +78,7 @@ func (o *oracle) spend(w storage.Write, by string, seq storage.ID) error {
 
 func (c *budgetCount) init() {
 	if c.turns == nil {
-		c.turns, c.calls, c.deferring = map[storage.ID]bool{}, map[storage.ID]bool{}, map[storage.ID]bool{}
+		c.turns, c.calls = map[storage.ID]bool{}, map[storage.ID]bool{}
 	}
 }
 
@@ -172,6 +166,16 @@ func (o *oracle) resyncBudget(ctx context.Context, store storage.Storage, tasks 
 	})
 	if err != nil {
 		return err
+	}
+	// The wall clock's start is the one thing the tasks do not show: a
+	// first use in a commit the oracle missed is the session's own.
+	v, ok, err := store.GetValue(ctx, agent.BudgetUsedValue.Address, 0)
+	if err != nil {
+		return err
+	}
+	var used agent.BudgetUsed
+	if ok && json.Unmarshal(v.Value, &used) == nil && used.StartedAt != 0 && o.spent.firstUse.IsZero() {
+		o.spent.firstUse = time.UnixMilli(used.StartedAt)
 	}
 	o.spent.output, o.spent.batchOutput = 0, 0
 	for _, el := range rows {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -110,7 +111,8 @@ drive c-1
 
 // A query starts only while the output tokens spent (the usage rows'
 // sum) and the time since the first query or call are under their
-// limits; a fetch of a deferred answer is no query; an input ended for
+// limits; a fetch of a deferred answer (a start whose state holds its
+// handle, after an interruption too) is no query; an input ended for
 // either budget before it is spent breaks the rule.
 func TestTheBudgetRuleHoldsOutputAndWallClock(t *testing.T) {
 	start := time.UnixMilli(1_000_000)
@@ -131,7 +133,9 @@ func TestTheBudgetRuleHoldsOutputAndWallClock(t *testing.T) {
 	}
 	o.batchSpent()
 	o.spent.turns = map[storage.ID]bool{}
-	for _, w := range []storage.Write{{Type: storage.WritePatch, ID: 30, Status: "deferred"}, {Type: storage.WritePatch, ID: 30, Status: "streaming"}} {
+	handle := json.RawMessage(`{"attempt":2,"deferred":{"id":"d1","pollAfterMs":250}}`)
+	for _, w := range []storage.Write{{Type: storage.WritePatch, ID: 30, Status: "deferred", State: handle},
+		{Type: storage.WritePatch, ID: 30, Status: "retry_wait", State: handle}, {Type: storage.WritePatch, ID: 30, Status: "streaming", State: handle}} {
 		if err := o.spend(w, "host", 1); err != nil {
 			t.Fatalf("a deferred answer's fetch with the output spent: %v", err)
 		}
@@ -163,5 +167,38 @@ func TestTheBudgetRuleHoldsOutputAndWallClock(t *testing.T) {
 	o.spent.turns = map[storage.ID]bool{}
 	if err := o.spend(storage.Write{Type: storage.WritePatch, ID: 30, Status: "streaming", State: json.RawMessage(`{"attempt":1}`)}, "host", 4); !errors.As(err, &oe) || oe.Rule != ruleBudget {
 		t.Errorf("a query a second after the first use, limited to a second: %v; want a %s violation", err, ruleBudget)
+	}
+}
+
+// Two false alarms a long fuzz found, which must stay fixed: a deferred
+// answer fetched again after an interrupted attempt (its start patched
+// from retry_wait, its state still holding the handle) is no query
+// (generated seed 501565), and a first use in a commit a crash persisted
+// unacknowledged starts the wall clock the restarted process refuses by
+// (seed 501715).
+func TestTheBudgetRuleFalseAlarmsStayFixed(t *testing.T) {
+	for _, tc := range []struct {
+		seed    uint64
+		faults  string
+		program string
+	}{
+		{501565, `{"faults":[{"name":"fail-2","kind":"fail","commit":3,"batch":"scratch"}]}`,
+			"swarm tail=0 shell=false queue=0 retry=1 chunk=0 tokens=9 wall=1260\nrespond deferred\nsteer c0 summarize\ndrive c0\n"},
+		{501715, `{"faults":[{"name":"crash-2","kind":"crash","commit":5,"persist":true}]}`,
+			"swarm tail=3 shell=true queue=3 retry=0 chunk=256 turns=1 queries=3 calls=2 wall=1122\naccept c0 again\nwrite c0 tool:a,b\nboundary resume thread-2\ndrive c0\n"},
+	} {
+		plan, err := readPlan(tc.faults)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := parseProgram(programMagic + "\n" + tc.program)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, _ := findScenario("generated")
+		res, err := runScenario(context.Background(), runSpec{sc: sc, seed: tc.seed, backend: "memory", strategy: "pct:1:2000", plan: plan, program: p}, nil)
+		if err != nil || !res.OK || res.Fired == 0 {
+			t.Errorf("seed %d: %v %s (faults fired: %d)", tc.seed, err, res.Error, res.Fired)
+		}
 	}
 }
