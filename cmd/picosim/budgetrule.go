@@ -120,7 +120,7 @@ func (o *oracle) batchSpent() {
 // refused checks an input a budget ended: its axis has a limit, and it is
 // spent as far as the run shows: that many turns started, that many
 // output tokens used, that much time passed since the first use.
-func (o *oracle) refused(res agent.InputResult, input string, by string, seq storage.ID) error {
+func (o *oracle) refused(res agent.InputResult, input, by string, seq storage.ID) error {
 	axis := agent.BudgetAxisOf(res)
 	if axis == "" {
 		return nil

@@ -768,7 +768,8 @@ func (se *session) waitJob(ctx context.Context, job *storage.Task) (string, erro
 // OP [ARG]) on the state it names in scope: the harness for the session
 // target, the target conversation's handle otherwise, which binds the
 // address to itself. A list's remove takes its nth visible element
-// (modulo how many) and reports "no element" on an empty list; every other
+// (script.Nth: modulo how many, a negative n from the end) and reports
+// "no element" on an empty list; every other
 // write is one commit, refused as the harness refuses it.
 func HostState(ctx context.Context, scope core.StateScope, op string, args []string) (string, error) {
 	ns, key, _ := strings.Cut(args[1], "/")
