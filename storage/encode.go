@@ -21,17 +21,28 @@ func AppendWrites(buf []byte, ws []Write) ([]byte, bool) {
 	if ws == nil {
 		return append(buf, "null"...), true
 	}
-	e := writeEncoder{buf: append(buf, '[')}
+	out := append(buf, '[')
 	for i := range ws {
 		if i > 0 {
-			e.buf = append(e.buf, ',')
+			out = append(out, ',')
 		}
-		e.write(&ws[i])
-		if e.failed {
+		var ok bool
+		if out, ok = AppendWrite(out, &ws[i]); !ok {
 			return buf, false
 		}
 	}
-	return append(e.buf, ']'), true
+	return append(out, ']'), true
+}
+
+// AppendWrite appends one write as AppendWrites writes it inside its
+// array, and reports true; on false, as there, buf's bytes past its length
+// are undefined and json.Marshal has the error.
+func AppendWrite(buf []byte, w *Write) ([]byte, bool) {
+	e := writeEncoder{buf: buf}
+	if e.write(w); e.failed {
+		return buf, false
+	}
+	return e.buf, true
 }
 
 // writeEncoder is AppendWrites' state: what it wrote, and whether it met a

@@ -43,7 +43,8 @@ func (t WriteType) IsState() bool {
 //	settle             ID, Status, Role (terminal), State; retires the task's scratch
 //
 // Patch and settle carry the task's complete new state, not a difference, so
-// a write can be applied without reading the old record. Owns on a patch is
+// a write can be applied without reading the old record (a JSONL file may
+// hold the state as a difference; its reader rebuilds the whole). Owns on a patch is
 // the complete new list; it is how a running task records a conversation it
 // created (reference §5.7), which the reference's patch shape leaves implicit.
 type Write struct {

@@ -77,11 +77,20 @@ var stringEscaped = func() (t [utf8.RuneSelf]bool) {
 }()
 
 // AppendRaw appends raw, a JSON text, to buf as json.Marshal writes a
-// json.RawMessage holding it, when that is raw itself: valid and compact
-// (no space outside strings), with no <, > or & and no U+2028 or U+2029,
-// which encoding/json escapes. It reports false, appending nothing, for
-// any other text, which the caller leaves to encoding/json.
+// json.RawMessage holding it, when that is raw itself (Verbatim). It
+// reports false, appending nothing, for any other text, which the caller
+// leaves to encoding/json.
 func AppendRaw(buf, raw []byte) ([]byte, bool) {
+	if !Verbatim(raw) {
+		return buf, false
+	}
+	return append(buf, raw...), true
+}
+
+// Verbatim reports whether json.Marshal writes a json.RawMessage holding
+// raw as raw itself: raw is valid and compact (no space outside strings),
+// with no <, > or & and no U+2028 or U+2029, which encoding/json escapes.
+func Verbatim(raw []byte) bool {
 	inString := false
 	for i := 0; i < len(raw); i++ {
 		switch raw[i] {
@@ -93,20 +102,17 @@ func AppendRaw(buf, raw []byte) ([]byte, bool) {
 			}
 		case ' ', '\t', '\n', '\r':
 			if !inString {
-				return buf, false
+				return false
 			}
 		case '<', '>', '&':
-			return buf, false
+			return false
 		case 0xe2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9
 			if i+2 < len(raw) && raw[i+1] == 0x80 && raw[i+2]&^1 == 0xa8 {
-				return buf, false
+				return false
 			}
 		}
 	}
-	if !Valid(raw) {
-		return buf, false
-	}
-	return append(buf, raw...), true
+	return Valid(raw)
 }
 
 // Appended returns what write appends to an empty buffer, in a slice of

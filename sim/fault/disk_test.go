@@ -164,7 +164,7 @@ func TestTornFirstScratchWriteMayCutTheHeader(t *testing.T) {
 			}
 			f := tornFiring(t, p.store)
 			file := filepath.Join(filepath.Dir(path), f.Torn.File)
-			header := fmt.Sprintf(`{"pico":"scratch","format":1,"task":%d}`+"\n", task)
+			header := fmt.Sprintf(`{"pico":"scratch","format":%d,"task":%d}`+"\n", jsonl.FormatVersion, task)
 			data := readFile(file)
 			if f.Torn.Offset != 0 || len(data) != f.Torn.Kept || f.Torn.Kept < 1 || f.Torn.Kept >= f.Torn.Line || !strings.HasPrefix(header+"{", string(data[:min(len(data), len(header)+1)])) {
 				t.Fatalf("tear %d: torn %+v left %q; want a cut inside the file's one write, from 0", tear, *f.Torn, data)

@@ -24,14 +24,19 @@ func decodeLine(text []byte, writes []storage.Write) (line, bool) {
 		case 1:
 			return jsonvalue.Int64Into(d, &l.Task)
 		}
-		return jsonvalue.SliceIntoReusing(d, &l.Writes, func(w *storage.Write) bool { return readWrite(d, w) })
+		return jsonvalue.SliceIntoReusing(d, &l.Writes, func(w *storage.Write) bool {
+			m := stateMerge{Index: len(l.Writes) - 1}
+			ok := readWrite(d, w, &m)
+			l.Merges = m.appendTo(l.Merges)
+			return ok
+		})
 	})
 	return l, ok && d.End()
 }
 
 var (
 	lineFields         = jsonvalue.KnownFields("first", "task", "writes")
-	writeFields        = jsonvalue.KnownFields("type", "addr", "value", "element", "conversation", "entry", "task", "id", "status", "role", "state", "abort", "owns")
+	writeFields        = jsonvalue.KnownFields("type", "addr", "value", "element", "conversation", "entry", "task", "id", "status", "role", "state", "abort", "owns", "stateMerge", "stateDrop")
 	addressFields      = jsonvalue.KnownFields("scope", "namespace", "key", "rewind")
 	conversationFields = jsonvalue.KnownFields("id", "parent", "owner")
 	parentFields       = jsonvalue.KnownFields("conversationId", "at")
@@ -52,7 +57,9 @@ func messages(d *jsonvalue.Decoder, v *[]ai.Message) bool {
 	return jsonvalue.SliceInto(d, v, func(m *ai.Message) bool { return ai.ReadMessage(d, m) })
 }
 
-func readWrite(d *jsonvalue.Decoder, w *storage.Write) bool {
+// readWrite reads a write, and into m the merge its state is written as
+// (merge.go), if it is.
+func readWrite(d *jsonvalue.Decoder, w *storage.Write, m *stateMerge) bool {
 	return d.Members(writeFields, func(i int) bool {
 		switch i {
 		case 0:
@@ -79,8 +86,12 @@ func readWrite(d *jsonvalue.Decoder, w *storage.Write) bool {
 			return jsonvalue.RawInto(d, &w.State)
 		case 11:
 			return jsonvalue.BoolInto(d, &w.Abort)
+		case 12:
+			return ids(d, &w.Owns)
+		case 13:
+			return jsonvalue.RawInto(d, &m.Merge)
 		}
-		return ids(d, &w.Owns)
+		return jsonvalue.SliceInto(d, &m.Drop, func(k *string) bool { return jsonvalue.StringInto(d, k) })
 	})
 }
 

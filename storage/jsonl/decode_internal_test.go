@@ -110,9 +110,21 @@ func genWrite(t *rapid.T) storage.Write {
 	return w
 }
 
+// genLine draws a line as json.Marshal writes its diskLine: some of its
+// writes with a state merge or drop, whatever their type.
 func genLine(t *rapid.T) []byte {
-	l := line{First: genID.Draw(t, "first"), Task: maybe(t, "task", func() storage.ID { return genID.Draw(t, "task") }),
-		Writes: rapid.SliceOfN(rapid.Custom(genWrite), 0, 4).Draw(t, "writes")}
+	l := diskLine{First: genID.Draw(t, "first"), Task: maybe(t, "task", func() storage.ID { return genID.Draw(t, "task") })}
+	for _, w := range rapid.SliceOfN(rapid.Custom(genWrite), 0, 4).Draw(t, "writes") {
+		dw := diskWrite{Write: w}
+		if rapid.IntRange(0, 3).Draw(t, "merge") == 0 {
+			dw.StateMerge = maybe(t, "stateMerge", func() json.RawMessage { return json.RawMessage(genRaw.Draw(t, "raw")) })
+			dw.StateDrop = maybe(t, "stateDrop", func() []string { return rapid.SliceOfN(genString, 0, 2).Draw(t, "drop") })
+		}
+		l.Writes = append(l.Writes, dw)
+	}
+	if l.Writes == nil && rapid.Bool().Draw(t, "emptyWrites") {
+		l.Writes = []diskWrite{}
+	}
 	raw, err := json.Marshal(l)
 	if err != nil {
 		t.Fatal(err)
@@ -302,6 +314,7 @@ func FuzzLineDecoding(f *testing.F) {
 	f.Add([]byte(`{"first":4,"writes":[{"type":"entry","entry":{"id":4,"conversationId":1,"kind":"user","model":[{"role":"user","content":"hi","timestamp":1}]}}]}`))
 	f.Add([]byte(`{"first":5,"writes":[{"type":"settle","id":2,"status":"done","role":"terminal","state":{"a":[1]},"owns":[3]}]}`))
 	f.Add([]byte(`{"first":6,"writes":[{"type":"task","task":{"id":6,"conversationId":1,"kind":"k","status":"s","role":"start","after":[2],"background":true}}]}`))
+	f.Add([]byte(`{"first":7,"writes":[{"type":"settle","id":2,"status":"done","role":"terminal","stateMerge":{"output":{"a":1},"result":9},"stateDrop":["args"]}]}`))
 	f.Fuzz(func(t *testing.T, text []byte) {
 		sameAsSlow(t, text)
 	})

@@ -11,10 +11,15 @@
 //
 //   - jsonl.go: the Store: open and replay, one line per commit to the main or a scratch file, fsync,
 //     and retiring a settled task's scratch file: kept emptied as a spare for the next task, or unlinked.
+//   - merge.go: format 2's state merges: a patch or settle written as what changed in its task's
+//     state since the line before, rebuilt byte for byte on replay.
 //
 // Tests: jsonl_test.go (the storagetest suite, also reopened after every
 // commit; replay order, torn and malformed lines, retired scratch, private
 // files), spare_internal_test.go (spares taken, bounded, removed, and left
 // alone when written behind the store's back), fuzz_test.go (replay of
-// arbitrary files), bench_test.go (commit cost with and without fsync).
+// arbitrary files), bench_test.go (commit cost with and without fsync),
+// merge_test.go and merge_internal_test.go (merges written, rebuilt and
+// refused when malformed; format-1 sessions written on in format 1; the
+// batch limit on the batch written whole).
 package jsonl

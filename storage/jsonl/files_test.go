@@ -236,7 +236,7 @@ func TestAScratchFileCarriesItsTasksHeader(t *testing.T) {
 	s.Close(context.Background())
 	scratch := filepath.Join(filepath.Dir(path), "s.scratch", "2")
 	data, _ := os.ReadFile(scratch)
-	if !strings.HasPrefix(string(data), `{"pico":"scratch","format":1,"task":2}`+"\n") {
+	if !strings.HasPrefix(string(data), fmt.Sprintf(`{"pico":"scratch","format":%d,"task":2}`+"\n", jsonl.FormatVersion)) {
 		t.Fatalf("scratch file starts %q; want its header", data)
 	}
 	os.WriteFile(scratch, []byte(strings.Replace(string(data), `"task":2}`, `"task":3}`, 1)), 0o600)

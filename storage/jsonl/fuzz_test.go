@@ -32,6 +32,9 @@ func FuzzReplay(f *testing.F) {
 	f.Add([]byte(fuzzConv), []byte(nil))
 	f.Add([]byte(fuzzHeader+fuzzConv+fuzzTask[:len(fuzzTask)-1]), []byte(fuzzScratch+fuzzFrame[:20]))
 	f.Add([]byte("{oops}\n"), []byte("{}"))
+	v2 := `{"pico":"session","format":2}` + "\n"
+	f.Add([]byte(v2+fuzzConv+`{"first":2,"writes":[{"type":"task","task":{"id":2,"conversationId":1,"kind":"k","status":"s","role":"inflight","state":{"a":1,"b":[2]}}}]}`+"\n"+
+		`{"first":3,"writes":[{"type":"patch","id":2,"stateMerge":{"c":3},"stateDrop":["a"]}]}`+"\n"), []byte(nil))
 	f.Fuzz(func(t *testing.T, main, scratch []byte) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "s.jsonl")

@@ -42,9 +42,14 @@ type Options struct {
 	WriteFault func(path string, line []byte) (keep int, err error)
 }
 
-// FormatVersion is the version of the file format this package reads and
-// writes: the header line and one batch per line after it.
-const FormatVersion = 1
+// FormatVersion is the version of the file format this package writes:
+// the header line and one batch per line after it. Format 2 added the
+// state merges of patches and settles (merge.go); this package reads
+// format 1 too, and goes on writing a format-1 session in format 1.
+const FormatVersion = 2
+
+// formatOldest is the oldest format this package reads.
+const formatOldest = 1
 
 // The header's magic names: a session's main file, and a task's scratch.
 const (
@@ -118,6 +123,10 @@ type Store struct {
 	// lineBuf is where Commit encodes its line, kept from one commit to
 	// the next (commits are serialized) unless it grew over lineBufMax.
 	lineBuf []byte
+	enc     lineEncoder
+	// format is the main file's format, which its scratch files share;
+	// only from format 2 on do lines carry state merges.
+	format int
 }
 
 // lineBufMax bounds the buffer a store keeps for its lines.
@@ -146,11 +155,47 @@ type spare struct {
 
 var _ storage.Storage = (*Store)(nil)
 
-// line is one batch on disk. Task is set on scratch lines.
+// line is one batch on disk. Task is set on scratch lines. Merges are the
+// writes whose state the line holds as a merge (merge.go), which replay
+// rebuilds before the batch goes further.
 type line struct {
 	First  storage.ID      `json:"first"`
 	Task   storage.ID      `json:"task,omitempty"`
 	Writes []storage.Write `json:"writes"`
+	Merges []stateMerge    `json:"-"`
+}
+
+// stateMerge is the state of the line's write Index as the file holds it:
+// a merge over the task's state before the line, less Drop.
+type stateMerge struct {
+	Index int
+	Merge json.RawMessage
+	Drop  []string
+}
+
+// appendTo appends m to ms if its write had a merge or a drop.
+func (m stateMerge) appendTo(ms []stateMerge) []stateMerge {
+	if m.Merge == nil && len(m.Drop) == 0 {
+		return ms
+	}
+	if len(m.Drop) == 0 {
+		m.Drop = nil
+	}
+	return append(ms, m)
+}
+
+// diskLine and diskWrite are a line as encoding/json reads and writes it,
+// merges and all.
+type diskLine struct {
+	First  storage.ID  `json:"first"`
+	Task   storage.ID  `json:"task,omitempty"`
+	Writes []diskWrite `json:"writes"`
+}
+
+type diskWrite struct {
+	storage.Write
+	StateMerge json.RawMessage `json:"stateMerge,omitempty"`
+	StateDrop  []string        `json:"stateDrop,omitempty"`
 }
 
 // FileError reports a malformed or unreadable session file.
@@ -247,7 +292,8 @@ func (s *Store) create() error {
 	if err != nil {
 		return &FileError{Path: s.path, Err: err}
 	}
-	raw := headerLine(header{Pico: magicMain, Format: FormatVersion})
+	s.format = FormatVersion
+	raw := headerLine(header{Pico: magicMain, Format: s.format})
 	if _, err := f.Write(raw); err != nil {
 		f.Close()
 		os.Remove(tmp)
@@ -367,9 +413,9 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 	if err != nil {
 		return nil, true, &FileError{Path: path, Err: err}
 	}
-	want := header{Pico: magicMain, Format: FormatVersion}
+	want := header{Pico: magicMain}
 	if task != 0 {
-		want = header{Pico: magicScratch, Format: FormatVersion, Task: task}
+		want = header{Pico: magicScratch, Format: s.format, Task: task}
 		if line := headerLine(want); len(data) < len(line) && bytes.HasPrefix(line, data) {
 			// The task's first scratch write (its header and first batch)
 			// never completed, so nothing in the file was acknowledged: it
@@ -379,9 +425,12 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 			return r, true, nil
 		}
 	}
-	rest, err := checkHeader(data, want)
+	rest, format, err := checkHeader(data, want)
 	if err != nil {
 		return nil, true, &FileError{Path: path, Line: 1, Err: err}
+	}
+	if task == 0 {
+		s.format = format
 	}
 	r.size = int64(len(data) - len(rest))
 	prevLast := storage.ID(0)
@@ -416,6 +465,11 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 		if l.Task != task {
 			return nil, true, &FileError{Path: path, Line: n, Err: fmt.Errorf("batch of task %d in the file of task %d", l.Task, task)}
 		}
+		if len(l.Merges) > 0 {
+			if err := s.merge(l, task, format); err != nil {
+				return nil, true, &FileError{Path: path, Line: n, Err: err}
+			}
+		}
 		batch := storage.CommitBatch{Kind: storage.BatchMain, Writes: l.Writes}
 		if task != 0 {
 			batch = storage.CommitBatch{Kind: storage.BatchScratch, Task: task, Writes: l.Writes}
@@ -441,24 +495,60 @@ func (s *Store) replayFile(ctx context.Context, path string, task storage.ID) (r
 }
 
 // checkHeader checks that data starts with the wanted header line and
-// returns what follows it.
-func checkHeader(data []byte, want header) ([]byte, error) {
+// returns what follows it, and the file's format. A want of format 0
+// takes any format this package reads.
+func checkHeader(data []byte, want header) ([]byte, int, error) {
 	first, rest, complete := bytes.Cut(data, []byte{'\n'})
 	var h header
 	dec := json.NewDecoder(bytes.NewReader(first))
 	dec.DisallowUnknownFields()
 	if !complete || dec.Decode(&h) != nil || dec.More() || h.Pico == "" {
-		return nil, ErrNotSession
+		return nil, 0, ErrNotSession
 	}
 	switch {
 	case h.Pico != want.Pico:
-		return nil, fmt.Errorf("%w (its header names %q, want %q)", ErrNotSession, h.Pico, want.Pico)
-	case h.Format != want.Format:
-		return nil, fmt.Errorf("the file is format %d; this build reads format %d", h.Format, want.Format)
+		return nil, 0, fmt.Errorf("%w (its header names %q, want %q)", ErrNotSession, h.Pico, want.Pico)
+	case h.Format < formatOldest || h.Format > FormatVersion:
+		return nil, 0, fmt.Errorf("the file is format %d; this build reads formats %d to %d", h.Format, formatOldest, FormatVersion)
+	case want.Format != 0 && h.Format != want.Format:
+		return nil, 0, fmt.Errorf("the scratch file is format %d, its session's main file format %d", h.Format, want.Format)
 	case h.Task != want.Task:
-		return nil, fmt.Errorf("the scratch file of task %d is named for task %d", h.Task, want.Task)
+		return nil, 0, fmt.Errorf("the scratch file of task %d is named for task %d", h.Task, want.Task)
 	}
-	return rest, nil
+	return rest, h.Format, nil
+}
+
+// merge rebuilds the states l holds as merges (merge.go), over the states
+// the store holds before the line. Only a format-2 main file's patches and
+// settles may have them, each on a task the line has not written before.
+func (s *Store) merge(l line, task storage.ID, format int) error {
+	for _, m := range l.Merges {
+		w := &l.Writes[m.Index]
+		switch {
+		case format < 2:
+			return fmt.Errorf("write %d has a state merge, which format %d files do not have", m.Index, format)
+		case task != 0:
+			return fmt.Errorf("write %d has a state merge, which scratch files do not have", m.Index)
+		case w.Type != storage.WritePatch && w.Type != storage.WriteSettle:
+			return fmt.Errorf("write %d (%s) has a state merge, which only a patch or settle has", m.Index, w.Type)
+		case len(w.State) != 0:
+			return &MergeError{Task: w.ID, Reason: fmt.Sprintf("write %d has both a state and a state merge", m.Index)}
+		case m.Merge == nil:
+			return &MergeError{Task: w.ID, Reason: fmt.Sprintf("write %d drops members without a stateMerge", m.Index)}
+		case writtenBefore(l.Writes[:m.Index], w.ID):
+			return &MergeError{Task: w.ID, Reason: fmt.Sprintf("write %d merges over a task an earlier write of its batch wrote", m.Index)}
+		}
+		prev, ok := s.Store.TaskState(w.ID)
+		if !ok {
+			return &MergeError{Task: w.ID, Reason: "the session holds no such task before the line"}
+		}
+		state, err := mergedState(w.ID, prev, m.Merge, m.Drop)
+		if err != nil {
+			return err
+		}
+		w.State = state
+	}
+	return nil
 }
 
 // parseLine decodes one batch line strictly: by hand when the line is as
@@ -475,16 +565,22 @@ func parseLine(text []byte, writes []storage.Write) (line, error) {
 
 // parseLineSlow decodes one batch line strictly with encoding/json.
 func parseLineSlow(text []byte) (line, error) {
-	var l line
+	var dl diskLine
 	dec := json.NewDecoder(bytes.NewReader(text))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&l); err != nil {
-		return l, err
+	err := dec.Decode(&dl)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the batch")
 	}
-	if dec.More() {
-		return l, errors.New("trailing data after the batch")
+	l := line{First: dl.First, Task: dl.Task}
+	if dl.Writes != nil {
+		l.Writes = make([]storage.Write, len(dl.Writes))
 	}
-	return l, nil
+	for i, w := range dl.Writes {
+		l.Writes[i] = w.Write
+		l.Merges = stateMerge{Index: i, Merge: w.StateMerge, Drop: w.StateDrop}.appendTo(l.Merges)
+	}
+	return l, err
 }
 
 // checkOverlaps holds the files to one sequence line (§7.4): no sequence
@@ -579,12 +675,16 @@ func (s *Store) Commit(ctx context.Context, batch storage.CommitBatch) (storage.
 		return storage.Range{First: last + 1, Last: last}, nil
 	}
 	first := last + 1
-	raw, err := encodeLine(s.lineBuf[:0], line{First: first, Task: batch.Task, Writes: batch.Writes})
+	var prior priorStates
+	if batch.Kind != storage.BatchScratch && s.format >= 2 {
+		prior = s.Store
+	}
+	raw, full, err := s.enc.encode(s.lineBuf[:0], line{First: first, Task: batch.Task, Writes: batch.Writes}, prior)
 	if err != nil {
 		return storage.Range{}, fmt.Errorf("jsonl: encoding batch %d: %w", first, err)
 	}
-	if len(raw) > batchBytesMax {
-		return storage.Range{}, &storage.BatchError{Index: -1, Seq: first, Rule: "batch over the size limit", Err: &storage.BatchTooLargeError{Bytes: len(raw), Max: batchBytesMax}}
+	if full > batchBytesMax { // the limit is the batch's, whatever the merges save
+		return storage.Range{}, &storage.BatchError{Index: -1, Seq: first, Rule: "batch over the size limit", Err: &storage.BatchTooLargeError{Bytes: full, Max: batchBytesMax}}
 	}
 	raw = append(raw, '\n')
 	if cap(raw) <= lineBufMax {
@@ -710,7 +810,7 @@ func (s *Store) openScratch(task storage.ID, raw []byte) error {
 		}
 	} else {
 		s.sizes[path] = 0
-		first := append(headerLine(header{Pico: magicScratch, Format: FormatVersion, Task: task}), raw...)
+		first := append(headerLine(header{Pico: magicScratch, Format: s.format, Task: task}), raw...)
 		if err := s.write(f, first); err != nil {
 			f.Close()
 			delete(s.sizes, path)

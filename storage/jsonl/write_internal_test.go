@@ -276,7 +276,7 @@ func TestAFailedFirstScratchWriteLeavesNoFile(t *testing.T) {
 // it as a torn tail and removes it, and the task's scratch starts afresh;
 // a file that is not a header's beginning is refused as before.
 func TestAScratchFileTornInItsHeaderIsATornTail(t *testing.T) {
-	header := `{"pico":"scratch","format":1,"task":2}`
+	header := fmt.Sprintf(`{"pico":"scratch","format":%d,"task":2}`, FormatVersion)
 	for _, torn := range []string{"", `{`, header[:20], header} {
 		t.Run(fmt.Sprintf("%d bytes", len(torn)), func(t *testing.T) {
 			ctx := context.Background()

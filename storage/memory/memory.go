@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -223,6 +224,21 @@ func (s *Store) applyChecked(ctx context.Context, batch storage.CommitBatch, fir
 		s.lastSeq = last
 	}
 	return nil
+}
+
+// TaskState returns the stored state of task id, and whether the store
+// holds the task, without counting a read in Work: the JSONL backend asks
+// it while it encodes a patch or settle as the difference from the task's
+// state before it, and while it rebuilds that state on replay. The bytes
+// are the store's own and must not be modified.
+func (s *Store) TaskState(id ID) (json.RawMessage, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t := s.tasks[id]
+	if t == nil {
+		return nil, false
+	}
+	return t.State, true
 }
 
 // SetLastSeq raises the sequence high-water mark (never lowers it).

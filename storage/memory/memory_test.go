@@ -245,3 +245,29 @@ func TestApplyDecodedSkipsOnlyTheScanOfRawValues(t *testing.T) {
 		}
 	}
 }
+
+// TaskState gives the state a task holds now, without counting a read:
+// the JSONL backend asks it for every patch it writes.
+func TestTaskStateIsTheStoredStateUncounted(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	for _, b := range []storage.CommitBatch{
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+			{Type: storage.WriteTask, Task: &storage.Task{ID: 2, ConversationID: 1, Kind: "k", Status: "s", Role: storage.RoleStart, State: json.RawMessage(`{"a":1}`)}}}},
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WritePatch, ID: 2, State: json.RawMessage(`{"a":2}`)}}},
+	} {
+		if _, err := s.Commit(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := s.Work()
+	if got, ok := s.TaskState(2); !ok || string(got) != `{"a":2}` {
+		t.Fatalf("TaskState(2) = %s, %v; want the patched state", got, ok)
+	}
+	if got, ok := s.TaskState(3); ok || got != nil {
+		t.Fatalf("TaskState(3) = %s, %v; want no task", got, ok)
+	}
+	if s.Work() != before {
+		t.Fatalf("TaskState counted %d reads", s.Work()-before)
+	}
+}
