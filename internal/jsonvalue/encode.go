@@ -90,7 +90,11 @@ func AppendRaw(buf, raw []byte) ([]byte, bool) {
 // Verbatim reports whether json.Marshal writes a json.RawMessage holding
 // raw as raw itself: raw is valid and compact (no space outside strings),
 // with no <, > or & and no U+2028 or U+2029, which encoding/json escapes.
-func Verbatim(raw []byte) bool {
+func Verbatim(raw []byte) bool { return VerbatimIfValid(raw) && Valid(raw) }
+
+// VerbatimIfValid is Verbatim without the check that raw is valid JSON,
+// for a caller that parses raw anyway: it looks at raw's bytes only.
+func VerbatimIfValid(raw []byte) bool {
 	inString := false
 	for i := 0; i < len(raw); i++ {
 		switch raw[i] {
@@ -112,7 +116,7 @@ func Verbatim(raw []byte) bool {
 			}
 		}
 	}
-	return Valid(raw)
+	return true
 }
 
 // Appended returns what write appends to an empty buffer, in a slice of

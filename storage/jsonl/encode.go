@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -56,29 +55,28 @@ func (e *lineEncoder) encode(buf []byte, l line, prior priorStates) (out []byte,
 			out = append(out, ',')
 		}
 		w := &l.Writes[i]
-		start := len(out)
+		if prior != nil && (w.Type == storage.WritePatch || w.Type == storage.WriteSettle) && len(w.State) != 0 && !writtenBefore(l.Writes[:i], w.ID) {
+			if prev, ok := prior.TaskState(w.ID); ok {
+				if e.merge, ok = stateDiff(e.merge[:0], prev, w.State, &e.members); ok {
+					bare := *w
+					bare.State = nil
+					if out, ok = storage.AppendWrite(out, &bare); !ok {
+						raw, err := json.Marshal(l)
+						return append(buf, raw...), len(raw), err
+					}
+					out = append(out[:len(out)-1], e.merge...) // before the write's closing brace
+					out = append(out, '}')
+					// Written whole, the state is verbatim (stateDiff).
+					saved += len(`,"state":`) + len(w.State) - len(e.merge)
+					continue
+				}
+			}
+		}
 		var ok bool
 		if out, ok = storage.AppendWrite(out, w); !ok {
 			raw, err := json.Marshal(l)
 			return append(buf, raw...), len(raw), err
 		}
-		if prior == nil || (w.Type != storage.WritePatch && w.Type != storage.WriteSettle) || len(w.State) == 0 || writtenBefore(l.Writes[:i], w.ID) {
-			continue
-		}
-		prev, ok := prior.TaskState(w.ID)
-		if !ok || !jsonvalue.Verbatim(prev) || !jsonvalue.Verbatim(w.State) {
-			continue
-		}
-		if e.merge, ok = stateDiff(e.merge[:0], prev, w.State, &e.members); !ok {
-			continue
-		}
-		whole := len(out) - start
-		bare := *w
-		bare.State = nil
-		out, _ = storage.AppendWrite(out[:start], &bare) // it wrote w
-		out = append(out[:len(out)-1], e.merge...)       // before the write's closing brace
-		out = append(out, '}')
-		saved += whole - (len(out) - start)
 	}
 	out = append(out, "]}"...)
 	return out, len(out) - len(buf) + saved, nil

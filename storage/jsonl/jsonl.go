@@ -542,7 +542,7 @@ func (s *Store) merge(l line, task storage.ID, format int) error {
 		if !ok {
 			return &MergeError{Task: w.ID, Reason: "the session holds no such task before the line"}
 		}
-		state, err := mergedState(w.ID, prev, m.Merge, m.Drop)
+		state, err := mergedState(w.ID, prev, m.Merge, m.Drop, &s.enc.members)
 		if err != nil {
 			return err
 		}

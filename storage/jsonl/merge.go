@@ -72,10 +72,14 @@ func sortedUnique(ms []member) bool {
 // member is gone, its drop member (`,"stateMerge":{...}` and
 // `,"stateDrop":[...]`), and reports true. It reports false, when the
 // difference would not rebuild next byte for byte or is no shorter than
-// next written whole, leaving buf's bytes past its length undefined. Both
-// states must be texts the line writes as they are (jsonvalue.Verbatim):
-// what the reader finds as prev is then these very bytes.
+// next written whole, leaving buf's bytes past its length undefined. It
+// takes only states a line writes as they are (jsonvalue.Verbatim): what
+// the reader finds as prev is then these very bytes, and next's length is
+// its length written whole.
 func stateDiff(buf, prev, next []byte, scratch *[2][]member) ([]byte, bool) {
+	if !jsonvalue.VerbatimIfValid(prev) || !jsonvalue.VerbatimIfValid(next) {
+		return buf, false // objectMembers checks that they are valid
+	}
 	out, ok := appendMerge(buf, prev, next, scratch)
 	if !ok || len(out)-len(buf) >= len(`,"state":`)+len(next) {
 		return buf, false
@@ -161,13 +165,16 @@ func (e *MergeError) Error() string {
 // mergedState rebuilds a state written as a merge: prev's members less
 // drop, with merge's over them, in the order of their names. It is the
 // inverse of stateDiff, and refuses what stateDiff never writes.
-func mergedState(task storage.ID, prev, merge []byte, drop []string) ([]byte, error) {
-	pm, ok := objectMembers(prev, nil)
+// Its members are split into scratch's, kept from one call to the next.
+func mergedState(task storage.ID, prev, merge []byte, drop []string, scratch *[2][]member) ([]byte, error) {
+	pm, ok := objectMembers(prev, scratch[0][:0])
+	scratch[0] = pm
 	if !ok {
 		return nil, &MergeError{Task: task, Reason: "the task's state before it is not a plain JSON object"}
 	}
 	slices.SortFunc(pm, compareKeys)
-	mm, ok := objectMembers(merge, nil)
+	mm, ok := objectMembers(merge, scratch[1][:0])
+	scratch[1] = mm
 	if !ok || !sortedUnique(mm) || !sortedUnique(pm) {
 		return nil, &MergeError{Task: task, Reason: "the merge is not a compact object with plain keys in order"}
 	}

@@ -73,7 +73,7 @@ func TestStateDiffRebuildsTheStateItWrites(t *testing.T) {
 			return
 		}
 		merge, drop := mergeMembers(t, text)
-		got, err := mergedState(7, prev, merge, drop)
+		got, err := mergedState(7, prev, merge, drop, &scratch)
 		if err != nil {
 			t.Fatalf("mergedState(%s, %s, %q): %v", prev, merge, drop, err)
 		}
@@ -104,7 +104,7 @@ func TestMergedStateRefusesWhatNoWriterWrites(t *testing.T) {
 		if c.prev != "" {
 			p = []byte(c.prev)
 		}
-		_, err := mergedState(7, p, []byte(c.merge), c.drop)
+		_, err := mergedState(7, p, []byte(c.merge), c.drop, new([2][]member))
 		var me *MergeError
 		if !errors.As(err, &me) || me.Task != 7 || !strings.Contains(err.Error(), "task 7") {
 			t.Errorf("%s: mergedState = %v; want a MergeError naming task 7", name, err)
@@ -174,7 +174,7 @@ func TestALineWithMergesRebuildsItsBatch(t *testing.T) {
 		}
 		for _, m := range got.Merges {
 			w := &got.Writes[m.Index]
-			if w.State, err = mergedState(w.ID, prior[w.ID], m.Merge, m.Drop); err != nil {
+			if w.State, err = mergedState(w.ID, prior[w.ID], m.Merge, m.Drop, new([2][]member)); err != nil {
 				t.Fatal(err)
 			}
 		}
