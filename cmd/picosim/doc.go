@@ -42,6 +42,7 @@
 //   - run.go: `picosim run` and `list`: one deterministic run of a scenario, its trace header and result.
 //   - scenario.go: the built-in agent-loop scenarios and the checks each ends with.
 //   - show.go, showpage.go: `picosim show`: a trace as a timeline with the actors as columns, or with --html as one self-contained page.
+//   - spill.go: the spill tools, whose output overflows its window, and the oracle tool-output-window: an output is the window of what its run wrote.
 //   - spans.go: the spans every run records, held to DESIGN §9's turn-trace shape.
 //   - staterule.go: the oracle state-reads-by-the-rule: every value, list and namespace read, at every position and from every fork, derived from the batches alone.
 //   - sqlite_cgo.go, sqlite_nocgo.go: whether this build can run SQLite, and SQLite's errors that are the machine's.
@@ -56,8 +57,9 @@
 // rule against the harness on drawn transcripts), staterule_test.go (the state
 // and transcript rules against the memory store on drawn sessions, and lying
 // stores caught), budgetrule_test.go and boundaryrule_test.go (each rule's
-// counts and readings, and programs that run into them),
-// fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
+// counts and readings, and programs that run into them), spill_test.go
+// (windows by their definition, the rule against hand-broken outputs, and
+// programs on every backend), fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
 // main_test.go (the demo's golden output), binary_test.go (the built command
 // and its help texts against testdata), failmodes_test.go (picosim's own
 // failure modes through the built command: full disks, unusable TMPDIRs,

@@ -238,6 +238,9 @@ func (e *env) open(ctx context.Context) error {
 	if e.spec.sc.generated {
 		shell = e.program().shell
 		tools = append(tools, kit.WorkTool())
+		if e.program().spillCalls() {
+			tools = append(tools, e.spillTool("spill-head"), e.spillTool("spill-tail"))
+		}
 	}
 	if shell {
 		if e.proc == nil {

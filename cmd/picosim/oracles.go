@@ -153,6 +153,7 @@ type oracle struct {
 	groups    map[storage.ID][]storage.ID    // generation → its input group
 	owners    map[storage.ID]storage.ID      // conversation → the task that owns it (0: none)
 	tools     map[storage.ID]string          // tool task → its call's tool
+	spills    map[storage.ID]spillCall       // spill tool task → its call (spill.go)
 	markedAt  map[storage.ID]time.Time       // task → when a mark landed while it ran cancellably
 	waitsFor  map[storage.ID]storage.ID      // job tool call waiting → the job it waits for
 	startedAt map[storage.ID]time.Time       // job tool call → when it started, its job already ended
@@ -182,7 +183,7 @@ func newOracle() *oracle {
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
-		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, markedAt: map[storage.ID]time.Time{},
+		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, markedAt: map[storage.ID]time.Time{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{}}
 }
 
@@ -382,6 +383,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				if err := o.summary(w, by, seq); err != nil {
 					return err
 				}
+				if err := o.spillSettled(w, b, by, seq); err != nil {
+					return err
+				}
 			}
 			if w.Abort {
 				o.marked[w.ID] = true
@@ -412,6 +416,10 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			var call agent.ToolState
 			if w.Task.Kind == agent.ToolKindName && json.Unmarshal(w.Task.State, &call) == nil {
 				o.tools[w.Task.ID] = call.Call.Name
+				var spill spillArgs
+				if _, ok := spillTools[call.Call.Name]; ok && json.Unmarshal(call.Call.Arguments, &spill) == nil {
+					o.spills[w.Task.ID] = spillCall{tool: call.Call.Name, args: spill}
+				}
 				var args struct {
 					Command string     `json:"command"`
 					ID      storage.ID `json:"id"`

@@ -41,7 +41,7 @@ import (
 // respond lines queue the model's answers in order (text, calls NAMES,
 // rate-limited, deferred, overflow, fail, aborted, slow MS TEXT); every
 // line is one host action. A call is a tool's name with what it does:
-// work:throw, bash:serve, subagent:spawn; subagent:send|status|wait|stop
+// work:throw, bash:serve, spill-head:RECIPE[:fail] (spill.go), subagent:spawn; subagent:send|status|wait|stop
 // and job:status|output|wait|stop name the asking conversation's newest
 // child or job, and with ":other" appended another conversation's, which
 // the tool must refuse (the answer naming the asker's own waits a few
@@ -311,7 +311,36 @@ func drawProgram(seed uint64) *program {
 	drawStateActions(p, seed)
 	drawLimits(p, seed)
 	drawProviders(p, seed)
+	drawSpills(p, seed)
 	return p
+}
+
+// spillSeeds is how often a drawn program's model also calls the spill
+// tools (spill.go): every fourth seed from 2, not the golden traces' seed 1.
+const spillSeeds = 4
+
+// drawSpills gives the model of every spillSeeds-th seed's program one to
+// three answers that call the spill tools, from a generator of their own,
+// among its other answers, so that output windows meet aborts, restarts,
+// budgets and failures.
+func drawSpills(p *program, seed uint64) {
+	if seed%spillSeeds != 2 {
+		return
+	}
+	rng := seededRNG(seed, "spills")
+	tools := []string{"spill-head", "spill-tail"}
+	for range 1 + rng.IntN(3) {
+		var names []string
+		for range 1 + rng.IntN(2) {
+			name := fmt.Sprintf("%s:%d", tools[rng.IntN(2)], rng.IntN(1000))
+			if rng.IntN(4) == 0 {
+				name += ":fail"
+			}
+			names = append(names, name)
+		}
+		l := progLine{op: "respond", args: []string{"calls", strings.Join(names, ",")}}
+		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), l) // before the final drive
+	}
 }
 
 // providerSeeds is how often a drawn program's boundaries are another
@@ -740,6 +769,10 @@ func (g *programRun) response(l progLine) answer {
 			switch c.tool {
 			case "work":
 				args = fmt.Sprintf(`{"do":%q}`, c.arg)
+			case "spill-head", "spill-tail":
+				recipe, fail := strings.CutSuffix(c.arg, ":fail")
+				raw, _ := json.Marshal(spillArgs{Recipe: atoi(recipe), Fail: fail})
+				args = string(raw)
 			case agent.SubagentToolName:
 				switch command {
 				case "run", "spawn":

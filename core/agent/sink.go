@@ -9,6 +9,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/delta"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -189,8 +190,11 @@ func (f *outputFold) write(s string) {
 	cur := f.text.String() + s
 	// Drop the oldest lines past the limit in one cut: past the limit
 	// there are at least two lines, so each one dropped ends in a newline.
-	cut := 0
-	for extra := lineCount(cur) - f.limits.MaxLines; extra > 0; extra-- {
+	cut, keep := 0, f.limits.MaxLines
+	if plant.On("sink-tail-line-too-many") {
+		keep++
+	}
+	for extra := lineCount(cur) - keep; extra > 0; extra-- {
 		cut += strings.IndexByte(cur[cut:], '\n') + 1
 	}
 	cur = cur[cut:]
@@ -221,6 +225,9 @@ func (f *outputFold) result(details any, failure error) ToolOutputState {
 	t := f.trunc
 	t.ShownBytes, t.ShownLines = len(text), f.lines
 	t.Truncated = t.ShownBytes < t.TotalBytes
+	if plant.On("sink-truncated-by-lines-only") {
+		t.Truncated = t.ShownLines < t.TotalLines
+	}
 	if f.capture != nil {
 		// Measured where the output was produced: the totals of all of it.
 		t = *f.capture

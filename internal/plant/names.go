@@ -75,6 +75,10 @@ package plant
 //     command reaches any conversation's child, not only the caller's.
 //   - job-tool-any-conversation (core/agent/jobtools.go): the job tool
 //     reads and stops another conversation's job.
+//   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
+//     window keeps one line more than its limit.
+//   - sink-truncated-by-lines-only (core/agent/sink.go): an output is
+//     marked truncated only when lines were dropped, not bytes alone.
 //   - memory-sticky-remove-lost (storage/memory): removing an element of a
 //     sticky list with more than one element does nothing.
 //   - jsonl-replay-drops-last (storage/jsonl): reopening drops the main
@@ -174,7 +178,7 @@ var names = []string{
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
-	"tool-recover-replays-never", "tool-abort-spares-job", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
+	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// The spill tools write more than they may keep, so that a run meets the
+// output window of §9.3 (agent.OutputLimits): every call writes the chunks
+// of one recipe, a short wait before each, so that an abort or a restart
+// lands mid-output, and a ":fail" call fails after its last. spill-head
+// keeps the beginning and is replayed after a restart; spill-tail keeps
+// the end and is never replayed, so its interrupted calls settle from what
+// their sink made durable. A program's answers name them as
+// spill-head:RECIPE[:fail] and spill-tail:RECIPE[:fail]; a run registers
+// them only when its program calls them.
+
+// spillTools are the spill tools and the windows they keep.
+var spillTools = map[string]agent.OutputLimits{
+	"spill-head": {MaxBytes: 40, MaxLines: 3, Retain: "head"},
+	"spill-tail": {MaxBytes: 56, MaxLines: 4, Retain: "tail"},
+}
+
+// spillReplay is each spill tool's replay policy.
+var spillReplay = map[string]agent.ReplayPolicy{"spill-head": agent.ReplaySafe, "spill-tail": agent.ReplayNever}
+
+// spillChunkWait is how long a spill call waits before each chunk.
+const spillChunkWait = 20 * time.Millisecond
+
+// spillFailure is the error a ":fail" call ends with.
+const spillFailure = "the spill failed"
+
+// spillArgs are a spill call's arguments.
+type spillArgs struct {
+	Recipe int  `json:"recipe"`
+	Fail   bool `json:"fail"`
+}
+
+// spillChunks is recipe n's chunks: up to six pieces of text, from a
+// generator of their own, with newlines anywhere, empty ones, lines longer
+// than a window and runs of newlines alone.
+func spillChunks(n int) []string {
+	rng := seededRNG(uint64(n), "spill")
+	chunks := make([]string, 1+rng.IntN(6))
+	for i := range chunks {
+		var b strings.Builder
+		for range rng.IntN(40) {
+			switch rng.IntN(6) {
+			case 0:
+				b.WriteByte('\n')
+			default:
+				b.WriteByte(byte('a' + rng.IntN(26)))
+			}
+		}
+		chunks[i] = b.String()
+	}
+	return chunks
+}
+
+// spillCalls reports whether a program's answers call a spill tool.
+func (p *program) spillCalls() bool {
+	for _, l := range p.lines {
+		if l.op == "respond" && len(l.args) > 1 && l.args[0] == "calls" && strings.Contains(l.args[1], "spill-") {
+			return true
+		}
+	}
+	return false
+}
+
+// spillTool is the spill tool name, recording that it ran as the echo
+// tools do.
+func (e *env) spillTool(name string) agent.Tool {
+	replay := spillReplay[name]
+	return agent.Tool{
+		Definition: ai.Tool{Name: name, Description: "writes a recipe's chunks", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Output:     spillTools[name],
+		Replay:     replay,
+		Execute: func(ctx context.Context, call string, raw json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
+			e.ran(name, call, replay)
+			var args spillArgs
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return err
+			}
+			for _, c := range spillChunks(args.Recipe) {
+				if err := rt.Sleep(ctx, rt.Now().Add(spillChunkWait)); err != nil {
+					return err
+				}
+				out.Write(c)
+			}
+			if args.Fail {
+				return errors.New(spillFailure)
+			}
+			return nil
+		},
+	}
+}
+
+// windowLines counts lines as a window does: each newline ends one, and text
+// after the last newline is one more.
+func windowLines(s string) int {
+	n := strings.Count(s, "\n")
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		n++
+	}
+	return n
+}
+
+// window is what limits keep of text, by their definition rather than the
+// sink's way of getting there: the longest prefix (head) or suffix (tail)
+// of at most MaxBytes bytes and MaxLines lines.
+func window(text string, l agent.OutputLimits) string {
+	fits := func(s string) bool { return len(s) <= l.MaxBytes && windowLines(s) <= l.MaxLines }
+	if l.Retain == "tail" {
+		for start := 0; start < len(text); start++ {
+			if fits(text[start:]) {
+				return text[start:]
+			}
+		}
+		return ""
+	}
+	for end := len(text); end > 0; end-- {
+		if fits(text[:end]) {
+			return text[:end]
+		}
+	}
+	return ""
+}
+
+// ruleToolOutput: a tool's output keeps the window its limits name of
+// what the call wrote (§9.3): the text the longest prefix or suffix within
+// them, its totals those of everything the run that settled wrote, shown
+// what the window kept, truncated exactly when it dropped some, and a
+// truncation warning first among the diagnostics then. A call that ran to
+// its end wrote all its chunks; one interrupted, aborted or refused, the
+// first few, its error after them. The result entry carries the same
+// totals.
+const ruleToolOutput oracleRule = "tool-output-window"
+
+// spillCall is what the oracle keeps of a spill tool's call.
+type spillCall struct {
+	tool string
+	args spillArgs
+}
+
+// spillSettled checks the settlement w of a spill call against the window
+// of what it wrote (ruleToolOutput); b is w's batch, for its result entry.
+func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
+	call, ok := o.spills[w.ID]
+	if !ok {
+		return nil
+	}
+	var st struct {
+		Output *agent.ToolOutputState `json:"output"`
+	}
+	if err := json.Unmarshal(w.State, &st); err != nil || st.Output == nil {
+		return o.fail(broke(ruleToolOutput, "%s settled %s call %d at %d with no output it can read (%v)", by, call.tool, w.ID, seq, err))
+	}
+	out := st.Output
+	got := ""
+	for _, c := range out.Content {
+		if c.Type == ai.BlockText {
+			got = c.Text
+			break
+		}
+	}
+	limits := spillTools[call.tool]
+	chunks := spillChunks(call.args.Recipe)
+	complete := w.Status == "done" && (!out.IsError || call.args.Fail && strings.HasSuffix(got, spillFailure))
+	var whyNot []string
+	for k := len(chunks); k >= 0; k-- {
+		if complete && k < len(chunks) {
+			break
+		}
+		written := strings.Join(chunks[:k], "")
+		why := spillMismatch(written, window(written, limits), got, out)
+		if why == "" {
+			return o.spillEntry(w, b, by, seq, call, out)
+		}
+		whyNot = append(whyNot, fmt.Sprintf("after %d of %d chunks: %s", k, len(chunks), why))
+	}
+	return o.fail(broke(ruleToolOutput, "%s settled %s call %d (%s, %+v) at %d with text %q and truncation %+v; no run of it writes that: %s",
+		by, call.tool, w.ID, w.Status, call.args, seq, got, out.Truncation, strings.Join(whyNot, "; ")))
+}
+
+// spillMismatch says how an output differs from one whose run wrote
+// written and kept kept, its error text, if any, after it ("" when it
+// does not).
+func spillMismatch(written, kept, got string, out *agent.ToolOutputState) string {
+	t := out.Truncation
+	want := agent.Truncation{Truncated: len(kept) < len(written), TotalLines: strings.Count(written, "\n"), TotalBytes: len(written),
+		ShownLines: strings.Count(kept, "\n"), ShownBytes: len(kept)}
+	switch {
+	case t != want:
+		return fmt.Sprintf("truncation %+v", want)
+	case !out.IsError && got != kept:
+		return fmt.Sprintf("text %q", kept)
+	case out.IsError && !strings.HasPrefix(got, kept):
+		return fmt.Sprintf("text %q before the error", kept)
+	case out.IsError && kept != "" && !strings.HasSuffix(kept, "\n") && !strings.HasPrefix(got[len(kept):], "\n"):
+		return "the error on a line of its own"
+	case t.Truncated != (len(out.Diags) > 0 && out.Diags[0].Code == "truncated" && out.Diags[0].Severity == "warn"):
+		return fmt.Sprintf("a truncation warning first among the diagnostics exactly when truncated (diagnostics %+v)", out.Diags)
+	}
+	return ""
+}
+
+// spillEntry checks that the settlement's batch has the call's result entry
+// with the output's totals.
+func (o *oracle) spillEntry(w storage.Write, b storage.CommitBatch, by string, seq storage.ID, call spillCall, out *agent.ToolOutputState) error {
+	for _, e := range b.Writes {
+		if e.Type != storage.WriteEntry || e.Entry == nil || e.Entry.ByTaskID != w.ID || e.Entry.Kind != "tool_result" {
+			continue
+		}
+		var data agent.ToolResultData
+		if err := json.Unmarshal(e.Entry.Data, &data); err != nil || data.Truncation != out.Truncation || data.IsError != out.IsError {
+			return o.fail(broke(ruleToolOutput, "%s settled %s call %d at %d with truncation %+v; its result entry %d says %s", by, call.tool, w.ID, seq, out.Truncation, e.Entry.ID, e.Entry.Data))
+		}
+		return nil
+	}
+	return o.fail(broke(ruleToolOutput, "%s settled %s call %d at %d without its result entry", by, call.tool, w.ID, seq))
+}

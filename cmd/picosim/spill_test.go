@@ -1,0 +1,175 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// A window is the longest prefix or suffix within both limits, a partial
+// last line counting as a line.
+func TestWindowKeepsTheLongestEndWithinItsLimits(t *testing.T) {
+	head := agent.OutputLimits{MaxBytes: 8, MaxLines: 2, Retain: "head"}
+	tail := agent.OutputLimits{MaxBytes: 8, MaxLines: 2, Retain: "tail"}
+	for _, c := range []struct {
+		text       string
+		head, tail string
+	}{
+		{"", "", ""},
+		{"abc", "abc", "abc"},
+		{"a\nb\nc\n", "a\nb\n", "b\nc\n"},
+		{"a\nb\nc", "a\nb\n", "b\nc"},
+		{"abcdefghij", "abcdefgh", "cdefghij"},
+		{"ab\ncdefghij", "ab\ncdefg", "cdefghij"},
+		{"\n\n\n", "\n\n", "\n\n"},
+		{"abcdef\n\n", "abcdef\n\n", "abcdef\n\n"},
+		{"x\nabcdefghij\n", "x\nabcdef", "cdefghij\n"[1:]},
+	} {
+		if got := window(c.text, head); got != c.head {
+			t.Errorf("head window of %q = %q; want %q", c.text, got, c.head)
+		}
+		if got := window(c.text, tail); got != c.tail {
+			t.Errorf("tail window of %q = %q; want %q", c.text, got, c.tail)
+		}
+	}
+}
+
+// spillSettlement is a spill call's settlement as the sink makes it of a
+// run that wrote written, with its result entry.
+func spillSettlement(tool, written, failure string) (storage.Write, storage.CommitBatch) {
+	kept := window(written, spillTools[tool])
+	out := agent.ToolOutputState{ToolResultData: agent.ToolResultData{Diags: []agent.Diag{},
+		Truncation: agent.Truncation{Truncated: len(kept) < len(written), TotalLines: strings.Count(written, "\n"), TotalBytes: len(written),
+			ShownLines: strings.Count(kept, "\n"), ShownBytes: len(kept)}}}
+	if out.Truncation.Truncated {
+		out.Diags = []agent.Diag{{Severity: "warn", Code: "truncated", Message: "output truncated"}}
+	}
+	text := kept
+	if failure != "" {
+		out.IsError = true
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		text += failure
+	}
+	out.Content = []ai.Block{ai.Text(text)}
+	state, _ := json.Marshal(map[string]any{"output": out, "result": 9})
+	data, _ := json.Marshal(out.ToolResultData)
+	w := storage.Write{Type: storage.WriteSettle, ID: 8, Status: "done", Role: storage.RoleTerminal, State: state}
+	entry := storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 9, ConversationID: 1, Kind: "tool_result", ByTaskID: 8, Data: data}}
+	return w, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{entry, w}}
+}
+
+// The rule takes what a run of the call writes, whole or, for a call that
+// did not finish, its first chunks; it breaks at anything else.
+func TestTheToolOutputRuleTakesOnlyWhatARunWrites(t *testing.T) {
+	recipe := 0
+	for n := 1; recipe == 0; n++ {
+		if c := spillChunks(n); len(c) >= 3 && len(strings.Join(c, "")) > 80 && strings.Count(strings.Join(c, ""), "\n") > 6 {
+			recipe = n
+		}
+	}
+	chunks := spillChunks(recipe)
+	all := strings.Join(chunks, "")
+	check := func(tool string, args spillArgs, w storage.Write, b storage.CommitBatch) error {
+		o := newOracle()
+		o.spills[8] = spillCall{tool: tool, args: args}
+		return o.spillSettled(w, b, "task 8's execute", 10)
+	}
+	for _, tool := range []string{"spill-head", "spill-tail"} {
+		w, b := spillSettlement(tool, all, "")
+		if err := check(tool, spillArgs{Recipe: recipe}, w, b); err != nil {
+			t.Fatalf("%s, whole: %v", tool, err)
+		}
+		w, b = spillSettlement(tool, all, spillFailure)
+		if err := check(tool, spillArgs{Recipe: recipe, Fail: true}, w, b); err != nil {
+			t.Fatalf("%s, failed at its end: %v", tool, err)
+		}
+		w, b = spillSettlement(tool, strings.Join(chunks[:2], ""), "interrupted")
+		if err := check(tool, spillArgs{Recipe: recipe}, w, b); err != nil {
+			t.Fatalf("%s, interrupted after two chunks: %v", tool, err)
+		}
+		broken := map[string]func() (storage.Write, storage.CommitBatch){
+			"a finished call with only its first chunks": func() (storage.Write, storage.CommitBatch) {
+				return spillSettlement(tool, strings.Join(chunks[:2], ""), "")
+			},
+			"the other end's window": func() (storage.Write, storage.CommitBatch) {
+				other := map[string]string{"spill-head": "spill-tail", "spill-tail": "spill-head"}[tool]
+				return spillSettlement(other, all, "")
+			},
+			"a window a line longer": func() (storage.Write, storage.CommitBatch) {
+				l := spillTools[tool]
+				l.MaxLines++
+				saved := spillTools[tool]
+				spillTools[tool] = l
+				defer func() { spillTools[tool] = saved }()
+				return spillSettlement(tool, all, "")
+			},
+			"no truncation warning": func() (storage.Write, storage.CommitBatch) {
+				w, b := spillSettlement(tool, all, "")
+				w.State = json.RawMessage(strings.Replace(string(w.State), `"code":"truncated"`, `"code":"other"`, 1))
+				return w, b
+			},
+			"a result entry with other totals": func() (storage.Write, storage.CommitBatch) {
+				w, b := spillSettlement(tool, all, "")
+				b.Writes[0].Entry.Data = json.RawMessage(strings.Replace(string(b.Writes[0].Entry.Data), `"totalBytes":`, `"totalBytes":1`, 1))
+				return w, b
+			},
+			"no result entry": func() (storage.Write, storage.CommitBatch) {
+				w, b := spillSettlement(tool, all, "")
+				b.Writes = b.Writes[1:]
+				return w, b
+			},
+		}
+		for name, build := range broken {
+			w, b := build()
+			var oe *oracleError
+			if err := check(tool, spillArgs{Recipe: recipe}, w, b); !errors.As(err, &oe) || oe.Rule != ruleToolOutput {
+				t.Errorf("%s, %s: %v; want a %s violation", tool, name, err, ruleToolOutput)
+			}
+		}
+	}
+}
+
+// Programs that call the spill tools run on every backend, replay, and
+// keep their windows: a long output truncated at either end, a short one
+// whole, and a failure after its output.
+func TestSpillProgramsKeepTheirWindows(t *testing.T) {
+	long, short := 0, 0
+	for n := 1; long == 0 || short == 0; n++ {
+		switch all := strings.Join(spillChunks(n), ""); {
+		case long == 0 && len(all) > 100 && strings.Count(all, "\n") > 6:
+			long = n
+		case short == 0 && all != "" && len(all) < 30 && strings.Count(all, "\n") < 3:
+			short = n
+		}
+	}
+	p, err := parseProgram(programMagic + `
+swarm tail=2 shell=false
+respond calls spill-head:` + strconv.Itoa(long) + `,spill-tail:` + strconv.Itoa(long) + `
+respond calls spill-head:` + strconv.Itoa(short) + `:fail
+respond text "done"
+accept c0 "go"
+drive c0
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.spillCalls() {
+		t.Fatal("the program calls no spill tool")
+	}
+	for backend, trace := range runOnEveryBackend(t, p, 3) {
+		if n := strings.Count(trace, `"truncated":true`); n < 2 {
+			t.Errorf("%s: %d truncated outputs in the trace; want both long calls'", backend, n)
+		}
+		if !strings.Contains(trace, spillFailure) {
+			t.Errorf("%s: the failing call's error is not in the trace", backend)
+		}
+	}
+}
