@@ -19,7 +19,8 @@ import (
 // lands mid-output, and a ":fail" call fails after its last. spill-head
 // keeps the beginning and is replayed after a restart; spill-tail keeps
 // the end and is never replayed, so its interrupted calls settle from what
-// their sink made durable. A program's answers name them as
+// their sink made durable. Each chunk also reports a token of usage, so
+// that tools' usage rows meet the totals and the output budget. A program's answers name them as
 // spill-head:RECIPE[:fail] and spill-tail:RECIPE[:fail]; a run registers
 // them only when its program calls them.
 
@@ -94,6 +95,7 @@ func (e *env) spillTool(name string) agent.Tool {
 					return err
 				}
 				out.Write(c)
+				out.Usage(ai.Usage{Input: 1, Output: 1, TotalTokens: 2}) // a tool's usage rows count too
 			}
 			if args.Fail {
 				return errors.New(spillFailure)
