@@ -270,8 +270,9 @@ func (c *Context) Request() ([]ai.Message, error) {
 		}
 	}
 	out := make([]ai.Message, 0, size)
+	inPlace := plant.On("request-baseline-in-place")
 	for _, ce := range c.Entries {
-		if fold.Baseline != nil && ce.Entry == fold.Baseline {
+		if fold.Baseline != nil && ce.Entry == fold.Baseline && !inPlace {
 			out = append(out, ce.Messages...) // the baseline slot, as edited
 		}
 	}
@@ -281,6 +282,9 @@ func (c *Context) Request() ([]ai.Message, error) {
 		switch {
 		case fold.Baseline != nil && ce.Entry == fold.Baseline:
 			subsumed = false
+			if inPlace {
+				out = append(out, ce.Messages...)
+			}
 			continue
 		case (subsumed || ce.Entry.ID < epoch) && SystemKind.Is(ce.Entry):
 			continue // subsumed, or of the epoch before the head

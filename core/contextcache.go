@@ -235,7 +235,7 @@ func (p *projection) project(out []ai.Message, ce ContextEntry, passed *bool, us
 		switch {
 		case m.Role == ai.RoleToolResult:
 			continue
-		case m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError || m.StopReason == ai.StopAborted && !plant.On("context-cache-keeps-aborted")):
+		case m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError && !plant.On("request-keeps-failed-answer") || m.StopReason == ai.StopAborted && !plant.On("context-cache-keeps-aborted")):
 			continue
 		}
 		out = append(out, m)
@@ -249,7 +249,7 @@ func (p *projection) project(out []ai.Message, ce ContextEntry, passed *bool, us
 			r, ok := p.results[b.ID]
 			if ok && !used[b.ID] && (tail == nil || !tail[b.ID]) {
 				out = append(out, *r)
-			} else {
+			} else if !plant.On("request-skips-missing-result") {
 				out = append(out, ai.Message{
 					Role: ai.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name,
 					Content: ai.Blocks(ai.Text(missingResultText)), IsError: ai.Bool(true), Timestamp: m.Timestamp,

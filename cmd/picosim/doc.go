@@ -39,6 +39,7 @@
 //   - program.go: host-action programs (DESIGN §6): drawn from a seed, printed, parsed back, run and shrunk.
 //   - progress.go: the progress line long commands write on stderr.
 //   - replay.go: `picosim replay`: a trace's run repeated from its header and compared line by line.
+//   - requestrule.go: the oracle request-projects-the-context: what each generation sends its model is its context projected by §3.2's rules, derived from the batches alone.
 //   - run.go: `picosim run` and `list`: one deterministic run of a scenario, its trace header and result.
 //   - scenario.go: the built-in agent-loop scenarios and the checks each ends with.
 //   - show.go, showpage.go: `picosim show`: a trace as a timeline with the actors as columns, or with --html as one self-contained page.
@@ -59,7 +60,9 @@
 // stores caught), budgetrule_test.go and boundaryrule_test.go (each rule's
 // counts and readings, and programs that run into them), spill_test.go
 // (windows by their definition, the rule against hand-broken outputs, and
-// programs on every backend), fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
+// programs on every backend), requestrule_test.go (the projection of a
+// hand-written transcript, the harness's too, and requests held to it),
+// fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
 // main_test.go (the demo's golden output), binary_test.go (the built command
 // and its help texts against testdata), failmodes_test.go (picosim's own
 // failure modes through the built command: full disks, unusable TMPDIRs,

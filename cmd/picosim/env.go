@@ -261,7 +261,7 @@ func (e *env) open(ctx context.Context) error {
 		TaskKinds:     []core.TaskKind{e.meddlerKind()},
 		CheckPreviews: e.spec.seed%previewSeeds == 1, CheckContexts: e.spec.seed%contextSeeds == 2,
 		WatchQueueMax: swarm.queue, Retry: swarm.retry, Budget: swarm.limits, TracerProvider: e.tracer(),
-		Models:       agent.NewModels(agent.ModelSource{Provider: e.faux, Models: e.faux.Models()}),
+		Models:       agent.NewModels(agent.ModelSource{Provider: checkedProvider{e.faux, e.oracle}, Models: e.faux.Models()}),
 		OnInvocation: func(inv core.Invocation, returned bool) { _ = e.oracle.invocation(inv, returned) }})
 	if err != nil {
 		e.noteEnv(err)

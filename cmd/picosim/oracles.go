@@ -158,6 +158,11 @@ type oracle struct {
 	waitsFor  map[storage.ID]storage.ID      // job tool call waiting → the job it waits for
 	startedAt map[storage.ID]time.Time       // job tool call → when it started, its job already ended
 	created   []storage.ID                   // conversations, in the order they were created
+	// transcripts are the conversations and entries the batches wrote (or,
+	// after a restart, the store holds), and requests each conversation's
+	// newest attempt's projected request (requestrule.go).
+	transcripts *transcripts
+	requests    map[storage.ID]expectedRequest
 	// now is the run's clock (nil: waits are not checked). exactClock says
 	// a commit lands at the virtual time its plan ran: no held commit
 	// lets time pass while a plan waits for the line.
@@ -184,6 +189,7 @@ func newOracle() *oracle {
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, markedAt: map[storage.ID]time.Time{},
+		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{}}
 }
 
@@ -303,6 +309,10 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 	if err := o.resyncSession(ctx, store, convs); err != nil {
 		return err
 	}
+	if o.transcripts, err = readTranscripts(ctx, store, convs); err != nil {
+		return err
+	}
+	clear(o.requests) // the old process's attempts ended with it
 	for _, c := range convs {
 		if !slices.Contains(o.created, c.ID) {
 			o.owners[c.ID] = c.Owner
@@ -361,6 +371,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 	if err := o.transition(b, by, r); err != nil {
 		return err
 	}
+	o.transcripts.record(b)
 	if b.Kind == storage.BatchScratch && o.settled[b.Task] {
 		return o.fail(broke(ruleSettledTask, "%s wrote scratch of task %d, settled earlier, at %d", by, b.Task, r.First))
 	}
@@ -397,6 +408,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				if err := o.wait(w, by, seq); err != nil {
 					return err
 				}
+			}
+			if w.Type == storage.WritePatch && o.kinds[w.ID] == agent.GenerationKindName {
+				o.attemptStarts(w, r)
 			}
 			if w.Type == storage.WritePatch {
 				if err := o.spend(w, by, seq); err != nil {

@@ -29,6 +29,12 @@ package plant
 //   - context-cache-system-unscanned (core/contextcache.go): a context
 //     derived again (after a head) starts its system fold past as many
 //     entries as the old one had folded.
+//   - request-baseline-in-place (core/context.go): a request leaves the
+//     baseline system message where it stands instead of first.
+//   - request-keeps-failed-answer (core/contextcache.go): a request keeps
+//     an assistant message that ended in an error.
+//   - request-skips-missing-result (core/contextcache.go): a request
+//     supplies no result for a call that has none.
 //   - context-edit-oldest-wins (core/context.go): of two edits of one
 //     entry, the older wins.
 //   - context-keeps-old-heads (core/context.go): the context keeps the
@@ -174,7 +180,8 @@ package plant
 var names = []string{
 	"driver-abort-while-running", "abort-spares-recover", "wait-for-ended-task-registers", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "watch-capture-unflushed-preview",
-	"context-cache-keeps-aborted", "context-cache-system-unscanned", "context-edit-oldest-wins", "context-keeps-old-heads", "inbox-cancel-placed", "inbox-steer-stays-queued",
+	"context-cache-keeps-aborted", "context-cache-system-unscanned", "context-edit-oldest-wins", "context-keeps-old-heads",
+	"request-baseline-in-place", "request-keeps-failed-answer", "request-skips-missing-result", "inbox-cancel-placed", "inbox-steer-stays-queued",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",

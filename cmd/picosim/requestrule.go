@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim/faux"
+	"github.com/pico-go/pico/storage"
+)
+
+// The request rule: what a generation sends its model is its
+// conversation's context (the context rule, contextrule.go, over the
+// transcripts the oracle keeps from the batches) projected for a request
+// (§3.2, §8.2), derived here on its own:
+//   - the newest baseline system entry of the head's epoch (none older
+//     than the head counts) goes first, and every system entry before it
+//     in the context, or older than the head, is left out;
+//   - an assistant message that ended in an error or was aborted is left
+//     out, and every tool result where it stands;
+//   - after each assistant message come the results of its calls, in call
+//     order: the first result of each call in the context, once, or, for
+//     a call without one, an error result saying none was provided;
+//   - a result whose call is not there is dropped.
+//
+// The projection is taken at the commit that starts the attempt (the
+// generation's patch to streaming, not a deferred answer's fetch), over
+// the context through that commit, and the request the provider then
+// receives for the conversation must be it.
+
+// ruleRequest: a generation's request is its context projected by the
+// rule above.
+const ruleRequest oracleRule = "request-projects-the-context"
+
+// noResultText is the text of the result a request supplies for a call
+// without one.
+const noResultText = "No result provided"
+
+// newTranscripts is an empty set of transcripts, for the oracle to fill
+// from the batches.
+func newTranscripts() *transcripts {
+	return &transcripts{convs: map[storage.ID]storage.Conversation{}, own: map[storage.ID][]*storage.Entry{}}
+}
+
+// record adds a batch's conversations and entries to the transcripts.
+func (t *transcripts) record(b storage.CommitBatch) {
+	for _, w := range b.Writes {
+		switch {
+		case w.Type == storage.WriteCreateConversation && w.Conversation != nil:
+			t.convs[w.Conversation.ID] = *w.Conversation
+		case w.Type == storage.WriteDeleteConversation:
+			delete(t.convs, w.ID)
+		case w.Type == storage.WriteEntry && w.Entry != nil:
+			t.own[w.Entry.ConversationID] = append(t.own[w.Entry.ConversationID], w.Entry)
+		}
+	}
+}
+
+// entry is the entry id of conversation conv's history, nil if none.
+func (t *transcripts) entry(conv, id storage.ID) *storage.Entry {
+	for c := conv; ; {
+		for _, e := range t.own[c] {
+			if e.ID == id {
+				return e
+			}
+		}
+		rec, ok := t.convs[c]
+		if !ok || rec.Parent == nil {
+			return nil
+		}
+		c = rec.Parent.ConversationID
+	}
+}
+
+// projectRequest is the rule's request of conv's context at through; false
+// when the context rule cannot say (a deleted conversation in its history).
+func (t *transcripts) projectRequest(conv, through storage.ID) ([]ai.Message, bool) {
+	cx, ok := t.derive(conv, through)
+	if !ok {
+		return nil, false
+	}
+	entries := make([]*storage.Entry, len(cx))
+	for i, ce := range cx {
+		if entries[i] = t.entry(conv, ce.ID); entries[i] == nil {
+			return nil, false
+		}
+	}
+	var epoch storage.ID
+	if len(entries) > 0 && entries[0].IsHead() {
+		epoch = entries[0].ID
+	}
+	system := func(e *storage.Entry) bool { return e.Kind == "system" }
+	baseline := -1
+	for i, e := range entries {
+		var d struct {
+			Baseline bool `json:"baseline"`
+		}
+		if system(e) && e.ID >= epoch && json.Unmarshal(e.Data, &d) == nil && d.Baseline {
+			baseline = i
+		}
+	}
+	results := map[string]ai.Message{}
+	for _, ce := range cx {
+		for _, m := range ce.Messages {
+			if _, seen := results[m.ToolCallID]; m.Role == ai.RoleToolResult && !seen {
+				results[m.ToolCallID] = m
+			}
+		}
+	}
+	used := map[string]bool{}
+	var out []ai.Message
+	if baseline >= 0 {
+		out = append(out, cx[baseline].Messages...)
+	}
+	for i, ce := range cx {
+		if e := entries[i]; i == baseline || system(e) && (e.ID < epoch || i < baseline) {
+			continue
+		}
+		for _, m := range ce.Messages {
+			if m.Role == ai.RoleToolResult || m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError || m.StopReason == ai.StopAborted) {
+				continue
+			}
+			out = append(out, m)
+			if m.Role != ai.RoleAssistant {
+				continue
+			}
+			for _, b := range m.Content.Blocks {
+				if b.Type != ai.BlockToolCall {
+					continue
+				}
+				if r, ok := results[b.ID]; ok && !used[b.ID] {
+					used[b.ID] = true
+					out = append(out, r)
+					continue
+				}
+				out = append(out, ai.Message{Role: ai.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name,
+					Content: ai.Blocks(ai.Text(noResultText)), IsError: ai.Bool(true), Timestamp: m.Timestamp})
+			}
+		}
+	}
+	return out, true
+}
+
+// attemptStarts notes, at a generation's patch to streaming that sends a
+// request (not a fetch), the request the rule projects for it.
+func (o *oracle) attemptStarts(w storage.Write, r storage.Range) {
+	var st struct {
+		Deferred json.RawMessage `json:"deferred"`
+	}
+	if w.Status != "streaming" || json.Unmarshal(w.State, &st) != nil || len(st.Deferred) > 0 && string(st.Deferred) != "null" {
+		return
+	}
+	conv := o.convs[w.ID]
+	want, ok := o.transcripts.projectRequest(conv, r.Last)
+	if !ok {
+		delete(o.requests, conv)
+		return
+	}
+	o.requests[conv] = expectedRequest{task: w.ID, at: r.Last, messages: want}
+}
+
+// expectedRequest is the request the rule projects for a conversation's
+// newest attempt.
+type expectedRequest struct {
+	task, at storage.ID
+	messages []ai.Message
+}
+
+// request holds a request a generation sends to what the rule projected
+// at the commit that started its attempt.
+func (o *oracle) request(req ai.Request) error {
+	id, ok := strings.CutPrefix(req.SessionID, "conversation-")
+	if !ok {
+		return nil
+	}
+	n, _ := strconv.ParseInt(id, 10, 64)
+	want, ok := o.requests[storage.ID(n)]
+	if !ok || len(req.Messages) == 0 && len(want.messages) == 0 || reflect.DeepEqual(req.Messages, want.messages) {
+		return nil
+	}
+	return o.fail(broke(ruleRequest, "generation %d sent conversation %d's model %s; its context at %d projects to %s",
+		want.task, n, describeMessages(req.Messages), want.at, describeMessages(want.messages)))
+}
+
+// describeMessages lists messages by role, a tool result with its call, an
+// assistant's calls, and a text's first words.
+func describeMessages(ms []ai.Message) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		s := string(m.Role)
+		switch {
+		case m.Role == ai.RoleToolResult:
+			s += "(" + m.ToolCallID + ")"
+		case m.Role == ai.RoleAssistant:
+			var calls []string
+			for _, b := range m.Content.Blocks {
+				if b.Type == ai.BlockToolCall {
+					calls = append(calls, b.ID)
+				}
+			}
+			if len(calls) > 0 {
+				s += "(" + strings.Join(calls, ",") + ")"
+			}
+		}
+		if text := messageText(m); text != "" {
+			if len(text) > 12 {
+				text = text[:12] + "…"
+			}
+			s += fmt.Sprintf("%q", text)
+		}
+		parts[i] = s
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// messageText is a message's first text block's text.
+func messageText(m ai.Message) string {
+	for _, b := range m.Content.Blocks {
+		if b.Type == ai.BlockText {
+			return b.Text
+		}
+	}
+	return ""
+}
+
+// checkedProvider is the run's faux provider with every request a
+// generation sends held to the request rule first.
+type checkedProvider struct {
+	*faux.Provider
+	o *oracle
+}
+
+func (p checkedProvider) Stream(ctx context.Context, req ai.Request) ai.Stream {
+	_ = p.o.request(req) // a violation is the oracle's first failure, which ends the run
+	return p.Provider.Stream(ctx, req)
+}
