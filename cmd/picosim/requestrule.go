@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,7 +26,10 @@ import (
 //   - after each assistant message come the results of its calls, in call
 //     order: the first result of each call in the context, once, or, for
 //     a call without one, an error result saying none was provided;
-//   - a result whose call is not there is dropped.
+//   - a result whose call is not there is dropped;
+//   - the tools are those the baseline and the system entries after it
+//     add, less those they remove, each entry's removals before its
+//     additions, a tool added again keeping its place.
 //
 // The projection is taken at the commit that starts the attempt (the
 // generation's patch to streaming, not a deferred answer's fetch), over
@@ -78,15 +82,15 @@ func (t *transcripts) entry(conv, id storage.ID) *storage.Entry {
 
 // projectRequest is the rule's request of conv's context at through; false
 // when the context rule cannot say (a deleted conversation in its history).
-func (t *transcripts) projectRequest(conv, through storage.ID) ([]ai.Message, bool) {
+func (t *transcripts) projectRequest(conv, through storage.ID) ([]ai.Message, []ai.Tool, bool) {
 	cx, ok := t.derive(conv, through)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	entries := make([]*storage.Entry, len(cx))
 	for i, ce := range cx {
 		if entries[i] = t.entry(conv, ce.ID); entries[i] == nil {
-			return nil, false
+			return nil, nil, false
 		}
 	}
 	var epoch storage.ID
@@ -94,13 +98,36 @@ func (t *transcripts) projectRequest(conv, through storage.ID) ([]ai.Message, bo
 		epoch = entries[0].ID
 	}
 	system := func(e *storage.Entry) bool { return e.Kind == "system" }
+	type systemData struct {
+		Baseline     bool      `json:"baseline"`
+		ToolsAdded   []ai.Tool `json:"toolsAdded"`
+		ToolsRemoved []ai.Tool `json:"toolsRemoved"`
+	}
+	data := make([]*systemData, len(entries))
 	baseline := -1
 	for i, e := range entries {
-		var d struct {
-			Baseline bool `json:"baseline"`
+		var d systemData
+		if system(e) && e.ID >= epoch && json.Unmarshal(e.Data, &d) == nil {
+			if data[i] = &d; d.Baseline {
+				baseline = i
+			}
 		}
-		if system(e) && e.ID >= epoch && json.Unmarshal(e.Data, &d) == nil && d.Baseline {
-			baseline = i
+	}
+	var tools []ai.Tool
+	for i := max(baseline, 0); baseline >= 0 && i < len(entries); i++ {
+		d := data[i]
+		if d == nil {
+			continue
+		}
+		for _, r := range d.ToolsRemoved {
+			tools = slices.DeleteFunc(tools, func(t ai.Tool) bool { return t.Name == r.Name })
+		}
+		for _, a := range d.ToolsAdded {
+			if at := slices.IndexFunc(tools, func(t ai.Tool) bool { return t.Name == a.Name }); at >= 0 {
+				tools[at] = a
+			} else {
+				tools = append(tools, a)
+			}
 		}
 	}
 	results := map[string]ai.Message{}
@@ -142,7 +169,7 @@ func (t *transcripts) projectRequest(conv, through storage.ID) ([]ai.Message, bo
 			}
 		}
 	}
-	return out, true
+	return out, tools, true
 }
 
 // attemptStarts notes, at a generation's patch to streaming that sends a
@@ -155,12 +182,12 @@ func (o *oracle) attemptStarts(w storage.Write, r storage.Range) {
 		return
 	}
 	conv := o.convs[w.ID]
-	want, ok := o.transcripts.projectRequest(conv, r.Last)
+	want, tools, ok := o.transcripts.projectRequest(conv, r.Last)
 	if !ok {
 		delete(o.requests, conv)
 		return
 	}
-	o.requests[conv] = expectedRequest{task: w.ID, at: r.Last, messages: want}
+	o.requests[conv] = expectedRequest{task: w.ID, at: r.Last, messages: want, tools: tools}
 }
 
 // expectedRequest is the request the rule projects for a conversation's
@@ -168,6 +195,7 @@ func (o *oracle) attemptStarts(w storage.Write, r storage.Range) {
 type expectedRequest struct {
 	task, at storage.ID
 	messages []ai.Message
+	tools    []ai.Tool
 }
 
 // request holds a request a generation sends to what the rule projected
@@ -179,11 +207,32 @@ func (o *oracle) request(req ai.Request) error {
 	}
 	n, _ := strconv.ParseInt(id, 10, 64)
 	want, ok := o.requests[storage.ID(n)]
-	if !ok || len(req.Messages) == 0 && len(want.messages) == 0 || reflect.DeepEqual(req.Messages, want.messages) {
+	if !ok {
 		return nil
 	}
-	return o.fail(broke(ruleRequest, "generation %d sent conversation %d's model %s; its context at %d projects to %s",
-		want.task, n, describeMessages(req.Messages), want.at, describeMessages(want.messages)))
+	if !sameOrEmpty(req.Messages, want.messages) {
+		return o.fail(broke(ruleRequest, "generation %d sent conversation %d's model %s; its context at %d projects to %s",
+			want.task, n, describeMessages(req.Messages), want.at, describeMessages(want.messages)))
+	}
+	if !sameOrEmpty(req.Tools, want.tools) {
+		return o.fail(broke(ruleRequest, "generation %d offered conversation %d's model the tools %v; its context at %d folds to %v",
+			want.task, n, toolNames(req.Tools), want.at, toolNames(want.tools)))
+	}
+	return nil
+}
+
+// sameOrEmpty reports whether a and b are deeply equal, nil and empty
+// alike.
+func sameOrEmpty[T any](a, b []T) bool {
+	return len(a) == 0 && len(b) == 0 || reflect.DeepEqual(a, b)
+}
+
+func toolNames(ts []ai.Tool) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // describeMessages lists messages by role, a tool result with its call, an

@@ -47,7 +47,7 @@ func TestTheRequestRuleProjectsAContext(t *testing.T) {
 	}
 	missing := ai.Message{Role: ai.RoleToolResult, ToolCallID: "c3", ToolName: "a", Content: ai.Blocks(ai.Text(noResultText)), IsError: ai.Bool(true), Timestamp: 7}
 	want := []ai.Message{tr.own[1][2].Model[0], ai.UserText("hello", 1), calls, result("c1", "one"), result("c2", "two"), missing, tr.own[1][9].Model[0]}
-	got, ok := tr.projectRequest(1, 11)
+	got, _, ok := tr.projectRequest(1, 11)
 	if !ok || !reflect.DeepEqual(got, want) {
 		t.Fatalf("projected %s; want %s", describeMessages(got), describeMessages(want))
 	}
@@ -59,7 +59,7 @@ func TestTheRequestRuleProjectsAContext(t *testing.T) {
 	// baseline before it no longer counts, and nothing moves to the front.
 	head := &storage.Entry{ID: 12, ConversationID: 1, Kind: "summary", Head: 12, Model: []ai.Message{ai.UserText("the summary", 1)}}
 	tr.record(storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteEntry, Entry: head}, {Type: storage.WriteEntry, Entry: user(13, "next")}}})
-	got, _ = tr.projectRequest(1, 13)
+	got, _, _ = tr.projectRequest(1, 13)
 	want = []ai.Message{ai.UserText("the summary", 1), ai.UserText("next", 1)}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the head: projected %s; want %s", describeMessages(got), describeMessages(want))
@@ -109,5 +109,40 @@ func TestTheRequestRuleHoldsWhatTheProviderIsSent(t *testing.T) {
 	o.attemptStarts(storage.Write{Type: storage.WritePatch, ID: 5, Status: "streaming", State: json.RawMessage(`{"attempt":2,"deferred":{"id":"d"}}`)}, storage.Range{First: 9, Last: 9})
 	if o.requests[1].at != 6 {
 		t.Fatalf("a fetch replaced the attempt's request (at %d)", o.requests[1].at)
+	}
+}
+
+// The rule's tools are the baseline's and the later system entries':
+// removals before additions, a tool added again in its place; the
+// harness folds the same.
+func TestTheRequestRuleFoldsTheTools(t *testing.T) {
+	tool := func(name, desc string) ai.Tool {
+		return ai.Tool{Name: name, Description: desc, Parameters: json.RawMessage(`{"type":"object"}`)}
+	}
+	sys := func(id storage.ID, d core.SystemData) *storage.Entry {
+		data, _ := json.Marshal(d)
+		return &storage.Entry{ID: id, ConversationID: 1, Kind: "system", Data: data, Model: []ai.Message{{Role: ai.RoleSystem, Content: ai.Blocks(ai.Text("s"))}}}
+	}
+	tr := newTranscripts()
+	tr.record(storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+		{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+		{Type: storage.WriteEntry, Entry: sys(2, core.SystemData{ToolsAdded: []ai.Tool{tool("z", "before any baseline")}})},
+		{Type: storage.WriteEntry, Entry: sys(3, core.SystemData{Baseline: true, ToolsAdded: []ai.Tool{tool("a", "1"), tool("b", "1"), tool("c", "1")}})},
+		{Type: storage.WriteEntry, Entry: sys(4, core.SystemData{ToolsRemoved: []ai.Tool{tool("a", "")}, ToolsAdded: []ai.Tool{tool("d", "1"), tool("b", "2"), tool("a", "2")}})},
+		{Type: storage.WriteEntry, Entry: sys(5, core.SystemData{ToolsRemoved: []ai.Tool{tool("c", "")}})},
+	}})
+	want := []ai.Tool{tool("b", "2"), tool("d", "1"), tool("a", "2")}
+	_, got, _ := tr.projectRequest(1, 5)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("tools %v; want %v", got, want)
+	}
+	cx, _ := tr.derive(1, 5)
+	c := core.Context{ConversationID: 1}
+	for _, ce := range cx {
+		c.Entries = append(c.Entries, core.ContextEntry{Entry: tr.entry(1, ce.ID), Messages: ce.Messages})
+	}
+	fold, err := c.System()
+	if err != nil || !reflect.DeepEqual(fold.Tools, want) {
+		t.Fatalf("the harness folds %v (%v); the test wants %v", fold.Tools, err, want)
 	}
 }
