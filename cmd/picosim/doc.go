@@ -39,6 +39,7 @@
 //   - program.go: host-action programs (DESIGN §6): drawn from a seed, printed, parsed back, run and shrunk.
 //   - progress.go: the progress line long commands write on stderr.
 //   - replay.go: `picosim replay`: a trace's run repeated from its header and compared line by line.
+//   - receiptrule.go: the oracle a-request-is-accepted-once: a program's request ids, each accepted once and its receipt recovered.
 //   - requestrule.go: the oracle request-projects-the-context: what each generation sends its model is its context projected by §3.2's rules, derived from the batches alone.
 //   - run.go: `picosim run` and `list`: one deterministic run of a scenario, its trace header and result.
 //   - scenario.go: the built-in agent-loop scenarios and the checks each ends with.
@@ -62,6 +63,8 @@
 // (windows by their definition, the rule against hand-broken outputs, and
 // programs on every backend), requestrule_test.go (the projection of a
 // hand-written transcript, the harness's too, and requests held to it),
+// receiptrule_test.go (second acceptances caught, and refused across a
+// restart and a fork),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
 // main_test.go (the demo's golden output), binary_test.go (the built command
 // and its help texts against testdata), failmodes_test.go (picosim's own

@@ -654,6 +654,8 @@ type programRun struct {
 	session []*core.SessionWatchHandle
 	calls   int
 	answers []answer // the model's answers not given yet
+	// receipts are the request ids the host used (receiptrule.go).
+	receipts receipts
 }
 
 // respondAll queues the program's answers, each a host action (so that
@@ -843,6 +845,11 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 				opts.RequestID = strings.TrimPrefix(l.args[2], "req=")
 			}
 			id, err = c.Accept(ctx, ai.PlainText(l.args[1]), opts)
+			if opts.RequestID != "" {
+				if rerr := g.receipts.accepted(ctx, e, opts.RequestID, conv, id, err); rerr != nil {
+					return rerr
+				}
+			}
 		}
 		if err == nil {
 			e.remember(conv, id)

@@ -288,7 +288,7 @@ func (c *config) acceptIn(tx *core.Tx, conv storage.ID, mode InputMode, landsIdl
 		if err != nil {
 			return 0, 0, err
 		}
-		if ok {
+		if ok && !(plant.On("request-id-per-conversation") && first.ConversationID != conv) {
 			return 0, 0, &RequestAlreadyAcceptedError{First: first}
 		}
 	}
