@@ -12,6 +12,7 @@
 //
 // # Files
 //
+//   - answerrule.go: the oracle done-names-its-answer: a done input's result names its generation's final answer.
 //   - bench.go: `picosim bench`: the peer's faux-turn workload under the real runtime, reported in the peer's fields.
 //   - bench_compare.go: `picosim bench --compare PEER.json`: the peer's lines beside ours as issue 20's ratio table.
 //   - bench_counting.go: the store wrapper that counts a bench's queries, rows decoded and commits.
@@ -63,6 +64,7 @@
 // (windows by their definition, the rule against hand-broken outputs, and
 // programs on every backend), requestrule_test.go (the projection of a
 // hand-written transcript, the harness's too, and requests held to it),
+// answerrule_test.go (a done result's answer, and what is not one),
 // receiptrule_test.go (second acceptances caught, and refused across a
 // restart and a fork),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,

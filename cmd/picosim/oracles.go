@@ -514,6 +514,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				if err := o.refused(res, w.Addr.Key, by, seq); err != nil {
 					return err
 				}
+				if err := o.answered(w.Addr.Key, w.Addr.Scope.ID, res, b, r, by, seq); err != nil {
+					return err
+				}
 			}
 			if input, err := strconv.ParseInt(w.Addr.Key, 10, 64); err == nil {
 				kind := ""

@@ -484,6 +484,9 @@ func (k generationKind) settleFinal(ctx context.Context, rt *core.TaskRuntime, c
 		} else {
 			if err := resolveInputs(tx.Tx, conv, st.Inputs, func(r InputResult) InputResult {
 				r.Status, r.ResultEntryID = InputDone, answer
+				if plant.On("input-done-names-placement") {
+					r.ResultEntryID = r.PlacementEntryID
+				}
 				return r
 			}); err != nil {
 				return err
