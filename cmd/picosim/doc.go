@@ -52,6 +52,7 @@
 //   - subagent.go: the subagent scenarios (§8.5): a run across a restart, a spawned child an abort spares and stop cancels.
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
+//   - usagerule.go: the oracle usage-row-is-its-attempts: a generation's usage row is its current attempt's, a done one its answer's usage.
 //   - transcriptrule.go: the oracle transcripts-by-the-rule: every transcript scan and newest head, derived from the batches alone.
 //
 // Tests: run_test.go (scenarios, traces, replay, faults, dropped actions),
@@ -65,6 +66,7 @@
 // programs on every backend), requestrule_test.go (the projection of a
 // hand-written transcript, the harness's too, and requests held to it),
 // answerrule_test.go (a done result's answer, and what is not one),
+// usagerule_test.go (a usage row's attempt, conversation and usage),
 // receiptrule_test.go (second acceptances caught, and refused across a
 // restart and a fork),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,

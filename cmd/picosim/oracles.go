@@ -163,6 +163,8 @@ type oracle struct {
 	// newest attempt's projected request (requestrule.go).
 	transcripts *transcripts
 	requests    map[storage.ID]expectedRequest
+	// attempts are the generations' current attempts (usagerule.go).
+	attempts map[storage.ID]int
 	// now is the run's clock (nil: waits are not checked). exactClock says
 	// a commit lands at the virtual time its plan ran: no held commit
 	// lets time pass while a plan waits for the line.
@@ -189,7 +191,7 @@ func newOracle() *oracle {
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, markedAt: map[storage.ID]time.Time{},
-		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{},
+		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, attempts: map[storage.ID]int{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{}}
 }
 
@@ -313,6 +315,7 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		return err
 	}
 	clear(o.requests) // the old process's attempts ended with it
+	o.resyncAttempts(tasks)
 	for _, c := range convs {
 		if !slices.Contains(o.created, c.ID) {
 			o.owners[c.ID] = c.Owner
@@ -411,6 +414,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 			if w.Type == storage.WritePatch && o.kinds[w.ID] == agent.GenerationKindName {
 				o.attemptStarts(w, r)
+				o.attemptStarted(w)
 			}
 			if w.Type == storage.WritePatch {
 				if err := o.spend(w, by, seq); err != nil {
@@ -483,6 +487,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				}
 			case w.Addr.Namespace == agent.UsageList.Namespace && json.Unmarshal(w.Value, &row) == nil:
 				o.usage(row)
+				if err := o.usageRow(row, b, by, seq); err != nil {
+					return err
+				}
 				if budget, known := o.budgets[row.TaskID]; known && row.Outcome == "retry" && row.Attempt >= budget {
 					return o.fail(broke(ruleRetryBudget, "%s retried generation %d's attempt %d at %d; its budget is %d attempts", by, row.TaskID, row.Attempt, seq, budget))
 				}

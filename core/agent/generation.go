@@ -297,6 +297,9 @@ func streamFrames(ctx context.Context, rt *core.TaskRuntime, stream ai.Stream) (
 // settle commits an attempt's outcome (§8.2).
 func (k generationKind) settle(ctx context.Context, rt *core.TaskRuntime, cfg *config, task *storage.Task, st GenerationState, req ai.Request, model ai.Model, m *ai.Message) error {
 	row := UsageRow{ConversationID: task.ConversationID, TaskID: task.ID, Kind: GenerationKindName, Model: model.ID, Attempt: st.Attempt, Usage: m.Usage}
+	if plant.On("usage-row-attempt-from-zero") {
+		row.Attempt--
+	}
 	switch m.StopReason {
 	case ai.StopDeferred:
 		if m.Deferred == nil {

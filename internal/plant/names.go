@@ -39,6 +39,8 @@ package plant
 //     entry, the older wins.
 //   - context-keeps-old-heads (core/context.go): the context keeps the
 //     heads of its range other than the newest.
+//   - usage-row-attempt-from-zero (core/agent/generation.go): a
+//     generation's usage rows number its attempts from zero.
 //   - input-done-names-placement (core/agent/generation.go): a done
 //     input's result names its placement entry, not its answer.
 //   - request-id-per-conversation (core/agent/inbox.go): a request id
@@ -185,7 +187,7 @@ var names = []string{
 	"driver-abort-while-running", "abort-spares-recover", "wait-for-ended-task-registers", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "watch-capture-unflushed-preview",
 	"context-cache-keeps-aborted", "context-cache-system-unscanned", "context-edit-oldest-wins", "context-keeps-old-heads",
-	"request-baseline-in-place", "request-keeps-failed-answer", "request-skips-missing-result", "inbox-cancel-placed", "inbox-steer-stays-queued", "request-id-per-conversation", "input-done-names-placement",
+	"request-baseline-in-place", "request-keeps-failed-answer", "request-skips-missing-result", "inbox-cancel-placed", "inbox-steer-stays-queued", "request-id-per-conversation", "input-done-names-placement", "usage-row-attempt-from-zero",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
