@@ -59,23 +59,10 @@ func readTranscripts(ctx context.Context, store storage.Storage, convs []storage
 // reaches a conversation that no longer exists (deleted), whose entries
 // the rule cannot read on their own.
 func (t *transcripts) derive(conv, through storage.ID) ([]ruleEntry, bool) {
-	var visible []*storage.Entry
-	for c, upTo := conv, through; ; {
-		rec, ok := t.convs[c]
-		if !ok {
-			return nil, false
-		}
-		for _, e := range t.own[c] {
-			if e.ID <= upTo {
-				visible = append(visible, e)
-			}
-		}
-		if rec.Parent == nil {
-			break
-		}
-		c, upTo = rec.Parent.ConversationID, min(rec.Parent.At, upTo)
+	visible, ok := t.visible(conv, through)
+	if !ok {
+		return nil, false
 	}
-	slices.SortFunc(visible, func(a, b *storage.Entry) int { return int(a.ID - b.ID) })
 	var head *storage.Entry
 	for _, e := range visible {
 		if e.IsHead() {

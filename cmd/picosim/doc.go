@@ -24,6 +24,7 @@
 //   - collapse.go: the collapse scenarios (§8.4): collapse under a turn, the overflow chain, a stale summary.
 //   - conform.go: `picosim conform --port CMD`: the data scenarios run on another port and compared.
 //   - contextrule.go: the oracle context-derives-by-the-rule: the context rule (§2.2) derived from own entries and parents alone.
+//   - cutrule.go: the oracle a-summary-keeps-exchanges-whole: a collapse's cut never separates a call from its result.
 //   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict.
 //   - exit.go: exit statuses and the errors that pick them (usage, environment, interruption); SIGINT and SIGTERM.
 //   - faults.go: reading --faults and --drop, the fault plans the suite and fuzz draw, and failure signatures.
@@ -67,6 +68,7 @@
 // hand-written transcript, the harness's too, and requests held to it),
 // answerrule_test.go (a done result's answer, and what is not one),
 // usagerule_test.go (a usage row's attempt, conversation and usage),
+// cutrule_test.go (summaries that split an exchange, and that do not),
 // receiptrule_test.go (second acceptances caught, and refused across a
 // restart and a fork),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,

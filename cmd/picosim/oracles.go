@@ -375,6 +375,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		return err
 	}
 	o.transcripts.record(b)
+	if err := o.cutChecked(b, r, by); err != nil {
+		return err
+	}
 	if b.Kind == storage.BatchScratch && o.settled[b.Task] {
 		return o.fail(broke(ruleSettledTask, "%s wrote scratch of task %d, settled earlier, at %d", by, b.Task, r.First))
 	}

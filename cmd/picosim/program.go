@@ -312,7 +312,39 @@ func drawProgram(seed uint64) *program {
 	drawLimits(p, seed)
 	drawProviders(p, seed)
 	drawSpills(p, seed)
+	drawCollapseSettings(p, seed)
 	return p
+}
+
+// collapseSeeds is how often a drawn program's conversations keep few
+// tokens when they collapse, and collapse often (every sixth seed from 4,
+// not the golden traces' seed 1): with the default settings no cut ever
+// falls inside the history, so the rules of where a cut may fall (§2.3)
+// went unexercised.
+const collapseSeeds = 6
+
+// drawCollapseSettings sets, in the root or the newest conversation, from a
+// generator of its own, a keepRecent of a few hundred tokens at most and,
+// half the time, a threshold past which each generation collapses first,
+// and adds one to three collapses: one right after the settings, and
+// others anywhere before the final drive.
+func drawCollapseSettings(p *program, seed uint64) {
+	if seed%collapseSeeds != 4 {
+		return
+	}
+	rng := seededRNG(seed, "collapse")
+	conv := []string{"c0", "c-1"}[rng.IntN(2)]
+	at := rng.IntN(len(p.lines))
+	lines := []progLine{{op: "value", args: []string{conv, "pi.collapse.keepRecent", "rewind", "set", strconv.Itoa(rng.IntN(300))}}}
+	if rng.IntN(2) == 0 {
+		threshold := strconv.FormatFloat(float64(1+rng.IntN(30))/10_000, 'f', -1, 64) // 13 to 384 tokens of the faux window
+		lines = append(lines, progLine{op: "value", args: []string{conv, "pi.collapse.threshold", "rewind", "set", threshold}})
+	}
+	lines = append(lines, progLine{op: "collapse", args: []string{conv}})
+	p.lines = slices.Insert(p.lines, at, lines...)
+	for range rng.IntN(3) {
+		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), progLine{op: "collapse", args: []string{"c" + strconv.Itoa(rng.IntN(2))}})
+	}
 }
 
 // spillSeeds is how often a drawn program's model also calls the spill
