@@ -439,6 +439,11 @@ func drawLimits(p *program, seed uint64) {
 	}
 	if rng.IntN(2) == 0 {
 		p.limits.Queries = 1 + rng.IntN(5)
+		if rng.IntN(2) == 0 {
+			// A rate limit first, so that a retry meets the limit: a
+			// retried query counts as any other.
+			p.lines = slices.Insert(p.lines, 0, progLine{op: "respond", args: []string{"rate-limited"}})
+		}
 	}
 	if rng.IntN(2) == 0 {
 		p.limits.OutputTokens = int64(2 + rng.IntN(8))
