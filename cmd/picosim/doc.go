@@ -49,6 +49,7 @@
 //   - spill.go: the spill tools, whose output overflows its window, and the oracle tool-output-window: an output is the window of what its run wrote.
 //   - spans.go: the spans every run records, held to DESIGN §9's turn-trace shape.
 //   - staterule.go: the oracle state-reads-by-the-rule: every value, list and namespace read, at every position and from every fork, derived from the batches alone.
+//   - summarizerrule.go: the oracle summarizer-sees-the-prefix: what a collapse sends its summarizer is the prefix it captured, projected as a request is.
 //   - sqlite_cgo.go, sqlite_nocgo.go: whether this build can run SQLite, and SQLite's errors that are the machine's.
 //   - subagent.go: the subagent scenarios (§8.5): a run across a restart, a spawned child an abort spares and stop cancels.
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
@@ -69,6 +70,7 @@
 // answerrule_test.go (a done result's answer, and what is not one),
 // usagerule_test.go (a usage row's attempt, conversation and usage),
 // cutrule_test.go (summaries that split an exchange, and that do not),
+// summarizerrule_test.go (summarizer requests held to their prefix),
 // receiptrule_test.go (second acceptances caught, and refused across a
 // restart and a fork),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,

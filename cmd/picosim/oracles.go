@@ -163,6 +163,9 @@ type oracle struct {
 	// newest attempt's projected request (requestrule.go).
 	transcripts *transcripts
 	requests    map[storage.ID]expectedRequest
+	// summaries are the collapses' attempts' projected summarizer
+	// requests (summarizerrule.go).
+	summaries map[storage.ID]expectedSummary
 	// attempts are the generations' current attempts (usagerule.go).
 	attempts map[storage.ID]int
 	// now is the run's clock (nil: waits are not checked). exactClock says
@@ -191,7 +194,7 @@ func newOracle() *oracle {
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, markedAt: map[storage.ID]time.Time{},
-		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, attempts: map[storage.ID]int{},
+		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{}}
 }
 
@@ -315,6 +318,7 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		return err
 	}
 	clear(o.requests) // the old process's attempts ended with it
+	clear(o.summaries)
 	o.resyncAttempts(tasks)
 	for _, c := range convs {
 		if !slices.Contains(o.created, c.ID) {
@@ -400,6 +404,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				if err := o.summary(w, by, seq); err != nil {
 					return err
 				}
+				o.summarizerSettled(w)
 				if err := o.spillSettled(w, b, by, seq); err != nil {
 					return err
 				}
@@ -418,6 +423,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			if w.Type == storage.WritePatch && o.kinds[w.ID] == agent.GenerationKindName {
 				o.attemptStarts(w, r)
 				o.attemptStarted(w)
+			}
+			if w.Type == storage.WritePatch && o.kinds[w.ID] == agent.CollapseKindName {
+				o.summarizerStarts(w)
 			}
 			if w.Type == storage.WritePatch {
 				if err := o.spend(w, by, seq); err != nil {

@@ -327,7 +327,8 @@ const collapseSeeds = 6
 // generator of its own, a keepRecent of a few hundred tokens at most and,
 // half the time, a threshold past which each generation collapses first,
 // and adds one to three collapses: one right after the settings, and
-// others anywhere before the final drive.
+// others anywhere before the final drive; half the collapses of such a
+// seed have instructions.
 func drawCollapseSettings(p *program, seed uint64) {
 	if seed%collapseSeeds != 4 {
 		return
@@ -345,7 +346,19 @@ func drawCollapseSettings(p *program, seed uint64) {
 	for range rng.IntN(3) {
 		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), progLine{op: "collapse", args: []string{"c" + strconv.Itoa(rng.IntN(2))}})
 	}
+	// Half the collapses, from a generator of their own, carry
+	// instructions for the summarizer (summarizerrule.go).
+	instr := seededRNG(seed, "instructions")
+	for i, l := range p.lines {
+		if l.op == "collapse" && instr.IntN(2) == 0 {
+			p.lines[i].args = append(slices.Clip(l.args), collapseInstructions[instr.IntN(len(collapseInstructions))])
+		}
+	}
 }
+
+// collapseInstructions are what a drawn collapse asks its summarizer to
+// keep besides the rest.
+var collapseInstructions = []string{"keep-every-file-path", "list-the-open-questions", "quote-the-last-error"}
 
 // spillSeeds is how often a drawn program's model also calls the spill
 // tools (spill.go): every fourth seed from 2, not the golden traces' seed 1.
@@ -1060,7 +1073,11 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		_, err = c.Collapse(ctx, agent.CollapseOptions{})
+		var opts agent.CollapseOptions
+		if len(l.args) > 1 {
+			opts.Instructions = l.args[1]
+		}
+		_, err = c.Collapse(ctx, opts)
 		return err
 	case "reset":
 		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))

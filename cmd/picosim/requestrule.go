@@ -87,6 +87,13 @@ func (t *transcripts) projectRequest(conv, through storage.ID) ([]ai.Message, []
 	if !ok {
 		return nil, nil, false
 	}
+	return t.project(conv, cx)
+}
+
+// project is the rule's request of cx, a context of conversation conv
+// (or the part of one a collapse summarizes); false when an entry of it is
+// not in the transcripts.
+func (t *transcripts) project(conv storage.ID, cx []ruleEntry) ([]ai.Message, []ai.Tool, bool) {
 	entries := make([]*storage.Entry, len(cx))
 	for i, ce := range cx {
 		if entries[i] = t.entry(conv, ce.ID); entries[i] == nil {
@@ -277,7 +284,8 @@ func messageText(m ai.Message) string {
 }
 
 // checkedProvider is the run's faux provider with every request a
-// generation sends held to the request rule first.
+// generation sends held to the request rule first, and every request a
+// summarizer sends to the summarizer rule (summarizerrule.go).
 type checkedProvider struct {
 	*faux.Provider
 	o *oracle
@@ -285,5 +293,6 @@ type checkedProvider struct {
 
 func (p checkedProvider) Stream(ctx context.Context, req ai.Request) ai.Stream {
 	_ = p.o.request(req) // a violation is the oracle's first failure, which ends the run
+	_ = p.o.summarizerRequest(req)
 	return p.Provider.Stream(ctx, req)
 }

@@ -612,7 +612,11 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 		// Keep only the newest exchange: the scenarios' conversations
 		// are far below the default keepRecent.
 		var keep int64
-		id, err := c.Collapse(ctx, agent.CollapseOptions{KeepRecent: &keep})
+		opts := agent.CollapseOptions{KeepRecent: &keep}
+		if len(args) > 1 {
+			opts.Instructions = args[1]
+		}
+		id, err := c.Collapse(ctx, opts)
 		if err != nil {
 			return nil, "", err
 		}

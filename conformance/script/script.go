@@ -77,7 +77,7 @@ var Arity = map[string][2]int{
 	"sleep":         {1, 1},
 	"reopen":        {0, 0},
 	"shutdown":      {0, 0},
-	"collapse":      {1, 1},
+	"collapse":      {1, 2},
 	"reset":         {1, 1},
 	"job":           {1, 3},
 	"wait-job":      {1, 1},

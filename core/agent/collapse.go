@@ -650,6 +650,12 @@ func (k collapseKind) summarize(ctx context.Context, rt *core.TaskRuntime, task 
 	if err != nil {
 		return cand, false, err
 	}
+	if plant.On("summarizer-misses-newest") && len(msgs) > 1 {
+		msgs = msgs[:len(msgs)-1]
+	}
+	if plant.On("summarizer-drops-instructions") {
+		instructions = ""
+	}
 	// The conversation's own instructions are not the summarizer's: the
 	// summary never describes the prompt (§8.2), and a head starts a new
 	// epoch of it anyway.

@@ -75,6 +75,10 @@ package plant
 //     though a newer head did first.
 //   - collapse-stale-ignores-handoff (core/agent/collapse.go): a handoff
 //     that lands while a collapse summarizes does not make it stale.
+//   - summarizer-misses-newest (core/agent/collapse.go): the summarizer
+//     is not sent the last message of the prefix it summarizes.
+//   - summarizer-drops-instructions (core/agent/collapse.go): a manual
+//     collapse's instructions never reach the summarizer.
 //   - tool-recover-replays-never (core/agent/tool.go): a call interrupted
 //     by a restart runs again even when its tool is never replayed.
 //   - tool-abort-spares-job (core/agent/tool.go): an aborted call leaves
@@ -191,6 +195,7 @@ var names = []string{
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
+	"summarizer-misses-newest", "summarizer-drops-instructions",
 	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",

@@ -233,7 +233,7 @@ class Scenario {
       }
       case "collapse": {
         const c = await this.handle(args[0]);
-        return { ids: [await c.collapse(undefined, ctx)] };
+        return { ids: [await c.collapse(args[1], ctx)] };
       }
       case "reset": { await (await this.handle(args[0])).reset(undefined, ctx); return {}; }
       case "spawn": throw new Unsupported("no host spawn (children are made by tasks)");
