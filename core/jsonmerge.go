@@ -3,6 +3,8 @@ package core
 import (
 	"bytes"
 	"slices"
+
+	"github.com/pico-go/pico/internal/plant"
 )
 
 // Merging a task state's patch is on the path of every task commit, so the
@@ -35,7 +37,7 @@ func mergeObjects(base, patch []byte) (out []byte, ok bool) {
 	i, j := 0, 0
 	for i < len(bm) || j < len(pm) {
 		switch {
-		case j == len(pm) || (i < len(bm) && bytes.Compare(bm[i].key, pm[j].key) < 0):
+		case j == len(pm) || (i < len(bm) && (bytes.Compare(bm[i].key, pm[j].key) < 0 || plant.On("state-merge-keeps-both") && bytes.Equal(bm[i].key, pm[j].key))):
 			merged = append(merged, bm[i])
 			i++
 		case i == len(bm) || bytes.Compare(bm[i].key, pm[j].key) > 0:

@@ -389,7 +389,7 @@ func checkState(ctx context.Context, store storage.Storage, prog *checkProgress)
 			tasks = append(tasks, t)
 		}
 	}
-	more, err := exchangeProblems(ctx, store, all)
+	more, err := exchangeProblems(ctx, store, convs, all)
 	if err != nil {
 		return "", []string{err.Error()}
 	}
@@ -481,15 +481,21 @@ func checkState(ctx context.Context, store storage.Storage, prog *checkProgress)
 // exchangeProblems holds every settled exchange to what post_tools relies
 // on: it starts only once every tool of the exchange is terminal, and each
 // tool settles with its result entry, so a settled post_tools leaves no
-// live tool behind and no call of its assistant without a result.
-func exchangeProblems(ctx context.Context, store storage.Storage, all []*storage.Task) ([]string, error) {
+// live tool behind and no call of its assistant without a result. The
+// exchanges of a deleted conversation (not among convs) are gone with its
+// transcript.
+func exchangeProblems(ctx context.Context, store storage.Storage, convs []storage.Conversation, all []*storage.Task) ([]string, error) {
 	byID := make(map[storage.ID]*storage.Task, len(all))
 	for _, t := range all {
 		byID[t.ID] = t
 	}
+	exists := make(map[storage.ID]bool, len(convs))
+	for _, c := range convs {
+		exists[c.ID] = true
+	}
 	var problems []string
 	for _, t := range all {
-		if t.Kind != agent.PostToolsKindName || t.Live() {
+		if t.Kind != agent.PostToolsKindName || t.Live() || !exists[t.ConversationID] {
 			continue
 		}
 		var st agent.PostToolsState

@@ -34,10 +34,12 @@ type ruleEntry struct {
 type transcripts struct {
 	convs map[storage.ID]storage.Conversation
 	own   map[storage.ID][]*storage.Entry
+	// deleted are the conversations the batches deleted (convrule.go).
+	deleted map[storage.ID]bool
 }
 
 func readTranscripts(ctx context.Context, store storage.Storage, convs []storage.Conversation) (*transcripts, error) {
-	t := &transcripts{convs: map[storage.ID]storage.Conversation{}, own: map[storage.ID][]*storage.Entry{}}
+	t := &transcripts{convs: map[storage.ID]storage.Conversation{}, own: map[storage.ID][]*storage.Entry{}, deleted: map[storage.ID]bool{}}
 	for _, c := range convs {
 		t.convs[c.ID] = c
 		entries, err := storage.AllPages(func(cur storage.Cursor) (storage.Page[*storage.Entry], error) {

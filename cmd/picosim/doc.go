@@ -24,6 +24,8 @@
 //   - collapse.go: the collapse scenarios (§8.4): collapse under a turn, the overflow chain, a stale summary.
 //   - conform.go: `picosim conform --port CMD`: the data scenarios run on another port and compared.
 //   - contextrule.go: the oracle context-derives-by-the-rule: the context rule (§2.2) derived from own entries and parents alone.
+//   - oracles.go also holds state-members-once (a task state names each member once), retry-waits-its-backoff (a rate-limited retry waits the policy's backoff) and writes-land-at-every-boundary (not at a threshold collapse's hand-over).
+//   - convrule.go: the oracle conversations-by-the-rule: the conversations listed (whole, by parent, by owner) are those the batches created and did not delete.
 //   - cutrule.go: the oracle a-summary-keeps-exchanges-whole: a collapse's cut never separates a call from its result.
 //   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict.
 //   - exit.go: exit statuses and the errors that pick them (usage, environment, interruption); SIGINT and SIGTERM.
@@ -33,7 +35,7 @@
 //   - help.go: the top-level usage text.
 //   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
 //   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.
-//   - meddle.go: the oracles only-its-own-invocation-changes-a-task (even seeds' tools and host try to change others' tasks), abort-creates-no-work and no-self-wait (their host starts tasks of picosim's own kind, whose abort tries to create work and whose execute to wait for itself), and bad-writes-are-refused-by-their-rule (their host tries a commit breaking each rule of the data model).
+//   - meddle.go: the oracles only-its-own-invocation-changes-a-task (even seeds' tools and host try to change others' tasks), abort-creates-no-work and no-self-wait (their host starts tasks of picosim's own kind, whose abort tries to create work and whose execute to wait for itself), bad-writes-are-refused-by-their-rule (their host tries a commit breaking each rule of the data model, dependencies on the task itself and on a later one of its batch included) and good-writes-commit (a fork with a head and an edit at its fork point, in one batch, lands).
 //   - mirror.go: the oracle backends-agree: a disk run's reads asked of a memory store given the same batches, and its cold-opened files swept whole.
 //   - neighbour.go: the two neighbour sessions every SQLite run's database starts with, and their rows held after the run.
 //   - oracles.go: the oracles every run is held to at each commit and method call (DESIGN §6).
@@ -49,7 +51,7 @@
 //   - spill.go: the spill tools, whose output overflows its window, and the oracle tool-output-window: an output is the window of what its run wrote.
 //   - spans.go: the spans every run records, held to DESIGN §9's turn-trace shape.
 //   - staterule.go: the oracle state-reads-by-the-rule: every value, list and namespace read, at every position and from every fork, derived from the batches alone.
-//   - summarizerrule.go: the oracle summarizer-sees-the-prefix: what a collapse sends its summarizer is the prefix it captured, projected as a request is.
+//   - summarizerrule.go: the oracles summarizer-sees-the-prefix (what a collapse sends its summarizer is the prefix it captured, projected as a request is) and summary-keeps-what-follows-the-prefix (a summary's head is the entry after that prefix).
 //   - sqlite_cgo.go, sqlite_nocgo.go: whether this build can run SQLite, and SQLite's errors that are the machine's.
 //   - subagent.go: the subagent scenarios (§8.5): a run across a restart, a spawned child an abort spares and stop cancels.
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
@@ -71,6 +73,7 @@
 // usagerule_test.go (a usage row's attempt, conversation and usage),
 // cutrule_test.go (summaries that split an exchange, and that do not),
 // summarizerrule_test.go (summarizer requests held to their prefix),
+// convrule_test.go (stores that still list a deleted conversation caught),
 // receiptrule_test.go (second acceptances caught, and refused across a
 // restart and a fork),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,

@@ -252,7 +252,7 @@ func (e *env) open(ctx context.Context) error {
 	if e.spec.sc.generated {
 		swarm = e.program().swarmOptions()
 	}
-	e.oracle.limits = swarm.limits
+	e.oracle.limits, e.oracle.retryDelay = swarm.limits, swarm.retry.Delay
 	e.oracle.catalog = nil
 	for _, t := range tools {
 		e.oracle.catalog = append(e.oracle.catalog, t.Definition.Name)
@@ -576,7 +576,7 @@ func (e *env) invariants(ctx context.Context) error {
 	if err := e.spans.check(ctx, store); err != nil {
 		return e.oracle.fail(err)
 	}
-	return nil
+	return e.oracle.conversationsChecked(ctx, store, "the run")
 }
 
 // coldReopen holds a disk backend's files, once the session closed, to

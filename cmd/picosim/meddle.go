@@ -275,6 +275,15 @@ func badWrites(f badFacts) []badWrite {
 		{core.RuleDependency, "a task after one that does not exist", func(tx *core.ConversationTx) {
 			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{last + 1000}})
 		}},
+		{core.RuleDependency, "a task after itself", func(tx *core.ConversationTx) {
+			n := tx.Entry(core.NoticeKind, note(core.EntryDraft{})) // the task's id is the next
+			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{n + 1}})
+		}},
+		{core.RuleDependency, "a task after a later task of its batch", func(tx *core.ConversationTx) {
+			n := tx.Entry(core.NoticeKind, note(core.EntryDraft{}))
+			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{n + 2}})
+			tx.Task(meddlerStatuses, core.TaskSpec{Background: true})
+		}},
 		{core.RuleBadPayload, "a value that is not JSON", func(tx *core.ConversationTx) {
 			tx.SetValue(storage.ConversationValue[int]("picosim.meddled.sticky", storage.Sticky).Address, json.RawMessage(`{"open":`))
 		}},
@@ -334,6 +343,36 @@ func badWrites(f badFacts) []badWrite {
 	return out
 }
 
+// ruleAdmitsGoodWrites: a batch that breaks no rule commits. The bad
+// writes' refusals say nothing of a kernel that refuses too much: a fork
+// made in a batch and, in the same batch, a head and an edit in the fork
+// at the entry it was forked at (visible to it through its parent, §2.1)
+// must land.
+const ruleAdmitsGoodWrites oracleRule = "good-writes-commit"
+
+// tryGoodWrite commits, as the host, a fork of conversation conv at its
+// newest entry with a head and an edit of that entry in the fork, in one
+// batch; a refusal by a rule fails the run.
+func (e *env) tryGoodWrite(ctx context.Context, h *core.Harness, conv storage.ID, entries []*storage.Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	at := entries[len(entries)-1].ID
+	_, err := h.Commit(ctx, func(tx *core.Tx) error {
+		fork := tx.Fork(conv, at)
+		draft := core.EntryDraft{Data: map[string]string{"text": "meddled"}}
+		head, edit := draft, draft
+		head.Head = at
+		edit.Edits = []storage.ContextEdit{{Target: at, Action: storage.EditOmit}}
+		tx.Entry(core.NoticeKind, fork, head)
+		tx.Entry(core.NoticeKind, fork, edit)
+		return nil
+	})
+	if rule := core.RuleOf(err); rule != "" {
+		_ = e.oracle.fail(broke(ruleAdmitsGoodWrites, "the host's fork of conversation %d at entry %d, with a head and an edit of it in the fork, was refused by %q: %v", conv, at, rule, err))
+	}
+}
+
 // tryBadWrites makes the attempts on conversation conv as the host, and
 // returns the rules that refused them.
 func (e *env) tryBadWrites(ctx context.Context, conv storage.ID) (refused []core.Rule) {
@@ -373,6 +412,7 @@ func (e *env) tryBadWrites(ctx context.Context, conv storage.ID) (refused []core
 		f.ended = tasks.Items[0]
 	}
 	f.stranger = strangerTask(ctx, h.Store(), conv)
+	e.tryGoodWrite(ctx, h, conv, page.Items)
 	for _, w := range badWrites(f) {
 		_, err := c.Commit(ctx, func(tx *core.ConversationTx) error {
 			if slices.Contains(onTheLiveTask, w.rule) && !stillAsRead(tx, f.live) {

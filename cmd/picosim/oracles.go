@@ -15,6 +15,7 @@ import (
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/core/boundary"
+	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/sim/simtest"
 	"github.com/pico-go/pico/storage"
 )
@@ -36,6 +37,16 @@ const (
 	// ruleSettledTask: nothing writes to a task after its settlement, its
 	// scratch included.
 	ruleSettledTask oracleRule = "write-after-settle"
+	// ruleStateMembers: a task's state, as created and as each patch and
+	// settlement leave it, names each of its members once (a merge that
+	// kept the old member beside the new one is still read as the new one
+	// by most decoders, but is not the state the rule of §4.3 gives).
+	ruleStateMembers oracleRule = "state-members-once"
+	// ruleBackoff: a generation a rate limit stopped waits, before its
+	// next attempt, the retry policy's delay for the attempt that failed:
+	// the first delay after the first attempt, doubling after each later
+	// one, never more than a minute (§8.2).
+	ruleBackoff oracleRule = "retry-waits-its-backoff"
 	// ruleMarkedWrite: an execute or recover invocation writes nothing,
 	// main or scratch, once its task's abort mark committed.
 	ruleMarkedWrite oracleRule = "write-after-mark"
@@ -168,6 +179,9 @@ type oracle struct {
 	summaries map[storage.ID]expectedSummary
 	// attempts are the generations' current attempts (usagerule.go).
 	attempts map[storage.ID]int
+	// retryDelay is the session's retry policy's first delay (the
+	// harness's default when the run sets none).
+	retryDelay time.Duration
 	// now is the run's clock (nil: waits are not checked). exactClock says
 	// a commit lands at the virtual time its plan ran: no held commit
 	// lets time pass while a plan waits for the line.
@@ -314,8 +328,13 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 	if err := o.resyncSession(ctx, store, convs); err != nil {
 		return err
 	}
+	deleted := o.transcripts.deleted
 	if o.transcripts, err = readTranscripts(ctx, store, convs); err != nil {
 		return err
+	}
+	for id := range deleted {
+		o.transcripts.deleted[id] = true
+		delete(o.transcripts.convs, id) // a store that still lists it breaks the conversation rule
 	}
 	clear(o.requests) // the old process's attempts ended with it
 	clear(o.summaries)
@@ -344,6 +363,60 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		}
 	}
 	return nil
+}
+
+// memberTwice finds a member a JSON object names twice at its top level;
+// false for one that names each once, or for anything else.
+func memberTwice(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return "", false
+	}
+	var seen []string // a state has a handful of members
+	twice := ""
+	d := jsonvalue.NewDecoder(raw)
+	d.Object(func(key []byte) bool {
+		if slices.Contains(seen, string(key)) {
+			twice = string(key)
+			return false
+		}
+		seen = append(seen, string(key))
+		return d.Skip()
+	})
+	return twice, twice != ""
+}
+
+// rateLimited reports whether batch b records a usage row of task's
+// attempt that a rate limit stopped, to be retried (outcome "retry"): an
+// interrupted attempt is retried at once instead.
+func rateLimited(b storage.CommitBatch, task storage.ID) bool {
+	for _, w := range b.Writes {
+		var row agent.UsageRow
+		if w.Type == storage.WriteListAppend && w.Addr != nil && *w.Addr == agent.UsageList.Address &&
+			json.Unmarshal(w.Value, &row) == nil && row.TaskID == task && row.Outcome == "retry" {
+			return true
+		}
+	}
+	return false
+}
+
+// retryDelayDefault and retryDelayMax are the retry policy's first delay
+// when a session sets none, and the longest wait it makes (§8.2).
+const (
+	retryDelayDefault = time.Second
+	retryDelayMax     = time.Minute
+)
+
+// backoff is the wait after failed attempt n under a policy whose first
+// delay is first: doubled n-1 times, at most retryDelayMax.
+func backoff(first time.Duration, n int) time.Duration {
+	if first <= 0 {
+		first = retryDelayDefault
+	}
+	d := first
+	for i := 1; i < n && d < retryDelayMax; i++ {
+		d *= 2
+	}
+	return min(d, retryDelayMax)
 }
 
 // fail keeps the first violation and returns err.
@@ -388,6 +461,13 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 	continues := o.continues(b)
 	for i, w := range b.Writes {
 		seq := r.First + storage.ID(i)
+		task, state := w.ID, w.State
+		if w.Type == storage.WriteTask && w.Task != nil {
+			task, state = w.Task.ID, w.Task.State
+		}
+		if key, twice := memberTwice(state); twice {
+			return o.fail(broke(ruleStateMembers, "%s wrote a state of task %d at %d with the member %q twice", by, task, seq, key))
+		}
 		switch w.Type {
 		case storage.WritePatch, storage.WriteSettle:
 			if o.settled[w.ID] {
@@ -405,6 +485,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 					return err
 				}
 				o.summarizerSettled(w)
+				if err := o.summaryBoundary(w, b, by, seq); err != nil {
+					return err
+				}
 				if err := o.spillSettled(w, b, by, seq); err != nil {
 					return err
 				}
@@ -416,7 +499,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				}
 			}
 			if w.Type == storage.WritePatch && o.now != nil && o.kinds[w.ID] == agent.GenerationKindName {
-				if err := o.wait(w, by, seq); err != nil {
+				if err := o.wait(w, b, by, seq); err != nil {
 					return err
 				}
 			}
@@ -667,16 +750,23 @@ func headID(cx *core.Context) storage.ID {
 // deferred answer's poll must put at least its handle's interval (the
 // harness's default when the handle names none) after the patch, in a run
 // whose commits land at the time they were made (exactClock).
-func (o *oracle) wait(w storage.Write, by string, seq storage.ID) error {
+func (o *oracle) wait(w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
 	var st struct {
 		NotBefore int64        `json:"notBefore"`
 		Deferred  *ai.Deferred `json:"deferred"`
+		Attempt   int          `json:"attempt"`
 	}
 	if json.Unmarshal(w.State, &st) != nil || st.NotBefore == 0 {
 		return nil
 	}
 	until := time.UnixMilli(st.NotBefore)
 	o.waiting[w.ID] = until
+	if w.Status == "retry_wait" && o.exactClock && rateLimited(b, w.ID) {
+		if want, got := backoff(o.retryDelay, st.Attempt), until.Sub(o.now()); got != want {
+			return o.fail(broke(ruleBackoff, "%s made generation %d wait %s after attempt %d failed, at %d; the retry policy (first delay %s, doubling to at most %s) says %s",
+				by, w.ID, got, st.Attempt, seq, o.retryDelay, retryDelayMax, want))
+		}
+	}
 	if st.Deferred == nil || w.Status != "deferred" || !o.exactClock {
 		return nil
 	}
@@ -693,11 +783,16 @@ func (o *oracle) wait(w storage.Write, by string, seq storage.ID) error {
 // boundaryWrites checks that the boundaries a batch settles leave no
 // write of their conversation queued from before it. A generation that
 // settles calling tools is no boundary: its exchange ends at the
-// post_tools its batch creates.
+// post_tools its batch creates. Nor is one that hands its turn over to a
+// collapse its context's threshold asks for and the successor generation
+// after it, both created by its batch (§8.2): the turn goes on there.
 func (o *oracle) boundaryWrites(b storage.CommitBatch, by string, r storage.Range) error {
-	exchange := slices.ContainsFunc(b.Writes, func(w storage.Write) bool {
-		return w.Type == storage.WriteTask && w.Task != nil && w.Task.Kind == agent.PostToolsKindName
-	})
+	creates := func(kind string) bool {
+		return slices.ContainsFunc(b.Writes, func(w storage.Write) bool {
+			return w.Type == storage.WriteTask && w.Task != nil && w.Task.Kind == kind
+		})
+	}
+	exchange := creates(agent.PostToolsKindName) || creates(agent.CollapseKindName) && creates(agent.GenerationKindName)
 	for _, w := range b.Writes {
 		if w.Type != storage.WriteSettle || w.Status == "aborted" {
 			continue

@@ -312,7 +312,6 @@ func TestOracleNoStaleSummary(t *testing.T) {
 	published := func(headAt storage.ID) error {
 		// Collapse 2 of conversation 1 captured its context at 2; a head
 		// lands at headAt (0: none) before the summary is published.
-		state, _ := json.Marshal(agent.CollapseState{At: 2, Summary: 9})
 		steps := []step{{first: 1, batch: main1(taskWrite(1), storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 2, ConversationID: 1, Kind: agent.CollapseKindName}})}}
 		next := storage.ID(3)
 		if headAt != 0 {
@@ -320,6 +319,7 @@ func TestOracleNoStaleSummary(t *testing.T) {
 			next = headAt + 1
 		}
 		summary := storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: next, ConversationID: 1, Kind: "summary", Head: next}}
+		state, _ := json.Marshal(agent.CollapseState{At: 2, Summary: next, FirstRetained: next})
 		return play(append(steps, step{first: next, batch: main1(summary, storage.Write{Type: storage.WriteSettle, ID: 2, Status: "done", State: state})}))
 	}
 	if err := published(0); err != nil {
@@ -331,15 +331,15 @@ func TestOracleNoStaleSummary(t *testing.T) {
 func TestOracleWritesLandAtEveryBoundary(t *testing.T) {
 	// A write is queued in conversation 1 (input 3) while generation 2
 	// runs; the last commit settles the generation.
-	run := func(status string, removed bool, exchange bool) error {
+	run := func(status string, removed bool, creates ...string) error {
 		inbox := agent.InboxList.In(1).Address
 		item, _ := json.Marshal(agent.InboxItem{Mode: agent.ModeWrite})
 		last := []storage.Write{{Type: storage.WriteSettle, ID: 2, Status: status}}
 		if removed {
 			last = append(last, storage.Write{Type: storage.WriteListRemove, Addr: &inbox, Element: 3})
 		}
-		if exchange {
-			last = append(last, storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 4 + storage.ID(len(last)), ConversationID: 1, Kind: agent.PostToolsKindName}})
+		for _, kind := range creates {
+			last = append(last, storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 4 + storage.ID(len(last)), ConversationID: 1, Kind: kind}})
 		}
 		return play([]step{
 			{first: 1, batch: main1(taskWrite(1), storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 2, ConversationID: 1, Kind: agent.GenerationKindName}})},
@@ -348,16 +348,18 @@ func TestOracleWritesLandAtEveryBoundary(t *testing.T) {
 		})
 	}
 	for name, err := range map[string]error{
-		"placed at the answer":               run("done", true, false),
-		"left for the exchange's post_tools": run("done", false, true),
-		"left by an abort":                   run("aborted", false, false),
+		"placed at the answer":                           run("done", true),
+		"left for the exchange's post_tools":             run("done", false, agent.PostToolsKindName),
+		"left for the successor of a threshold collapse": run("done", false, agent.CollapseKindName, agent.GenerationKindName),
+		"left by an abort":                               run("aborted", false),
 	} {
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	wantRule(t, run("failed", false, false), ruleWritesLand)
-	wantRule(t, run("done", false, false), ruleWritesLand)
+	wantRule(t, run("failed", false), ruleWritesLand)
+	wantRule(t, run("done", false), ruleWritesLand)
+	wantRule(t, run("done", false, agent.CollapseKindName), ruleWritesLand) // a collapse alone hands nothing over
 }
 
 func TestOracleWaitsItsTurn(t *testing.T) {
@@ -657,10 +659,11 @@ func TestAMeddlersAbortCreatesNothing(t *testing.T) {
 }
 
 // The host's bad writes are each refused by the rule they break (the
-// seventeen of a session with a reset head, a live task, an ended one and
+// nineteen of a session with a reset head, a live task, an ended one and
 // one of another ownership tree),
 // and write nothing (the planted bugs show a kernel that lets one land
-// failing the run).
+// failing the run); the good write before them, a fork with a head and an
+// edit at its fork point, lands whole.
 func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
 	afterBasicTurn(t, func(ctx context.Context, _ *sim.Sim, e *env) (problems []string) {
 		if _, err := e.h.Root().Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, root); return nil }); err != nil {
@@ -681,12 +684,55 @@ func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
 		last := e.h.Store().LastSeq()
 		got := e.tryBadWrites(ctx, root)
 		want := []core.Rule{core.RuleStateAfterEntry, core.RuleUnknownEntryKind, core.RuleUnknownTaskKind, core.RuleDependency,
-			core.RuleBadPayload, core.RuleUnknownConv, core.RuleHeadNotVisible, core.RuleEditTarget, core.RuleScratchInMain,
+			core.RuleDependency, core.RuleDependency, core.RuleBadPayload, core.RuleUnknownConv, core.RuleHeadNotVisible, core.RuleEditTarget, core.RuleScratchInMain,
 			core.RuleBadAddress, core.RuleUnknownTask, core.RuleUnknownStatus, core.RuleSettleNotTerminal, core.RulePatchTerminal,
 			core.RuleDependencyTree, core.RuleTaskTerminal, core.RuleHeadBackwards}
-		if !slices.Equal(got, want) || e.oracle.first != nil || e.h.Store().LastSeq() != last {
-			problems = append(problems, fmt.Sprintf("refused by %v (oracle: %v), sequence %d → %d; want %v and nothing written", got, e.oracle.first, last, e.h.Store().LastSeq(), want))
+		if !slices.Equal(got, want) || e.oracle.first != nil || e.h.Store().LastSeq() != last+3 {
+			problems = append(problems, fmt.Sprintf("refused by %v (oracle: %v), sequence %d → %d; want %v and only the good write's three writes", got, e.oracle.first, last, e.h.Store().LastSeq(), want))
+		}
+		fork, err := e.h.Store().GetConversations(ctx, []storage.ID{last + 1})
+		if heads, _ := e.h.Entries(ctx, last+1, storage.Cursor{Limit: storage.PageLimitMax}); err != nil || len(fork) != 1 || len(heads.Items) == 0 || heads.Items[len(heads.Items)-1].ID != last+3 {
+			problems = append(problems, fmt.Sprintf("the good write's fork %v (%v) does not end with its two notices", fork, err))
 		}
 		return problems
 	})
+}
+
+// A rate-limited attempt's retry waits the policy's backoff for it: the
+// first delay after attempt 1, doubled after each later one, at most a
+// minute; another wait breaks the rule, and an interrupted attempt's
+// retry (at once) is not the rule's.
+func TestOracleRetryWaitsItsBackoff(t *testing.T) {
+	for _, c := range []struct {
+		first time.Duration
+		n     int
+		want  time.Duration
+	}{{0, 1, time.Second}, {0, 2, 2 * time.Second}, {50 * time.Millisecond, 3, 200 * time.Millisecond}, {40 * time.Second, 2, time.Minute}} {
+		if got := backoff(c.first, c.n); got != c.want {
+			t.Errorf("backoff(%s, %d) = %s; want %s", c.first, c.n, got, c.want)
+		}
+	}
+	now := time.UnixMilli(1_000_000)
+	patch := func(attempt int, waits time.Duration, outcome string) error {
+		o := newOracle()
+		o.now, o.exactClock, o.retryDelay = func() time.Time { return now }, true, 50*time.Millisecond
+		o.kinds[1] = agent.GenerationKindName
+		state, _ := json.Marshal(map[string]any{"attempt": attempt, "notBefore": now.Add(waits).UnixMilli()})
+		row, _ := json.Marshal(agent.UsageRow{TaskID: 1, Attempt: attempt, Outcome: outcome})
+		usage := agent.UsageList.Address
+		return o.commit(core.Invocation{Task: 1, Method: core.MethodExecute}, true, storage.Range{First: 1, Last: 2}, main1(
+			storage.Write{Type: storage.WriteListAppend, Addr: &usage, Value: row},
+			storage.Write{Type: storage.WritePatch, ID: 1, Status: "retry_wait", State: state}))
+	}
+	for name, err := range map[string]error{
+		"the first retry":          patch(1, 50*time.Millisecond, "retry"),
+		"the third":                patch(3, 200*time.Millisecond, "retry"),
+		"an interrupted attempt's": patch(2, 0, "interrupted"),
+	} {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	wantRule(t, patch(2, 50*time.Millisecond, "retry"), ruleBackoff)
+	wantRule(t, patch(1, 0, "retry"), ruleBackoff)
 }

@@ -313,7 +313,50 @@ func drawProgram(seed uint64) *program {
 	drawProviders(p, seed)
 	drawSpills(p, seed)
 	drawCollapseSettings(p, seed)
+	drawDeletes(p, seed)
 	return p
+}
+
+// deleteSeeds is how often a drawn program deletes conversations (every
+// seventh seed from 5, not the golden traces' seed 1).
+const deleteSeeds = 7
+
+// drawDeletes has the program of every deleteSeeds-th seed delete, from a
+// generator of its own, the newest conversation right after one to three
+// of its forks and spawns (or later, or at the end): idle, busy or owning
+// children, so that both deletes and their refusals happen, and the
+// conversation rule (convrule.go) holds what the session lists after each.
+func drawDeletes(p *program, seed uint64) {
+	if seed%deleteSeeds != 5 {
+		return
+	}
+	rng := seededRNG(seed, "deletes")
+	var after []int // the lines after which a conversation is newer
+	for i, l := range p.lines {
+		if l.op == "fork" || l.op == "spawn" {
+			after = append(after, i)
+		}
+	}
+	if len(after) == 0 {
+		// None made by the host: a fork of the root, then its delete.
+		at := rng.IntN(len(p.lines))
+		p.lines = slices.Insert(p.lines, at, progLine{op: "fork", args: []string{"c0", strconv.Itoa(rng.IntN(8))}})
+		after = append(after, at)
+	}
+	for n := 1 + rng.IntN(3); n > 0 && len(after) > 0; n-- {
+		k := rng.IntN(len(after))
+		at := after[k] + 1 + rng.IntN(len(p.lines)-after[k])
+		if at > len(p.lines) {
+			at = len(p.lines)
+		}
+		p.lines = slices.Insert(p.lines, at, progLine{op: "delete", args: []string{"c-1"}})
+		after = slices.Delete(after, k, k+1)
+		for i := range after {
+			if after[i] >= at {
+				after[i]++
+			}
+		}
+	}
 }
 
 // collapseSeeds is how often a drawn program's conversations keep few
@@ -1079,6 +1122,16 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		}
 		_, err = c.Collapse(ctx, opts)
 		return err
+	case "delete":
+		id := g.conv(l.args[0])
+		if id == g.convs[0] {
+			// The root stays, so that the rest of the program runs.
+			return errors.New("picosim: a program does not delete its root conversation")
+		}
+		if err := e.h.DeleteConversation(ctx, id); err != nil {
+			return err
+		}
+		return e.oracle.conversationsChecked(ctx, e.h.Store(), l.String())
 	case "reset":
 		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
 		if err != nil {

@@ -47,7 +47,7 @@ const noResultText = "No result provided"
 // newTranscripts is an empty set of transcripts, for the oracle to fill
 // from the batches.
 func newTranscripts() *transcripts {
-	return &transcripts{convs: map[storage.ID]storage.Conversation{}, own: map[storage.ID][]*storage.Entry{}}
+	return &transcripts{convs: map[storage.ID]storage.Conversation{}, own: map[storage.ID][]*storage.Entry{}, deleted: map[storage.ID]bool{}}
 }
 
 // record adds a batch's conversations and entries to the transcripts.
@@ -58,6 +58,7 @@ func (t *transcripts) record(b storage.CommitBatch) {
 			t.convs[w.Conversation.ID] = *w.Conversation
 		case w.Type == storage.WriteDeleteConversation:
 			delete(t.convs, w.ID)
+			t.deleted[w.ID] = true
 		case w.Type == storage.WriteEntry && w.Entry != nil:
 			t.own[w.Entry.ConversationID] = append(t.own[w.Entry.ConversationID], w.Entry)
 		}

@@ -48,22 +48,8 @@ func (o *oracle) summarizerStarts(w storage.Write) {
 		return
 	}
 	conv := o.convs[w.ID]
-	cx, ok := o.transcripts.derive(conv, st.At)
-	if !ok || len(cx) == 0 {
-		return
-	}
-	headFirst := false
-	if e := o.transcripts.entry(conv, cx[0].ID); e != nil && e.IsHead() {
-		headFirst = true
-	}
-	n := -1
-	for i, ce := range cx {
-		if ce.ID == st.Through && (!headFirst || i > 0) {
-			n = i + 1
-			break
-		}
-	}
-	if n < 0 {
+	cx, n, ok := o.transcripts.prefix(conv, st.At, st.Through)
+	if !ok {
 		// The collapse will fail to find its prefix: no request follows.
 		return
 	}
@@ -78,6 +64,65 @@ func (o *oracle) summarizerStarts(w storage.Write) {
 		}
 	}
 	o.summaries[w.ID] = expectedSummary{task: w.ID, conv: conv, at: st.At, through: st.Through, messages: want, instructions: st.Instructions}
+}
+
+// prefix is conversation conv's context at at, and the length of its
+// prefix through entry through (a head first in it is never that entry);
+// false when the rule cannot say or through is not in it.
+func (t *transcripts) prefix(conv, at, through storage.ID) ([]ruleEntry, int, bool) {
+	cx, ok := t.derive(conv, at)
+	if !ok || len(cx) == 0 {
+		return nil, 0, false
+	}
+	headFirst := false
+	if e := t.entry(conv, cx[0].ID); e != nil && e.IsHead() {
+		headFirst = true
+	}
+	for i, ce := range cx {
+		if ce.ID == through && (!headFirst || i > 0) {
+			return cx, i + 1, true
+		}
+	}
+	return nil, 0, false
+}
+
+// ruleSummaryBoundary: a published summary summarizes its collapse's
+// prefix and keeps what follows it: its head is the first entry after the
+// prefix in the context the collapse captured, which the collapse's state
+// names as firstRetained, and the summary records the prefix's last entry
+// as summarizedThrough (§8.4).
+const ruleSummaryBoundary oracleRule = "summary-keeps-what-follows-the-prefix"
+
+// summaryBoundary holds a collapse's settlement that publishes a summary
+// (in batch b) to the rule.
+func (o *oracle) summaryBoundary(w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
+	if o.kinds[w.ID] != agent.CollapseKindName {
+		return nil
+	}
+	var st agent.CollapseState
+	if json.Unmarshal(w.State, &st) != nil || st.Summary == 0 {
+		return nil
+	}
+	conv := o.convs[w.ID]
+	if cx, n, ok := o.transcripts.prefix(conv, st.At, st.Through); ok && n < len(cx) && cx[n].ID != st.FirstRetained {
+		return o.fail(broke(ruleSummaryBoundary, "%s settled collapse %d at %d keeping from entry %d; its context at %d goes on after entry %d with entry %d",
+			by, w.ID, seq, st.FirstRetained, st.At, st.Through, cx[n].ID))
+	}
+	for _, x := range b.Writes {
+		if x.Type != storage.WriteEntry || x.Entry == nil || x.Entry.ID != st.Summary {
+			continue
+		}
+		var data struct {
+			SummarizedThrough storage.ID `json:"summarizedThrough"`
+		}
+		_ = json.Unmarshal(x.Entry.Data, &data)
+		if x.Entry.Head != st.FirstRetained || data.SummarizedThrough != st.Through {
+			return o.fail(broke(ruleSummaryBoundary, "%s published collapse %d's summary %d with head %d through %d; the collapse summarized through %d and keeps from %d",
+				by, w.ID, x.Entry.ID, x.Entry.Head, data.SummarizedThrough, st.Through, st.FirstRetained))
+		}
+		return nil
+	}
+	return o.fail(broke(ruleSummaryBoundary, "%s settled collapse %d at %d naming summary %d, which its batch does not write", by, w.ID, seq, st.Summary))
 }
 
 // summarizerSettled drops a settled collapse's note.

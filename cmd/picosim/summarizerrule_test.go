@@ -97,3 +97,39 @@ func TestTheSummarizerRuleStartsAtTheHead(t *testing.T) {
 		t.Fatalf("noted %s; want %s", describeMessages(got), describeMessages(want))
 	}
 }
+
+// A collapse that publishes its summary keeps from the entry after its
+// prefix: a state that names another entry, or a summary entry whose head
+// or summarizedThrough differ from the state's, breaks the rule.
+func TestTheSummaryKeepsWhatFollowsThePrefix(t *testing.T) {
+	settle := func(firstRetained, head, through storage.ID) error {
+		o := newOracle()
+		o.kinds[9], o.convs[9] = agent.CollapseKindName, 1
+		o.transcripts.record(storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+			{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+			{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 3, ConversationID: 1, Kind: "user", Model: []ai.Message{ai.UserText("one", 1)}}},
+			{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 4, ConversationID: 1, Kind: "user", Model: []ai.Message{ai.UserText("two", 1)}}},
+			{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 6, ConversationID: 1, Kind: "user", Model: []ai.Message{ai.UserText("three", 1)}}},
+		}})
+		data, _ := json.Marshal(map[string]storage.ID{"summarizedThrough": through})
+		state, _ := json.Marshal(agent.CollapseState{At: 6, Through: 4, FirstRetained: firstRetained, Summary: 10})
+		b := storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+			{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 10, ConversationID: 1, Kind: "summary", Head: head, Data: data}},
+			{Type: storage.WriteSettle, ID: 9, Status: "done", State: state},
+		}}
+		return o.summaryBoundary(b.Writes[1], b, "the test", 11)
+	}
+	if err := settle(6, 6, 4); err != nil {
+		t.Fatalf("a summary that keeps what follows its prefix: %v", err)
+	}
+	for name, err := range map[string]error{
+		"a state keeping the prefix's last entry": settle(4, 4, 4),
+		"a head at the prefix's last entry":       settle(6, 4, 4),
+		"another summarizedThrough":               settle(6, 6, 3),
+	} {
+		var oe *oracleError
+		if !errors.As(err, &oe) || oe.Rule != ruleSummaryBoundary {
+			t.Errorf("%s: %v; want a %s violation", name, err, ruleSummaryBoundary)
+		}
+	}
+}

@@ -79,6 +79,7 @@ var Arity = map[string][2]int{
 	"shutdown":      {0, 0},
 	"collapse":      {1, 2},
 	"reset":         {1, 1},
+	"delete":        {1, 1},
 	"job":           {1, 3},
 	"wait-job":      {1, 1},
 	"drive-for":     {2, 2},

@@ -750,7 +750,11 @@ func (k collapseKind) publish(ctx context.Context, rt *core.TaskRuntime, task *s
 			state["failure"], state["detail"] = CollapseStale, "a newer head landed before the summary"
 		} else {
 			msg := ai.UserText(summaryLead+cand.Summary, rt.Now().UnixMilli())
-			state["summary"] = core.AppendSummary(tx.Tx, conv, core.SummaryData{SummarizedThrough: st.Through}, msg, st.FirstRetained)
+			keepFrom := st.FirstRetained
+			if plant.On("summary-keeps-from-through") {
+				keepFrom = st.Through
+			}
+			state["summary"] = core.AppendSummary(tx.Tx, conv, core.SummaryData{SummarizedThrough: st.Through}, msg, keepFrom)
 		}
 		if err := createSuccessor(tx.Tx, task, st, state); err != nil {
 			return err

@@ -314,7 +314,11 @@ func (k generationKind) settle(ctx context.Context, rt *core.TaskRuntime, cfg *c
 	case ai.StopError, ai.StopAborted:
 		if m.RawStopReason == ai.RawRateLimited && (st.Attempt < st.MaxAttempts || plant.On("generation-retry-past-budget") && st.Attempt == st.MaxAttempts) {
 			row.Outcome = "retry"
-			return k.wait(ctx, rt, task, "retry_wait", rt.Now().Add(cfg.retry.delay(st.Attempt)), nil, row)
+			n := st.Attempt
+			if plant.On("retry-backoff-one-behind") {
+				n--
+			}
+			return k.wait(ctx, rt, task, "retry_wait", rt.Now().Add(cfg.retry.delay(n)), nil, row)
 		}
 		if m.RawStopReason == ai.RawContextOverflow && !st.OverflowRetried {
 			return k.overflow(ctx, rt, cfg, task, st, model, m, row)

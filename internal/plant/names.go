@@ -75,6 +75,20 @@ package plant
 //     though a newer head did first.
 //   - collapse-stale-ignores-handoff (core/agent/collapse.go): a handoff
 //     that lands while a collapse summarizes does not make it stale.
+//   - memory-forks-list-deleted (storage/memory/read.go): the forks of a
+//     conversation listed by Parent include deleted ones.
+//   - sqlite-scan-lists-deleted (storage/sqlite/read.go): a whole scan of
+//     the session's conversations lists deleted ones.
+//   - state-merge-keeps-both (core/jsonmerge.go): a patch member that
+//     replaces one of the state's is written beside it, not instead.
+//   - fork-point-hidden-in-batch (core/validate.go): to a fork made in
+//     the same batch, the entry it was forked at is not visible.
+//   - dependency-on-itself (core/validate.go): a task may run after
+//     itself.
+//   - summary-keeps-from-through (core/agent/collapse.go): a summary's
+//     head is the last entry it summarized, not the first one kept.
+//   - retry-backoff-one-behind (core/agent/generation.go): a rate-limited
+//     generation waits the backoff of the attempt before the one that failed.
 //   - summarizer-misses-newest (core/agent/collapse.go): the summarizer
 //     is not sent the last message of the prefix it summarizes.
 //   - summarizer-drops-instructions (core/agent/collapse.go): a manual
@@ -195,7 +209,9 @@ var names = []string{
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
-	"summarizer-misses-newest", "summarizer-drops-instructions",
+	"summarizer-misses-newest", "summarizer-drops-instructions", "memory-forks-list-deleted", "sqlite-scan-lists-deleted",
+	"state-merge-keeps-both", "fork-point-hidden-in-batch", "dependency-on-itself",
+	"summary-keeps-from-through", "retry-backoff-one-behind",
 	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",

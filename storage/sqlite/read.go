@@ -385,6 +385,9 @@ func (s *Store) ScanConversations(ctx context.Context, q storage.ConversationQue
 	defer s.mu.RUnlock()
 	lo, hi := q.Cursor.Bounds(0, 0)
 	query := `SELECT id, parent_conv, parent_at, owner FROM conversations WHERE session=? AND deleted=0 AND id BETWEEN ? AND ?`
+	if q.Parent == 0 && q.OwnedFrom == 0 && plant.On("sqlite-scan-lists-deleted") {
+		query = strings.Replace(query, " AND deleted=0", "", 1)
+	}
 	args := []any{s.session, int64(lo), int64(hi)}
 	if q.Parent != 0 {
 		query += ` AND parent_conv=?`

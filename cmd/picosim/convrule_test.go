@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
+)
+
+// listsDeleted is a store whose conversation reads still list one deleted
+// conversation: in whole scans, by Parent, or for GetConversations.
+type listsDeleted struct {
+	*memory.Store
+	gone  storage.Conversation
+	where string
+}
+
+func (s listsDeleted) ScanConversations(ctx context.Context, q storage.ConversationQuery) (storage.Page[storage.Conversation], error) {
+	p, err := s.Store.ScanConversations(ctx, q)
+	if err == nil && (s.where == "scan" && q.Parent == 0 && q.OwnedFrom == 0 || s.where == "forks" && q.Parent == s.gone.Parent.ConversationID) {
+		p.Items = append(p.Items, s.gone)
+	}
+	return p, err
+}
+
+func (s listsDeleted) GetConversations(ctx context.Context, ids []storage.ID) (map[storage.ID]storage.Conversation, error) {
+	got, err := s.Store.GetConversations(ctx, ids)
+	if err == nil && s.where == "get" {
+		for _, id := range ids {
+			if id == s.gone.ID {
+				got[id] = s.gone
+			}
+		}
+	}
+	return got, err
+}
+
+// The conversations a session lists are those its batches created and
+// did not delete: a store that agrees passes; one that still lists a
+// deleted fork (whole, among its parent's forks, or by id) breaks the
+// rule, as does one that lost an owned conversation.
+func TestTheConversationRuleHoldsWhatTheSessionLists(t *testing.T) {
+	ctx := context.Background()
+	fork := storage.Conversation{ID: 3, Parent: &storage.ParentRef{ConversationID: 1, At: 2}}
+	child := storage.Conversation{ID: 6, Owner: 5}
+	batches := []storage.CommitBatch{
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}}}},
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 2, ConversationID: 1, Kind: "user"}}}},
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &fork}}},
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteDeleteConversation, ID: 3}}},
+		{Kind: storage.BatchMain, Writes: []storage.Write{
+			{Type: storage.WriteTask, Task: &storage.Task{ID: 5, ConversationID: 1, Kind: "k", Status: "pending", Role: storage.RoleStart}},
+			{Type: storage.WriteCreateConversation, Conversation: &child},
+		}},
+	}
+	store := memory.New()
+	o := newOracle()
+	for _, b := range batches {
+		if _, err := store.Commit(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		o.transcripts.record(b)
+		for _, w := range b.Writes {
+			if w.Type == storage.WriteTask {
+				o.convs[w.Task.ID] = w.Task.ConversationID
+			}
+		}
+	}
+	if err := o.conversationsChecked(ctx, store, "the test"); err != nil {
+		t.Fatalf("the store that agrees: %v", err)
+	}
+	for _, where := range []string{"scan", "forks", "get"} {
+		o.first = nil
+		var oe *oracleError
+		err := o.conversationsChecked(ctx, listsDeleted{Store: store, gone: fork, where: where}, "the test")
+		if !errors.As(err, &oe) || oe.Rule != ruleConversations || !strings.Contains(err.Error(), "3") {
+			t.Errorf("a store that lists the deleted fork (%s): %v; want a %s violation naming it", where, err, ruleConversations)
+		}
+	}
+	// The child is owned by task 5 of conversation 1: a rule that thinks
+	// the task is another conversation's expects it elsewhere.
+	o.first = nil
+	o.convs[5] = 3
+	var oe *oracleError
+	if err := o.conversationsChecked(ctx, store, "the test"); !errors.As(err, &oe) || !strings.Contains(err.Error(), "own") {
+		t.Errorf("owned conversations listed under the wrong conversation: %v; want a violation", err)
+	}
+}
