@@ -906,7 +906,8 @@ func (d *driver) markForeground(tx *Tx, conv storage.ID) []storage.ID {
 	convs := []storage.ID{conv}
 	for _, id := range d.liveIDs() {
 		lt := d.live[id]
-		if lt.task.Background || !d.inForeground(lt.task.ConversationID, conv) {
+		if lt.task.Background && !plant.On("abort-marks-background") || !d.inForeground(lt.task.ConversationID, conv) ||
+			plant.On("abort-stops-at-owners") && lt.task.ConversationID != conv {
 			continue
 		}
 		if !lt.task.Abort {

@@ -12,6 +12,7 @@
 //
 // # Files
 //
+//   - abortrule.go: the oracles abort-marks-its-foreground-set (a conversation abort, or a fork's, marks the live foreground tasks it reaches through their owners and cancels their conversations' queued steer and followUp, nothing else) and tool-abort-marks-its-children (an aborted call marks the subagents it owns).
 //   - answerrule.go: the oracle done-names-its-answer: a done input's result names its generation's final answer.
 //   - bench.go: `picosim bench`: the peer's faux-turn workload under the real runtime, reported in the peer's fields.
 //   - bench_compare.go: `picosim bench --compare PEER.json`: the peer's lines beside ours as issue 20's ratio table.
@@ -24,7 +25,7 @@
 //   - collapse.go: the collapse scenarios (§8.4): collapse under a turn, the overflow chain, a stale summary.
 //   - conform.go: `picosim conform --port CMD`: the data scenarios run on another port and compared.
 //   - contextrule.go: the oracle context-derives-by-the-rule: the context rule (§2.2) derived from own entries and parents alone.
-//   - oracles.go also holds state-members-once (a task state names each member once), retry-waits-its-backoff (a rate-limited retry waits the policy's backoff) and writes-land-at-every-boundary (not at a threshold collapse's hand-over).
+//   - oracles.go also holds state-members-once (a task state names each member once), retry-waits-its-backoff (a rate-limited retry waits the policy's backoff), retry-budget (a rate-limited or interrupted attempt of a generation or collapse retries only within its budget) and writes-land-at-every-boundary (not at a threshold collapse's hand-over).
 //   - convrule.go: the oracle conversations-by-the-rule: the conversations listed (whole, by parent, by owner) are those the batches created and did not delete.
 //   - cutrule.go: the oracle a-summary-keeps-exchanges-whole: a collapse's cut never separates a call from its result.
 //   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict.

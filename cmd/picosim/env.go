@@ -655,8 +655,16 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 	}
 	if err == nil {
 		inv, byTask := core.InvocationOf(ctx)
+		abort, aborts := hostAbortOf(ctx)
+		var set abortSet
+		if aborts && !byTask {
+			set = r.e.oracle.foregroundSet(abort)
+		}
 		if r.e.oracle.commit(inv, byTask, rng, b) == nil {
 			_ = r.e.oracle.placed(ctx, r.Storage, b, rng, committer(inv, byTask))
+			if aborts && !byTask {
+				_ = r.e.oracle.aborted(set, b, rng, committer(inv, byTask))
+			}
 		}
 		r.e.acked = max(r.e.acked, rng.Last)
 		r.e.watchCollapses(rng, b)

@@ -75,8 +75,9 @@ const (
 	// conversation (§8.1): a generation or post_tools that settles, other
 	// than aborted, leaves no write queued that was accepted before it.
 	ruleWritesLand oracleRule = "writes-land-at-every-boundary"
-	// ruleRetryBudget: a rate-limited attempt retries only while the
-	// generation has attempts left (§8.2); its last one fails the turn.
+	// ruleRetryBudget: a rate-limited attempt, or one a restart
+	// interrupted before anything streamed, retries only while its
+	// generation or collapse has attempts left (§8.2); its last one fails.
 	ruleRetryBudget oracleRule = "retry-budget"
 	// ruleReplayNever: a call of a tool that is never replayed runs at most
 	// once, whatever restarts interrupt it (§8.3).
@@ -146,29 +147,30 @@ func broke(rule oracleRule, format string, args ...any) error {
 // marked and ended. It sees the commits of every process of a run, in
 // order; restart starts a new process's numbering.
 type oracle struct {
-	last      storage.ID
-	settled   map[storage.ID]bool
-	marked    map[storage.ID]bool
-	terminal  map[string]agent.InputStatus   // input result address → its terminal status
-	active    map[storage.ID]core.Method     // task → the method running
-	notices   map[storage.ID]bool            // jobs whose end was announced
-	starts    map[string]bool                // provider/session ids that started a conversation
-	kinds     map[storage.ID]string          // task → its kind
-	modes     map[storage.ID]agent.InputMode // inbox item (input id) → its mode
-	queued    map[storage.ID]storage.ID      // queued write (input id) → its conversation
-	budgets   map[storage.ID]int             // generation → its attempts (maxAttempts)
-	stopping  map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
-	convs     map[storage.ID]storage.ID      // task → its conversation
-	heads     map[storage.ID]storage.ID      // conversation → the newest head entry written to it
-	waiting   map[storage.ID]time.Time       // generation → the time its retry or poll may go out
-	groups    map[storage.ID][]storage.ID    // generation → its input group
-	owners    map[storage.ID]storage.ID      // conversation → the task that owns it (0: none)
-	tools     map[storage.ID]string          // tool task → its call's tool
-	spills    map[storage.ID]spillCall       // spill tool task → its call (spill.go)
-	markedAt  map[storage.ID]time.Time       // task → when a mark landed while it ran cancellably
-	waitsFor  map[storage.ID]storage.ID      // job tool call waiting → the job it waits for
-	startedAt map[storage.ID]time.Time       // job tool call → when it started, its job already ended
-	created   []storage.ID                   // conversations, in the order they were created
+	last       storage.ID
+	settled    map[storage.ID]bool
+	marked     map[storage.ID]bool
+	terminal   map[string]agent.InputStatus   // input result address → its terminal status
+	active     map[storage.ID]core.Method     // task → the method running
+	notices    map[storage.ID]bool            // jobs whose end was announced
+	starts     map[string]bool                // provider/session ids that started a conversation
+	kinds      map[storage.ID]string          // task → its kind
+	modes      map[storage.ID]agent.InputMode // inbox item (input id) → its mode
+	queued     map[storage.ID]storage.ID      // queued input (its id) → its conversation
+	background map[storage.ID]bool            // background tasks
+	budgets    map[storage.ID]int             // generation or collapse → its attempts (maxAttempts)
+	stopping   map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
+	convs      map[storage.ID]storage.ID      // task → its conversation
+	heads      map[storage.ID]storage.ID      // conversation → the newest head entry written to it
+	waiting    map[storage.ID]time.Time       // generation → the time its retry or poll may go out
+	groups     map[storage.ID][]storage.ID    // generation → its input group
+	owners     map[storage.ID]storage.ID      // conversation → the task that owns it (0: none)
+	tools      map[storage.ID]string          // tool task → its call's tool
+	spills     map[storage.ID]spillCall       // spill tool task → its call (spill.go)
+	markedAt   map[storage.ID]time.Time       // task → when a mark landed while it ran cancellably
+	waitsFor   map[storage.ID]storage.ID      // job tool call waiting → the job it waits for
+	startedAt  map[storage.ID]time.Time       // job tool call → when it started, its job already ended
+	created    []storage.ID                   // conversations, in the order they were created
 	// transcripts are the conversations and entries the batches wrote (or,
 	// after a restart, the store holds), and requests each conversation's
 	// newest attempt's projected request (requestrule.go).
@@ -206,7 +208,7 @@ func newOracle() *oracle {
 		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{},
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
-		queued: map[storage.ID]storage.ID{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
+		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{}}
@@ -321,6 +323,11 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		if o.convs[t.ID] == 0 {
 			o.kinds[t.ID], o.convs[t.ID] = t.Kind, t.ConversationID
 		}
+		// A commit that failed as the process stopped may have created,
+		// settled or marked it.
+		o.background[t.ID] = t.Background
+		o.settled[t.ID] = o.settled[t.ID] || !t.Live()
+		o.marked[t.ID] = o.marked[t.ID] || t.Abort
 	}
 	if err := o.resyncBudget(ctx, store, tasks); err != nil {
 		return err
@@ -357,8 +364,8 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 			var item struct {
 				Mode agent.InputMode `json:"mode"`
 			}
-			if json.Unmarshal(el.Value, &item) == nil && item.Mode == agent.ModeWrite {
-				o.queued[el.ID] = c.ID
+			if json.Unmarshal(el.Value, &item) == nil {
+				o.queued[el.ID], o.modes[el.ID] = c.ID, item.Mode
 			}
 		}
 	}
@@ -525,6 +532,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				continue
 			}
 			o.kinds[w.Task.ID], o.convs[w.Task.ID] = w.Task.Kind, w.Task.ConversationID
+			o.background[w.Task.ID] = w.Task.Background
 			var call agent.ToolState
 			if w.Task.Kind == agent.ToolKindName && json.Unmarshal(w.Task.State, &call) == nil {
 				o.tools[w.Task.ID] = call.Call.Name
@@ -543,6 +551,10 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			var st agent.GenerationState
 			if w.Task.Kind == agent.GenerationKindName && json.Unmarshal(w.Task.State, &st) == nil {
 				o.budgets[w.Task.ID], o.groups[w.Task.ID] = st.MaxAttempts, st.Inputs
+			}
+			var cst agent.CollapseState
+			if w.Task.Kind == agent.CollapseKindName && json.Unmarshal(w.Task.State, &cst) == nil && cst.MaxAttempts > 0 {
+				o.budgets[w.Task.ID] = cst.MaxAttempts
 			}
 		case storage.WriteEntry:
 			if w.Entry != nil && w.Entry.Kind == boundary.EntryKind.Kind() {
@@ -575,17 +587,14 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			switch {
 			case w.Addr == nil:
 			case w.Addr.Namespace == agent.InboxList.Namespace && json.Unmarshal(w.Value, &item) == nil:
-				o.modes[seq] = item.Mode
-				if item.Mode == agent.ModeWrite {
-					o.queued[seq] = w.Addr.Scope.ID
-				}
+				o.modes[seq], o.queued[seq] = item.Mode, w.Addr.Scope.ID
 			case w.Addr.Namespace == agent.UsageList.Namespace && json.Unmarshal(w.Value, &row) == nil:
 				o.usage(row)
 				if err := o.usageRow(row, b, by, seq); err != nil {
 					return err
 				}
-				if budget, known := o.budgets[row.TaskID]; known && row.Outcome == "retry" && row.Attempt >= budget {
-					return o.fail(broke(ruleRetryBudget, "%s retried generation %d's attempt %d at %d; its budget is %d attempts", by, row.TaskID, row.Attempt, seq, budget))
+				if budget, known := o.budgets[row.TaskID]; known && (row.Outcome == "retry" || row.Outcome == "interrupted") && row.Attempt >= budget {
+					return o.fail(broke(ruleRetryBudget, "%s retried %s %d's attempt %d (%s) at %d; its budget is %d attempts", by, o.kinds[row.TaskID], row.TaskID, row.Attempt, row.Outcome, seq, budget))
 				}
 			}
 		case storage.WriteListRemove:
@@ -634,6 +643,11 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		}
 	}
 	o.batchSpent()
+	if ok {
+		if err := o.toolAborted(inv, b, r, by); err != nil {
+			return err
+		}
+	}
 	// A batch's own heads are newer than what its writes were checked
 	// against (a summary is a head itself).
 	for i, w := range b.Writes {
@@ -689,17 +703,23 @@ func (o *oracle) reach(task storage.ID, b storage.CommitBatch, by string, r stor
 // within reports whether conv is home or owned, at any depth, by tasks of
 // home.
 func (o *oracle) within(home, conv storage.ID) bool {
+	return o.ownedBy(home, conv, func(storage.ID) bool { return true })
+}
+
+// ownedBy reports whether conv is home or owned, through a chain of
+// owner tasks each of which through admits, by a task of home.
+func (o *oracle) ownedBy(home, conv storage.ID, through func(owner storage.ID) bool) bool {
 	for range len(o.created) + 1 {
 		if conv == home {
 			return true
 		}
 		owner := o.owners[conv]
-		if owner == 0 {
+		if owner == 0 || !through(owner) {
 			return false
 		}
 		conv = o.convs[owner]
 	}
-	return false
+	return false // a cycle, which creation order rules out
 }
 
 // placed checks the batch's placements: every input result it writes that
@@ -808,7 +828,7 @@ func (o *oracle) boundaryWrites(b storage.CommitBatch, by string, r storage.Rang
 		}
 		conv, oldest := o.convs[w.ID], storage.ID(0)
 		for input, c := range o.queued {
-			if c == conv && input < r.First && (oldest == 0 || input < oldest) {
+			if c == conv && o.modes[input] == agent.ModeWrite && input < r.First && (oldest == 0 || input < oldest) {
 				oldest = input // the same one on every replay, whatever the map's order
 			}
 		}

@@ -275,20 +275,33 @@ func TestOracleInputLandsAtItsBoundary(t *testing.T) {
 }
 
 func TestOracleRetryBudget(t *testing.T) {
-	retried := func(attempt int) error {
-		gen, _ := json.Marshal(agent.GenerationState{MaxAttempts: 3})
+	retried := func(kind string, attempt int, outcome string) error {
+		var st []byte
+		if kind == agent.CollapseKindName {
+			st, _ = json.Marshal(agent.CollapseState{MaxAttempts: 3})
+		} else {
+			st, _ = json.Marshal(agent.GenerationState{MaxAttempts: 3})
+		}
 		usage := agent.UsageList.Address
-		row, _ := json.Marshal(agent.UsageRow{TaskID: 1, Kind: agent.GenerationKindName, Attempt: attempt, Outcome: "retry"})
+		row, _ := json.Marshal(agent.UsageRow{TaskID: 1, Kind: kind, Attempt: attempt, Outcome: outcome})
 		return play([]step{
-			{first: 1, batch: main1(storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 1, Kind: agent.GenerationKindName, State: gen}})},
+			{first: 1, batch: main1(storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 1, Kind: kind, State: st}})},
 			{first: 2, inv: core.Invocation{Task: 1, Method: core.MethodExecute}, byInv: true,
 				batch: main1(storage.Write{Type: storage.WriteListAppend, Addr: &usage, Value: row})},
 		})
 	}
-	if err := retried(2); err != nil {
-		t.Fatalf("a retry of the second of three attempts: %v", err)
+	for _, kind := range []string{agent.GenerationKindName, agent.CollapseKindName} {
+		// A rate-limited attempt, and one a restart interrupted (recover).
+		for _, outcome := range []string{"retry", "interrupted"} {
+			if err := retried(kind, 2, outcome); err != nil {
+				t.Fatalf("%s: a %s of the second of three attempts: %v", kind, outcome, err)
+			}
+			wantRule(t, retried(kind, 3, outcome), ruleRetryBudget)
+		}
+		if err := retried(kind, 3, "failed"); err != nil {
+			t.Fatalf("%s: the last attempt failing: %v", kind, err)
+		}
 	}
-	wantRule(t, retried(3), ruleRetryBudget)
 }
 
 func TestOracleReplayNeverRunsOnce(t *testing.T) {

@@ -314,7 +314,43 @@ func drawProgram(seed uint64) *program {
 	drawSpills(p, seed)
 	drawCollapseSettings(p, seed)
 	drawDeletes(p, seed)
+	drawChildAborts(p, seed)
 	return p
+}
+
+// childAbortSeeds is how often a drawn program aborts the root while a
+// subagent of its works (every eighth seed from 3, not the golden traces'
+// seed 1).
+const childAbortSeeds = 8
+
+// drawChildAborts has the program of every childAbortSeeds-th seed begin,
+// from a generator of its own, with a turn of the root whose first answer
+// runs (or spawns) subagents whose own answers are slow, and an abort of
+// the root, a fork of it that aborts, or an abort of one of the live
+// tasks, while they work: the foreground set then reaches through the
+// calls into the children's conversations, and a call's abort into its
+// own (abortrule.go), which random programs almost never line up.
+func drawChildAborts(p *program, seed uint64) {
+	if seed%childAbortSeeds != 3 {
+		return
+	}
+	rng := seededRNG(seed, "child aborts")
+	calls := []string{"subagent:run"}
+	for range rng.IntN(2) {
+		calls = append(calls, []string{"subagent:run", "subagent:spawn", "work:slow"}[rng.IntN(3)])
+	}
+	block := []progLine{{op: "respond", args: []string{"calls", strings.Join(calls, ",")}}}
+	for range calls {
+		block = append(block, progLine{op: "respond", args: []string{"slow", strconv.Itoa(500 * (1 + rng.IntN(4))), "slowly"}})
+	}
+	abort := []progLine{
+		{op: "abort", args: []string{"c0"}},
+		{op: "fork", args: []string{"c0", "0", "abort"}},
+		{op: "abort-task", args: []string{strconv.Itoa(rng.IntN(3))}}, // the call, its child's turn, or the post_tools
+	}[rng.IntN(3)]
+	block = append(block, progLine{op: "accept", args: []string{"c0", "look"}}, progLine{op: "drive-async", args: []string{"c0"}},
+		progLine{op: "sleep", args: []string{[]string{"1", "50", "300"}[rng.IntN(3)]}}, abort)
+	p.lines = append(block, p.lines...)
 }
 
 // deleteSeeds is how often a drawn program deletes conversations (every
@@ -965,11 +1001,12 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		_, err = c.CancelQueued(ctx, ins[script.Nth(atoi(l.args[1]), len(ins))])
 		return err
 	case "abort":
-		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
+		conv := g.conv(l.args[0])
+		c, err := e.h.Conversation(ctx, conv)
 		if err != nil {
 			return err
 		}
-		return c.Abort(ctx)
+		return c.Abort(withHostAbort(ctx, conv, true))
 	case "abort-task":
 		in, err := e.h.Inspect(ctx)
 		if err != nil {
@@ -991,7 +1028,11 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		f, err := c.Fork(ctx, page.Items[script.Nth(atoi(l.args[1]), len(page.Items))].ID, core.ForkOptions{Abort: len(l.args) == 3})
+		fctx := ctx
+		if len(l.args) == 3 {
+			fctx = withHostAbort(ctx, conv, false)
+		}
+		f, err := c.Fork(fctx, page.Items[script.Nth(atoi(l.args[1]), len(page.Items))].ID, core.ForkOptions{Abort: len(l.args) == 3})
 		if err == nil {
 			g.convs = append(g.convs, f.ID)
 		}

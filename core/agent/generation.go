@@ -592,7 +592,7 @@ func (k generationKind) Recover(ctx context.Context, task *storage.Task, rt *cor
 	if partial == nil || len(partial.Content.Blocks) == 0 {
 		// Nothing of the answer streamed (at most the start event): there is
 		// no partial to publish, so the attempt is retried.
-		if st.Attempt < st.MaxAttempts {
+		if st.Attempt < st.MaxAttempts || plant.On("recover-retries-past-budget") && st.Attempt == st.MaxAttempts {
 			_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 				// The interrupted attempt may have cost something nobody
 				// reported: unknown, never zero.

@@ -544,7 +544,7 @@ func cancelQueuedTurns(tx *core.Tx, conv storage.ID) error {
 		return err
 	}
 	for _, q := range queued {
-		if q.Value.Mode == ModeSteer || q.Value.Mode == ModeFollowUp || plant.On("abort-cancels-next-run") && q.Value.Mode == ModeNextRun {
+		if q.Value.Mode == ModeSteer || q.Value.Mode == ModeFollowUp && !plant.On("abort-spares-follow-up") || plant.On("abort-cancels-next-run") && q.Value.Mode == ModeNextRun {
 			cancelItem(tx, conv, q, ReasonConversationAborted)
 		}
 	}

@@ -442,7 +442,9 @@ func (k toolKind) Abort(ctx context.Context, task *storage.Task, rt *core.TaskRu
 	}
 	return settleToolWith(ctx, rt, task, st, out.result(nil, errors.New("aborted")), "aborted", func(tx *core.ConversationTx) error {
 		for _, child := range task.Owns {
-			tx.MarkForeground(child)
+			if !plant.On("tool-abort-spares-children") {
+				tx.MarkForeground(child)
+			}
 		}
 		if j := st.Job; j != nil && j.CancelOnAbort && !j.Detached && !plant.On("tool-abort-spares-job") {
 			return markIfLive(tx.Tx, j.ID)

@@ -95,6 +95,18 @@ package plant
 //     collapse's instructions never reach the summarizer.
 //   - tool-recover-replays-never (core/agent/tool.go): a call interrupted
 //     by a restart runs again even when its tool is never replayed.
+//   - abort-spares-follow-up (core/agent/inbox.go): a conversation abort
+//     leaves queued followUp input queued.
+//   - abort-marks-background (core/driver.go): a conversation abort marks
+//     background tasks too.
+//   - abort-stops-at-owners (core/driver.go): a conversation abort marks
+//     only the conversation's own tasks, not those of the conversations
+//     its live foreground tasks own.
+//   - tool-abort-spares-children (core/agent/tool.go): an aborted call
+//     leaves the subagents it runs working.
+//   - recover-retries-past-budget (core/agent/generation.go): a
+//     generation a restart interrupted before anything streamed retries
+//     its last attempt.
 //   - tool-abort-spares-job (core/agent/tool.go): an aborted call leaves
 //     the job it still owns running.
 //   - job-notices-twice (core/agent/job.go): delegating a live job appends
@@ -212,6 +224,8 @@ var names = []string{
 	"summarizer-misses-newest", "summarizer-drops-instructions", "memory-forks-list-deleted", "sqlite-scan-lists-deleted",
 	"state-merge-keeps-both", "fork-point-hidden-in-batch", "dependency-on-itself",
 	"summary-keeps-from-through", "retry-backoff-one-behind",
+	"abort-spares-follow-up", "abort-marks-background", "abort-stops-at-owners", "tool-abort-spares-children",
+	"recover-retries-past-budget",
 	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
