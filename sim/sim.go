@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"regexp"
 	"runtime/debug"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pico-go/pico/core"
-	"github.com/pico-go/pico/internal/gopool"
 	"github.com/pico-go/pico/sim/clock"
 )
 
@@ -52,7 +52,6 @@ type Sim struct {
 	cur     *actor   // the actor holding the baton; nil before the first hand-off
 	step    int
 	killing bool
-	outcome chan error
 	failure error
 
 	cands []*actor // scratch buffers of schedule, reused every step
@@ -68,7 +67,6 @@ func New(opts Options) *Sim {
 		trace:    opts.Trace,
 		stepsMax: opts.StepsMax,
 		onStep:   opts.OnStep,
-		outcome:  make(chan error, 1),
 	}
 	if s.strategy == nil {
 		s.strategy = Random()
@@ -110,13 +108,20 @@ type waitCond interface {
 	describe() string
 }
 
+// actor is one simulated thread of control: a coroutine (iter.Pull) that
+// Run's scheduler resumes and that hands control back when it parks, so
+// that exactly one actor runs at a time and every hand-off is a direct
+// switch between two goroutines. A baton passed over channels went
+// through the Go scheduler instead, which woke a spare P's thread at every
+// step: a sixth of a run went to futex calls.
 type actor struct {
 	id     int
 	name   string
 	s      *Sim
 	ctx    context.Context
-	resume chan bool // the baton; true means "die"
-	exited chan struct{}
+	resume func() (struct{}, bool) // runs the actor until it parks or ends
+	yield  func(struct{}) bool     // hands control back to the scheduler
+	die    bool                    // set by unwind: the resumed actor unwinds
 	state  actorState
 	point  string   // where it is parked
 	cond   waitCond // nil: runnable at a yield point
@@ -134,43 +139,48 @@ func actorOf(ctx context.Context) *actor {
 // Run runs main as the first actor and returns when every actor has
 // finished (nil), when the run deadlocks (*DeadlockError), when an actor
 // panics (*PanicError) or when the step bound is exceeded (*StepLimitError).
-// Actors still blocked at the end are unwound before Run returns.
+// Actors still blocked at the end are unwound before Run returns. The
+// scheduler runs on Run's goroutine: it resumes the chosen actor and picks
+// the next one when that actor parks or ends.
 func (s *Sim) Run(ctx context.Context, main func(ctx context.Context)) error {
 	if s.cur != nil || len(s.all) > 0 {
 		panic("sim: Run called twice on one Sim")
 	}
 	s.spawn(ctx, "main", main)
-	s.schedule(nil)
-	err := <-s.outcome
+	for next := s.schedule(); next != nil; next = s.schedule() {
+		s.cur = next
+		next.resume()
+	}
 	s.unwind()
-	return err
+	return s.failure
 }
 
-// spawn creates an actor that waits for its first baton.
+// spawn creates an actor that waits for its first turn.
 func (s *Sim) spawn(parent context.Context, name string, fn func(ctx context.Context)) *actor {
-	a := &actor{id: len(s.all), name: name, s: s, resume: make(chan bool, 1), exited: make(chan struct{}), point: "start"}
+	a := &actor{id: len(s.all), name: name, s: s, point: "start"}
 	a.ctx = context.WithValue(parent, actorKey{}, a)
+	a.resume, _ = iter.Pull(func(yield func(struct{}) bool) {
+		a.yield = yield
+		a.run(fn)
+	})
 	s.actors = append(s.actors, a)
 	s.all = append(s.all, a)
 	s.strategy.Spawned(a.view())
 	s.trace.record(event{Kind: "spawn", Actor: name, ID: a.id})
-	gopool.Go(func() { a.run(fn) })
 	return a
 }
 
 func (a *actor) run(fn func(ctx context.Context)) {
-	s := a.s
-	defer close(a.exited)
-	if die := <-a.resume; die {
-		return
+	if a.die {
+		return // unwound before its first turn
 	}
+	s := a.s
 	defer func() {
 		r := recover()
 		a.state = done
 		switch {
 		case r == nil:
 			s.trace.record(event{Kind: "exit", Actor: a.name})
-			s.schedule(a)
 		case r == errKilled:
 		default:
 			s.fail(&PanicError{Actor: a.name, Value: r, Stack: stableStack(debug.Stack())})
@@ -195,8 +205,8 @@ func (a *actor) park(ctx context.Context, point string, cond waitCond) error {
 	if cond == nil {
 		a.state = runnable
 	}
-	s.schedule(a)
-	if die := <-a.resume; die {
+	a.yield(struct{}{})
+	if a.die {
 		panic(errKilled)
 	}
 	return a.err
@@ -213,13 +223,13 @@ func (a *actor) eligible() bool {
 	return false
 }
 
-// schedule picks the next actor and hands it the baton. from is the actor
-// giving the baton up (nil for Run's kick-off); unless it is done, it has
-// parked and will wait on its resume channel.
-func (s *Sim) schedule(from *actor) {
+// schedule picks the next actor to run and readies it, or returns nil when
+// the run is over: every actor has ended, or the run failed (s.failure says
+// how: a panic, a deadlock, the step bound).
+func (s *Sim) schedule() *actor {
 	for {
 		if s.failure != nil {
-			return
+			return nil
 		}
 		// One pass drops the finished actors (keeping the others' order,
 		// which is what a strategy sees) and collects the eligible ones.
@@ -239,7 +249,7 @@ func (s *Sim) schedule(from *actor) {
 			s.step++
 			if s.step > s.stepsMax {
 				s.fail(&StepLimitError{Steps: s.stepsMax})
-				return
+				return nil
 			}
 			views := s.views[:0]
 			for _, a := range cands {
@@ -261,21 +271,17 @@ func (s *Sim) schedule(from *actor) {
 			if s.onStep != nil {
 				s.onStep(s.step)
 			}
-			s.cur = next
-			next.resume <- false // buffered: handing the baton to itself does not block
-			return
+			return next
 		}
 		if s.clock.Pending() {
 			s.clock.Advance() // fired timers make their sleepers eligible
 			s.trace.record(event{Kind: "time", At: s.clock.Now().Sub(clock.Epoch).Milliseconds()})
 			continue
 		}
-		if s.allDone() {
-			s.outcome <- nil
-			return
+		if !s.allDone() {
+			s.fail(s.deadlock())
 		}
-		s.fail(s.deadlock())
-		return
+		return nil
 	}
 }
 
@@ -294,20 +300,19 @@ func (s *Sim) fail(err error) {
 	}
 	s.failure = err
 	s.trace.record(event{Kind: "failure", Error: err.Error()})
-	s.outcome <- err
 }
 
 // unwind kills every actor that has not finished, one at a time so that
-// their deferred code never runs concurrently, and waits for every actor
-// goroutine to exit.
+// their deferred code never runs concurrently: each is resumed to panic
+// out of its park (or, never started, to return at once).
 func (s *Sim) unwind() {
 	s.killing = true
 	for _, a := range s.all {
 		if a.state != done {
-			a.state = done
-			a.resume <- true
+			a.state, a.die = done, true
+			s.cur = a
+			a.resume()
 		}
-		<-a.exited
 	}
 }
 

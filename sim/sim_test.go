@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -321,5 +323,42 @@ func TestAPanickingRunRecordsTheSameTraceEveryTime(t *testing.T) {
 	}
 	if a, b := digest(), digest(); a != b {
 		t.Fatalf("two runs of a panicking seed traced %s and %s", a, b)
+	}
+}
+
+// A run that ends with actors still blocked unwinds them one by one before
+// Run returns: their deferred code runs, an actor that never got a turn
+// never runs at all, and no actor's goroutine outlives the run.
+func TestAnEndedRunUnwindsEveryActor(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s := sim.New(sim.Options{Seed: 1})
+	var unwound []string
+	started := false
+	err := s.Run(context.Background(), func(ctx context.Context) {
+		rt := s.Runtime()
+		never := rt.NewEvent("never")
+		for _, name := range []string{"alice", "bob"} {
+			rt.Go(ctx, name, func(ctx context.Context) {
+				defer func() { unwound = append(unwound, name) }()
+				never.Wait(ctx)
+			})
+		}
+		rt.Sleep(ctx, time.Second) // alice and bob park before main goes on
+		rt.Go(ctx, "late", func(context.Context) { started = true })
+		defer func() { unwound = append(unwound, "main") }()
+		panic("main gives up")
+	})
+	var p *sim.PanicError
+	if !errors.As(err, &p) || p.Actor != "main" {
+		t.Fatalf("err = %v; want main's PanicError", err)
+	}
+	if want := []string{"main", "alice", "bob"}; !slices.Equal(unwound, want) {
+		t.Errorf("deferred code ran for %v; want %v (main's at its panic, then the blocked actors in spawn order)", unwound, want)
+	}
+	if started {
+		t.Error("an actor spawned after the last scheduling decision ran")
+	}
+	if after := runtime.NumGoroutine(); after != before {
+		t.Errorf("%d goroutines after the run, %d before: an actor outlived it", after, before)
 	}
 }

@@ -154,6 +154,7 @@ func BenchmarkGeneratedRuns(b *testing.B) {
 //
 //	go test ./cmd/picosim -run XXX -bench ColdOpenJSONL -count 5
 func BenchmarkColdOpenJSONL(b *testing.B) {
+	b.Cleanup(setGCPercent(goDefaultGCPercent)) // as picosim bench measures
 	dir := b.TempDir()
 	c, err := parseBench([]string{"--turns", "2000", "--reset-every", "50", "--backend", "jsonl", "--dir", dir}, &bytes.Buffer{})
 	if err != nil {
@@ -178,4 +179,24 @@ func BenchmarkColdOpenJSONL(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkBasicTurnRuns is issue 20's measure of the simulated runtime:
+// fuzzed runs of basic-turn alone on memory, runs/s on one core.
+//
+//	go test ./cmd/picosim -run XXX -bench BasicTurnRuns -cpu 1
+func BenchmarkBasicTurnRuns(b *testing.B) {
+	sc, _ := findScenario("basic-turn")
+	res, err := runScenario(context.Background(), runSpec{sc: sc, seed: 1, backend: "memory", strategy: "random"}, nil)
+	if err != nil || !res.OK {
+		b.Fatalf("basic-turn: %v %s", err, res.Error)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		spec := fuzzSpec(sc, uint64(i+1), "memory", res.Batches)
+		if res, err := runScenario(context.Background(), spec, nil); err != nil || !res.OK {
+			b.Fatalf("%s: %v %s", spec.command(), err, res.Error)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
 }

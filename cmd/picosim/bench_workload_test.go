@@ -174,6 +174,7 @@ func TestBenchTextNamesTheWorkloadAllocationsAndStorageCounts(t *testing.T) {
 //	go test ./cmd/picosim -run XXX -bench Workloads -benchtime 1x
 //	go test ./cmd/picosim -run XXX -bench 'Workloads/deep-forks/sqlite' -benchtime 1x
 func BenchmarkWorkloads(b *testing.B) {
+	b.Cleanup(setGCPercent(goDefaultGCPercent)) // as picosim bench measures
 	for _, w := range workloads {
 		for _, backend := range backends {
 			b.Run(w.name+"/"+backend, func(b *testing.B) {

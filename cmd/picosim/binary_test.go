@@ -27,7 +27,10 @@ var (
 	buildDir string
 )
 
+// TestMain runs the tests' simulations with picosim's collector target;
+// the benchmarks of the harness itself put Go's default back.
 func TestMain(m *testing.M) {
+	setGCPercent(simGCPercent)
 	code := m.Run()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)

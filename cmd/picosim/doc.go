@@ -33,6 +33,7 @@
 //   - faults.go: reading --faults and --drop, the fault plans the suite and fuzz draw, and failure signatures.
 //   - files.go: what picosim writes (0600 files, 0700 directories), temporary directories, the session file of a backend.
 //   - fuzz.go: `picosim fuzz`: seeds explored in parallel, failures shrunk to fewest faults, preemptions and actions.
+//   - gc.go: the collector's target simulations run with (GOGC=400 unless the environment sets GOGC; bench keeps Go's default).
 //   - help.go: the top-level usage text.
 //   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
 //   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.
@@ -78,6 +79,7 @@
 // receiptrule_test.go (second acceptances caught, and refused across a
 // restart and a fork),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
+// gc_test.go (GOGC wins over picosim's target),
 // main_test.go (the demo's golden output), binary_test.go (the built command
 // and its help texts against testdata), failmodes_test.go (picosim's own
 // failure modes through the built command: full disks, unusable TMPDIRs,

@@ -1,8 +1,8 @@
 // Package gopool runs functions on goroutines that are kept for the next
 // function once theirs returns, a bounded number of them. A function then
 // starts on a stack already grown by an earlier one instead of growing a
-// new one by copying, which for the harness's invocations and the
-// simulator's actors was 8% of their CPU.
+// new one by copying, which was 8% of the CPU of the harness's
+// invocations (and of the simulator's actors, when they ran on it).
 //
 // A function run by Go may block, panic or call runtime.Goexit as on a
 // goroutine of its own: Go never waits for a busy goroutine, a panic ends
