@@ -403,7 +403,7 @@ func (h *Harness) watchEvents(ctx context.Context, batch storage.CommitBatch, r 
 	}
 	tasks := map[storage.ID]*storage.Task{} // as this batch leaves them
 	current := func(id storage.ID) *storage.Task {
-		if t := tasks[id]; t != nil {
+		if t := tasks[id]; t != nil && !plant.On("watch-previous-skips-batch") {
 			return t
 		}
 		if lt := h.d.live[id]; lt != nil {
@@ -439,6 +439,9 @@ func (h *Harness) watchEvents(ctx context.Context, batch storage.CommitBatch, r 
 				if w.Type == storage.WriteSettle {
 					ce.events = append(ce.events, ConversationEvent{Type: EventTaskEnd, Task: next})
 				} else {
+					if plant.On("watch-previous-is-next") {
+						prev = next
+					}
 					ce.events = append(ce.events, ConversationEvent{Type: EventTaskUpdate, Task: next, Previous: prev})
 				}
 			}

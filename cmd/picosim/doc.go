@@ -59,6 +59,7 @@
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
 //   - usagerule.go: the oracle usage-row-is-its-attempts: a generation's usage row is its current attempt's, a done one its answer's usage.
+//   - watchrule.go: the oracle task-update-carries-the-previous-task: a watch's task_update names, as previous, the task as that watch last showed it.
 //   - transcriptrule.go: the oracle transcripts-by-the-rule: every transcript scan and newest head, derived from the batches alone.
 //
 // Tests: run_test.go (scenarios, traces, replay, faults, dropped actions),
@@ -77,7 +78,8 @@
 // summarizerrule_test.go (summarizer requests held to their prefix),
 // convrule_test.go (stores that still list a deleted conversation caught),
 // receiptrule_test.go (second acceptances caught, and refused across a
-// restart and a fork),
+// restart and a fork), watchrule_test.go (task_update events with a wrong
+// previous task caught, after captures and resnapshots),
 // fuzz_test.go (planted bugs found and shrunk), check_test.go, bench_test.go,
 // gc_test.go (GOGC wins over picosim's target),
 // main_test.go (the demo's golden output), binary_test.go (the built command

@@ -280,10 +280,13 @@ func (e *env) open(ctx context.Context) error {
 		return err
 	}
 	e.watch = w
+	trail := e.trail(w, fmt.Sprintf("the watch of conversation %d", root))
 	w.Start(ctx, func(ev core.ConversationEvent) {
 		e.s.Record("event", ev)
+		trail.event(ev)
 		if lagged(ev) {
-			_, _ = w.Resnapshot(ctx) // what a client does when it falls behind
+			v, _ := w.Resnapshot(ctx) // what a client does when it falls behind
+			trail.reset(v)
 		}
 	})
 	return nil

@@ -780,6 +780,7 @@ type programRun struct {
 	convs   []storage.ID
 	watches []*core.WatchHandle
 	tails   []storage.ID // each watch's conversation
+	trails  []*taskTrail // each watch's tasks as its events showed them
 	session []*core.SessionWatchHandle
 	calls   int
 	answers []answer // the model's answers not given yet
@@ -1097,10 +1098,13 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		g.watches, g.tails = append(g.watches, w), append(g.tails, conv)
+		trail := e.trail(w, fmt.Sprintf("watch %d of conversation %d", len(g.watches), conv))
+		g.watches, g.tails, g.trails = append(g.watches, w), append(g.tails, conv), append(g.trails, trail)
 		return w.Start(ctx, func(ev core.ConversationEvent) {
+			trail.event(ev)
 			if lagged(ev) {
-				_, _ = w.Resnapshot(ctx)
+				v, _ := w.Resnapshot(ctx)
+				trail.reset(v)
 			}
 		})
 	case "watch-session":
@@ -1121,10 +1125,13 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		i := script.Nth(atoi(l.args[0]), len(g.watches))
 		if l.op == "unwatch" {
 			g.watches[i].Unsubscribe()
-			g.watches, g.tails = slices.Delete(g.watches, i, i+1), slices.Delete(g.tails, i, i+1)
+			g.watches, g.tails, g.trails = slices.Delete(g.watches, i, i+1), slices.Delete(g.tails, i, i+1), slices.Delete(g.trails, i, i+1)
 			return nil
 		}
-		_, err := g.watches[i].Resnapshot(ctx)
+		v, err := g.watches[i].Resnapshot(ctx)
+		if err == nil {
+			g.trails[i].reset(v)
+		}
 		return err
 	case "drive":
 		return g.drive(ctx, g.conv(l.args[0]))
@@ -1150,7 +1157,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err := e.h.Close(ctx); err != nil {
 			return err
 		}
-		g.watches, g.tails, g.session = nil, nil, nil
+		g.watches, g.tails, g.trails, g.session = nil, nil, nil, nil
 		return e.open(ctx)
 	case "collapse":
 		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))

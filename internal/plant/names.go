@@ -17,6 +17,10 @@ package plant
 //     wake the tasks that run after it.
 //   - watch-drops-event (core/watcher.go): a commit's last event is lost
 //     when it has more than two.
+//   - watch-previous-is-next (core/watcher.go): a task_update event
+//     carries the updated task as its previous one too.
+//   - watch-previous-skips-batch (core/watcher.go): a task_update's
+//     previous task ignores what earlier writes of its own commit did.
 //   - watch-tail-off-by-one (core/watch.go, ApplyEvent): the fold keeps
 //     one entry more than the view's tail.
 //   - watch-tail-zero-unbounded (core/watch.go, ApplyEvent): a view whose
@@ -215,7 +219,7 @@ package plant
 //     returns other sessions' too.
 var names = []string{
 	"driver-abort-while-running", "abort-spares-recover", "wait-for-ended-task-registers", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
-	"watch-drops-event", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "watch-capture-unflushed-preview",
+	"watch-drops-event", "watch-previous-is-next", "watch-previous-skips-batch", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "watch-capture-unflushed-preview",
 	"context-cache-keeps-aborted", "context-cache-system-unscanned", "context-edit-oldest-wins", "context-keeps-old-heads",
 	"request-baseline-in-place", "request-keeps-failed-answer", "request-skips-missing-result", "inbox-cancel-placed", "inbox-steer-stays-queued", "request-id-per-conversation", "input-done-names-placement", "usage-row-attempt-from-zero",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
