@@ -141,7 +141,8 @@ func actorOf(ctx context.Context) *actor {
 // panics (*PanicError) or when the step bound is exceeded (*StepLimitError).
 // Actors still blocked at the end are unwound before Run returns. The
 // scheduler runs on Run's goroutine: it resumes the chosen actor and picks
-// the next one when that actor parks or ends.
+// the next one when that actor parks or ends. An actor that calls
+// runtime.Goexit (a test's t.FailNow) ends Run's goroutine with it.
 func (s *Sim) Run(ctx context.Context, main func(ctx context.Context)) error {
 	if s.cur != nil || len(s.all) > 0 {
 		panic("sim: Run called twice on one Sim")

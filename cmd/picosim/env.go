@@ -283,11 +283,7 @@ func (e *env) open(ctx context.Context) error {
 	trail := e.trail(w, fmt.Sprintf("the watch of conversation %d", root))
 	w.Start(ctx, func(ev core.ConversationEvent) {
 		e.s.Record("event", ev)
-		trail.event(ev)
-		if lagged(ev) {
-			v, _ := w.Resnapshot(ctx) // what a client does when it falls behind
-			trail.reset(v)
-		}
+		trail.listen(ctx, w, ev)
 	})
 	return nil
 }

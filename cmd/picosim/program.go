@@ -1100,13 +1100,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		}
 		trail := e.trail(w, fmt.Sprintf("watch %d of conversation %d", len(g.watches), conv))
 		g.watches, g.tails, g.trails = append(g.watches, w), append(g.tails, conv), append(g.trails, trail)
-		return w.Start(ctx, func(ev core.ConversationEvent) {
-			trail.event(ev)
-			if lagged(ev) {
-				v, _ := w.Resnapshot(ctx)
-				trail.reset(v)
-			}
-		})
+		return w.Start(ctx, func(ev core.ConversationEvent) { trail.listen(ctx, w, ev) })
 	case "watch-session":
 		w, err := e.h.WatchSession(ctx)
 		if err != nil {

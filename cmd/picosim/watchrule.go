@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 
 	"github.com/pico-go/pico/core"
@@ -64,6 +65,17 @@ func (t *taskTrail) event(ev core.ConversationEvent) {
 		t.tasks[id] = taskJSON(ev.Task)
 	case core.EventTaskEnd:
 		delete(t.tasks, id)
+	}
+}
+
+// listen is what every watch of a run does with an event delivered to
+// it: holds it to the trail, and when the watch lagged behind, resnapshots
+// (what a client does when it falls behind) and follows the new capture.
+func (t *taskTrail) listen(ctx context.Context, w *core.WatchHandle, ev core.ConversationEvent) {
+	t.event(ev)
+	if lagged(ev) {
+		v, _ := w.Resnapshot(ctx)
+		t.reset(v)
 	}
 }
 
