@@ -74,9 +74,12 @@ type invocation struct {
 	epoch  int // the task's status epoch when the invocation was reserved
 	ctx    context.Context
 	cancel context.CancelFunc
-	span   trace.Span
-	home   home // its task's home when it was reserved; what it creates inherits it
-	snap   *storage.Task
+	// admitted is ctx as a commit admits it (admittedContext), made once
+	// for the commits the method makes with ctx itself.
+	admitted context.Context
+	span     trace.Span
+	home     home // its task's home when it was reserved; what it creates inherits it
+	snap     *storage.Task
 
 	progress []*Progress // bridges the method opened; drained before completion
 	// returned is set once the method returned: its runtime is stale.
@@ -197,6 +200,15 @@ func (a actions) run() {
 }
 
 func (a *actions) add(f func()) { *a = append(*a, f) }
+
+// then is what runs the actions after the line: nil when there are none,
+// which spares a commit that decided nothing a closure.
+func (a actions) then() func() {
+	if len(a) == 0 {
+		return nil
+	}
+	return a.run
+}
 
 // --- seeding ---
 
@@ -609,7 +621,7 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 	if batch.Kind == storage.BatchScratch {
 		d.h.flushPreview(ctx, batch.Task, r, &acts)
 		d.assertIndexes()
-		return acts.run
+		return acts.then()
 	}
 	d.h.watchEvents(ctx, batch, r)
 	d.h.sessionEvents(ctx, batch, r)
@@ -677,7 +689,7 @@ func (d *driver) afterCommit(ctx context.Context, batch storage.CommitBatch, r s
 	}
 	d.checkWaiters()
 	d.assertIndexes()
-	return acts.run
+	return acts.then()
 }
 
 // reconsider reserves an invocation for a task when it can run (§6.1):
@@ -735,6 +747,7 @@ func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *a
 	}
 	cctx, cancel := context.WithCancel(spanCtx)
 	inv.ctx, inv.cancel, inv.span = context.WithValue(cctx, invocationKey{}, inv), cancel, span
+	inv.admitted = admit(inv.ctx, inv)
 	d.running[lt.task.ID] = inv
 	d.invocations++
 	inv.name, inv.parent = fmt.Sprintf("task%d.%s", lt.task.ID, m), parent
@@ -799,7 +812,7 @@ func (d *driver) complete(inv *invocation, err error) {
 		d.reconsider(ctx, inv.task, &acts)
 		d.checkWaiters()
 		d.checkDrained()
-		return acts.run, nil
+		return acts.then(), nil
 	})
 }
 
@@ -857,7 +870,7 @@ func (h *Harness) drive(ctx context.Context, conv storage.ID, session bool) (Dri
 		d.attach(ctx, conv, session, &acts)
 		d.waiters = append(d.waiters, w)
 		d.checkWaiters()
-		return acts.run, nil
+		return acts.then(), nil
 	})
 	if err != nil {
 		return "", err
@@ -1046,7 +1059,7 @@ func (d *driver) persistenceFault(ctx context.Context, err error) func() {
 	}
 	var acts actions
 	d.faultLocked(ctx, fe, &acts)
-	return acts.run
+	return acts.then()
 }
 
 // faultLocked fail-stops the session on the line: waiters reject, admission

@@ -456,7 +456,7 @@ func (h *Harness) Close(ctx context.Context) error {
 		h.endWatchers(ConversationEvent{Type: EventClosed, ReadAt: h.Store().LastSeq()}, SessionEvent{Type: SessionEventClosed})
 		d.startCloser(ctx, &acts)
 		d.checkDrained()
-		return acts.run, nil
+		return acts.then(), nil
 	})
 	if err != nil {
 		return err
@@ -518,7 +518,7 @@ func (h *Harness) Shutdown(ctx context.Context) error {
 			var acts actions
 			h.d.attach(admitted, 0, true, &acts)
 			h.d.checkWaiters()
-			return acts.run, nil
+			return acts.then(), nil
 		}); err != nil {
 			return err
 		}

@@ -166,9 +166,18 @@ func checkRules(ctx context.Context, before storage.Storage, batch storage.Commi
 // admittedContext is ctx without its cancellation, for a commit that once
 // admitted runs whole. Its invocation is looked up once and kept on top:
 // a value read straight from context.WithoutCancel's context allocates,
-// and a commit reads several.
+// and a commit reads several. A method committing with its invocation's
+// own ctx gets the admitted context the invocation made once.
 func admittedContext(ctx context.Context) context.Context {
-	return context.WithValue(context.WithoutCancel(ctx), invocationKey{}, invocationOf(ctx))
+	inv := invocationOf(ctx)
+	if inv != nil && ctx == inv.ctx {
+		return inv.admitted
+	}
+	return admit(ctx, inv)
+}
+
+func admit(ctx context.Context, inv *invocation) context.Context {
+	return context.WithValue(context.WithoutCancel(ctx), invocationKey{}, inv)
 }
 
 // locked is the part of a commit that holds the line, under the admitted
@@ -212,8 +221,8 @@ func (l *Line) locked(admitted context.Context, scratchTask storage.ID, plan fun
 			return storage.Range{}, nil, err
 		}
 	}
-	spanCtx, span := admitted, trace.Span(noop.Span{})
-	if recording(l.tracer) {
+	spanCtx, span, traced := admitted, trace.Span(noop.Span{}), recording(l.tracer)
+	if traced {
 		spanCtx, span = startSpan(l.tracer, l.rt, admitted, "pico.commit", trace.WithAttributes(
 			attribute.String("pico.batch", string(batch.Kind)),
 			attribute.Int("pico.writes", len(batch.Writes)),
@@ -230,34 +239,40 @@ func (l *Line) locked(admitted context.Context, scratchTask storage.ID, plan fun
 		pe := &PersistenceError{Err: err}
 		after := endSpan
 		if l.opts.OnPersistenceError != nil {
-			then := l.opts.OnPersistenceError(admitted, pe)
-			after = func() {
-				endSpan()
-				if then != nil {
-					then()
-				}
-			}
+			after = both(endSpan, l.opts.OnPersistenceError(admitted, pe))
 		}
 		return storage.Range{}, after, pe
 	}
-	span.SetAttributes(attribute.Int64("pico.first", int64(r.First)), attribute.Int64("pico.last", int64(r.Last)))
 	if r.First != tx.base+1 {
 		panic("core: storage numbered a batch from a sequence the line did not read")
 	}
-	after := func() { span.End() } // telemetry callbacks run after the line is released
+	var after func() // telemetry callbacks run after the line is released
+	if traced {
+		span.SetAttributes(attribute.Int64("pico.first", int64(r.First)), attribute.Int64("pico.last", int64(r.Last)))
+		after = func() { span.End() }
+	}
 	if tx.h != nil {
 		tx.h.d.tel.plan = tx.traces // read by the harness's AfterCommit, below
 		tx.h.d.held = tx.held       // so are the starts a settling invocation holds back
 	}
 	if l.opts.AfterCommit != nil {
-		if then := l.opts.AfterCommit(admitted, batch, r); then != nil {
-			after = func() {
-				span.End()
-				then()
-			}
-		}
+		after = both(after, l.opts.AfterCommit(admitted, batch, r))
 	}
 	return r, after, nil
+}
+
+// both runs first and then second, either of which may be nil.
+func both(first, second func()) func() {
+	switch {
+	case first == nil:
+		return second
+	case second == nil:
+		return first
+	}
+	return func() {
+		first()
+		second()
+	}
 }
 
 // ErrNestedLineCall refuses a line call (a commit, a read, a decision)

@@ -257,7 +257,7 @@ func (d *driver) endOpenTraces() func() {
 		})
 	}
 	d.tel.open = nil
-	return acts.run
+	return acts.then()
 }
 
 // invocationSpanStart places an invocation's span: under its task's home
