@@ -167,6 +167,7 @@ type oracle struct {
 	owners     map[storage.ID]storage.ID      // conversation → the task that owns it (0: none)
 	tools      map[storage.ID]string          // tool task → its call's tool
 	spills     map[storage.ID]spillCall       // spill tool task → its call (spill.go)
+	subagents  subagentWatch                  // the subagent tool's calls and children (subagentrule.go)
 	markedAt   map[storage.ID]time.Time       // task → when a mark landed while it ran cancellably
 	waitsFor   map[storage.ID]storage.ID      // job tool call waiting → the job it waits for
 	startedAt  map[storage.ID]time.Time       // job tool call → when it started, its job already ended
@@ -209,7 +210,7 @@ func newOracle() *oracle {
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
-		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, markedAt: map[storage.ID]time.Time{},
+		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, subagents: newSubagentWatch(), markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{}}
 }
@@ -343,6 +344,7 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		o.transcripts.deleted[id] = true
 		delete(o.transcripts.convs, id) // a store that still lists it breaks the conversation rule
 	}
+	o.subagentRestarted()
 	clear(o.requests) // the old process's attempts ended with it
 	clear(o.summaries)
 	o.resyncAttempts(tasks)
@@ -498,6 +500,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				if err := o.spillSettled(w, b, by, seq); err != nil {
 					return err
 				}
+				if err := o.subagentSettled(w, by, seq); err != nil {
+					return err
+				}
 			}
 			if w.Abort {
 				o.marked[w.ID] = true
@@ -536,6 +541,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			var call agent.ToolState
 			if w.Task.Kind == agent.ToolKindName && json.Unmarshal(w.Task.State, &call) == nil {
 				o.tools[w.Task.ID] = call.Call.Name
+				o.subagentMade(w.Task.ID, call.Call, seq)
 				var spill spillArgs
 				if _, ok := spillTools[call.Call.Name]; ok && json.Unmarshal(call.Call.Arguments, &spill) == nil {
 					o.spills[w.Task.ID] = spillCall{tool: call.Call.Name, args: spill}
@@ -619,6 +625,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			if w.Type != storage.WriteValueSet || json.Unmarshal(w.Value, &res) != nil {
 				continue
 			}
+			o.subagentInput(inv, ok, *w.Addr, res, seq)
 			if res.Status.Terminal() {
 				o.terminal[key] = res.Status
 				if err := o.refused(res, w.Addr.Key, by, seq); err != nil {

@@ -232,8 +232,22 @@ func drawProgram(seed uint64) *program {
 			// command's answer waits for an asker that has one.
 			switch {
 			case strings.Contains(r.args[1], "subagent:run") || strings.Contains(r.args[1], "subagent:spawn"):
+				// Up to four commands, a send followed as often as not by
+				// a wait for what it sent, so that the child's latest
+				// input moves and its entries outgrow a status.
 				cmds := []string{"send", "status", "wait", "stop", "send:other", "stop:other"}
-				p.lines = append(p.lines, progLine{op: "respond", args: []string{"calls", "subagent:" + cmds[rng.IntN(len(cmds))]}})
+				cmd := cmds[rng.IntN(len(cmds))]
+				for n := rng.IntN(4); ; n-- {
+					p.lines = append(p.lines, progLine{op: "respond", args: []string{"calls", "subagent:" + cmd}})
+					if n == 0 {
+						break
+					}
+					if cmd == "send" && rng.IntN(2) == 0 {
+						cmd = "wait"
+					} else {
+						cmd = cmds[rng.IntN(len(cmds))]
+					}
+				}
 			case strings.Contains(r.args[1], "bash:"):
 				cmds := []string{"status", "output", "wait", "stop", "stop:other", "output:other"}
 				p.lines = append(p.lines, progLine{op: "respond", args: []string{"calls", "job:" + cmds[rng.IntN(len(cmds))]}})
@@ -315,6 +329,7 @@ func drawProgram(seed uint64) *program {
 	drawCollapseSettings(p, seed)
 	drawDeletes(p, seed)
 	drawChildAborts(p, seed)
+	drawSubagentTalks(p, seed)
 	return p
 }
 
@@ -350,6 +365,44 @@ func drawChildAborts(p *program, seed uint64) {
 	}[rng.IntN(3)]
 	block = append(block, progLine{op: "accept", args: []string{"c0", "look"}}, progLine{op: "drive-async", args: []string{"c0"}},
 		progLine{op: "sleep", args: []string{[]string{"1", "50", "300"}[rng.IntN(3)]}}, abort)
+	p.lines = append(block, p.lines...)
+}
+
+// subagentTalkSeeds is how often a drawn program talks to a subagent at
+// length (every ninth seed from 6, not the golden traces' seed 1).
+const subagentTalkSeeds = 9
+
+// drawSubagentTalks has the program of every subagentTalkSeeds-th seed
+// begin, from a generator of its own, with a turn of the root that spawns
+// a subagent and then sends it input, waits for it and asks its status,
+// three to six commands in all, a wait after most sends: the child's
+// latest input moves under the waits, and its entries outgrow what a
+// status lists (subagentrule.go), which the occasional command of random
+// programs seldom lines up.
+func drawSubagentTalks(p *program, seed uint64) {
+	if seed%subagentTalkSeeds != 6 {
+		return
+	}
+	rng := seededRNG(seed, "subagent talks")
+	respond := func(call string) progLine {
+		return progLine{op: "respond", args: []string{"calls", "subagent:" + call}}
+	}
+	block := []progLine{respond("spawn")}
+	cmds := []string{"send", "send", "send", "wait", "status", "status"}
+	cmd := cmds[rng.IntN(len(cmds))]
+	for range 3 + rng.IntN(4) {
+		block = append(block, respond(cmd))
+		if cmd == "send" && rng.IntN(3) > 0 {
+			cmd = "wait"
+		} else {
+			cmd = cmds[rng.IntN(len(cmds))]
+		}
+	}
+	if rng.IntN(2) == 0 {
+		// The child's answers are slow: a wait waits, a status finds it working.
+		block = append(block, progLine{op: "respond", args: []string{"slow", strconv.Itoa(100 * (1 + rng.IntN(5))), "slowly"}})
+	}
+	block = append(block, progLine{op: "accept", args: []string{"c0", "talk to a helper"}}, progLine{op: "drive", args: []string{"c0"}})
 	p.lines = append(block, p.lines...)
 }
 

@@ -166,13 +166,7 @@ func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string,
 		return o.fail(broke(ruleToolOutput, "%s settled %s call %d at %d with no output it can read (%v)", by, call.tool, w.ID, seq, err))
 	}
 	out := st.Output
-	got := ""
-	for _, c := range out.Content {
-		if c.Type == ai.BlockText {
-			got = c.Text
-			break
-		}
-	}
+	got := outputText(out)
 	limits := spillTools[call.tool]
 	chunks := spillChunks(call.args.Recipe)
 	complete := w.Status == "done" && (!out.IsError || call.args.Fail && strings.HasSuffix(got, spillFailure))

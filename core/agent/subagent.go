@@ -460,7 +460,11 @@ func awaitSubagent(ctx context.Context, rt *ToolRuntime, child, input storage.ID
 	if r.Status != InputDone {
 		return fmt.Errorf("subagent %d's input %d ended %s: %s", child, input, r.Status, r.Reason)
 	}
-	answer, ok, err := rt.GetEntry(ctx, r.ResultEntryID)
+	answerID := r.ResultEntryID
+	if plant.On("subagent-answers-its-input") {
+		answerID = r.PlacementEntryID
+	}
+	answer, ok, err := rt.GetEntry(ctx, answerID)
 	if err != nil || !ok || len(answer.Model) == 0 {
 		return fmt.Errorf("subagent %d's answer %d cannot be read: %v", child, r.ResultEntryID, err)
 	}
@@ -498,7 +502,7 @@ func sendSubagent(ctx context.Context, cfg *config, rt *ToolRuntime, child *core
 	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		var err error
 		input, placed, err = cfg.acceptIn(tx.Tx, child.ID, ModeFollowUp, true, userDraft(ai.PlainText(text), rt.Now()), requestID)
-		if err == nil {
+		if err == nil && !plant.On("subagent-send-keeps-last-input") {
 			core.TxValue(tx.Tx, lastInputValue.In(child.ID)).Set(input)
 		}
 		return err
@@ -525,7 +529,11 @@ const statusTail = 5
 // subagentStatus writes a child's newest entries and its live tasks.
 func subagentStatus(ctx context.Context, rt *ToolRuntime, child *core.Conversation, out *ToolOutput) error {
 	store := rt.Harness().Store()
-	page, err := store.ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Before: storage.ID(1) << 62, Limit: statusTail}, ConversationID: child.ID})
+	cursor := storage.Cursor{Before: storage.ID(1) << 62, Limit: statusTail}
+	if plant.On("subagent-status-oldest") {
+		cursor = storage.Cursor{Limit: statusTail}
+	}
+	page, err := store.ScanEntries(ctx, storage.EntryQuery{Cursor: cursor, ConversationID: child.ID})
 	if err != nil {
 		return err
 	}

@@ -119,6 +119,14 @@ package plant
 //     makes its child again.
 //   - subagent-reaches-any-child (core/agent/subagent.go): a subagent
 //     command reaches any conversation's child, not only the caller's.
+//   - subagent-send-keeps-last-input (core/agent/subagent.go): send
+//     leaves the child's latest input as it was, so a wait after it waits
+//     for the input before.
+//   - subagent-status-oldest (core/agent/subagent.go): status lists the
+//     child's oldest entries instead of its newest.
+//   - subagent-answers-its-input (core/agent/subagent.go): run and wait
+//     answer with the entry that placed the input, not the one that
+//     ended it.
 //   - job-tool-any-conversation (core/agent/jobtools.go): the job tool
 //     reads and stops another conversation's job.
 //   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
@@ -231,6 +239,7 @@ var names = []string{
 	"abort-spares-follow-up", "abort-marks-background", "abort-stops-at-owners", "tool-abort-spares-children",
 	"recover-retries-past-budget",
 	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation",
+	"subagent-send-keeps-last-input", "subagent-status-oldest", "subagent-answers-its-input",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",

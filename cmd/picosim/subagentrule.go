@@ -1,0 +1,260 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// ruleSubagent: the subagent tool answers for the child it names (§8.5).
+// run and spawn name the child their own call created and the input of its
+// prompt; send names the input its own commit gave the child; wait names
+// the newest input the child was given by a call before the wait was made,
+// or a newer one; run's and wait's answer to an input that ended done is
+// the text of the entry that ended it; status lists the child's newest
+// entries as they stood when it read them.
+const ruleSubagent oracleRule = "subagent-answers-for-its-child"
+
+// subagentAsk is one call of the subagent tool: its command, the child it
+// names (send, status, wait, stop) and the commit that made it.
+type subagentAsk struct {
+	command string
+	child   storage.ID
+	made    storage.ID
+}
+
+// givenInput is an input a subagent call gave its child: at spawn, its
+// prompt; at send, the text.
+type givenInput struct {
+	input, seq, by storage.ID
+}
+
+// subagentWatch is what the rule follows: the calls, the inputs they gave
+// each child, and every input that ended done.
+type subagentWatch struct {
+	calls map[storage.ID]subagentAsk
+	given map[storage.ID][]givenInput
+	// uncertain are the children that lived through a restart: a commit
+	// the oracle missed (an uncertain one before it) may have given them
+	// an input it does not know.
+	uncertain map[storage.ID]bool
+	// seen are the input result addresses written so far, done their
+	// results once they ended done.
+	seen map[string]bool
+	done map[string]agent.InputResult
+}
+
+func newSubagentWatch() subagentWatch {
+	return subagentWatch{calls: map[storage.ID]subagentAsk{}, given: map[storage.ID][]givenInput{},
+		uncertain: map[storage.ID]bool{}, seen: map[string]bool{}, done: map[string]agent.InputResult{}}
+}
+
+// subagentMade records a call of the subagent tool, made at seq.
+func (o *oracle) subagentMade(task storage.ID, call ai.Block, seq storage.ID) {
+	var args struct {
+		Command string     `json:"command"`
+		ID      storage.ID `json:"id"`
+	}
+	if call.Name != agent.SubagentToolName || json.Unmarshal(call.Arguments, &args) != nil {
+		return
+	}
+	o.subagents.calls[task] = subagentAsk{command: args.Command, child: args.ID, made: seq}
+}
+
+// subagentInput records an input result written at seq: the first result
+// of an input that a subagent call's commit writes into another
+// conversation is an input the call gave its child.
+func (o *oracle) subagentInput(inv core.Invocation, byTask bool, addr storage.Address, res agent.InputResult, seq storage.ID) {
+	key := addr.StateKey()
+	first := !o.subagents.seen[key]
+	o.subagents.seen[key] = true
+	if res.Status == agent.InputDone {
+		o.subagents.done[key] = res
+	}
+	input, err := strconv.ParseInt(addr.Key, 10, 64)
+	if !first || err != nil || !byTask || o.tools[inv.Task] != agent.SubagentToolName || addr.Scope.ID == o.convs[inv.Task] {
+		return
+	}
+	child := addr.Scope.ID
+	o.subagents.given[child] = append(o.subagents.given[child], givenInput{input: storage.ID(input), seq: seq, by: inv.Task})
+}
+
+// subagentRestarted marks every child known so far uncertain.
+func (o *oracle) subagentRestarted() {
+	for _, c := range o.created {
+		if o.owners[c] != 0 {
+			o.subagents.uncertain[c] = true
+		}
+	}
+}
+
+// subagentSettled holds the settlement w of a subagent call, at seq, to the
+// rule.
+func (o *oracle) subagentSettled(w storage.Write, by string, seq storage.ID) error {
+	call, ok := o.subagents.calls[w.ID]
+	if !ok || w.Status != "done" {
+		return nil
+	}
+	var st struct {
+		Output *agent.ToolOutputState `json:"output"`
+	}
+	if json.Unmarshal(w.State, &st) != nil || st.Output == nil || st.Output.IsError {
+		return nil // a refusal (not a child of the caller, a bad argument) is the tool's error
+	}
+	var details struct {
+		Subagent *struct {
+			ID     storage.ID        `json:"id"`
+			Input  storage.ID        `json:"input"`
+			Status agent.InputStatus `json:"status"`
+		} `json:"subagent"`
+	}
+	text := outputText(st.Output)
+	fail := func(format string, args ...any) error {
+		return o.fail(broke(ruleSubagent, "%s settled subagent %s call %d at %d with %q: %s", by, call.command, w.ID, seq, text, fmt.Sprintf(format, args...)))
+	}
+	if err := json.Unmarshal(st.Output.Details, &details); err != nil || details.Subagent == nil {
+		return fail("no subagent details (%s)", st.Output.Details)
+	}
+	d := details.Subagent
+	child := call.child
+	if call.command == "run" || call.command == "spawn" {
+		c, made := newestOf(o.created, func(c storage.ID) bool { return o.owners[c] == w.ID })
+		if !made {
+			return nil // created by a commit the oracle missed
+		}
+		child = c
+	}
+	if d.ID != child {
+		return fail("it names subagent %d, not %d", d.ID, child)
+	}
+	given := o.subagents.given[child]
+	switch call.command {
+	case "run", "spawn":
+		if len(given) > 0 && d.Input != given[0].input {
+			return fail("it names input %d of subagent %d, not its prompt %d", d.Input, child, given[0].input)
+		}
+	case "send":
+		i := len(given) - 1
+		for i >= 0 && given[i].by != w.ID {
+			i--
+		}
+		if i >= 0 && d.Input != given[i].input {
+			return fail("it names input %d of subagent %d, not the input %d its commit gave", d.Input, child, given[i].input)
+		}
+	case "wait":
+		newest := storage.ID(0)
+		for _, g := range given {
+			if g.seq < call.made {
+				newest = g.input
+			}
+		}
+		mine := !o.subagents.uncertain[child] && len(given) > 0
+		for _, g := range given {
+			mine = mine && g.input != d.Input
+		}
+		switch {
+		case d.Input < newest:
+			return fail("it waited for input %d of subagent %d, older than input %d, given before the call was made", d.Input, child, newest)
+		case mine:
+			return fail("it waited for input %d of subagent %d, which no subagent call gave it (%v)", d.Input, child, given)
+		}
+	case "status":
+		return o.subagentStatus(child, call.made, text, fail)
+	}
+	if (call.command == "run" || call.command == "wait") && d.Status == agent.InputDone {
+		return o.subagentAnswer(child, d.Input, text, fail)
+	}
+	return nil
+}
+
+// subagentAnswer checks that text is the answer that ended input of child.
+func (o *oracle) subagentAnswer(child, input storage.ID, text string, fail func(string, ...any) error) error {
+	res, ok := o.subagents.done[agent.InputResultValue.In(child).WithKey(input.String()).StateKey()]
+	if !ok {
+		if o.subagents.uncertain[child] {
+			return nil // its result may be a commit the oracle missed
+		}
+		return fail("input %d of subagent %d has not ended done", input, child)
+	}
+	for _, e := range o.transcripts.own[child] {
+		if e.ID != res.ResultEntryID {
+			continue
+		}
+		if len(e.Model) == 0 {
+			return fail("the entry that ended input %d of subagent %d, %d, has no message", input, child, e.ID)
+		}
+		if want := e.Model[0].Content.TextOf(); text != want {
+			return fail("the answer that ended input %d of subagent %d, entry %d, says %q", input, child, e.ID, want)
+		}
+		return nil
+	}
+	return nil
+}
+
+// subagentStatus checks that text is a status of child, read after the
+// call was made: its state, a line for each live task when it works, and
+// then, as of some entry k of it no older than the call, the newest
+// subagentStatusTail entries through k, the system ones left out.
+func (o *oracle) subagentStatus(child, made storage.ID, text string, fail func(string, ...any) error) error {
+	entries := o.transcripts.own[child]
+	before := 0 // the entries committed before the call was made
+	for before < len(entries) && entries[before].ID < made {
+		before++
+	}
+	for k := len(entries); k >= before; k-- {
+		listed := statusEntries(entries[max(0, k-subagentStatusTail):k])
+		head, ok := strings.CutSuffix(text, listed)
+		if !ok {
+			continue
+		}
+		lines := strings.Split(head, "\n")
+		idle := fmt.Sprintf("Subagent %d is idle.", child)
+		working := fmt.Sprintf("Subagent %d is working.", child)
+		live := 0
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, "live: ") {
+				live++
+			}
+		}
+		if live == len(lines)-1 && (lines[0] == idle && live == 0 || lines[0] == working && live > 0) {
+			return nil
+		}
+	}
+	return fail("no prefix of subagent %d's %d entries from the %d before the call has that status", child, len(entries), before)
+}
+
+// subagentStatusTail is how many of a child's newest entries status shows.
+const subagentStatusTail = 5
+
+// statusEntries is how a status lists entries.
+func statusEntries(entries []*storage.Entry) string {
+	var b strings.Builder
+	for _, e := range entries {
+		if len(e.Model) == 0 || e.Kind == core.SystemKind.Kind() {
+			continue
+		}
+		m := e.Model[0]
+		text := m.Content.TextOf()
+		for _, call := range m.ToolCalls() {
+			text += " [calls " + call.Name + "]"
+		}
+		fmt.Fprintf(&b, "\n%s %d: %s", m.Role, e.ID, text)
+	}
+	return b.String()
+}
+
+// outputText is a tool output's first text block.
+func outputText(out *agent.ToolOutputState) string {
+	for _, c := range out.Content {
+		if c.Type == ai.BlockText {
+			return c.Text
+		}
+	}
+	return ""
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// subagentRun is an oracle that has seen conversation 1's subagent child 20
+// made by run call 10 with its prompt, input 22, answered by entry 25, and
+// then sent input 48 by call 30, answered by entry 52; calls 40 (wait), 41
+// (status) and 42 (send) were made at 60, after all of it, and 42 gave
+// input 65, still queued.
+func subagentRun() *oracle {
+	o := newOracle()
+	o.created, o.owners = []storage.ID{1, 20}, map[storage.ID]storage.ID{20: 10}
+	o.convs = map[storage.ID]storage.ID{10: 1, 30: 1, 40: 1, 41: 1, 42: 1}
+	for _, task := range []storage.ID{10, 30, 40, 41, 42} {
+		o.tools[task] = agent.SubagentToolName
+	}
+	calls := map[storage.ID]string{10: `{"command":"run","prompt":"look"}`, 30: `{"command":"send","id":20,"text":"go on"}`,
+		40: `{"command":"wait","id":20}`, 41: `{"command":"status","id":20}`, 42: `{"command":"send","id":20,"text":"more"}`}
+	made := map[storage.ID]storage.ID{10: 10, 30: 30, 40: 60, 41: 60, 42: 60}
+	for task, args := range calls {
+		o.subagentMade(task, ai.Block{Type: ai.BlockToolCall, Name: agent.SubagentToolName, Arguments: json.RawMessage(args)}, made[task])
+	}
+	result := func(input storage.ID, res agent.InputResult, by storage.ID, seq storage.ID) {
+		addr := agent.InputResultValue.In(20).WithKey(input.String()).Address
+		o.subagentInput(core.Invocation{Task: by}, by != 0, addr, res, seq)
+	}
+	result(22, agent.InputResult{Status: agent.InputRunning}, 10, 22)
+	result(22, agent.InputResult{Status: agent.InputDone, ResultEntryID: 25}, 0, 25)
+	result(48, agent.InputResult{Status: agent.InputQueued}, 30, 48)
+	result(48, agent.InputResult{Status: agent.InputRunning}, 0, 50) // placed by the child's generation: given once
+	result(48, agent.InputResult{Status: agent.InputDone, ResultEntryID: 52}, 0, 52)
+	result(65, agent.InputResult{Status: agent.InputQueued}, 42, 65)
+	entry := func(id storage.ID, kind string, role ai.Role, text string) *storage.Entry {
+		return &storage.Entry{ID: id, ConversationID: 20, Kind: kind, Model: []ai.Message{{Role: role, Content: ai.PlainText(text)}}}
+	}
+	o.transcripts.own[20] = []*storage.Entry{
+		entry(21, core.SystemKind.Kind(), ai.RoleSystem, "be brief"), entry(23, "user", ai.RoleUser, "look"),
+		entry(25, "assistant", ai.RoleAssistant, "found it"), entry(49, "user", ai.RoleUser, "go on"),
+		entry(51, "assistant", ai.RoleAssistant, "still looking"), entry(52, "assistant", ai.RoleAssistant, "fixed"),
+		entry(70, "user", ai.RoleUser, "later"),
+	}
+	return o
+}
+
+// subagentSettlement is call task's settlement with text and the details
+// the tool writes.
+func subagentSettlement(task, child, input storage.ID, status agent.InputStatus, text string) storage.Write {
+	details, _ := json.Marshal(map[string]any{"subagent": map[string]any{"id": child, "input": input, "status": status}})
+	out := agent.ToolOutputState{Content: []ai.Block{ai.Text(text)}, ToolResultData: agent.ToolResultData{Details: details}}
+	state, _ := json.Marshal(map[string]any{"output": out})
+	return storage.Write{Type: storage.WriteSettle, ID: task, Status: "done", Role: storage.RoleTerminal, State: state}
+}
+
+// Each command's answer is held to the child it names: run to its own
+// child and prompt, send to the input its commit gave, wait to the child's
+// latest input as of the call or a newer one, run's and wait's text to the
+// entry that ended the input, status to the child's newest entries from
+// the call on.
+func TestTheSubagentRuleHoldsEachCommandToItsChild(t *testing.T) {
+	status := func(state string, entries ...string) string {
+		s := fmt.Sprintf("Subagent 20 is %s.", state)
+		for _, e := range entries {
+			s += "\n" + e
+		}
+		return s
+	}
+	newest := []string{"user 23: look", "assistant 25: found it", "user 49: go on", "assistant 51: still looking", "assistant 52: fixed"}
+	cases := []struct {
+		name      string
+		w         storage.Write
+		uncertain bool // the child lived through a restart
+		broken    bool
+	}{
+		{name: "run answers its prompt", w: subagentSettlement(10, 20, 22, agent.InputDone, "found it")},
+		{name: "run with a later answer", w: subagentSettlement(10, 20, 22, agent.InputDone, "fixed"), broken: true},
+		{name: "run naming another child", w: subagentSettlement(10, 21, 22, agent.InputDone, "found it"), broken: true},
+		{name: "run naming a sent input", w: subagentSettlement(10, 20, 48, agent.InputDone, "fixed"), broken: true},
+		{name: "run still working says no answer", w: subagentSettlement(10, 20, 22, agent.InputRunning, "Subagent 20 is still working")},
+		{name: "send names its input", w: subagentSettlement(30, 20, 48, agent.InputQueued, "Sent")},
+		{name: "send naming the prompt", w: subagentSettlement(30, 20, 22, agent.InputQueued, "Sent"), broken: true},
+		{name: "wait for the latest input", w: subagentSettlement(40, 20, 48, agent.InputDone, "fixed")},
+		{name: "wait for an older input", w: subagentSettlement(40, 20, 22, agent.InputDone, "found it"), broken: true},
+		{name: "wait answering with the input's placement", w: subagentSettlement(40, 20, 48, agent.InputDone, "go on"), broken: true},
+		{name: "wait for an input no call gave", w: subagentSettlement(40, 20, 77, agent.InputRunning, "still working"), broken: true},
+		{name: "wait for an input a missed commit gave", w: subagentSettlement(40, 20, 77, agent.InputRunning, "still working"), uncertain: true},
+		{name: "wait for an input given after the call", w: subagentSettlement(40, 20, 65, agent.InputRunning, "still working")},
+		{name: "wait done before its input ended", w: subagentSettlement(40, 20, 65, agent.InputDone, "fixed"), broken: true},
+		{name: "status of the newest entries", w: subagentSettlement(41, 20, 0, "", status("idle", newest...))},
+		{name: "status of the entries through a later one", w: subagentSettlement(41, 20, 0, "", status("idle", append(newest[1:], "user 70: later")...))},
+		{name: "status while working", w: subagentSettlement(41, 20, 0, "", status("working", append([]string{"live: generation 53 (streaming)"}, newest...)...))},
+		{name: "status of the oldest entries", w: subagentSettlement(41, 20, 0, "", status("idle", newest[:4]...)), broken: true},
+		{name: "status idle with a live task", w: subagentSettlement(41, 20, 0, "", status("idle", append([]string{"live: generation 53 (streaming)"}, newest...)...)), broken: true},
+		{name: "status working with none", w: subagentSettlement(41, 20, 0, "", status("working", newest...)), broken: true},
+		{name: "status of another child", w: subagentSettlement(41, 21, 0, "", status("idle", newest...)), broken: true},
+		{name: "a second send names its own input", w: subagentSettlement(42, 20, 65, agent.InputQueued, "Sent")},
+		{name: "a second send naming the first's", w: subagentSettlement(42, 20, 48, agent.InputQueued, "Sent"), broken: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := subagentRun()
+			if tc.uncertain {
+				o.subagentRestarted()
+			}
+			err := o.subagentSettled(tc.w, "a test", 80)
+			var oe *oracleError
+			switch {
+			case tc.broken && (!errors.As(err, &oe) || oe.Rule != ruleSubagent):
+				t.Fatalf("got %v; want the rule %s broken", err, ruleSubagent)
+			case !tc.broken && err != nil:
+				t.Fatalf("got %v; want it to hold", err)
+			}
+		})
+	}
+}
