@@ -595,6 +595,11 @@ func drawLimits(p *program, seed uint64) {
 	}
 	if rng.IntN(2) == 0 {
 		p.limits.WallClock = time.Duration(50+rng.IntN(1_500)) * time.Millisecond
+		if rng.IntN(2) == 0 {
+			// One the program's waits, slow answers and retries often add
+			// up to, so that a query may start exactly as the time runs out.
+			p.limits.WallClock = time.Duration([]int{50, 100, 300, 500, 1000}[rng.IntN(5)]) * time.Millisecond
+		}
 	}
 	if rng.IntN(2) == 0 || p.limits == (agent.BudgetLimits{}) {
 		p.limits.ToolCalls = 1 + rng.IntN(3)

@@ -112,7 +112,8 @@ func (l BudgetLimits) spendQuery(tx *core.Tx, now time.Time, turn bool) (*Budget
 		return &BudgetError{Axis: AxisOutputTokens, Limit: fmt.Sprint(l.OutputTokens)}, nil
 	case l.Spend > 0 && spent(totals) >= l.Spend:
 		return &BudgetError{Axis: AxisSpend, Limit: fmt.Sprint(l.Spend)}, nil
-	case l.WallClock > 0 && used.StartedAt != 0 && now.Sub(time.UnixMilli(used.StartedAt)) >= l.WallClock:
+	case l.WallClock > 0 && used.StartedAt != 0 && now.Sub(time.UnixMilli(used.StartedAt)) >= l.WallClock &&
+		!(plant.On("budget-wall-clock-at-limit") && now.Sub(time.UnixMilli(used.StartedAt)) == l.WallClock):
 		return &BudgetError{Axis: AxisWallClock, Limit: l.WallClock.String()}, nil
 	}
 	if turn || !plant.On("budget-retries-free") {

@@ -119,6 +119,8 @@ package plant
 //     makes its child again.
 //   - subagent-reaches-any-child (core/agent/subagent.go): a subagent
 //     command reaches any conversation's child, not only the caller's.
+//   - budget-wall-clock-at-limit (core/agent/budget.go): a query that
+//     starts exactly when the wall-clock limit runs out still goes.
 //   - subagent-send-keeps-last-input (core/agent/subagent.go): send
 //     leaves the child's latest input as it was, so a wait after it waits
 //     for the input before.
@@ -247,7 +249,7 @@ var names = []string{
 	"edit-target-unchecked", "head-backwards-allowed", "state-after-entry-allowed", "patch-may-end-a-task",
 	"dependency-any-tree", "memory-fork-cap-ignores-reader", "memory-version-at-cap-hidden", "memory-remove-own-level-only",
 	"sqlite-clear-spares-inherited", "memory-window-ignores-before",
-	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one", "budget-output-off-by-one", "budget-wall-clock-restarts",
+	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one", "budget-output-off-by-one", "budget-wall-clock-restarts", "budget-wall-clock-at-limit",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
