@@ -36,6 +36,7 @@
 //   - gc.go: the collector's target simulations run with (GOGC=400 unless the environment sets GOGC; bench keeps Go's default).
 //   - help.go: the top-level usage text.
 //   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
+//   - jobrule.go: the oracle a-job-ends-as-its-method: an abort settles a job killed, a recover lost (or exited, when it ran again), and the notice in that commit says so.
 //   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.
 //   - meddle.go: the oracles only-its-own-invocation-changes-a-task (even seeds' tools and host try to change others' tasks), abort-creates-no-work and no-self-wait (their host starts tasks of picosim's own kind, whose abort tries to create work and whose execute to wait for itself), bad-writes-are-refused-by-their-rule (their host tries a commit breaking each rule of the data model, dependencies on the task itself and on a later one of its batch included) and good-writes-commit (a fork with a head and an edit at its fork point, in one batch, lands).
 //   - mirror.go: the oracle backends-agree: a disk run's reads asked of a memory store given the same batches, and its cold-opened files swept whole.

@@ -426,6 +426,9 @@ func (k jobKind) Recover(ctx context.Context, task *storage.Task, rt *core.TaskR
 		}
 		return k.run(ctx, task, rt, st)
 	}
+	if plant.On("job-recover-kills") {
+		return k.end(ctx, task, rt, st, JobKilled)
+	}
 	return k.end(ctx, task, rt, st, JobLost)
 }
 
@@ -455,7 +458,11 @@ func (k jobKind) end(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 		st.ExitCode = nil
 	}
 	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
-		if err := consumeNotify(tx.Tx, tx.ID, task.ID, st, status, out, rt.Now()); err != nil {
+		noticed := status
+		if plant.On("job-notice-says-exited") {
+			noticed = JobExited
+		}
+		if err := consumeNotify(tx.Tx, tx.ID, task.ID, st, noticed, out, rt.Now()); err != nil {
 			return err
 		}
 		state := map[string]any{"output": out}
