@@ -16,7 +16,8 @@ import (
 // The spill tools write more than they may keep, so that a run meets the
 // output window of §9.3 (agent.OutputLimits): every call writes the chunks
 // of one recipe, a short wait before each, so that an abort or a restart
-// lands mid-output, and a ":fail" call fails after its last. spill-head
+// lands mid-output (every third recipe replacing what it wrote with one
+// of them), and a ":fail" call fails after its last. spill-head
 // keeps the beginning and is replayed after a restart; spill-tail keeps
 // the end and is never replayed, so its interrupted calls settle from what
 // their sink made durable. Each chunk also reports a token of usage, so
@@ -66,6 +67,32 @@ func spillChunks(n int) []string {
 	return chunks
 }
 
+// spillReplaceRecipes is how often a recipe replaces its output midway:
+// every third one, at one chunk after the first (the sink's Replace), so
+// that the window and the totals start again from that chunk.
+const spillReplaceRecipes = 3
+
+// spillReplaces is the chunk of recipe n that replaces the output instead
+// of adding to it, or -1; drawn from a generator of its own, so that the
+// chunks stay as they are.
+func spillReplaces(n int) int {
+	chunks := spillChunks(n)
+	if n%spillReplaceRecipes != 0 || len(chunks) < 2 {
+		return -1
+	}
+	return 1 + seededRNG(uint64(n), "spill replace").IntN(len(chunks)-1)
+}
+
+// spillWritten is the output a run of recipe n has written after its first
+// k chunks: from the last that replaced it on.
+func spillWritten(n, k int) string {
+	chunks := spillChunks(n)[:k]
+	if r := spillReplaces(n); r >= 0 && r < k {
+		chunks = chunks[r:]
+	}
+	return strings.Join(chunks, "")
+}
+
 // spillCalls reports whether a program's answers call a spill tool.
 func (p *program) spillCalls() bool {
 	for _, l := range p.lines {
@@ -90,11 +117,16 @@ func (e *env) spillTool(name string) agent.Tool {
 			if err := json.Unmarshal(raw, &args); err != nil {
 				return err
 			}
-			for _, c := range spillChunks(args.Recipe) {
+			replace := spillReplaces(args.Recipe)
+			for i, c := range spillChunks(args.Recipe) {
 				if err := rt.Sleep(ctx, rt.Now().Add(spillChunkWait)); err != nil {
 					return err
 				}
-				out.Write(c)
+				if i == replace {
+					out.Replace(c)
+				} else {
+					out.Write(c)
+				}
 				out.Usage(ai.Usage{Input: 1, Output: 1, TotalTokens: 2}) // a tool's usage rows count too
 			}
 			if args.Fail {
@@ -175,7 +207,7 @@ func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string,
 		if complete && k < len(chunks) {
 			break
 		}
-		written := strings.Join(chunks[:k], "")
+		written := spillWritten(call.args.Recipe, k)
 		why := spillMismatch(written, window(written, limits), got, out)
 		if why == "" {
 			return o.spillEntry(w, b, by, seq, call, out)

@@ -76,7 +76,7 @@ func TestTheToolOutputRuleTakesOnlyWhatARunWrites(t *testing.T) {
 		}
 	}
 	chunks := spillChunks(recipe)
-	all := strings.Join(chunks, "")
+	all := spillWritten(recipe, len(chunks))
 	check := func(tool string, args spillArgs, w storage.Write, b storage.CommitBatch) error {
 		o := newOracle()
 		o.spills[8] = spillCall{tool: tool, args: args}
@@ -91,13 +91,13 @@ func TestTheToolOutputRuleTakesOnlyWhatARunWrites(t *testing.T) {
 		if err := check(tool, spillArgs{Recipe: recipe, Fail: true}, w, b); err != nil {
 			t.Fatalf("%s, failed at its end: %v", tool, err)
 		}
-		w, b = spillSettlement(tool, strings.Join(chunks[:2], ""), "interrupted")
+		w, b = spillSettlement(tool, spillWritten(recipe, 2), "interrupted")
 		if err := check(tool, spillArgs{Recipe: recipe}, w, b); err != nil {
 			t.Fatalf("%s, interrupted after two chunks: %v", tool, err)
 		}
 		broken := map[string]func() (storage.Write, storage.CommitBatch){
 			"a finished call with only its first chunks": func() (storage.Write, storage.CommitBatch) {
-				return spillSettlement(tool, strings.Join(chunks[:2], ""), "")
+				return spillSettlement(tool, spillWritten(recipe, 2), "")
 			},
 			"the other end's window": func() (storage.Write, storage.CommitBatch) {
 				other := map[string]string{"spill-head": "spill-tail", "spill-tail": "spill-head"}[tool]
@@ -143,7 +143,7 @@ func TestTheToolOutputRuleTakesOnlyWhatARunWrites(t *testing.T) {
 func TestSpillProgramsKeepTheirWindows(t *testing.T) {
 	long, short := 0, 0
 	for n := 1; long == 0 || short == 0; n++ {
-		switch all := strings.Join(spillChunks(n), ""); {
+		switch all := spillWritten(n, len(spillChunks(n))); {
 		case long == 0 && len(all) > 100 && strings.Count(all, "\n") > 6:
 			long = n
 		case short == 0 && all != "" && len(all) < 30 && strings.Count(all, "\n") < 3:
@@ -170,6 +170,44 @@ drive c0
 		}
 		if !strings.Contains(trace, spillFailure) {
 			t.Errorf("%s: the failing call's error is not in the trace", backend)
+		}
+	}
+}
+
+// Every third recipe replaces its output at one chunk: the window and the
+// totals start again there, and an output that kept what came before
+// breaks the rule.
+func TestASpillRecipeStartsAgainAtItsReplace(t *testing.T) {
+	recipe := 0
+	for n := 1; recipe == 0; n++ {
+		if r := spillReplaces(n); r > 0 && strings.Join(spillChunks(n)[:r], "") != "" {
+			recipe = n
+		}
+	}
+	if recipe%spillReplaceRecipes != 0 {
+		t.Fatalf("recipe %d replaces; only every %dth does", recipe, spillReplaceRecipes)
+	}
+	chunks := spillChunks(recipe)
+	r := spillReplaces(recipe)
+	if got, want := spillWritten(recipe, len(chunks)), strings.Join(chunks[r:], ""); got != want {
+		t.Fatalf("recipe %d written whole = %q; want the chunks from %d on, %q", recipe, got, r, want)
+	}
+	if got, want := spillWritten(recipe, r), strings.Join(chunks[:r], ""); got != want {
+		t.Fatalf("recipe %d written before its replace = %q; want %q", recipe, got, want)
+	}
+	for _, tool := range []string{"spill-head", "spill-tail"} {
+		o := newOracle()
+		o.spills[8] = spillCall{tool: tool, args: spillArgs{Recipe: recipe}}
+		w, b := spillSettlement(tool, spillWritten(recipe, len(chunks)), "")
+		if err := o.spillSettled(w, b, "task 8's execute", 10); err != nil {
+			t.Fatalf("%s, whole: %v", tool, err)
+		}
+		o = newOracle()
+		o.spills[8] = spillCall{tool: tool, args: spillArgs{Recipe: recipe}}
+		w, b = spillSettlement(tool, strings.Join(chunks, ""), "")
+		var oe *oracleError
+		if err := o.spillSettled(w, b, "task 8's execute", 10); !errors.As(err, &oe) || oe.Rule != ruleToolOutput {
+			t.Errorf("%s, what came before the replace kept: %v; want a %s violation", tool, err, ruleToolOutput)
 		}
 	}
 }

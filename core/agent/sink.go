@@ -129,7 +129,10 @@ func (f *outputFold) apply(op SinkOp) {
 		f.write(op.Text)
 	case "replace":
 		f.text.Reset()
-		f.lines, f.trunc = 0, Truncation{}
+		f.lines = 0
+		if !plant.On("sink-replace-keeps-totals") {
+			f.trunc = Truncation{}
+		}
 		f.write(op.Text)
 	case "image":
 		if op.Image != nil {

@@ -135,6 +135,8 @@ package plant
 //     which may not run again, settles killed instead of lost.
 //   - job-notice-says-exited (core/agent/job.go): the notice of a job
 //     lost or killed says it exited.
+//   - sink-replace-keeps-totals (core/agent/sink.go): a Replace keeps the
+//     totals of what it replaced.
 //   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
 //     window keeps one line more than its limit.
 //   - sink-truncated-by-lines-only (core/agent/sink.go): an output is
@@ -244,7 +246,7 @@ var names = []string{
 	"summary-keeps-from-through", "retry-backoff-one-behind",
 	"abort-spares-follow-up", "abort-marks-background", "abort-stops-at-owners", "tool-abort-spares-children",
 	"recover-retries-past-budget",
-	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation", "job-recover-kills", "job-notice-says-exited",
+	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "sink-replace-keeps-totals", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation", "job-recover-kills", "job-notice-says-exited",
 	"subagent-send-keeps-last-input", "subagent-status-oldest", "subagent-answers-its-input",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
