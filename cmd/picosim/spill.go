@@ -93,6 +93,23 @@ func spillWritten(n, k int) string {
 	return strings.Join(chunks, "")
 }
 
+// spillCaptureRecipes is how often a recipe, after its last chunk,
+// captures totals measured elsewhere (the sink's Capture): every fifth.
+const spillCaptureRecipes = 5
+
+// spillCapture is what recipe n captures under limits, nil when it
+// captures nothing: more than it wrote, in a spill file, and the window
+// of what it wrote as shown.
+func spillCapture(n int, limits agent.OutputLimits) *agent.Truncation {
+	if n%spillCaptureRecipes != 0 {
+		return nil
+	}
+	written := spillWritten(n, len(spillChunks(n)))
+	kept := window(written, limits)
+	return &agent.Truncation{Truncated: true, TotalLines: strings.Count(written, "\n") + 100, TotalBytes: len(written) + 4096,
+		ShownLines: strings.Count(kept, "\n"), ShownBytes: len(kept), SpillPath: fmt.Sprintf("/spill/recipe-%d.txt", n)}
+}
+
 // spillCalls reports whether a program's answers call a spill tool.
 func (p *program) spillCalls() bool {
 	for _, l := range p.lines {
@@ -128,6 +145,9 @@ func (e *env) spillTool(name string) agent.Tool {
 					out.Write(c)
 				}
 				out.Usage(ai.Usage{Input: 1, Output: 1, TotalTokens: 2}) // a tool's usage rows count too
+			}
+			if c := spillCapture(args.Recipe, spillTools[name]); c != nil {
+				out.Capture(*c)
 			}
 			if args.Fail {
 				return errors.New(spillFailure)
@@ -208,23 +228,39 @@ func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string,
 			break
 		}
 		written := spillWritten(call.args.Recipe, k)
-		why := spillMismatch(written, window(written, limits), got, out)
-		if why == "" {
-			return o.spillEntry(w, b, by, seq, call, out)
+		kept := window(written, limits)
+		// A run that wrote every chunk captured its totals after them,
+		// unless a restart ended it first.
+		wants := []agent.Truncation{totalsOf(written, kept)}
+		if c := spillCapture(call.args.Recipe, limits); c != nil && k == len(chunks) {
+			wants = append(wants[:0:0], *c)
+			if !complete {
+				wants = append(wants, totalsOf(written, kept))
+			}
 		}
-		whyNot = append(whyNot, fmt.Sprintf("after %d of %d chunks: %s", k, len(chunks), why))
+		for _, want := range wants {
+			why := spillMismatch(want, kept, got, out)
+			if why == "" {
+				return o.spillEntry(w, b, by, seq, call, out)
+			}
+			whyNot = append(whyNot, fmt.Sprintf("after %d of %d chunks: %s", k, len(chunks), why))
+		}
 	}
 	return o.fail(broke(ruleToolOutput, "%s settled %s call %d (%s, %+v) at %d with text %q and truncation %+v; no run of it writes that: %s",
 		by, call.tool, w.ID, w.Status, call.args, seq, got, out.Truncation, strings.Join(whyNot, "; ")))
 }
 
-// spillMismatch says how an output differs from one whose run wrote
-// written and kept kept, its error text, if any, after it ("" when it
-// does not).
-func spillMismatch(written, kept, got string, out *agent.ToolOutputState) string {
-	t := out.Truncation
-	want := agent.Truncation{Truncated: len(kept) < len(written), TotalLines: strings.Count(written, "\n"), TotalBytes: len(written),
+// totalsOf is the truncation of an output that wrote written and kept
+// kept, as the sink counts it.
+func totalsOf(written, kept string) agent.Truncation {
+	return agent.Truncation{Truncated: len(kept) < len(written), TotalLines: strings.Count(written, "\n"), TotalBytes: len(written),
 		ShownLines: strings.Count(kept, "\n"), ShownBytes: len(kept)}
+}
+
+// spillMismatch says how an output differs from one with truncation want
+// that kept kept, its error text, if any, after it ("" when it does not).
+func spillMismatch(want agent.Truncation, kept, got string, out *agent.ToolOutputState) string {
+	t := out.Truncation
 	switch {
 	case t != want:
 		return fmt.Sprintf("truncation %+v", want)

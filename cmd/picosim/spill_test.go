@@ -43,10 +43,16 @@ func TestWindowKeepsTheLongestEndWithinItsLimits(t *testing.T) {
 // spillSettlement is a spill call's settlement as the sink makes it of a
 // run that wrote written, with its result entry.
 func spillSettlement(tool, written, failure string) (storage.Write, storage.CommitBatch) {
+	return spillCaptured(tool, written, failure, nil)
+}
+
+// spillCaptured is spillSettlement of a run that captured totals (nil: none).
+func spillCaptured(tool, written, failure string, capture *agent.Truncation) (storage.Write, storage.CommitBatch) {
 	kept := window(written, spillTools[tool])
-	out := agent.ToolOutputState{ToolResultData: agent.ToolResultData{Diags: []agent.Diag{},
-		Truncation: agent.Truncation{Truncated: len(kept) < len(written), TotalLines: strings.Count(written, "\n"), TotalBytes: len(written),
-			ShownLines: strings.Count(kept, "\n"), ShownBytes: len(kept)}}}
+	out := agent.ToolOutputState{ToolResultData: agent.ToolResultData{Diags: []agent.Diag{}, Truncation: totalsOf(written, kept)}}
+	if capture != nil {
+		out.Truncation = *capture
+	}
 	if out.Truncation.Truncated {
 		out.Diags = []agent.Diag{{Severity: "warn", Code: "truncated", Message: "output truncated"}}
 	}
@@ -209,5 +215,46 @@ func TestASpillRecipeStartsAgainAtItsReplace(t *testing.T) {
 		if err := o.spillSettled(w, b, "task 8's execute", 10); !errors.As(err, &oe) || oe.Rule != ruleToolOutput {
 			t.Errorf("%s, what came before the replace kept: %v; want a %s violation", tool, err, ruleToolOutput)
 		}
+	}
+}
+
+// Every fifth recipe captures its totals after its last chunk: a finished
+// call's output carries them; one a restart ended after the last chunk may
+// carry them or not.
+func TestASpillRecipeCapturesItsTotals(t *testing.T) {
+	recipe := spillCaptureRecipes
+	chunks := spillChunks(recipe)
+	written := spillWritten(recipe, len(chunks))
+	for _, tool := range []string{"spill-head", "spill-tail"} {
+		capture := spillCapture(recipe, spillTools[tool])
+		if capture == nil || capture.TotalBytes <= len(written) || capture.SpillPath == "" {
+			t.Fatalf("recipe %d captures %+v; want more than it wrote, in a spill file", recipe, capture)
+		}
+		for _, c := range []struct {
+			name    string
+			capture *agent.Truncation
+			failure string
+			broken  bool
+		}{
+			{name: "finished, captured", capture: capture},
+			{name: "finished, not captured", broken: true},
+			{name: "interrupted after its chunks, captured", capture: capture, failure: "interrupted"},
+			{name: "interrupted after its chunks, not captured", failure: "interrupted"},
+		} {
+			o := newOracle()
+			o.spills[8] = spillCall{tool: tool, args: spillArgs{Recipe: recipe}}
+			w, b := spillCaptured(tool, written, c.failure, c.capture)
+			err := o.spillSettled(w, b, "task 8's execute", 10)
+			var oe *oracleError
+			switch {
+			case c.broken && (!errors.As(err, &oe) || oe.Rule != ruleToolOutput):
+				t.Errorf("%s, %s: %v; want a %s violation", tool, c.name, err, ruleToolOutput)
+			case !c.broken && err != nil:
+				t.Errorf("%s, %s: %v", tool, c.name, err)
+			}
+		}
+	}
+	if spillCapture(recipe+1, spillTools["spill-head"]) != nil {
+		t.Errorf("recipe %d captures; only every %dth does", recipe+1, spillCaptureRecipes)
 	}
 }

@@ -231,7 +231,7 @@ func (f *outputFold) result(details any, failure error) ToolOutputState {
 	if plant.On("sink-truncated-by-lines-only") {
 		t.Truncated = t.ShownLines < t.TotalLines
 	}
-	if f.capture != nil {
+	if f.capture != nil && !(plant.On("sink-capture-only-when-truncated") && !t.Truncated) {
 		// Measured where the output was produced: the totals of all of it.
 		t = *f.capture
 	}
