@@ -60,7 +60,7 @@
 //   - subagentrule.go: the oracle subagent-answers-for-its-child: each subagent command names its own child, the input it gave or the child's latest, and answers with the entry that ended it; a status lists the child's newest entries.
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
-//   - usagerule.go: the oracle usage-row-is-its-attempts: a generation's usage row is its current attempt's, a done one its answer's usage.
+//   - usagerule.go: the oracles usage-row-is-its-attempts (a generation's usage row is its current attempt's, a done one its answer's usage) and tool-usage-row-is-its-output (a call's settlement records its output's usage, aborted or not).
 //   - watchrule.go: the oracle task-update-carries-the-previous-task: a watch's task_update names, as previous, the task as that watch last showed it.
 //   - transcriptrule.go: the oracle transcripts-by-the-rule: every transcript scan and newest head, derived from the batches alone.
 //

@@ -506,6 +506,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				if err := o.jobEnded(inv, ok, w, b, by, seq); err != nil {
 					return err
 				}
+				if err := o.toolUsage(w, b, by, seq); err != nil {
+					return err
+				}
 			}
 			if w.Abort {
 				o.marked[w.ID] = true

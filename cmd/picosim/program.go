@@ -499,7 +499,8 @@ const spillSeeds = 4
 // drawSpills gives the model of every spillSeeds-th seed's program one to
 // three answers that call the spill tools, from a generator of their own,
 // among its other answers, so that output windows meet aborts, restarts,
-// budgets and failures.
+// budgets and failures; half of those programs begin with a spill call
+// that an abort cuts short.
 func drawSpills(p *program, seed uint64) {
 	if seed%spillSeeds != 2 {
 		return
@@ -518,6 +519,18 @@ func drawSpills(p *program, seed uint64) {
 		l := progLine{op: "respond", args: []string{"calls", strings.Join(names, ",")}}
 		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), l) // before the final drive
 	}
+	// Half of them begin with a turn whose first answer calls a spill
+	// tool, aborted (the turn, or the call) after a chunk or a few: an
+	// aborted call settles with what its sink made durable, usage and all.
+	rng = seededRNG(seed, "spill aborts")
+	if rng.IntN(2) == 0 {
+		return
+	}
+	call := fmt.Sprintf("%s:%d", tools[rng.IntN(2)], rng.IntN(1000))
+	abort := []progLine{{op: "abort", args: []string{"c0"}}, {op: "abort-task", args: []string{"0"}}}[rng.IntN(2)]
+	block := []progLine{{op: "respond", args: []string{"calls", call}}, {op: "accept", args: []string{"c0", "spill"}}, {op: "drive-async", args: []string{"c0"}},
+		{op: "sleep", args: []string{strconv.Itoa(int(spillChunkWait/time.Millisecond) * (1 + rng.IntN(4)))}}, abort}
+	p.lines = append(block, p.lines...)
 }
 
 // providerSeeds is how often a drawn program's boundaries are another

@@ -144,7 +144,7 @@ func (e *env) spillTool(name string) agent.Tool {
 				} else {
 					out.Write(c)
 				}
-				out.Usage(ai.Usage{Input: 1, Output: 1, TotalTokens: 2}) // a tool's usage rows count too
+				out.Usage(spillChunkUsage) // a tool's usage rows count too
 			}
 			if c := spillCapture(args.Recipe, spillTools[name]); c != nil {
 				out.Capture(*c)
@@ -241,6 +241,9 @@ func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string,
 		for _, want := range wants {
 			why := spillMismatch(want, kept, got, out)
 			if why == "" {
+				why = spillUsageMismatch(out.Usage, k, complete)
+			}
+			if why == "" {
 				return o.spillEntry(w, b, by, seq, call, out)
 			}
 			whyNot = append(whyNot, fmt.Sprintf("after %d of %d chunks: %s", k, len(chunks), why))
@@ -248,6 +251,26 @@ func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string,
 	}
 	return o.fail(broke(ruleToolOutput, "%s settled %s call %d (%s, %+v) at %d with text %q and truncation %+v; no run of it writes that: %s",
 		by, call.tool, w.ID, w.Status, call.args, seq, got, out.Truncation, strings.Join(whyNot, "; ")))
+}
+
+// spillChunkUsage is the usage a spill call reports with each chunk.
+var spillChunkUsage = ai.Usage{Input: 1, Output: 1, TotalTokens: 2}
+
+// spillUsageMismatch says how usage differs from that of a run that wrote k
+// chunks ("" when it does not): each chunk's usage comes after it, so a run
+// a restart ended may have written a chunk without its usage.
+func spillUsageMismatch(usage *ai.Usage, k int, complete bool) string {
+	n := 0
+	if usage != nil {
+		n = int(usage.Output)
+		if *usage != (ai.Usage{Input: usage.Output, Output: usage.Output, TotalTokens: 2 * usage.Output}) || n == 0 {
+			return fmt.Sprintf("usage %+v, not a whole number of chunks' %+v", *usage, spillChunkUsage)
+		}
+	}
+	if n == k || !complete && n == k-1 {
+		return ""
+	}
+	return fmt.Sprintf("usage of %d chunks, not %d", n, k)
 }
 
 // totalsOf is the truncation of an output that wrote written and kept

@@ -41,17 +41,22 @@ func TestWindowKeepsTheLongestEndWithinItsLimits(t *testing.T) {
 }
 
 // spillSettlement is a spill call's settlement as the sink makes it of a
-// run that wrote written, with its result entry.
-func spillSettlement(tool, written, failure string) (storage.Write, storage.CommitBatch) {
-	return spillCaptured(tool, written, failure, nil)
+// run that wrote written, in chunks (each with its usage), with its result
+// entry.
+func spillSettlement(tool, written string, chunks int, failure string) (storage.Write, storage.CommitBatch) {
+	return spillCaptured(tool, written, chunks, failure, nil)
 }
 
 // spillCaptured is spillSettlement of a run that captured totals (nil: none).
-func spillCaptured(tool, written, failure string, capture *agent.Truncation) (storage.Write, storage.CommitBatch) {
+func spillCaptured(tool, written string, chunks int, failure string, capture *agent.Truncation) (storage.Write, storage.CommitBatch) {
 	kept := window(written, spillTools[tool])
 	out := agent.ToolOutputState{ToolResultData: agent.ToolResultData{Diags: []agent.Diag{}, Truncation: totalsOf(written, kept)}}
 	if capture != nil {
 		out.Truncation = *capture
+	}
+	if chunks > 0 {
+		u := ai.Usage{Input: int64(chunks), Output: int64(chunks), TotalTokens: 2 * int64(chunks)}
+		out.Usage = &u
 	}
 	if out.Truncation.Truncated {
 		out.Diags = []agent.Diag{{Severity: "warn", Code: "truncated", Message: "output truncated"}}
@@ -89,25 +94,29 @@ func TestTheToolOutputRuleTakesOnlyWhatARunWrites(t *testing.T) {
 		return o.spillSettled(w, b, "task 8's execute", 10)
 	}
 	for _, tool := range []string{"spill-head", "spill-tail"} {
-		w, b := spillSettlement(tool, all, "")
+		w, b := spillSettlement(tool, all, len(chunks), "")
 		if err := check(tool, spillArgs{Recipe: recipe}, w, b); err != nil {
 			t.Fatalf("%s, whole: %v", tool, err)
 		}
-		w, b = spillSettlement(tool, all, spillFailure)
+		w, b = spillSettlement(tool, all, len(chunks), spillFailure)
 		if err := check(tool, spillArgs{Recipe: recipe, Fail: true}, w, b); err != nil {
 			t.Fatalf("%s, failed at its end: %v", tool, err)
 		}
-		w, b = spillSettlement(tool, spillWritten(recipe, 2), "interrupted")
+		w, b = spillSettlement(tool, spillWritten(recipe, 2), 2, "interrupted")
 		if err := check(tool, spillArgs{Recipe: recipe}, w, b); err != nil {
 			t.Fatalf("%s, interrupted after two chunks: %v", tool, err)
 		}
+		w, b = spillSettlement(tool, spillWritten(recipe, 2), 1, "interrupted")
+		if err := check(tool, spillArgs{Recipe: recipe}, w, b); err != nil {
+			t.Fatalf("%s, interrupted after two chunks and the first's usage: %v", tool, err)
+		}
 		broken := map[string]func() (storage.Write, storage.CommitBatch){
 			"a finished call with only its first chunks": func() (storage.Write, storage.CommitBatch) {
-				return spillSettlement(tool, spillWritten(recipe, 2), "")
+				return spillSettlement(tool, spillWritten(recipe, 2), 2, "")
 			},
 			"the other end's window": func() (storage.Write, storage.CommitBatch) {
 				other := map[string]string{"spill-head": "spill-tail", "spill-tail": "spill-head"}[tool]
-				return spillSettlement(other, all, "")
+				return spillSettlement(other, all, len(chunks), "")
 			},
 			"a window a line longer": func() (storage.Write, storage.CommitBatch) {
 				l := spillTools[tool]
@@ -115,20 +124,26 @@ func TestTheToolOutputRuleTakesOnlyWhatARunWrites(t *testing.T) {
 				saved := spillTools[tool]
 				spillTools[tool] = l
 				defer func() { spillTools[tool] = saved }()
-				return spillSettlement(tool, all, "")
+				return spillSettlement(tool, all, len(chunks), "")
 			},
 			"no truncation warning": func() (storage.Write, storage.CommitBatch) {
-				w, b := spillSettlement(tool, all, "")
+				w, b := spillSettlement(tool, all, len(chunks), "")
 				w.State = json.RawMessage(strings.Replace(string(w.State), `"code":"truncated"`, `"code":"other"`, 1))
 				return w, b
 			},
 			"a result entry with other totals": func() (storage.Write, storage.CommitBatch) {
-				w, b := spillSettlement(tool, all, "")
+				w, b := spillSettlement(tool, all, len(chunks), "")
 				b.Writes[0].Entry.Data = json.RawMessage(strings.Replace(string(b.Writes[0].Entry.Data), `"totalBytes":`, `"totalBytes":1`, 1))
 				return w, b
 			},
+			"a finished call with a chunk's usage missing": func() (storage.Write, storage.CommitBatch) {
+				return spillSettlement(tool, all, len(chunks)-1, "")
+			},
+			"an interrupted call with a chunk's usage too many": func() (storage.Write, storage.CommitBatch) {
+				return spillSettlement(tool, spillWritten(recipe, 2), 3, "interrupted")
+			},
 			"no result entry": func() (storage.Write, storage.CommitBatch) {
-				w, b := spillSettlement(tool, all, "")
+				w, b := spillSettlement(tool, all, len(chunks), "")
 				b.Writes = b.Writes[1:]
 				return w, b
 			},
@@ -204,13 +219,13 @@ func TestASpillRecipeStartsAgainAtItsReplace(t *testing.T) {
 	for _, tool := range []string{"spill-head", "spill-tail"} {
 		o := newOracle()
 		o.spills[8] = spillCall{tool: tool, args: spillArgs{Recipe: recipe}}
-		w, b := spillSettlement(tool, spillWritten(recipe, len(chunks)), "")
+		w, b := spillSettlement(tool, spillWritten(recipe, len(chunks)), len(chunks), "")
 		if err := o.spillSettled(w, b, "task 8's execute", 10); err != nil {
 			t.Fatalf("%s, whole: %v", tool, err)
 		}
 		o = newOracle()
 		o.spills[8] = spillCall{tool: tool, args: spillArgs{Recipe: recipe}}
-		w, b = spillSettlement(tool, strings.Join(chunks, ""), "")
+		w, b = spillSettlement(tool, strings.Join(chunks, ""), len(chunks), "")
 		var oe *oracleError
 		if err := o.spillSettled(w, b, "task 8's execute", 10); !errors.As(err, &oe) || oe.Rule != ruleToolOutput {
 			t.Errorf("%s, what came before the replace kept: %v; want a %s violation", tool, err, ruleToolOutput)
@@ -243,7 +258,7 @@ func TestASpillRecipeCapturesItsTotals(t *testing.T) {
 		} {
 			o := newOracle()
 			o.spills[8] = spillCall{tool: tool, args: spillArgs{Recipe: recipe}}
-			w, b := spillCaptured(tool, written, c.failure, c.capture)
+			w, b := spillCaptured(tool, written, len(chunks), c.failure, c.capture)
 			err := o.spillSettled(w, b, "task 8's execute", 10)
 			var oe *oracleError
 			switch {

@@ -62,3 +62,47 @@ func (o *oracle) usageRow(row agent.UsageRow, b storage.CommitBatch, by string, 
 	}
 	return o.fail(broke(ruleUsageRow, "%s recorded generation %d's usage at %d as done, in a commit without its answer", by, row.TaskID, seq))
 }
+
+// ruleToolUsage: a tool call's settlement records the usage its output
+// holds (§9.3), whatever it ended as: one usage row of the call, in the
+// same commit, with the settlement's status as its outcome and the
+// output's usage, and none when the output holds none.
+const ruleToolUsage oracleRule = "tool-usage-row-is-its-output"
+
+// toolUsage holds w, a settlement of a tool call at seq in batch b, to
+// the rule.
+func (o *oracle) toolUsage(w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
+	if o.kinds[w.ID] != agent.ToolKindName {
+		return nil
+	}
+	var st struct {
+		Output *agent.ToolOutputState `json:"output"`
+	}
+	if json.Unmarshal(w.State, &st) != nil || st.Output == nil {
+		return nil
+	}
+	var rows []agent.UsageRow
+	for _, x := range b.Writes {
+		var row agent.UsageRow
+		if x.Type == storage.WriteListAppend && x.Addr != nil && *x.Addr == agent.UsageList.Address &&
+			json.Unmarshal(x.Value, &row) == nil && row.TaskID == w.ID {
+			rows = append(rows, row)
+		}
+	}
+	want := 0
+	if st.Output.Usage != nil {
+		want = 1
+	}
+	if len(rows) != want {
+		return o.fail(broke(ruleToolUsage, "%s settled tool call %d %s at %d with usage %+v and %d usage rows of it in its commit; want %d",
+			by, w.ID, w.Status, seq, st.Output.Usage, len(rows), want))
+	}
+	if want == 0 {
+		return nil
+	}
+	if r := rows[0]; r.Kind != agent.ToolKindName || r.Outcome != w.Status || r.ConversationID != o.convs[w.ID] || !reflect.DeepEqual(r.Usage, st.Output.Usage) {
+		return o.fail(broke(ruleToolUsage, "%s settled tool call %d %s at %d with usage %+v; its row says %s, %s, conversation %d, %+v",
+			by, w.ID, w.Status, seq, st.Output.Usage, r.Kind, r.Outcome, r.ConversationID, r.Usage))
+	}
+	return nil
+}

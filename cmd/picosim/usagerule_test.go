@@ -49,3 +49,55 @@ func TestTheUsageRuleHoldsARowToItsAttempt(t *testing.T) {
 		t.Errorf("a done row without its answer: %v; want a %s violation", err, ruleUsageRow)
 	}
 }
+
+// A tool call's settlement is held to the usage rows its commit appends:
+// one with its status and its output's usage when the output holds usage,
+// none otherwise, aborted or not.
+func TestAToolSettlementRecordsItsOutputsUsage(t *testing.T) {
+	usage := &ai.Usage{Input: 2, Output: 3, TotalTokens: 5}
+	settle := func(status string, u *ai.Usage, rows ...agent.UsageRow) storage.CommitBatch {
+		state, _ := json.Marshal(map[string]any{"output": agent.ToolOutputState{ToolResultData: agent.ToolResultData{Usage: u}}})
+		b := storage.CommitBatch{Kind: storage.BatchMain}
+		for _, r := range rows {
+			raw, _ := json.Marshal(r)
+			addr := agent.UsageList.Address
+			b.Writes = append(b.Writes, storage.Write{Type: storage.WriteListAppend, Addr: &addr, Value: raw})
+		}
+		b.Writes = append(b.Writes, storage.Write{Type: storage.WriteSettle, ID: 8, Status: status, Role: storage.RoleTerminal, State: state})
+		return b
+	}
+	row := func(outcome string, u *ai.Usage) agent.UsageRow {
+		return agent.UsageRow{ConversationID: 1, TaskID: 8, Kind: agent.ToolKindName, Outcome: outcome, Usage: u}
+	}
+	other := row("done", usage)
+	other.TaskID = 9
+	cases := []struct {
+		name   string
+		b      storage.CommitBatch
+		broken bool
+	}{
+		{name: "done with its row", b: settle("done", usage, row("done", usage))},
+		{name: "aborted with its row", b: settle("aborted", usage, row("aborted", usage))},
+		{name: "no usage, no row", b: settle("aborted", nil)},
+		{name: "no usage, another call's row", b: settle("done", nil, other)},
+		{name: "aborted without its row", b: settle("aborted", usage), broken: true},
+		{name: "a row without usage", b: settle("done", nil, row("done", usage)), broken: true},
+		{name: "a row of another outcome", b: settle("aborted", usage, row("done", usage)), broken: true},
+		{name: "a row of other usage", b: settle("done", usage, row("done", &ai.Usage{Output: 3})), broken: true},
+		{name: "two rows", b: settle("done", usage, row("done", usage), row("done", usage)), broken: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOracle()
+			o.kinds[8], o.convs[8] = agent.ToolKindName, 1
+			err := o.toolUsage(tc.b.Writes[len(tc.b.Writes)-1], tc.b, "a test", 20)
+			var oe *oracleError
+			switch {
+			case tc.broken && (!errors.As(err, &oe) || oe.Rule != ruleToolUsage):
+				t.Fatalf("got %v; want the rule %s broken", err, ruleToolUsage)
+			case !tc.broken && err != nil:
+				t.Fatalf("got %v; want it to hold", err)
+			}
+		})
+	}
+}

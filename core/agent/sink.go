@@ -141,7 +141,7 @@ func (f *outputFold) apply(op SinkOp) {
 	case "capture":
 		f.capture = op.Truncation
 	case "usage":
-		if op.Usage != nil {
+		if op.Usage != nil && !(plant.On("sink-usage-keeps-first") && f.state.Usage != nil) {
 			u := *op.Usage
 			if f.state.Usage != nil {
 				u = f.state.Usage.Add(u)

@@ -374,7 +374,7 @@ func settleToolWith(ctx context.Context, rt *core.TaskRuntime, task *storage.Tas
 				return err
 			}
 		}
-		if out.Usage != nil {
+		if out.Usage != nil && !(plant.On("tool-abort-drops-usage") && status != "done") {
 			if err := recordUsage(tx.Tx, UsageRow{ConversationID: task.ConversationID, TaskID: task.ID, Kind: ToolKindName, Outcome: status, Usage: out.Usage}); err != nil {
 				return err
 			}

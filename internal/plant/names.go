@@ -139,6 +139,10 @@ package plant
 //     totals of what it replaced.
 //   - sink-capture-only-when-truncated (core/agent/sink.go): captured
 //     totals count only when the retained text was itself truncated.
+//   - tool-abort-drops-usage (core/agent/tool.go): a call that ends other
+//     than done records no usage row.
+//   - sink-usage-keeps-first (core/agent/sink.go): a tool output's usage is
+//     its first report alone, not the sum of them.
 //   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
 //     window keeps one line more than its limit.
 //   - sink-truncated-by-lines-only (core/agent/sink.go): an output is
@@ -248,7 +252,7 @@ var names = []string{
 	"summary-keeps-from-through", "retry-backoff-one-behind",
 	"abort-spares-follow-up", "abort-marks-background", "abort-stops-at-owners", "tool-abort-spares-children",
 	"recover-retries-past-budget",
-	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "sink-replace-keeps-totals", "sink-capture-only-when-truncated", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation", "job-recover-kills", "job-notice-says-exited",
+	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "tool-abort-drops-usage", "sink-usage-keeps-first", "sink-replace-keeps-totals", "sink-capture-only-when-truncated", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation", "job-recover-kills", "job-notice-says-exited",
 	"subagent-send-keeps-last-input", "subagent-status-oldest", "subagent-answers-its-input",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
