@@ -64,6 +64,8 @@ func (e *env) collapseNow(ctx context.Context) (storage.ID, error) {
 		return 0, err
 	}
 	keep := int64(0)
+	e.oracle.manualKeep = &keep
+	defer func() { e.oracle.manualKeep = nil }()
 	return c.Collapse(ctx, agent.CollapseOptions{KeepRecent: &keep})
 }
 

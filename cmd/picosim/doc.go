@@ -35,6 +35,7 @@
 //   - fuzz.go: `picosim fuzz`: seeds explored in parallel, failures shrunk to fewest faults, preemptions and actions.
 //   - gc.go: the collector's target simulations run with (GOGC=400 unless the environment sets GOGC; bench keeps Go's default).
 //   - help.go: the top-level usage text.
+//   - keeprule.go: the oracle collapse-keeps-its-recent-tokens: a manual collapse cuts its context where the conversation's keepRecent puts the cut, derived on its own.
 //   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
 //   - jobrule.go: the oracle a-job-ends-as-its-method: an abort settles a job killed, a recover lost (or exited, when it ran again), and the notice in that commit says so.
 //   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.

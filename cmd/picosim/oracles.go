@@ -168,10 +168,14 @@ type oracle struct {
 	tools      map[storage.ID]string          // tool task → its call's tool
 	spills     map[storage.ID]spillCall       // spill tool task → its call (spill.go)
 	subagents  subagentWatch                  // the subagent tool's calls and children (subagentrule.go)
-	markedAt   map[storage.ID]time.Time       // task → when a mark landed while it ran cancellably
-	waitsFor   map[storage.ID]storage.ID      // job tool call waiting → the job it waits for
-	startedAt  map[storage.ID]time.Time       // job tool call → when it started, its job already ended
-	created    []storage.ID                   // conversations, in the order they were created
+	keeps      map[storage.ID][]keepWrite     // conversation → its keepRecent writes (keeprule.go)
+	// manualKeep is the keepRecent a host's manual collapse passes while
+	// it makes it (nil: the conversation's).
+	manualKeep *int64
+	markedAt   map[storage.ID]time.Time  // task → when a mark landed while it ran cancellably
+	waitsFor   map[storage.ID]storage.ID // job tool call waiting → the job it waits for
+	startedAt  map[storage.ID]time.Time  // job tool call → when it started, its job already ended
+	created    []storage.ID              // conversations, in the order they were created
 	// transcripts are the conversations and entries the batches wrote (or,
 	// after a restart, the store holds), and requests each conversation's
 	// newest attempt's projected request (requestrule.go).
@@ -210,7 +214,7 @@ func newOracle() *oracle {
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
-		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, subagents: newSubagentWatch(), markedAt: map[storage.ID]time.Time{},
+		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, subagents: newSubagentWatch(), keeps: map[storage.ID][]keepWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{}}
 }
@@ -345,6 +349,9 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		delete(o.transcripts.convs, id) // a store that still lists it breaks the conversation rule
 	}
 	o.subagentRestarted()
+	if err := o.resyncKeeps(ctx, store, convs); err != nil {
+		return err
+	}
 	clear(o.requests) // the old process's attempts ended with it
 	clear(o.summaries)
 	o.resyncAttempts(tasks)
@@ -560,6 +567,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 					o.waitsFor[w.Task.ID] = args.ID
 				}
 			}
+			if err := o.collapseCut(w, by, seq, r.First-1); err != nil {
+				return err
+			}
 			var st agent.GenerationState
 			if w.Task.Kind == agent.GenerationKindName && json.Unmarshal(w.Task.State, &st) == nil {
 				o.budgets[w.Task.ID], o.groups[w.Task.ID] = st.MaxAttempts, st.Inputs
@@ -614,6 +624,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				delete(o.queued, w.Element)
 			}
 		case storage.WriteValueSet, storage.WriteValueDelete:
+			o.keepRecentWritten(w, seq)
 			if w.Addr != nil && w.Addr.Namespace == agent.SelectedToolsValue.Namespace {
 				if err := o.selection(w, by, seq); err != nil {
 					return err

@@ -417,6 +417,9 @@ func planCut(cx *core.Context, keepRecent int64) (cut, bool) {
 	if keep == 0 {
 		return cut{}, false // everything fits in keepRecent
 	}
+	if plant.On("collapse-keeps-a-unit-more") && keep > 1 {
+		keep--
+	}
 	// Cut at the first valid boundary at or after keep: summarizing more
 	// is safe, splitting an exchange is not.
 	for i := keep; i < len(units); i++ {

@@ -143,6 +143,8 @@ package plant
 //     than done records no usage row.
 //   - sink-usage-keeps-first (core/agent/sink.go): a tool output's usage is
 //     its first report alone, not the sum of them.
+//   - collapse-keeps-a-unit-more (core/agent/collapse.go): a collapse
+//     keeps one unit more than keepRecent has room for.
 //   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
 //     window keeps one line more than its limit.
 //   - sink-truncated-by-lines-only (core/agent/sink.go): an output is
@@ -246,7 +248,7 @@ var names = []string{
 	"request-baseline-in-place", "request-keeps-failed-answer", "request-skips-missing-result", "inbox-cancel-placed", "inbox-steer-stays-queued", "request-id-per-conversation", "input-done-names-placement", "usage-row-attempt-from-zero",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
-	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-stale-ignores-handoff",
+	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-keeps-a-unit-more", "collapse-stale-ignores-handoff",
 	"summarizer-misses-newest", "summarizer-drops-instructions", "memory-forks-list-deleted", "sqlite-scan-lists-deleted",
 	"state-merge-keeps-both", "fork-point-hidden-in-batch", "dependency-on-itself",
 	"summary-keeps-from-through", "retry-backoff-one-behind",

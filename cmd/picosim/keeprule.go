@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// ruleKeepRecent: a manual collapse cuts its context where §2.3 puts the
+// cut for the conversation's keepRecent, derived here on its own. The
+// context (after its head) falls into units no cut divides: an input with
+// the answer to it, or an answer that goes on with a turn, each with the
+// results of its calls and the system entries just before it; any other
+// entry is a unit of its own. The newest units whose estimated tokens fit
+// in keepRecent are kept, and always the newest one; the cut is the first
+// boundary at or after that where every call summarized has its result
+// summarized too (a call of an older exchange may have none). A context
+// that fits whole, or has one unit, makes no collapse.
+const ruleKeepRecent oracleRule = "collapse-keeps-its-recent-tokens"
+
+// keepWrite is a write of a conversation's keepRecent, at seq; unset for a
+// delete.
+type keepWrite struct {
+	seq   storage.ID
+	value int64
+	set   bool
+}
+
+// keepRecentWritten records a write of a keepRecent value at seq.
+func (o *oracle) keepRecentWritten(w storage.Write, seq storage.ID) {
+	if w.Addr == nil || w.Addr.Namespace != agent.CollapseKeepRecentValue.Namespace || w.Addr.Scope.Kind != storage.ScopeConversation {
+		return
+	}
+	kw := keepWrite{seq: seq}
+	if w.Type == storage.WriteValueSet {
+		kw.set = json.Unmarshal(w.Value, &kw.value) == nil
+	}
+	conv := w.Addr.Scope.ID
+	o.keeps[conv] = append(o.keeps[conv], kw)
+}
+
+// resyncKeeps reads each conversation's keepRecent from a restarted
+// process's store, as of its last sequence: a commit that failed as the
+// process stopped may have written one the oracle never saw.
+func (o *oracle) resyncKeeps(ctx context.Context, store storage.Storage, convs []storage.Conversation) error {
+	for _, c := range convs {
+		v, ok, err := store.GetValue(ctx, agent.CollapseKeepRecentValue.In(c.ID).Address, 0)
+		if err != nil {
+			return err
+		}
+		kw := keepWrite{seq: o.last}
+		if ok {
+			kw.set = json.Unmarshal(v.Value, &kw.value) == nil
+		}
+		o.keeps[c.ID] = append(o.keeps[c.ID], kw)
+	}
+	return nil
+}
+
+// keepRecentAt is conv's keepRecent as of pos: its own newest write, or
+// for a fork its parent's as of the fork point (a rewind value), or the
+// default.
+func (o *oracle) keepRecentAt(conv, pos storage.ID) int64 {
+	for c := conv; ; {
+		ws := o.keeps[c]
+		for i := len(ws) - 1; i >= 0; i-- {
+			if ws[i].seq <= pos {
+				if !ws[i].set {
+					return agent.CollapseKeepRecentDefault
+				}
+				return ws[i].value
+			}
+		}
+		rec, ok := o.transcripts.convs[c]
+		if !ok || rec.Parent == nil {
+			return agent.CollapseKeepRecentDefault
+		}
+		c, pos = rec.Parent.ConversationID, min(pos, rec.Parent.At)
+	}
+}
+
+// keepUnit is a run of context entries no cut divides.
+type keepUnit struct {
+	first, last int // indexes into the entries after the head
+	answered    bool
+	calls       []string
+	tokens      int64
+}
+
+// collapseCut holds a manual collapse's creation (w, at seq, in a commit
+// that read the state before pos) to the rule.
+func (o *oracle) collapseCut(w storage.Write, by string, seq, pos storage.ID) error {
+	var st agent.CollapseState
+	if w.Task == nil || w.Task.Kind != agent.CollapseKindName || json.Unmarshal(w.Task.State, &st) != nil || st.Reason != agent.CollapseManual {
+		return nil
+	}
+	conv := w.Task.ConversationID
+	keep := o.keepRecentAt(conv, pos)
+	if o.manualKeep != nil {
+		keep = *o.manualKeep
+	}
+	cx, ok := o.transcripts.derive(conv, st.At)
+	if !ok {
+		return nil
+	}
+	entries := make([]*storage.Entry, 0, len(cx))
+	for i, ce := range cx {
+		e := o.transcripts.entry(conv, ce.ID)
+		if e == nil {
+			return nil
+		}
+		if i == 0 && e.IsHead() {
+			cx = cx[1:]
+			continue
+		}
+		entries = append(entries, e)
+	}
+	through, first, cuts := planKeep(cx, entries, keep)
+	switch {
+	case !cuts:
+		return o.fail(broke(ruleKeepRecent, "%s created collapse %d of conversation %d at %d keeping %d tokens, summarizing through %d from %d; its context at %d makes no collapse",
+			by, w.Task.ID, conv, seq, keep, st.Through, st.FirstRetained, st.At))
+	case through != st.Through || first != st.FirstRetained:
+		return o.fail(broke(ruleKeepRecent, "%s created collapse %d of conversation %d at %d keeping %d tokens, summarizing through %d and keeping from %d; the cut of its context at %d is after %d, keeping from %d",
+			by, w.Task.ID, conv, seq, keep, st.Through, st.FirstRetained, st.At, through, first))
+	}
+	return nil
+}
+
+// planKeep is where the rule cuts a context (cx after its head, with each
+// entry's record): the last entry summarized and the first kept; false
+// when it makes no collapse.
+func planKeep(cx []ruleEntry, entries []*storage.Entry, keep int64) (through, first storage.ID, ok bool) {
+	var units []keepUnit
+	results := map[string]int{} // call id → the index of its result
+	system := -1                // the first system entry not yet in a unit
+	for i, e := range entries {
+		msgs := cx[i].Messages
+		switch e.Kind {
+		case core.SystemKind.Kind():
+			if system < 0 {
+				system = i
+			}
+			continue
+		case core.ToolResultKind.Kind():
+			results[e.Key] = i
+			if len(units) > 0 && system < 0 {
+				units[len(units)-1].last = i
+				continue
+			}
+		}
+		answer := len(msgs) > 0 && msgs[0].Role == ai.RoleAssistant
+		var calls []string
+		if answer {
+			for _, b := range msgs[0].ToolCalls() {
+				calls = append(calls, b.ID)
+			}
+		}
+		if n := len(units); answer && n > 0 && !units[n-1].answered {
+			units[n-1].last, units[n-1].answered, units[n-1].calls, system = i, true, calls, -1
+			continue
+		}
+		u := keepUnit{first: i, last: i, answered: answer, calls: calls}
+		if system >= 0 {
+			u.first, system = system, -1
+		}
+		units = append(units, u)
+	}
+	if system >= 0 && len(units) > 0 {
+		units[len(units)-1].last = len(entries) - 1
+	}
+	if len(units) < 2 {
+		return 0, 0, false
+	}
+	newestExchange := -1
+	for i := range units {
+		for _, ce := range cx[units[i].first : units[i].last+1] {
+			units[i].tokens += agent.EstimateTokens(ce.Messages...)
+		}
+		if len(units[i].calls) > 0 {
+			newestExchange = i
+		}
+	}
+	k, kept := len(units)-1, units[len(units)-1].tokens
+	for k > 0 && kept+units[k-1].tokens <= keep {
+		k--
+		kept += units[k].tokens
+	}
+	if k == 0 {
+		return 0, 0, false
+	}
+	for ; k < len(units); k++ {
+		end, whole := units[k-1].last, true
+		for i, u := range units[:k] {
+			for _, call := range u.calls {
+				at, answered := results[call]
+				whole = whole && !(answered && at > end) && (answered || i != newestExchange)
+			}
+		}
+		if whole {
+			return entries[units[k-1].last].ID, entries[units[k].first].ID, true
+		}
+	}
+	return 0, 0, false
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// keepContext is a context after its head, built from its rows; every
+// text is 40 characters, 10 tokens.
+func keepContext(rows ...keepRow) ([]ruleEntry, []*storage.Entry) {
+	var cx []ruleEntry
+	var entries []*storage.Entry
+	for _, r := range rows {
+		cx = append(cx, ruleEntry{ID: r.id, Messages: []ai.Message{r.msg}})
+		entries = append(entries, &storage.Entry{ID: r.id, ConversationID: 1, Kind: r.kind, Key: r.key})
+	}
+	return cx, entries
+}
+
+type keepRow struct {
+	id   storage.ID
+	kind string
+	key  string
+	msg  ai.Message
+}
+
+var tenTokens = strings.Repeat("word ", 8)
+
+func keepUser(id storage.ID) keepRow {
+	return keepRow{id: id, kind: "user", msg: ai.Message{Role: ai.RoleUser, Content: ai.PlainText(tenTokens)}}
+}
+
+func keepAnswer(id storage.ID, calls ...string) keepRow {
+	m := ai.Message{Role: ai.RoleAssistant, Content: ai.PlainText(tenTokens)}
+	for _, c := range calls {
+		m.Content.Blocks = append(m.Content.Blocks, ai.ToolCall(c, "a", nil))
+	}
+	return keepRow{id: id, kind: "assistant", msg: m}
+}
+
+func keepResult(id storage.ID, call string) keepRow {
+	return keepRow{id: id, kind: core.ToolResultKind.Kind(), key: call, msg: ai.Message{Role: ai.RoleToolResult, Content: ai.PlainText(tenTokens)}}
+}
+
+func keepSystem(id storage.ID) keepRow {
+	return keepRow{id: id, kind: core.SystemKind.Kind(), msg: ai.Message{Role: ai.RoleSystem, Content: ai.PlainText(tenTokens)}}
+}
+
+// The rule's cut keeps the newest units that fit, always the newest one,
+// moves on past a call whose result comes later, never summarizes the
+// newest exchange's call without its result, and makes no collapse of a
+// context that fits or has one unit.
+func TestTheKeepRuleCutsWhereTheTokensRunOut(t *testing.T) {
+	exchange := []keepRow{keepUser(10), keepAnswer(11, "c1"), keepResult(12, "c1"), keepAnswer(13), keepUser(14), keepAnswer(15)}
+	cases := []struct {
+		name          string
+		rows          []keepRow
+		keep          int64
+		through, from storage.ID
+		none          bool
+	}{
+		// Units: [10 11 12] (31 tokens: the call adds a character),
+		// [13], [14 15].
+		{name: "nothing to keep keeps the newest unit", rows: exchange, keep: 0, through: 13, from: 14},
+		{name: "room for the newest unit alone", rows: exchange, keep: 29, through: 13, from: 14},
+		{name: "room for two units", rows: exchange, keep: 30, through: 12, from: 13},
+		{name: "room for all makes none", rows: exchange, keep: 61, none: true},
+		{name: "one unit makes none", rows: exchange[4:], keep: 0, none: true},
+		{name: "a system entry goes with what follows it", rows: []keepRow{keepUser(10), keepAnswer(11), keepSystem(12), keepUser(13), keepAnswer(14)},
+			keep: 0, through: 11, from: 12},
+		{name: "a result that lands later moves the cut on", rows: []keepRow{
+			keepUser(10), keepAnswer(11, "c1"), keepUser(12), keepAnswer(13), keepResult(14, "c1"), keepUser(15), keepAnswer(16)},
+			keep: 50, through: 14, from: 15},
+		{name: "the newest exchange's call without its result is not summarized", rows: []keepRow{
+			keepUser(10), keepAnswer(11, "c1"), keepUser(12), keepAnswer(13)}, keep: 0, none: true},
+		{name: "an older exchange's call without its result may be", rows: []keepRow{
+			keepUser(10), keepAnswer(11, "c1"), keepUser(12), keepAnswer(13, "c2"), keepResult(14, "c2"), keepUser(15), keepAnswer(16)},
+			keep: 0, through: 14, from: 15},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cx, entries := keepContext(tc.rows...)
+			through, from, ok := planKeep(cx, entries, tc.keep)
+			switch {
+			case tc.none && ok:
+				t.Fatalf("cut after %d keeping from %d; want no collapse", through, from)
+			case !tc.none && (!ok || through != tc.through || from != tc.from):
+				t.Fatalf("cut after %d keeping from %d (%v); want after %d keeping from %d", through, from, ok, tc.through, tc.from)
+			}
+		})
+	}
+}
+
+// A conversation's keepRecent is its own newest write as of the position,
+// a fork's its parent's as of the fork point until it writes its own, and
+// the default before any write or after a delete.
+func TestTheKeepRuleReadsKeepRecentAsOfItsPosition(t *testing.T) {
+	o := newOracle()
+	o.transcripts.convs[1] = storage.Conversation{ID: 1}
+	o.transcripts.convs[2] = storage.Conversation{ID: 2, Parent: &storage.ParentRef{ConversationID: 1, At: 15}}
+	set := func(conv, seq storage.ID, v int64) {
+		raw := []byte(strconv.FormatInt(v, 10))
+		addr := agent.CollapseKeepRecentValue.In(conv).Address
+		o.keepRecentWritten(storage.Write{Type: storage.WriteValueSet, Addr: &addr, Value: raw}, seq)
+	}
+	set(1, 10, 100)
+	set(1, 20, 200)
+	set(2, 30, 300)
+	addr := agent.CollapseKeepRecentValue.In(1).Address
+	o.keepRecentWritten(storage.Write{Type: storage.WriteValueDelete, Addr: &addr}, 40)
+	for _, c := range []struct {
+		conv, pos storage.ID
+		want      int64
+	}{
+		{1, 5, agent.CollapseKeepRecentDefault}, {1, 10, 100}, {1, 25, 200}, {1, 45, agent.CollapseKeepRecentDefault},
+		{2, 25, 100}, {2, 35, 300}, {3, 35, agent.CollapseKeepRecentDefault},
+	} {
+		if got := o.keepRecentAt(c.conv, c.pos); got != c.want {
+			t.Errorf("keepRecent of %d at %d = %d; want %d", c.conv, c.pos, got, c.want)
+		}
+	}
+}
