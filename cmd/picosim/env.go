@@ -253,7 +253,7 @@ func (e *env) open(ctx context.Context) error {
 		swarm = e.program().swarmOptions()
 	}
 	e.oracle.limits, e.oracle.retryDelay = swarm.limits, swarm.retry.Delay
-	e.oracle.catalog = nil
+	e.oracle.catalog, e.oracle.window = nil, sharedWindow(e.faux.Models())
 	for _, t := range tools {
 		e.oracle.catalog = append(e.oracle.catalog, t.Definition.Name)
 	}

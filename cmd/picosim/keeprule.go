@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
@@ -10,8 +11,10 @@ import (
 	"github.com/pico-go/pico/storage"
 )
 
-// ruleKeepRecent: a manual collapse cuts its context where §2.3 puts the
-// cut for the conversation's keepRecent, derived here on its own. The
+// ruleKeepRecent: a collapse cuts its context where §2.3 puts the cut for
+// its keepRecent (the conversation's, and for one a generation starts at
+// most half the tokens the context must fit in, §8.2), derived here on its
+// own. The
 // context (after its head) falls into units no cut divides: an input with
 // the answer to it, or an answer that goes on with a turn, each with the
 // results of its calls and the system entries just before it; any other
@@ -22,65 +25,113 @@ import (
 // that fits whole, or has one unit, makes no collapse.
 const ruleKeepRecent oracleRule = "collapse-keeps-its-recent-tokens"
 
-// keepWrite is a write of a conversation's keepRecent, at seq; unset for a
-// delete.
-type keepWrite struct {
+// settingWrite is a write of one of a conversation's collapse settings at
+// seq: its value, nil for a delete.
+type settingWrite struct {
 	seq   storage.ID
-	value int64
-	set   bool
+	value json.RawMessage
 }
 
-// keepRecentWritten records a write of a keepRecent value at seq.
-func (o *oracle) keepRecentWritten(w storage.Write, seq storage.ID) {
-	if w.Addr == nil || w.Addr.Namespace != agent.CollapseKeepRecentValue.Namespace || w.Addr.Scope.Kind != storage.ScopeConversation {
+// collapseSettings are the settings the rule follows, by namespace.
+var collapseSettings = []string{agent.CollapseKeepRecentValue.Namespace, agent.CollapseThresholdValue.Namespace}
+
+// settingWritten records a write of a collapse setting at seq.
+func (o *oracle) settingWritten(w storage.Write, seq storage.ID) {
+	if w.Addr == nil || !slices.Contains(collapseSettings, w.Addr.Namespace) || w.Addr.Scope.Kind != storage.ScopeConversation {
 		return
 	}
-	kw := keepWrite{seq: seq}
+	sw := settingWrite{seq: seq}
 	if w.Type == storage.WriteValueSet {
-		kw.set = json.Unmarshal(w.Value, &kw.value) == nil
+		sw.value = w.Value
 	}
-	conv := w.Addr.Scope.ID
-	o.keeps[conv] = append(o.keeps[conv], kw)
+	key := settingKey{w.Addr.Namespace, w.Addr.Scope.ID}
+	o.settings[key] = append(o.settings[key], sw)
 }
 
-// resyncKeeps reads each conversation's keepRecent from a restarted
-// process's store, as of its last sequence: a commit that failed as the
-// process stopped may have written one the oracle never saw.
-func (o *oracle) resyncKeeps(ctx context.Context, store storage.Storage, convs []storage.Conversation) error {
+// settingKey names one setting of one conversation.
+type settingKey struct {
+	namespace string
+	conv      storage.ID
+}
+
+// resyncSettings reads each conversation's collapse settings from a
+// restarted process's store, as of its last sequence: a commit that failed
+// as the process stopped may have written one the oracle never saw.
+func (o *oracle) resyncSettings(ctx context.Context, store storage.Storage, convs []storage.Conversation) error {
 	for _, c := range convs {
-		v, ok, err := store.GetValue(ctx, agent.CollapseKeepRecentValue.In(c.ID).Address, 0)
-		if err != nil {
-			return err
+		for _, ns := range collapseSettings {
+			addr := storage.Address{Scope: storage.ConversationScope(c.ID), Namespace: ns}
+			v, ok, err := store.GetValue(ctx, addr, 0)
+			if err != nil {
+				return err
+			}
+			sw := settingWrite{seq: o.last}
+			if ok {
+				sw.value = v.Value
+			}
+			key := settingKey{ns, c.ID}
+			o.settings[key] = append(o.settings[key], sw)
 		}
-		kw := keepWrite{seq: o.last}
-		if ok {
-			kw.set = json.Unmarshal(v.Value, &kw.value) == nil
-		}
-		o.keeps[c.ID] = append(o.keeps[c.ID], kw)
 	}
 	return nil
 }
 
-// keepRecentAt is conv's keepRecent as of pos: its own newest write, or
-// for a fork its parent's as of the fork point (a rewind value), or the
-// default.
-func (o *oracle) keepRecentAt(conv, pos storage.ID) int64 {
+// settingAt decodes into v conv's setting in namespace as of pos: its own
+// newest write, or for a fork its parent's as of the fork point (a rewind
+// value); false when it has none.
+func (o *oracle) settingAt(namespace string, conv, pos storage.ID, v any) bool {
 	for c := conv; ; {
-		ws := o.keeps[c]
+		ws := o.settings[settingKey{namespace, c}]
 		for i := len(ws) - 1; i >= 0; i-- {
 			if ws[i].seq <= pos {
-				if !ws[i].set {
-					return agent.CollapseKeepRecentDefault
-				}
-				return ws[i].value
+				return ws[i].value != nil && json.Unmarshal(ws[i].value, v) == nil
 			}
 		}
 		rec, ok := o.transcripts.convs[c]
 		if !ok || rec.Parent == nil {
-			return agent.CollapseKeepRecentDefault
+			return false
 		}
 		c, pos = rec.Parent.ConversationID, min(pos, rec.Parent.At)
 	}
+}
+
+// keepRecentAt is the keepRecent a collapse of conv created at pos cuts
+// for: the conversation's (or the default), and for one a generation
+// starts at most half the tokens the context must fit in, the threshold's
+// share of the model's window or, on an overflow, the window; false when
+// the rule does not know the window.
+func (o *oracle) keepRecentAt(reason agent.CollapseReason, conv, pos storage.ID) (int64, bool) {
+	keep := int64(agent.CollapseKeepRecentDefault)
+	o.settingAt(agent.CollapseKeepRecentValue.Namespace, conv, pos, &keep)
+	budget := float64(o.window)
+	switch reason {
+	case agent.CollapseManual:
+		if o.manualKeep != nil {
+			keep = *o.manualKeep
+		}
+		return keep, true
+	case agent.CollapseThreshold:
+		var threshold float64
+		o.settingAt(agent.CollapseThresholdValue.Namespace, conv, pos, &threshold)
+		budget *= threshold
+	}
+	if o.window <= 0 {
+		return 0, false
+	}
+	return min(keep, int64(budget/2)), true
+}
+
+// sharedWindow is the context window every one of models has, 0 when
+// they differ.
+func sharedWindow(models []ai.Model) int {
+	window := 0
+	for i, m := range models {
+		if i > 0 && m.ContextWindow != window {
+			return 0
+		}
+		window = m.ContextWindow
+	}
+	return window
 }
 
 // keepUnit is a run of context entries no cut divides.
@@ -91,17 +142,17 @@ type keepUnit struct {
 	tokens      int64
 }
 
-// collapseCut holds a manual collapse's creation (w, at seq, in a commit
+// collapseCut holds a collapse's creation (w, at seq, in a commit
 // that read the state before pos) to the rule.
 func (o *oracle) collapseCut(w storage.Write, by string, seq, pos storage.ID) error {
 	var st agent.CollapseState
-	if w.Task == nil || w.Task.Kind != agent.CollapseKindName || json.Unmarshal(w.Task.State, &st) != nil || st.Reason != agent.CollapseManual {
+	if w.Task == nil || w.Task.Kind != agent.CollapseKindName || json.Unmarshal(w.Task.State, &st) != nil {
 		return nil
 	}
 	conv := w.Task.ConversationID
-	keep := o.keepRecentAt(conv, pos)
-	if o.manualKeep != nil {
-		keep = *o.manualKeep
+	keep, known := o.keepRecentAt(st.Reason, conv, pos)
+	if !known {
+		return nil
 	}
 	cx, ok := o.transcripts.derive(conv, st.At)
 	if !ok {
@@ -122,11 +173,11 @@ func (o *oracle) collapseCut(w storage.Write, by string, seq, pos storage.ID) er
 	through, first, cuts := planKeep(cx, entries, keep)
 	switch {
 	case !cuts:
-		return o.fail(broke(ruleKeepRecent, "%s created collapse %d of conversation %d at %d keeping %d tokens, summarizing through %d from %d; its context at %d makes no collapse",
-			by, w.Task.ID, conv, seq, keep, st.Through, st.FirstRetained, st.At))
+		return o.fail(broke(ruleKeepRecent, "%s created %s collapse %d of conversation %d at %d keeping %d tokens, summarizing through %d from %d; its context at %d makes no collapse",
+			by, st.Reason, w.Task.ID, conv, seq, keep, st.Through, st.FirstRetained, st.At))
 	case through != st.Through || first != st.FirstRetained:
-		return o.fail(broke(ruleKeepRecent, "%s created collapse %d of conversation %d at %d keeping %d tokens, summarizing through %d and keeping from %d; the cut of its context at %d is after %d, keeping from %d",
-			by, w.Task.ID, conv, seq, keep, st.Through, st.FirstRetained, st.At, through, first))
+		return o.fail(broke(ruleKeepRecent, "%s created %s collapse %d of conversation %d at %d keeping %d tokens, summarizing through %d and keeping from %d; the cut of its context at %d is after %d, keeping from %d",
+			by, st.Reason, w.Task.ID, conv, seq, keep, st.Through, st.FirstRetained, st.At, through, first))
 	}
 	return nil
 }

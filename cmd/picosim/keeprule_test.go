@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 
@@ -97,32 +96,45 @@ func TestTheKeepRuleCutsWhereTheTokensRunOut(t *testing.T) {
 	}
 }
 
-// A conversation's keepRecent is its own newest write as of the position,
-// a fork's its parent's as of the fork point until it writes its own, and
-// the default before any write or after a delete.
+// A collapse's keepRecent is its conversation's newest write as of the
+// position, a fork's its parent's as of the fork point until it writes its
+// own, the default before any write or after a delete, and for one a
+// generation starts at most half the tokens its context must fit in.
 func TestTheKeepRuleReadsKeepRecentAsOfItsPosition(t *testing.T) {
 	o := newOracle()
+	o.window = 1000
 	o.transcripts.convs[1] = storage.Conversation{ID: 1}
 	o.transcripts.convs[2] = storage.Conversation{ID: 2, Parent: &storage.ParentRef{ConversationID: 1, At: 15}}
-	set := func(conv, seq storage.ID, v int64) {
-		raw := []byte(strconv.FormatInt(v, 10))
-		addr := agent.CollapseKeepRecentValue.In(conv).Address
-		o.keepRecentWritten(storage.Write{Type: storage.WriteValueSet, Addr: &addr, Value: raw}, seq)
+	write := func(ns string, conv, seq storage.ID, v string) {
+		addr := storage.Address{Scope: storage.ConversationScope(conv), Namespace: ns}
+		w := storage.Write{Type: storage.WriteValueSet, Addr: &addr, Value: []byte(v)}
+		if v == "" {
+			w.Type = storage.WriteValueDelete
+		}
+		o.settingWritten(w, seq)
 	}
-	set(1, 10, 100)
-	set(1, 20, 200)
-	set(2, 30, 300)
-	addr := agent.CollapseKeepRecentValue.In(1).Address
-	o.keepRecentWritten(storage.Write{Type: storage.WriteValueDelete, Addr: &addr}, 40)
+	keep, threshold := agent.CollapseKeepRecentValue.Namespace, agent.CollapseThresholdValue.Namespace
+	write(keep, 1, 10, "100")
+	write(keep, 1, 20, "200")
+	write(keep, 2, 30, "300")
+	write(keep, 1, 40, "")
+	write(threshold, 1, 12, "0.1")
+	manual, auto, overflow := agent.CollapseManual, agent.CollapseThreshold, agent.CollapseOverflow
 	for _, c := range []struct {
+		reason    agent.CollapseReason
 		conv, pos storage.ID
 		want      int64
 	}{
-		{1, 5, agent.CollapseKeepRecentDefault}, {1, 10, 100}, {1, 25, 200}, {1, 45, agent.CollapseKeepRecentDefault},
-		{2, 25, 100}, {2, 35, 300}, {3, 35, agent.CollapseKeepRecentDefault},
+		{manual, 1, 5, agent.CollapseKeepRecentDefault}, {manual, 1, 10, 100}, {manual, 1, 25, 200}, {manual, 1, 45, agent.CollapseKeepRecentDefault},
+		{manual, 2, 25, 100}, {manual, 2, 35, 300}, {manual, 3, 35, agent.CollapseKeepRecentDefault},
+		{auto, 1, 11, 0}, {auto, 1, 25, 50}, {auto, 2, 35, 50}, {overflow, 1, 25, 200}, {overflow, 1, 45, 500},
 	} {
-		if got := o.keepRecentAt(c.conv, c.pos); got != c.want {
-			t.Errorf("keepRecent of %d at %d = %d; want %d", c.conv, c.pos, got, c.want)
+		if got, _ := o.keepRecentAt(c.reason, c.conv, c.pos); got != c.want {
+			t.Errorf("%s keepRecent of %d at %d = %d; want %d", c.reason, c.conv, c.pos, got, c.want)
 		}
+	}
+	o.window = 0
+	if _, known := o.keepRecentAt(overflow, 1, 25); known {
+		t.Error("an overflow's keepRecent is known without the model's window")
 	}
 }

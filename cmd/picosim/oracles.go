@@ -168,10 +168,12 @@ type oracle struct {
 	tools      map[storage.ID]string          // tool task → its call's tool
 	spills     map[storage.ID]spillCall       // spill tool task → its call (spill.go)
 	subagents  subagentWatch                  // the subagent tool's calls and children (subagentrule.go)
-	keeps      map[storage.ID][]keepWrite     // conversation → its keepRecent writes (keeprule.go)
+	settings   map[settingKey][]settingWrite  // conversations' collapse settings as written (keeprule.go)
 	// manualKeep is the keepRecent a host's manual collapse passes while
-	// it makes it (nil: the conversation's).
+	// it makes it (nil: the conversation's); window is every served
+	// model's context window (0: they differ, or it is not known).
 	manualKeep *int64
+	window     int
 	markedAt   map[storage.ID]time.Time  // task → when a mark landed while it ran cancellably
 	waitsFor   map[storage.ID]storage.ID // job tool call waiting → the job it waits for
 	startedAt  map[storage.ID]time.Time  // job tool call → when it started, its job already ended
@@ -214,7 +216,7 @@ func newOracle() *oracle {
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
-		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, subagents: newSubagentWatch(), keeps: map[storage.ID][]keepWrite{}, markedAt: map[storage.ID]time.Time{},
+		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{}}
 }
@@ -349,7 +351,7 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		delete(o.transcripts.convs, id) // a store that still lists it breaks the conversation rule
 	}
 	o.subagentRestarted()
-	if err := o.resyncKeeps(ctx, store, convs); err != nil {
+	if err := o.resyncSettings(ctx, store, convs); err != nil {
 		return err
 	}
 	clear(o.requests) // the old process's attempts ended with it
@@ -624,7 +626,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				delete(o.queued, w.Element)
 			}
 		case storage.WriteValueSet, storage.WriteValueDelete:
-			o.keepRecentWritten(w, seq)
+			o.settingWritten(w, seq)
 			if w.Addr != nil && w.Addr.Namespace == agent.SelectedToolsValue.Namespace {
 				if err := o.selection(w, by, seq); err != nil {
 					return err
