@@ -374,7 +374,7 @@ func (e *env) stopper() (fault.Fault, bool) {
 		return fault.Fault{}, false
 	}
 	for _, f := range e.first.Fired() {
-		if f.Event == fault.EventFire && (f.Kind == fault.Fail || f.Kind == fault.Uncertain || f.Kind == fault.Crash) {
+		if f.Event == fault.EventFire && !f.Missed && (f.Kind == fault.Fail || f.Kind == fault.Uncertain || f.Kind == fault.Crash) {
 			for _, pf := range e.spec.plan.Faults {
 				if pf.Name == f.Name {
 					return pf, true

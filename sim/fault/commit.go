@@ -144,7 +144,7 @@ func (s *Storage) finish(ctx context.Context, a *admission, batch storage.Commit
 		if f.Tear != 0 {
 			w := s.failWrite(ctx, f, batch)
 			if !w.hit { // the store wrote nothing: it refused the batch, or it had no writes
-				s.fire(a, f, w.err == nil, nil)
+				s.missed(a, f, w.err == nil)
 				return w.r, w.err
 			}
 			s.mu.Lock()
@@ -166,7 +166,7 @@ func (s *Storage) finish(ctx context.Context, a *admission, batch storage.Commit
 		if _, err := s.inner.Commit(ctx, batch); err != nil {
 			// The store rejected the batch: nothing was written, so the
 			// outcome is certain and the rejection is the answer.
-			s.fire(a, f, false, nil)
+			s.missed(a, f, false)
 			return storage.Range{}, err
 		}
 		e.Err = ErrUncertain
@@ -205,6 +205,16 @@ func (s *Storage) fire(a *admission, f Fault, persisted bool, tasks []storage.ID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.log(a.firing(f, persisted, tasks))
+}
+
+// missed records f, which the store's own answer to the commit left
+// without effect.
+func (s *Storage) missed(a *admission, f Fault, persisted bool) {
+	fired := a.firing(f, persisted, nil)
+	fired.Missed = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log(fired)
 }
 
 func (a *admission) firing(f Fault, persisted bool, tasks []storage.ID) Firing {

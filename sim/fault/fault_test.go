@@ -284,6 +284,28 @@ func TestUncertainPersistsThenFailsAndTheHandleMustBeReopened(t *testing.T) {
 	})
 }
 
+// An uncertain fault on a batch the store refuses changes nothing: the
+// refusal is the commit's answer, the firing says it missed, and the handle
+// goes on committing.
+func TestUncertainOnARefusedBatchMisses(t *testing.T) {
+	plan := fault.Plan{Faults: []fault.Fault{{Name: "reply-lost", Kind: fault.Uncertain, Commit: 2}}}
+	simulate(t, 1, plan, func(ctx context.Context, p *process) {
+		conv := p.conversation(ctx)
+		_, err := p.store.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteDeleteConversation, ID: 99}}})
+		var be *storage.BatchError
+		if !errors.As(err, &be) || errors.Is(err, fault.ErrUncertain) {
+			t.Fatalf("refused commit = %v; want the store's BatchError", err)
+		}
+		if _, r, err := p.say(ctx, conv, "next"); err != nil || r != (storage.Range{First: 2, Last: 3}) {
+			t.Errorf("commit after the refusal = %+v, %v; want {2 3}", r, err)
+		}
+		want := []fault.Firing{{Name: "reply-lost", Kind: fault.Uncertain, Event: fault.EventFire, Commit: 2, Batch: storage.BatchMain, FirstSeq: 2, Missed: true}}
+		if diff := cmp.Diff(want, p.store.Fired()); diff != "" {
+			t.Errorf("firings (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // calls runs every Storage method that can fail, by name.
 func calls(ctx context.Context, s storage.Storage) map[string]error {
 	page := storage.Cursor{Limit: 10}

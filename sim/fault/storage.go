@@ -45,6 +45,11 @@ type Firing struct {
 	// when nothing was written (the store rejected the batch, or it had no
 	// writes).
 	Torn *TornLine `json:"torn,omitempty"`
+	// Missed says the fault changed nothing: the store refused the batch
+	// (or, for a fail with Tear, had nothing to write) before the fault
+	// could hit it, and the commit got the store's own answer. A missed
+	// fail or uncertain fault does not stop the session.
+	Missed bool `json:"missed,omitempty"`
 	// Broken is, for a fail with Tear, what the store kept of the batch
 	// whose write failed ("" when nothing, as it must be): its last
 	// sequence moved, a file not as it was, or a read answering otherwise.
