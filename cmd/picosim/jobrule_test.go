@@ -48,14 +48,20 @@ func TestAJobEndsAsItsMethodSays(t *testing.T) {
 			o := newOracle()
 			o.kinds[7] = agent.JobKindName
 			w := tc.b.Writes[len(tc.b.Writes)-1]
-			err := o.jobEnded(tc.inv, tc.byTask, w, tc.b, "a test", 12)
-			var oe *oracleError
-			switch {
-			case tc.broken && (!errors.As(err, &oe) || oe.Rule != ruleJobEnd):
-				t.Fatalf("got %v; want the rule %s broken", err, ruleJobEnd)
-			case !tc.broken && err != nil:
-				t.Fatalf("got %v; want it to hold", err)
-			}
+			holdsOrBreaks(t, o.jobEnded(tc.inv, tc.byTask, w, tc.b, "a test", 12), ruleJobEnd, tc.broken)
 		})
+	}
+}
+
+// holdsOrBreaks fails t unless err is nil, or with broken a violation of
+// rule.
+func holdsOrBreaks(t *testing.T, err error, rule oracleRule, broken bool) {
+	t.Helper()
+	var oe *oracleError
+	switch {
+	case broken && (!errors.As(err, &oe) || oe.Rule != rule):
+		t.Fatalf("got %v; want the rule %s broken", err, rule)
+	case !broken && err != nil:
+		t.Fatalf("got %v; want it to hold", err)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"testing"
 
@@ -111,14 +110,7 @@ func TestTheSubagentRuleHoldsEachCommandToItsChild(t *testing.T) {
 			if tc.uncertain {
 				o.subagentRestarted()
 			}
-			err := o.subagentSettled(tc.w, "a test", 80)
-			var oe *oracleError
-			switch {
-			case tc.broken && (!errors.As(err, &oe) || oe.Rule != ruleSubagent):
-				t.Fatalf("got %v; want the rule %s broken", err, ruleSubagent)
-			case !tc.broken && err != nil:
-				t.Fatalf("got %v; want it to hold", err)
-			}
+			holdsOrBreaks(t, o.subagentSettled(tc.w, "a test", 80), ruleSubagent, tc.broken)
 		})
 	}
 }

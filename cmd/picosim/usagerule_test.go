@@ -90,14 +90,7 @@ func TestAToolSettlementRecordsItsOutputsUsage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newOracle()
 			o.kinds[8], o.convs[8] = agent.ToolKindName, 1
-			err := o.toolUsage(tc.b.Writes[len(tc.b.Writes)-1], tc.b, "a test", 20)
-			var oe *oracleError
-			switch {
-			case tc.broken && (!errors.As(err, &oe) || oe.Rule != ruleToolUsage):
-				t.Fatalf("got %v; want the rule %s broken", err, ruleToolUsage)
-			case !tc.broken && err != nil:
-				t.Fatalf("got %v; want it to hold", err)
-			}
+			holdsOrBreaks(t, o.toolUsage(tc.b.Writes[len(tc.b.Writes)-1], tc.b, "a test", 20), ruleToolUsage, tc.broken)
 		})
 	}
 }
