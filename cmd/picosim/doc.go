@@ -37,6 +37,7 @@
 //   - help.go: the top-level usage text.
 //   - keeprule.go: the oracle collapse-keeps-its-recent-tokens: a manual collapse cuts its context where the conversation's keepRecent puts the cut, derived on its own.
 //   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
+//   - inboxrule.go: the oracle queued-input-lands-in-order: a commit that lands queued input lands all of each mode it lands, in acceptance order.
 //   - jobrule.go: the oracle a-job-ends-as-its-method: an abort settles a job killed, a recover lost (or exited, when it ran again), and the notice in that commit says so.
 //   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.
 //   - meddle.go: the oracles only-its-own-invocation-changes-a-task (even seeds' tools and host try to change others' tasks), abort-creates-no-work and no-self-wait (their host starts tasks of picosim's own kind, whose abort tries to create work and whose execute to wait for itself), bad-writes-are-refused-by-their-rule (their host tries a commit breaking each rule of the data model, dependencies on the task itself and on a later one of its batch included) and good-writes-commit (a fork with a head and an edit at its fork point, in one batch, lands).

@@ -477,6 +477,8 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		return o.fail(broke(ruleSettledTask, "%s wrote scratch of task %d, settled earlier, at %d", by, b.Task, r.First))
 	}
 	continues := o.continues(b)
+	before := o.queuedBefore(b)
+	var placed []placedInput
 	for i, w := range b.Writes {
 		seq := r.First + storage.ID(i)
 		task, state := w.ID, w.State
@@ -645,6 +647,11 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				continue
 			}
 			o.subagentInput(inv, ok, *w.Addr, res, seq)
+			if before != nil && (res.Status == agent.InputRunning || res.Status == agent.InputPlaced) && res.PlacementEntryID != 0 {
+				if input, err := strconv.ParseInt(w.Addr.Key, 10, 64); err == nil {
+					placed = append(placed, placedInput{input: storage.ID(input), conv: w.Addr.Scope.ID, entry: res.PlacementEntryID})
+				}
+			}
 			if res.Status.Terminal() {
 				o.terminal[key] = res.Status
 				if err := o.refused(res, w.Addr.Key, by, seq); err != nil {
@@ -669,6 +676,11 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		}
 	}
 	o.batchSpent()
+	if before != nil {
+		if err := o.inboxOrder(before, placed, by, r); err != nil {
+			return err
+		}
+	}
 	if ok {
 		if err := o.toolAborted(inv, b, r, by); err != nil {
 			return err

@@ -359,11 +359,16 @@ func placeGroup(tx *core.Tx, conv storage.ID, passes ...[]InputMode) (group []st
 	if err != nil || len(queued) == 0 {
 		return nil, time.Time{}, err
 	}
+	if plant.On("inbox-lands-newest-first") {
+		slices.Reverse(queued)
+	}
 	for _, modes := range passes {
+		var landed []InputMode
 		for _, q := range queued {
-			if !slices.Contains(modes, q.Value.Mode) {
+			if !slices.Contains(modes, q.Value.Mode) || plant.On("inbox-lands-one-per-mode") && slices.Contains(landed, q.Value.Mode) {
 				continue
 			}
+			landed = append(landed, q.Value.Mode)
 			if _, joins := placeItem(tx, conv, q.ID, q.Value); joins {
 				group = append(group, q.ID)
 				if at := acceptedAt(q.Value); !at.IsZero() && (since.IsZero() || at.Before(since)) {

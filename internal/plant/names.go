@@ -145,6 +145,10 @@ package plant
 //     its first report alone, not the sum of them.
 //   - collapse-keeps-a-unit-more (core/agent/collapse.go): a collapse
 //     keeps one unit more than keepRecent has room for.
+//   - inbox-lands-newest-first (core/agent/inbox.go): a boundary lands
+//     queued input newest first.
+//   - inbox-lands-one-per-mode (core/agent/inbox.go): a boundary lands
+//     one queued input of each mode and leaves the rest queued.
 //   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
 //     window keeps one line more than its limit.
 //   - sink-truncated-by-lines-only (core/agent/sink.go): an output is
@@ -245,7 +249,7 @@ var names = []string{
 	"driver-abort-while-running", "abort-spares-recover", "wait-for-ended-task-registers", "line-admits-marked", "driver-idle-early", "driver-forgets-dependents",
 	"watch-drops-event", "watch-previous-is-next", "watch-previous-skips-batch", "watch-tail-off-by-one", "watch-tail-zero-unbounded", "watch-capture-unflushed-preview",
 	"context-cache-keeps-aborted", "context-cache-system-unscanned", "context-edit-oldest-wins", "context-keeps-old-heads",
-	"request-baseline-in-place", "request-keeps-failed-answer", "request-skips-missing-result", "inbox-cancel-placed", "inbox-steer-stays-queued", "request-id-per-conversation", "input-done-names-placement", "usage-row-attempt-from-zero",
+	"request-baseline-in-place", "request-keeps-failed-answer", "request-skips-missing-result", "inbox-cancel-placed", "inbox-lands-newest-first", "inbox-lands-one-per-mode", "inbox-steer-stays-queued", "request-id-per-conversation", "input-done-names-placement", "usage-row-attempt-from-zero",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
 	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-keeps-a-unit-more", "collapse-stale-ignores-handoff",
