@@ -363,12 +363,17 @@ func placeGroup(tx *core.Tx, conv storage.ID, passes ...[]InputMode) (group []st
 		slices.Reverse(queued)
 	}
 	for _, modes := range passes {
-		var landed []InputMode
+		var landed []InputMode // by the plant inbox-lands-one-per-mode
 		for _, q := range queued {
-			if !slices.Contains(modes, q.Value.Mode) || plant.On("inbox-lands-one-per-mode") && slices.Contains(landed, q.Value.Mode) {
+			if !slices.Contains(modes, q.Value.Mode) {
 				continue
 			}
-			landed = append(landed, q.Value.Mode)
+			if plant.On("inbox-lands-one-per-mode") {
+				if slices.Contains(landed, q.Value.Mode) {
+					continue
+				}
+				landed = append(landed, q.Value.Mode)
+			}
 			if _, joins := placeItem(tx, conv, q.ID, q.Value); joins {
 				group = append(group, q.ID)
 				if at := acceptedAt(q.Value); !at.IsZero() && (since.IsZero() || at.Before(since)) {
