@@ -154,14 +154,14 @@ func (o *oracle) subagentSettled(w storage.Write, by string, seq storage.ID) err
 				newest = g.input
 			}
 		}
-		mine := !o.subagents.uncertain[child] && len(given) > 0
+		stranger := !o.subagents.uncertain[child] && len(given) > 0 // an input no call gave
 		for _, g := range given {
-			mine = mine && g.input != d.Input
+			stranger = stranger && g.input != d.Input
 		}
 		switch {
 		case d.Input < newest:
 			return fail("it waited for input %d of subagent %d, older than input %d, given before the call was made", d.Input, child, newest)
-		case mine:
+		case stranger:
 			return fail("it waited for input %d of subagent %d, which no subagent call gave it (%v)", d.Input, child, given)
 		}
 	case "status":
