@@ -608,14 +608,17 @@ func drawLimits(p *program, seed uint64) {
 	}
 	if rng.IntN(2) == 0 {
 		p.limits.WallClock = time.Duration(50+rng.IntN(1_500)) * time.Millisecond
-		if rng.IntN(2) == 0 {
-			// One the program's waits, slow answers and retries often add
-			// up to, so that a query may start exactly as the time runs out.
-			p.limits.WallClock = time.Duration([]int{50, 100, 300, 500, 1000}[rng.IntN(5)]) * time.Millisecond
-		}
 	}
 	if rng.IntN(2) == 0 || p.limits == (agent.BudgetLimits{}) {
 		p.limits.ToolCalls = 1 + rng.IntN(3)
+	}
+	// Half the sessions without a wall-clock limit get one the program's
+	// waits, slow answers and retries often add up to, so that a query may
+	// start exactly as the time runs out; from a generator of its own, so
+	// that the draws above stay as they were.
+	round := seededRNG(seed, "round wall clock")
+	if p.limits.WallClock == 0 && round.IntN(2) == 0 {
+		p.limits.WallClock = time.Duration([]int{50, 100, 300, 500, 1000}[round.IntN(5)]) * time.Millisecond
 	}
 }
 
