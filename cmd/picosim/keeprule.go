@@ -22,7 +22,8 @@ import (
 // in keepRecent are kept, and always the newest one; the cut is the first
 // boundary at or after that where every call summarized has its result
 // summarized too (a call of an older exchange may have none). A context
-// that fits whole, or has one unit, makes no collapse.
+// that fits whole, or has one unit, makes no collapse, and a manual
+// collapse of any other is made.
 const ruleKeepRecent oracleRule = "collapse-keeps-its-recent-tokens"
 
 // settingWrite is a write of one of a conversation's collapse settings at
@@ -154,23 +155,10 @@ func (o *oracle) collapseCut(w storage.Write, by string, seq, pos storage.ID) er
 	if !known {
 		return nil
 	}
-	cx, ok := o.transcripts.derive(conv, st.At)
-	if !ok {
+	through, first, cuts, known := o.cutAt(conv, st.At, keep)
+	if !known {
 		return nil
 	}
-	entries := make([]*storage.Entry, 0, len(cx))
-	for i, ce := range cx {
-		e := o.transcripts.entry(conv, ce.ID)
-		if e == nil {
-			return nil
-		}
-		if i == 0 && e.IsHead() {
-			cx = cx[1:]
-			continue
-		}
-		entries = append(entries, e)
-	}
-	through, first, cuts := planKeep(cx, entries, keep)
 	switch {
 	case !cuts:
 		return o.fail(broke(ruleKeepRecent, "%s created %s collapse %d of conversation %d at %d keeping %d tokens, summarizing through %d from %d; its context at %d makes no collapse",
@@ -178,6 +166,42 @@ func (o *oracle) collapseCut(w storage.Write, by string, seq, pos storage.ID) er
 	case through != st.Through || first != st.FirstRetained:
 		return o.fail(broke(ruleKeepRecent, "%s created %s collapse %d of conversation %d at %d keeping %d tokens, summarizing through %d and keeping from %d; the cut of its context at %d is after %d, keeping from %d",
 			by, st.Reason, w.Task.ID, conv, seq, keep, st.Through, st.FirstRetained, st.At, through, first))
+	}
+	return nil
+}
+
+// cutAt is where the rule cuts conv's context as of at for keep: the last
+// entry summarized and the first kept, cuts false when it makes no
+// collapse; known false when the rule cannot derive the context.
+func (o *oracle) cutAt(conv, at storage.ID, keep int64) (through, first storage.ID, cuts, known bool) {
+	cx, ok := o.transcripts.derive(conv, at)
+	if !ok {
+		return 0, 0, false, false
+	}
+	entries := make([]*storage.Entry, 0, len(cx))
+	for i, ce := range cx {
+		e := o.transcripts.entry(conv, ce.ID)
+		if e == nil {
+			return 0, 0, false, false
+		}
+		if i == 0 && e.IsHead() {
+			cx = cx[1:]
+			continue
+		}
+		entries = append(entries, e)
+	}
+	through, first, cuts = planKeep(cx, entries, keep)
+	return through, first, cuts, true
+}
+
+// nothingToCollapse holds a host's manual collapse of conv, which the
+// harness refused with nothing to collapse while the session's last
+// sequence stood at pos, to the rule: its context at pos has no cut.
+func (o *oracle) nothingToCollapse(conv, pos storage.ID) error {
+	keep, _ := o.keepRecentAt(agent.CollapseManual, conv, pos)
+	if through, first, cuts, known := o.cutAt(conv, pos, keep); known && cuts {
+		return o.fail(broke(ruleKeepRecent, "a host's collapse of conversation %d at %d found nothing to collapse keeping %d tokens; its context there is cut after %d, keeping from %d",
+			conv, pos, keep, through, first))
 	}
 	return nil
 }

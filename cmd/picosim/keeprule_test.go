@@ -138,3 +138,20 @@ func TestTheKeepRuleReadsKeepRecentAsOfItsPosition(t *testing.T) {
 		t.Error("an overflow's keepRecent is known without the model's window")
 	}
 }
+
+// A host's collapse the harness found nothing to collapse in breaks the
+// rule when the conversation's context, as of then, has a cut for its
+// keepRecent, and holds when it fits whole.
+func TestNothingToCollapseIsHeldToTheContext(t *testing.T) {
+	o := newOracle()
+	o.transcripts.convs[1] = storage.Conversation{ID: 1}
+	for _, r := range []keepRow{keepUser(10), keepAnswer(11), keepUser(12), keepAnswer(13)} {
+		o.transcripts.own[1] = append(o.transcripts.own[1], &storage.Entry{ID: r.id, ConversationID: 1, Kind: r.kind, Model: []ai.Message{r.msg}})
+	}
+	addr := agent.CollapseKeepRecentValue.In(1).Address
+	o.settingWritten(storage.Write{Type: storage.WriteValueSet, Addr: &addr, Value: []byte("25")}, 5)
+	holdsOrBreaks(t, o.nothingToCollapse(1, 20), ruleKeepRecent, true) // 40 tokens: the newest exchange is kept, the first cut
+	o.settingWritten(storage.Write{Type: storage.WriteValueSet, Addr: &addr, Value: []byte("40")}, 30)
+	holdsOrBreaks(t, o.nothingToCollapse(1, 35), ruleKeepRecent, false) // it fits whole
+	holdsOrBreaks(t, o.nothingToCollapse(1, 11), ruleKeepRecent, false) // as of 11, one unit
+}

@@ -1236,7 +1236,13 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if len(l.args) > 1 {
 			opts.Instructions = l.args[1]
 		}
+		before := e.h.Store().LastSeq()
 		_, err = c.Collapse(ctx, opts)
+		if errors.Is(err, agent.ErrNothingToCollapse) && e.h.Store().LastSeq() == before {
+			// Nothing committed while it decided: it saw the context as of
+			// before. A violation is the oracle's first, judged at the end.
+			_ = e.oracle.nothingToCollapse(c.ID, before)
+		}
 		return err
 	case "delete":
 		id := g.conv(l.args[0])

@@ -305,6 +305,9 @@ func (c *Conversation) Collapse(ctx context.Context, opts CollapseOptions) (stor
 		if opts.KeepRecent != nil {
 			set.KeepRecent = *opts.KeepRecent
 		}
+		if plant.On("collapse-manual-keeps-default") {
+			set.KeepRecent = CollapseKeepRecentDefault
+		}
 		var ok bool
 		id, ok, err = c.h.cfg.startCollapse(tx.Tx, c.ID, CollapseManual, set, opts.Instructions, nil)
 		switch {

@@ -149,6 +149,8 @@ package plant
 //     queued input newest first.
 //   - inbox-lands-one-per-mode (core/agent/inbox.go): a boundary lands
 //     one queued input of each mode and leaves the rest queued.
+//   - collapse-manual-keeps-default (core/agent/collapse.go): a manual
+//     collapse keeps the default keepRecent, not the conversation's.
 //   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
 //     window keeps one line more than its limit.
 //   - sink-truncated-by-lines-only (core/agent/sink.go): an output is
@@ -252,7 +254,7 @@ var names = []string{
 	"request-baseline-in-place", "request-keeps-failed-answer", "request-skips-missing-result", "inbox-cancel-placed", "inbox-lands-newest-first", "inbox-lands-one-per-mode", "inbox-steer-stays-queued", "request-id-per-conversation", "input-done-names-placement", "usage-row-attempt-from-zero",
 	"posttools-two-successors", "posttools-terminate-last-only", "posttools-joins-followup", "posttools-handoff-after-input", "addtools-from-empty",
 	"abort-cancels-next-run", "generation-retry-past-budget", "continuation-joins-followup", "generation-poll-no-interval", "generation-fail-keeps-writes",
-	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-keeps-a-unit-more", "collapse-stale-ignores-handoff",
+	"generation-fail-forgets-inputs", "collapse-publishes-stale", "collapse-keeps-a-unit-more", "collapse-manual-keeps-default", "collapse-stale-ignores-handoff",
 	"summarizer-misses-newest", "summarizer-drops-instructions", "memory-forks-list-deleted", "sqlite-scan-lists-deleted",
 	"state-merge-keeps-both", "fork-point-hidden-in-batch", "dependency-on-itself",
 	"summary-keeps-from-through", "retry-backoff-one-behind",
