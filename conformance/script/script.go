@@ -90,6 +90,8 @@ var Arity = map[string][2]int{
 	"edit":          {3, 3},
 	"value":         {4, 5},
 	"list":          {4, 5},
+	"hook":          {2, 3},
+	"unhook":        {1, 1},
 }
 
 // ResponseKinds are what respond takes.
@@ -325,12 +327,20 @@ func (l Line) Check() error {
 		if err := checkState(l); err != nil {
 			return err
 		}
+	case "hook":
+		if err := checkHook(l); err != nil {
+			return err
+		}
+	case "unhook":
+		if _, err := strconv.Atoi(l.Args[0]); err != nil {
+			return fmt.Errorf("unhook: %v", err)
+		}
 	case "accept":
 		if len(l.Args) == 3 && !strings.HasPrefix(l.Args[2], "req=") {
 			return fmt.Errorf("accept: third argument %q: want req=ID", l.Args[2])
 		}
 	}
-	if !slices.Contains([]string{"respond", "sleep", "abort-task", "unwatch", "resnapshot", "job", "boundary", "process", "wait-job", "value", "list"}, l.Op) && len(l.Args) > 0 {
+	if !slices.Contains([]string{"respond", "sleep", "abort-task", "unwatch", "resnapshot", "job", "boundary", "process", "wait-job", "value", "list", "hook", "unhook"}, l.Op) && len(l.Args) > 0 {
 		if _, err := ConvIndex(l.Args[0]); err != nil {
 			return err
 		}
@@ -348,6 +358,45 @@ var (
 	BoundaryProviders = []string{"claude", "codex", "gemini", "copilot", "generic"}
 	BoundaryEvents    = []string{"start", "end", "precompact", "postcompact", "precompress"}
 )
+
+// HookEffects are what a hook line's handler does: section adds a system
+// section of its own (system_instructions); drop:TOOL and describe:TOOL
+// take a tool out of the tools merged so far or give it a description of
+// the hook's (system_instructions, which then names the tools); block:TOOL
+// refuses every call of the tool (before_tool).
+//
+//	hook TARGET EFFECT [subtree]
+//	unhook N
+//
+// TARGET is session (every conversation), a conversation, or cN/child,
+// the newest conversation a task of cN made (a subagent tool's child),
+// and subtree extends a conversation's hook to the conversations it owns
+// (never to its forks). The Nth hook line registers hook N (from 1), which names its
+// section and describes its tool after itself. unhook N removes the Nth of
+// the hooks still registered, taken modulo how many. Hooks are the host
+// process's: a reopened session has its host register them again.
+var HookEffects = []string{"section", "drop", "describe", "block"}
+
+// checkHook validates a hook line: hook TARGET EFFECT [subtree].
+func checkHook(l Line) error {
+	if l.Args[0] != "session" {
+		if _, err := ConvIndex(strings.TrimSuffix(l.Args[0], "/child")); err != nil {
+			return fmt.Errorf("hook: target %q: want session, a conversation or a conversation's /child", l.Args[0])
+		}
+	}
+	effect, tool, named := strings.Cut(l.Args[1], ":")
+	switch {
+	case !slices.Contains(HookEffects, effect):
+		return fmt.Errorf("hook: effect %q: want section, drop:TOOL, describe:TOOL or block:TOOL", l.Args[1])
+	case (effect == "section") == named || named && tool == "":
+		return fmt.Errorf("hook: effect %q: section names no tool; drop, describe and block name one", l.Args[1])
+	case len(l.Args) == 3 && l.Args[2] != "subtree":
+		return fmt.Errorf("hook: third argument %q: want subtree", l.Args[2])
+	case len(l.Args) == 3 && l.Args[0] == "session":
+		return errors.New("hook: a session hook has no subtree; it applies everywhere")
+	}
+	return nil
+}
 
 // StateOps are what a value line and a list line do, each with whether
 // it takes an argument: a value is set to JSON or deleted; a list gets a

@@ -42,6 +42,17 @@ fork c-1 -2
 	}
 }
 
+// Hook lines of every shape parse.
+func TestHookLinesParse(t *testing.T) {
+	p, err := Parse(Magic + "\nhook session section\nhook c-1/child block:work subtree\nhook c0 describe:a\nunhook -1\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Lines) != 4 || p.Lines[1].Args[2] != "subtree" || p.Lines[3].Op != "unhook" {
+		t.Fatalf("Parse read %+v", p.Lines)
+	}
+}
+
 // Nth picks among length things for any number, a negative one counting
 // back from the end; a conversation index may be negative the same way.
 func TestNthPicksFromEitherEnd(t *testing.T) {
@@ -78,6 +89,13 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\nswarm shell=true\nprocess make out\n", 3, "out takes a TEXT"},
 		{Magic + "\nprocess make exit 0 hang\n", 2, "after the end"},
 		{Magic + "\nswarm budget=-1\n", 2, "budget"},
+		{Magic + "\nhook q0 section\n", 2, "want session, a conversation"},
+		{Magic + "\nhook c0 paint\n", 2, "effect \"paint\""},
+		{Magic + "\nhook c0 section:a\n", 2, "section names no tool"},
+		{Magic + "\nhook c0 block\n", 2, "section names no tool"},
+		{Magic + "\nhook c0 block:a everywhere\n", 2, "want subtree"},
+		{Magic + "\nhook session drop:a subtree\n", 2, "session hook has no subtree"},
+		{Magic + "\nunhook last\n", 2, "unhook"},
 		{Magic + "\nswarm queries=-2\n", 2, "queries"},
 		{Magic + "\nswarm calls=many\n", 2, "calls"},
 		{Magic + "\njob make every=soon\n", 2, "every=MS"},
