@@ -37,6 +37,8 @@
 //   - help.go: the top-level usage text.
 //   - keeprule.go: the oracle collapse-keeps-its-recent-tokens: a manual collapse cuts its context where the conversation's keepRecent puts the cut, derived on its own.
 //   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
+//   - hooks.go: the host's hooks (hook and unhook lines): system_instructions and before_tool handlers scoped to the session, a conversation or its subtree, registered again after every reopen; the generator's hook programs.
+//   - hookrule.go: the oracles system-follows-its-hooks (an attempt's context tells the model what the hooks that may have run ask for, in handler order), a-call-is-blocked-by-its-hooks and a-call-is-offered-as-its-request.
 //   - inboxrule.go: the oracle queued-input-lands-in-order: a commit that lands queued input lands all of each mode it lands, in acceptance order.
 //   - jobrule.go: the oracle a-job-ends-as-its-method: an abort settles a job killed, a recover lost (or exited, when it ran again), and the notice in that commit says so.
 //   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.

@@ -84,6 +84,9 @@ type env struct {
 	waited      error
 	// oracle checks every commit and invocation as it happens.
 	oracle *oracle
+	// hooks are the hooks the program's host registered and has not
+	// removed, in the order it registered them (hooks.go).
+	hooks []*hostHook
 	// yields counts the continuations onYield asked for in a row, by
 	// conversation.
 	yields map[storage.ID]int
@@ -207,6 +210,7 @@ func (e *env) openHandle(ctx context.Context) (*fault.Storage, error) {
 
 // open opens (or reopens) the session: a new harness over the durable state.
 func (e *env) open(ctx context.Context) error {
+	e.closeHooks()
 	handle, err := e.openHandle(ctx)
 	if err != nil {
 		e.noteEnv(err)
@@ -271,8 +275,12 @@ func (e *env) open(ctx context.Context) error {
 	if handle == e.first {
 		e.firstH = e.h
 	}
+	e.oracle.hooks.catalogTools = e.h.Tools(nil) // with the built-in tools the harness adds
 	if e.spec.sc.generated && e.spec.seed%yieldSeeds == 0 {
 		e.h.Hooks().On(agent.GenerationKind, agent.HookOnYield, core.Hook(e.onYield), core.HookOptions{})
+	}
+	if err := e.openHooks(ctx); err != nil {
+		return err
 	}
 	// The root's events go into the trace, so a replay compares them too.
 	w, err := e.h.Watch(ctx, root, core.WatchOptions{Tail: 1})

@@ -207,7 +207,9 @@ type oracle struct {
 	// its reading of each provider's launch (boundaryrule.go).
 	sessionState boundarySession
 	adapters     map[boundary.Provider]adapterModel
-	first        error // the first violation
+	// hooks is what the hook rules follow (hookrule.go).
+	hooks hookWatch
+	first error // the first violation
 }
 
 func newOracle() *oracle {
@@ -218,7 +220,8 @@ func newOracle() *oracle {
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
-		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{}}
+		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
+		hooks: newHookWatch()}
 }
 
 // child is what a generated run's model names as a subagent of asker:
@@ -451,6 +454,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		return o.fail(broke(ruleIDsIncrease, "a batch of %d writes committed at %d–%d after %d", len(b.Writes), r.First, r.Last, o.last))
 	}
 	o.last = r.Last
+	o.hooks.tick++
 	by := committer(inv, ok)
 	if ok {
 		if err := o.reach(inv.Task, b, by, r); err != nil {
@@ -535,6 +539,16 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			if w.Type == storage.WritePatch && o.kinds[w.ID] == agent.GenerationKindName {
 				o.attemptStarts(w, r)
 				o.attemptStarted(w)
+				if w.Status == "streaming" {
+					if err := o.hookStreaming(inv, ok, w, r, by, seq); err != nil {
+						return err
+					}
+				}
+			}
+			if o.kinds[w.ID] == agent.ToolKindName {
+				if err := o.hookCall(inv, ok, w, by, seq); err != nil {
+					return err
+				}
 			}
 			if w.Type == storage.WritePatch && o.kinds[w.ID] == agent.CollapseKindName {
 				o.summarizerStarts(w)
@@ -555,6 +569,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 			o.kinds[w.Task.ID], o.convs[w.Task.ID] = w.Task.Kind, w.Task.ConversationID
 			o.background[w.Task.ID] = w.Task.Background
+			if err := o.hookTask(inv, ok, w.Task, by, seq); err != nil {
+				return err
+			}
 			var call agent.ToolState
 			if w.Task.Kind == agent.ToolKindName && json.Unmarshal(w.Task.State, &call) == nil {
 				o.tools[w.Task.ID] = call.Call.Name
@@ -1051,6 +1068,8 @@ func (o *oracle) invocation(inv core.Invocation, returned bool) error {
 		return o.fail(broke(ruleOneInvocation, "task %d's %s started while its %s was still running", inv.Task, inv.Method, m))
 	}
 	o.active[inv.Task] = inv.Method
+	o.hooks.tick++
+	o.hooks.invokedAt[inv.Task] = o.hooks.tick
 	if job, waits := o.waitsFor[inv.Task]; waits && o.settled[job] && o.now != nil && (inv.Method == core.MethodExecute || inv.Method == core.MethodRecover) {
 		o.startedAt[inv.Task] = o.now()
 	}

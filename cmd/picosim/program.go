@@ -57,6 +57,9 @@ import (
 // swarm line's turns=, queries=, calls=, tokens= and wall= (ms) are the
 // session's budget limits. boundary SOURCE ID [PROVIDER[:EVENT]] delivers a provider's
 // lifecycle event (Claude's session start unless it names another).
+// hook TARGET section|drop:TOOL|describe:TOOL|block:TOOL [subtree]
+// registers a hook (hooks.go; TARGET session, a conversation, or cN/child,
+// the newest child a call of cN made) and unhook N removes one.
 //
 // --drop numbers the lines the way the run reaches them: the respond lines
 // first (all answers are queued before anything else happens), then the
@@ -330,6 +333,7 @@ func drawProgram(seed uint64) *program {
 	drawDeletes(p, seed)
 	drawChildAborts(p, seed)
 	drawSubagentTalks(p, seed)
+	drawHooks(p, seed)
 	return p
 }
 
@@ -857,6 +861,7 @@ type programRun struct {
 	trails  []*taskTrail // each watch's tasks as its events showed them
 	session []*core.SessionWatchHandle
 	calls   int
+	hooked  int      // the hook lines reached
 	answers []answer // the model's answers not given yet
 	// receipts are the request ids the host used (receiptrule.go).
 	receipts receipts
@@ -1216,6 +1221,8 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		}
 		e.startMeddler(ctx, g.convs[0])
 		return nil
+	case "hook", "unhook":
+		return g.hookLine(ctx, l)
 	case "reopen", "shutdown":
 		if l.op == "shutdown" {
 			if err := e.h.Shutdown(ctx); err != nil && !isSessionFault(err) {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
@@ -101,42 +102,11 @@ func (t *transcripts) project(conv storage.ID, cx []ruleEntry) ([]ai.Message, []
 			return nil, nil, false
 		}
 	}
+	baseline, _, tools := foldSystem(entries)
+	system := func(e *storage.Entry) bool { return e.Kind == "system" }
 	var epoch storage.ID
 	if len(entries) > 0 && entries[0].IsHead() {
 		epoch = entries[0].ID
-	}
-	system := func(e *storage.Entry) bool { return e.Kind == "system" }
-	type systemData struct {
-		Baseline     bool      `json:"baseline"`
-		ToolsAdded   []ai.Tool `json:"toolsAdded"`
-		ToolsRemoved []ai.Tool `json:"toolsRemoved"`
-	}
-	data := make([]*systemData, len(entries))
-	baseline := -1
-	for i, e := range entries {
-		var d systemData
-		if system(e) && e.ID >= epoch && json.Unmarshal(e.Data, &d) == nil {
-			if data[i] = &d; d.Baseline {
-				baseline = i
-			}
-		}
-	}
-	var tools []ai.Tool
-	for i := max(baseline, 0); baseline >= 0 && i < len(entries); i++ {
-		d := data[i]
-		if d == nil {
-			continue
-		}
-		for _, r := range d.ToolsRemoved {
-			tools = slices.DeleteFunc(tools, func(t ai.Tool) bool { return t.Name == r.Name })
-		}
-		for _, a := range d.ToolsAdded {
-			if at := slices.IndexFunc(tools, func(t ai.Tool) bool { return t.Name == a.Name }); at >= 0 {
-				tools[at] = a
-			} else {
-				tools = append(tools, a)
-			}
-		}
 	}
 	results := map[string]ai.Message{}
 	for _, ce := range cx {
@@ -178,6 +148,64 @@ func (t *transcripts) project(conv storage.ID, cx []ruleEntry) ([]ai.Message, []
 		}
 	}
 	return out, tools, true
+}
+
+// foldSystem folds the system entries of a context's entries: the
+// newest baseline of the head's epoch (-1: none), and the sections and
+// tools it and the system entries after it leave the model told. A delta
+// replaces a section in place, appends a new one or, with no text, removes
+// it; it removes tools before it adds them, a tool added again keeping its
+// place.
+func foldSystem(entries []*storage.Entry) (baseline int, sections []core.SystemSection, tools []ai.Tool) {
+	var epoch storage.ID
+	if len(entries) > 0 && entries[0].IsHead() {
+		epoch = entries[0].ID
+	}
+	type systemData struct {
+		Baseline     bool                 `json:"baseline"`
+		Sections     []core.SystemSection `json:"sections"`
+		ToolsAdded   []ai.Tool            `json:"toolsAdded"`
+		ToolsRemoved []ai.Tool            `json:"toolsRemoved"`
+	}
+	data := make([]*systemData, len(entries))
+	baseline = -1
+	for i, e := range entries {
+		var d systemData
+		if e.Kind == "system" && e.ID >= epoch && json.Unmarshal(e.Data, &d) == nil {
+			if data[i] = &d; d.Baseline {
+				baseline = i
+			}
+		}
+	}
+	for i := max(baseline, 0); baseline >= 0 && i < len(entries); i++ {
+		d := data[i]
+		if d == nil {
+			continue
+		}
+		for _, s := range d.Sections {
+			at := slices.IndexFunc(sections, func(c core.SystemSection) bool { return c.Key == s.Key })
+			switch {
+			case s.Text == nil && at >= 0:
+				sections = slices.Delete(sections, at, at+1)
+			case s.Text == nil:
+			case at >= 0:
+				sections[at] = s
+			default:
+				sections = append(sections, s)
+			}
+		}
+		for _, r := range d.ToolsRemoved {
+			tools = slices.DeleteFunc(tools, func(t ai.Tool) bool { return t.Name == r.Name })
+		}
+		for _, a := range d.ToolsAdded {
+			if at := slices.IndexFunc(tools, func(t ai.Tool) bool { return t.Name == a.Name }); at >= 0 {
+				tools[at] = a
+			} else {
+				tools = append(tools, a)
+			}
+		}
+	}
+	return baseline, sections, tools
 }
 
 // attemptStarts notes, at a generation's patch to streaming that sends a

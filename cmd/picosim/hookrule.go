@@ -1,0 +1,385 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// The hook rules: the host's hooks (hooks.go) apply where they are scoped
+// (§8.7). A conversation's handlers of a point are the session's, then
+// those of the conversations that own it, outermost first, registered
+// with their subtree, then its own, each group in registration order; a
+// fork is owned by nobody, so its parent's hooks never reach it.
+//
+// A handler runs between its invocation's start and the commit it
+// decides, and the host may register or remove a hook in between: a hook
+// surely ran when it was registered before the invocation started and is
+// still registered at the commit; it may have run when it was registered
+// at any time before the commit and not removed before the invocation
+// started. The rules accept what some set of hooks that may have run, all
+// that surely ran among them, would have produced.
+//
+//   - At the commit that starts a generation's attempt, the system entries
+//     of its context fold to the sections and tools its system_instructions
+//     handlers asked for: each section hook's section, in handler order;
+//     the catalog's selection by the generation's config, less the tools
+//     a drop hook takes out and with the descriptions a describe hook
+//     gives, in handler order.
+//   - A tool call's execute runs its call (patches it running) only when
+//     no block hook of its tool surely ran, and one blocked by hook N was
+//     blocked by a hook that may have run, with no block hook of its tool
+//     before N in handler order surely run.
+//   - A call is offered when its tool was among the tools of the request
+//     its answer came from, and a call not offered never runs.
+
+const (
+	// ruleSystemHooks: a generation tells its model what its hooks say.
+	ruleSystemHooks oracleRule = "system-follows-its-hooks"
+	// ruleBlockHooks: a call is blocked exactly by its hooks.
+	ruleBlockHooks oracleRule = "a-call-is-blocked-by-its-hooks"
+	// ruleOffered: a call is offered as its request offered its tool.
+	ruleOffered oracleRule = "a-call-is-offered-as-its-request"
+)
+
+// hookSpan is one registration of a host's hook with one harness: from
+// the oracle's tick on to off (0: still registered).
+type hookSpan struct {
+	id      int
+	conv    storage.ID
+	effect  string
+	tool    string
+	subtree bool
+	on, off uint64
+}
+
+// hookWatch is what the hook rules follow: every registration, a clock
+// that orders registrations, invocation starts and commits, when each
+// task's current invocation started, each generation's tool selection,
+// the tools each generation's newest attempt offered, and whether each
+// tool call was offered.
+type hookWatch struct {
+	spans     []hookSpan
+	tick      uint64
+	invokedAt map[storage.ID]uint64
+	selection map[storage.ID]*[]string
+	offers    map[storage.ID][]string
+	offered   map[storage.ID]bool
+	// catalogTools are the definitions of the run's tools, in catalog order.
+	catalogTools []ai.Tool
+}
+
+func newHookWatch() hookWatch {
+	return hookWatch{invokedAt: map[storage.ID]uint64{}, selection: map[storage.ID]*[]string{},
+		offers: map[storage.ID][]string{}, offered: map[storage.ID]bool{}}
+}
+
+// hookOn notes a hook registered now.
+func (o *oracle) hookOn(s hookSpan) {
+	o.hooks.tick++
+	s.on, s.off = o.hooks.tick, 0
+	o.hooks.spans = append(o.hooks.spans, s)
+}
+
+// hookOff notes hook id removed now.
+func (o *oracle) hookOff(id int) {
+	o.hooks.tick++
+	for i := range o.hooks.spans {
+		if s := &o.hooks.spans[i]; s.id == id && s.off == 0 {
+			s.off = o.hooks.tick
+		}
+	}
+}
+
+// ownerChain is conv and the conversations that own it, innermost first.
+func (o *oracle) ownerChain(conv storage.ID) []storage.ID {
+	chain := []storage.ID{conv}
+	for c := conv; o.owners[c] != 0 && len(chain) <= len(o.created); {
+		c = o.convs[o.owners[c]]
+		chain = append(chain, c)
+	}
+	return chain
+}
+
+// handlers are the spans that keep, of hooks scoped to apply in conv, in
+// handler order, each with whether it surely ran in an invocation started
+// at tick from (false: it may have). Spans that cannot have run are left
+// out.
+func (o *oracle) handlers(conv storage.ID, from uint64, keep func(hookSpan) bool) (spans []hookSpan, sure []bool) {
+	chain := o.ownerChain(conv)
+	rank := func(s hookSpan) int {
+		if s.conv == 0 {
+			return len(chain)
+		}
+		i := slices.Index(chain, s.conv)
+		if i < 0 || i > 0 && !s.subtree {
+			return -1
+		}
+		return i
+	}
+	for _, s := range o.hooks.spans {
+		if keep(s) && rank(s) >= 0 && (s.off == 0 || s.off > from) {
+			spans = append(spans, s)
+		}
+	}
+	slices.SortStableFunc(spans, func(a, b hookSpan) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return rb - ra
+		}
+		return a.id - b.id
+	})
+	for _, s := range spans {
+		sure = append(sure, s.on < from && s.off == 0)
+	}
+	return spans, sure
+}
+
+// uncertainMax bounds the hooks whose running the rules weigh both ways.
+const uncertainMax = 8
+
+// possibleRuns calls try with each set of spans that may have run, the
+// sure ones among them, in handler order, until it says yes; false when
+// none did (or too many were uncertain to weigh).
+func possibleRuns(spans []hookSpan, sure []bool, try func([]hookSpan) bool) bool {
+	var unsure []int
+	for i, ok := range sure {
+		if !ok {
+			unsure = append(unsure, i)
+		}
+	}
+	if len(unsure) > uncertainMax {
+		return true
+	}
+	for mask := 0; mask < 1<<len(unsure); mask++ {
+		var run []hookSpan
+		u := 0
+		for i, s := range spans {
+			if sure[i] {
+				run = append(run, s)
+				continue
+			}
+			if mask&(1<<u) != 0 {
+				run = append(run, s)
+			}
+			u++
+		}
+		if try(run) {
+			return true
+		}
+	}
+	return false
+}
+
+// hookedSystem is what the system_instructions hooks of run ask for, over
+// the catalog's selection by sel (nil: every tool).
+func (o *oracle) hookedSystem(run []hookSpan, sel *[]string) (sections []core.SystemSection, tools []ai.Tool) {
+	named := false
+	for _, s := range run {
+		if s.effect == "section" {
+			key, text := hookSection(s.id)
+			sections = append(sections, core.SystemSection{Key: key, Text: &text})
+			continue
+		}
+		if !named {
+			tools, named = o.selected(sel), true
+		}
+		tools = slices.DeleteFunc(tools, func(t ai.Tool) bool { return s.effect == "drop" && t.Name == s.tool })
+		for i := range tools {
+			if s.effect == "describe" && tools[i].Name == s.tool {
+				tools[i].Description = hookDescription(s.id, s.tool)
+			}
+		}
+	}
+	if !named {
+		tools = o.selected(sel)
+	}
+	return sections, tools
+}
+
+// selected is the catalog's selection by sel: its tools in sel's order,
+// each once, unknown names skipped; nil selects the catalog.
+func (o *oracle) selected(sel *[]string) []ai.Tool {
+	if sel == nil || *sel == nil {
+		return slices.Clone(o.hooks.catalogTools)
+	}
+	var out []ai.Tool
+	for _, n := range *sel {
+		i := slices.IndexFunc(o.hooks.catalogTools, func(t ai.Tool) bool { return t.Name == n })
+		if i >= 0 && !slices.ContainsFunc(out, func(t ai.Tool) bool { return t.Name == n }) {
+			out = append(out, o.hooks.catalogTools[i])
+		}
+	}
+	return out
+}
+
+// sameSystem compares sections by key and text, in order, and tools by
+// name and description, in any order: a delta appends the tools it adds,
+// so a tool taken out and given back comes last.
+func sameSystem(as, bs []core.SystemSection, at, bt []ai.Tool) bool {
+	byName := func(ts []ai.Tool) []ai.Tool {
+		return slices.SortedFunc(slices.Values(ts), func(a, b ai.Tool) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return slices.EqualFunc(as, bs, func(a, b core.SystemSection) bool {
+		return a.Key == b.Key && (a.Text == nil) == (b.Text == nil) && (a.Text == nil || *a.Text == *b.Text)
+	}) && slices.EqualFunc(byName(at), byName(bt), func(a, b ai.Tool) bool { return a.Name == b.Name && a.Description == b.Description })
+}
+
+func describeSystem(sections []core.SystemSection, tools []ai.Tool) string {
+	var keys, names []string
+	for _, s := range sections {
+		keys = append(keys, s.Key)
+	}
+	for _, t := range tools {
+		n := t.Name
+		if strings.Contains(t.Description, "as hook") {
+			n += "(" + t.Description + ")"
+		}
+		names = append(names, n)
+	}
+	return fmt.Sprintf("sections %v, tools %v", keys, names)
+}
+
+// hookTask notes a task's creation for the hook rules: a generation's
+// selection, a call's offer, checked against its request's tools.
+func (o *oracle) hookTask(inv core.Invocation, ok bool, t *storage.Task, by string, seq storage.ID) error {
+	switch t.Kind {
+	case agent.GenerationKindName:
+		var st struct {
+			Config struct {
+				SelectedTools *[]string `json:"selectedTools"`
+			} `json:"config"`
+		}
+		if json.Unmarshal(t.State, &st) == nil {
+			o.hooks.selection[t.ID] = st.Config.SelectedTools
+		}
+	case agent.ToolKindName:
+		var st agent.ToolState
+		if json.Unmarshal(t.State, &st) != nil {
+			return nil
+		}
+		o.hooks.offered[t.ID] = st.Offered
+		if !ok || o.kinds[inv.Task] != agent.GenerationKindName {
+			return nil
+		}
+		offer, known := o.hooks.offers[inv.Task]
+		if !known {
+			req, has := o.requests[t.ConversationID]
+			if !has || req.task != inv.Task {
+				return nil
+			}
+			offer = toolNames(req.tools)
+		}
+		if want := slices.Contains(offer, st.Call.Name); st.Offered != want {
+			return o.fail(broke(ruleOffered, "%s made call %s of %s at %d with offered %v; its request offered %v",
+				by, st.Call.ID, st.Call.Name, seq, st.Offered, offer))
+		}
+	}
+	return nil
+}
+
+// hookStreaming holds a generation's attempt start to its hooks.
+func (o *oracle) hookStreaming(inv core.Invocation, ok bool, w storage.Write, r storage.Range, by string, seq storage.ID) error {
+	from, started := o.hooks.invokedAt[w.ID]
+	if !ok || inv.Task != w.ID || !started || len(o.hooks.spans) == 0 {
+		delete(o.hooks.offers, w.ID)
+		return nil
+	}
+	conv := o.convs[w.ID]
+	cx, derived := o.transcripts.derive(conv, r.Last)
+	if !derived {
+		delete(o.hooks.offers, w.ID)
+		return nil
+	}
+	entries := make([]*storage.Entry, len(cx))
+	for i, ce := range cx {
+		if entries[i] = o.transcripts.entry(conv, ce.ID); entries[i] == nil {
+			delete(o.hooks.offers, w.ID)
+			return nil
+		}
+	}
+	_, sections, tools := foldSystem(entries)
+	o.hooks.offers[w.ID] = toolNames(tools)
+	spans, sure := o.handlers(conv, from, func(s hookSpan) bool { return s.effect != "block" })
+	sel := o.hooks.selection[w.ID]
+	if possibleRuns(spans, sure, func(run []hookSpan) bool {
+		ws, wt := o.hookedSystem(run, sel)
+		return sameSystem(sections, ws, tools, wt)
+	}) {
+		return nil
+	}
+	var surely []hookSpan
+	for i, s := range spans {
+		if sure[i] {
+			surely = append(surely, s)
+		}
+	}
+	ws, wt := o.hookedSystem(surely, sel)
+	return o.fail(broke(ruleSystemHooks, "%s started an attempt at %d with its context telling conversation %d's model %s; hooks %v may have run for it (%v surely), and the sure ones alone ask for %s",
+		by, seq, conv, describeSystem(sections, tools), spanIDs(spans), spanIDs(surely), describeSystem(ws, wt)))
+}
+
+func spanIDs(spans []hookSpan) []int {
+	ids := make([]int, len(spans))
+	for i, s := range spans {
+		ids[i] = s.id
+	}
+	return ids
+}
+
+// hookCall holds a tool call's execute, at the commit that runs its call
+// or settles it blocked, to its block hooks; and a call not offered to
+// never running.
+func (o *oracle) hookCall(inv core.Invocation, ok bool, w storage.Write, by string, seq storage.ID) error {
+	running := w.Type == storage.WritePatch && w.Status == "running"
+	if running && !o.hooks.offered[w.ID] {
+		if _, known := o.hooks.offered[w.ID]; known {
+			return o.fail(broke(ruleOffered, "%s ran call task %d of %s, not offered to the model, at %d", by, w.ID, o.tools[w.ID], seq))
+		}
+	}
+	from, started := o.hooks.invokedAt[w.ID]
+	if !ok || inv.Task != w.ID || inv.Method != core.MethodExecute || !started || len(o.hooks.spans) == 0 {
+		return nil
+	}
+	tool := o.tools[w.ID]
+	blockedBy := -1
+	if w.Type == storage.WriteSettle {
+		var st struct {
+			Output *agent.ToolOutputState `json:"output"`
+		}
+		if json.Unmarshal(w.State, &st) != nil || st.Output == nil {
+			return nil
+		}
+		reason, blocked := strings.CutPrefix(outputText(st.Output), "blocked: hook ")
+		if !blocked {
+			return nil
+		}
+		fmt.Sscanf(reason, "%d", &blockedBy)
+	} else if !running {
+		return nil
+	}
+	spans, sure := o.handlers(o.convs[w.ID], from, func(s hookSpan) bool { return s.effect == "block" && s.tool == tool })
+	for i, s := range spans {
+		if s.id == blockedBy {
+			return nil
+		}
+		if sure[i] {
+			what := "ran it"
+			if blockedBy >= 0 {
+				what = fmt.Sprintf("settled it blocked by hook %d", blockedBy)
+			}
+			return o.fail(broke(ruleBlockHooks, "%s %s at %d, though hook %d, which blocks %s in conversation %d, surely ran before it (hooks %v apply)",
+				by, what, seq, s.id, tool, o.convs[w.ID], spanIDs(spans)))
+		}
+	}
+	if blockedBy >= 0 {
+		return o.fail(broke(ruleBlockHooks, "%s settled call task %d of %s blocked by hook %d at %d; only hooks %v may have run for it",
+			by, w.ID, tool, blockedBy, seq, spanIDs(spans)))
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// hookedOracle is an oracle of a root (1) whose call task 5 made a child
+// (2), and a fork of the root (3), with the catalog a, b.
+func hookedOracle() *oracle {
+	o := newOracle()
+	o.created = []storage.ID{1, 2, 3}
+	o.owners[2] = 5
+	o.convs[5] = 1
+	o.hooks.catalogTools = []ai.Tool{{Name: "a", Description: "echo a"}, {Name: "b", Description: "echo b"}}
+	return o
+}
+
+// A conversation's handlers are the session's, then its owners' with
+// their subtree, outermost first, then its own, each in registration
+// order; a fork's are never its parent's.
+func TestHookHandlersFollowScopeAndOrder(t *testing.T) {
+	o := hookedOracle()
+	o.hookOn(hookSpan{id: 1, conv: 2, effect: "section"})
+	o.hookOn(hookSpan{id: 2, conv: 1, effect: "section", subtree: true})
+	o.hookOn(hookSpan{id: 3, conv: 1, effect: "section"})
+	o.hookOn(hookSpan{id: 4, effect: "section"})
+	o.hookOn(hookSpan{id: 5, conv: 3, effect: "section"})
+	from := o.hooks.tick + 1
+	for _, tc := range []struct {
+		conv storage.ID
+		want []int
+	}{{1, []int{4, 2, 3}}, {2, []int{4, 2, 1}}, {3, []int{4, 5}}} {
+		spans, sure := o.handlers(tc.conv, from, func(hookSpan) bool { return true })
+		if got := spanIDs(spans); !slices.Equal(got, tc.want) || slices.Contains(sure, false) {
+			t.Errorf("conversation %d: handlers %v (sure %v), want %v all sure", tc.conv, got, sure, tc.want)
+		}
+	}
+}
+
+// A hook registered after the invocation started, or removed after it,
+// may have run; one removed before it cannot have.
+func TestHookRunsSurelyOnlyThroughTheWindow(t *testing.T) {
+	o := hookedOracle()
+	o.hookOn(hookSpan{id: 1, conv: 1, effect: "section"}) // before, kept: sure
+	o.hookOn(hookSpan{id: 2, conv: 1, effect: "section"}) // before, removed before: out
+	o.hookOn(hookSpan{id: 3, conv: 1, effect: "section"}) // before, removed during: maybe
+	o.hookOff(2)
+	o.hooks.tick++
+	from := o.hooks.tick
+	o.hookOff(3)
+	o.hookOn(hookSpan{id: 4, conv: 1, effect: "section"}) // during: maybe
+	spans, sure := o.handlers(1, from, func(hookSpan) bool { return true })
+	if got := spanIDs(spans); !slices.Equal(got, []int{1, 3, 4}) || !slices.Equal(sure, []bool{true, false, false}) {
+		t.Fatalf("handlers %v sure %v; want [1 3 4] sure [true false false]", got, sure)
+	}
+	var sets [][]int
+	possibleRuns(spans, sure, func(run []hookSpan) bool { sets = append(sets, spanIDs(run)); return false })
+	if want := [][]int{{1}, {1, 3}, {1, 4}, {1, 3, 4}}; !slices.EqualFunc(sets, want, slices.Equal) {
+		t.Fatalf("weighed %v; want %v", sets, want)
+	}
+}
+
+// The hooks' answer: sections in handler order; the selection less
+// dropped tools, with described ones redescribed.
+func TestHookedSystemFoldsItsHooks(t *testing.T) {
+	o := hookedOracle()
+	sel := &[]string{"b", "a", "b", "zz"}
+	sections, tools := o.hookedSystem([]hookSpan{{id: 3, effect: "describe", tool: "a"}, {id: 1, effect: "section"}, {id: 4, effect: "drop", tool: "b"}}, sel)
+	if len(sections) != 1 || sections[0].Key != "hook-1" || len(tools) != 1 || tools[0].Name != "a" || tools[0].Description != hookDescription(3, "a") {
+		t.Fatalf("got %s", describeSystem(sections, tools))
+	}
+	if _, tools := o.hookedSystem(nil, sel); !slices.Equal(toolNames(tools), []string{"b", "a"}) {
+		t.Fatalf("no hooks: tools %v; want the selection's, b then a", toolNames(tools))
+	}
+	if _, tools := o.hookedSystem(nil, nil); !slices.Equal(toolNames(tools), []string{"a", "b"}) {
+		t.Fatalf("no selection: tools %v; want the catalog's", toolNames(tools))
+	}
+}
+
+// A generation's attempt start holds when its context folds to what the
+// hooks that may have run ask for, and breaks when a sure one is missing,
+// one that cannot have run is there, or the sections are out of order.
+func TestSystemFollowsItsHooks(t *testing.T) {
+	section := func(id int) core.SystemSection {
+		key, text := hookSection(id)
+		return core.SystemSection{Key: key, Text: &text}
+	}
+	catalog := []ai.Tool{{Name: "a", Description: "echo a"}, {Name: "b", Description: "echo b"}}
+	cases := []struct {
+		name     string
+		sections []core.SystemSection
+		tools    []ai.Tool
+		broken   bool
+	}{
+		{name: "the sure one", sections: []core.SystemSection{section(1)}, tools: catalog},
+		{name: "the sure one and the maybe one", sections: []core.SystemSection{section(1), section(3)}, tools: catalog},
+		{name: "tools in another order", sections: []core.SystemSection{section(1)}, tools: []ai.Tool{catalog[1], catalog[0]}},
+		{name: "the sure one missing", sections: []core.SystemSection{section(3)}, tools: catalog, broken: true},
+		{name: "the removed one", sections: []core.SystemSection{section(1), section(2)}, tools: catalog, broken: true},
+		{name: "out of order", sections: []core.SystemSection{section(3), section(1)}, tools: catalog, broken: true},
+		{name: "a tool dropped by no hook", sections: []core.SystemSection{section(1)}, tools: catalog[:1], broken: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := hookedOracle()
+			data, _ := json.Marshal(core.SystemData{Baseline: true, Sections: tc.sections, ToolsAdded: tc.tools})
+			o.transcripts.record(storage.CommitBatch{Writes: []storage.Write{
+				{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+				{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 10, ConversationID: 1, Kind: "system", Data: data}},
+			}})
+			o.kinds[9], o.convs[9] = agent.GenerationKindName, 1
+			o.hookOn(hookSpan{id: 1, conv: 1, effect: "section"})
+			o.hookOn(hookSpan{id: 2, conv: 1, effect: "section"})
+			o.hookOn(hookSpan{id: 3, conv: 1, effect: "section"})
+			o.hookOff(2)
+			inv := core.Invocation{Task: 9, ConversationID: 1, Method: core.MethodExecute}
+			_ = o.invocation(inv, false)
+			o.hookOff(3)
+			w := storage.Write{Type: storage.WritePatch, ID: 9, Status: "streaming"}
+			holdsOrBreaks(t, o.hookStreaming(inv, true, w, storage.Range{First: 11, Last: 11}, "a test", 11), ruleSystemHooks, tc.broken)
+		})
+	}
+}
+
+// A call runs only when no block hook of its tool surely ran, and is
+// blocked only by one that may have; a call not offered never runs; a
+// call is offered as its generation's request offered its tool.
+func TestCallsFollowTheirBlockHooksAndOffers(t *testing.T) {
+	blocked := func(id string) storage.Write {
+		st, _ := json.Marshal(map[string]any{"output": agent.ToolOutputState{Content: []ai.Block{ai.Text("blocked: hook " + id)}}})
+		return storage.Write{Type: storage.WriteSettle, ID: 7, Status: "done", State: st}
+	}
+	running := storage.Write{Type: storage.WritePatch, ID: 7, Status: "running"}
+	cases := []struct {
+		name    string
+		block   []int // block hooks of a on conversation 1 registered before the call started
+		offered bool
+		w       storage.Write
+		broken  bool
+	}{
+		{name: "runs unhooked", offered: true, w: running},
+		{name: "runs though hooked", block: []int{1}, offered: true, w: running, broken: true},
+		{name: "blocked by its hook", block: []int{1}, offered: true, w: blocked("1")},
+		{name: "blocked by the second of two", block: []int{1, 2}, offered: true, w: blocked("2"), broken: true},
+		{name: "blocked by no hook", offered: true, w: blocked("4"), broken: true},
+		{name: "runs not offered", w: running, broken: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := hookedOracle()
+			o.kinds[7], o.convs[7], o.tools[7] = agent.ToolKindName, 1, "a"
+			o.hooks.offered[7] = tc.offered
+			for _, id := range tc.block {
+				o.hookOn(hookSpan{id: id, conv: 1, effect: "block", tool: "a"})
+			}
+			o.hookOn(hookSpan{id: 3, conv: 1, effect: "block", tool: "b"})
+			inv := core.Invocation{Task: 7, ConversationID: 1, Method: core.MethodExecute}
+			_ = o.invocation(inv, false)
+			rule := ruleBlockHooks
+			if !tc.offered {
+				rule = ruleOffered
+			}
+			holdsOrBreaks(t, o.hookCall(inv, true, tc.w, "a test", 20), rule, tc.broken)
+		})
+	}
+	for _, offered := range []bool{true, false} {
+		o := hookedOracle()
+		o.kinds[9], o.convs[9] = agent.GenerationKindName, 1
+		o.hooks.offers[9] = []string{"b"}
+		st, _ := json.Marshal(agent.ToolState{Call: ai.Block{Type: ai.BlockToolCall, ID: "c1", Name: "a"}, Offered: offered})
+		err := o.hookTask(core.Invocation{Task: 9, ConversationID: 1, Method: core.MethodExecute}, true,
+			&storage.Task{ID: 7, ConversationID: 1, Kind: agent.ToolKindName, State: st}, "a test", 21)
+		holdsOrBreaks(t, err, ruleOffered, offered)
+	}
+}

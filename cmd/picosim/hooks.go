@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pico-go/pico/conformance/script"
+	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/storage"
+)
+
+// Hooks a program's host registers (hook and unhook lines, §8.7): scoped
+// handlers of system_instructions and before_tool, harness-wide or for one
+// conversation and, with subtree, the conversations it owns. The hook
+// rule (hookrule.go) holds what each generation told its model, and each
+// tool call's block, to the hooks that applied to it.
+
+// hostHook is a hook a hook line registered: what its handler does and
+// where it applies. Registration is the host process's: a reopened
+// session has the host register its hooks again (openHooks).
+type hostHook struct {
+	id      int
+	conv    storage.ID // 0: every conversation
+	effect  string     // script.HookEffects
+	tool    string
+	subtree bool
+	// off takes the handler off the current harness; nil when it is not
+	// registered there.
+	off func()
+}
+
+// hookSection is hook id's system section: its key and its text.
+func hookSection(id int) (key, text string) {
+	return "hook-" + strconv.Itoa(id), fmt.Sprintf("Hook %d asks for care.", id)
+}
+
+// hookDescription is the description a describe hook gives its tool.
+func hookDescription(id int, tool string) string {
+	return fmt.Sprintf("%s, as hook %d describes it", tool, id)
+}
+
+// hookBlock is the reason a block hook gives for refusing a call.
+func hookBlock(id int) string { return "hook " + strconv.Itoa(id) }
+
+// hookLine registers the hook a hook line describes, or removes the one an
+// unhook line picks.
+func (g *programRun) hookLine(ctx context.Context, l progLine) error {
+	e := g.e
+	if l.op == "unhook" {
+		var live []*hostHook
+		for _, h := range e.hooks {
+			if h.off != nil {
+				live = append(live, h)
+			}
+		}
+		if len(live) == 0 {
+			return nil
+		}
+		h := live[script.Nth(atoi(l.args[0]), len(live))]
+		h.off()
+		h.off = nil
+		e.hooks = slices.DeleteFunc(e.hooks, func(x *hostHook) bool { return x == h })
+		e.oracle.hookOff(h.id)
+		return nil
+	}
+	effect, tool, _ := strings.Cut(l.args[1], ":")
+	g.hooked++
+	h := &hostHook{id: g.hooked, effect: effect, tool: tool, subtree: len(l.args) == 3}
+	if target, child := strings.CutSuffix(l.args[0], "/child"); child {
+		c, ok := e.oracle.ownChild(g.conv(target))
+		if !ok {
+			return fmt.Errorf("hook: conversation %d has no child a task of it made", g.conv(target))
+		}
+		h.conv = c
+	} else if target != "session" {
+		h.conv = g.conv(target)
+	}
+	if err := e.register(ctx, h); err != nil {
+		return err
+	}
+	e.hooks = append(e.hooks, h)
+	return nil
+}
+
+// openHooks registers the host's hooks with a harness just opened, in the
+// order they were first registered, so that each keeps its place among
+// the handlers. A hook of a conversation the session no longer has stays
+// off.
+func (e *env) openHooks(ctx context.Context) error {
+	for _, h := range e.hooks {
+		if err := e.register(ctx, h); err != nil && !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeHooks notes that the harness the hooks were registered with is
+// gone.
+func (e *env) closeHooks() {
+	for _, h := range e.hooks {
+		if h.off != nil {
+			h.off = nil
+			e.oracle.hookOff(h.id)
+		}
+	}
+}
+
+// register registers h with the current harness and tells the oracle.
+func (e *env) register(ctx context.Context, h *hostHook) error {
+	hooks := e.h.Hooks()
+	if h.conv != 0 {
+		c, err := e.h.Conversation(ctx, h.conv)
+		if err != nil {
+			return err
+		}
+		hooks = c.Hooks()
+	}
+	opts := core.HookOptions{Subtree: h.subtree}
+	if h.effect == "block" {
+		h.off = hooks.On(agent.ToolKind, agent.HookBeforeTool, core.Hook(func(ctx context.Context, in agent.BeforeToolInput) (*agent.BeforeToolOutput, error) {
+			if in.ToolName != h.tool {
+				return nil, nil
+			}
+			return &agent.BeforeToolOutput{Block: &agent.ToolBlock{Reason: hookBlock(h.id)}}, nil
+		}), opts)
+	} else {
+		h.off = hooks.On(agent.GenerationKind, agent.HookSystemInstructions, core.Hook(func(ctx context.Context, in agent.SystemInstructionsInput) (agent.SystemInstructionsOutput, error) {
+			return e.systemOf(h, in), nil
+		}), opts)
+	}
+	e.oracle.hookOn(hookSpan{id: h.id, conv: h.conv, effect: h.effect, tool: h.tool, subtree: h.subtree})
+	return nil
+}
+
+// systemOf is a system_instructions hook's answer: its own section, or the
+// tools merged so far (the catalog's selection by the config when no
+// handler before it named them) less its tool or with its description.
+func (e *env) systemOf(h *hostHook, in agent.SystemInstructionsInput) agent.SystemInstructionsOutput {
+	if h.effect == "section" {
+		key, text := hookSection(h.id)
+		return agent.SystemInstructionsOutput{Sections: []core.SystemSection{{Key: key, Text: &text}}}
+	}
+	tools := in.Tools
+	if tools == nil {
+		tools = e.h.Tools(in.Config.SelectedTools)
+	}
+	out := make([]ai.Tool, 0, len(tools))
+	for _, t := range tools {
+		if t.Name == h.tool {
+			if h.effect == "drop" {
+				continue
+			}
+			t.Description = hookDescription(h.id, h.tool)
+		}
+		out = append(out, t)
+	}
+	return agent.SystemInstructionsOutput{Tools: out}
+}
+
+// hookSeeds is how often a drawn program registers hooks (every fourth
+// seed from 2, not the golden traces' seed 1).
+const hookSeeds = 4
+
+// drawHooks has the program of every hookSeeds-th seed register, from a
+// generator of its own, one to four hooks at random places: on the root
+// (often with its subtree, which reaches its subagents but not its forks),
+// on another conversation, a child a call of the root made, or the
+// session; sections, tools taken out or described anew, calls blocked
+// (by two hooks, sometimes); and now and then an unhook. Every other such
+// program begins with a child under a hook of the root's subtree and one
+// of its own.
+func drawHooks(p *program, seed uint64) {
+	if seed%hookSeeds != 2 {
+		return
+	}
+	rng := seededRNG(seed, "hooks")
+	tools := []string{"a", "b", "work"}
+	if p.shell {
+		tools = append(tools, "bash")
+	}
+	effects := []string{"section", "section", "drop", "describe", "block", "block"}
+	draw := func() string {
+		effect := effects[rng.IntN(len(effects))]
+		if effect != "section" {
+			effect += ":" + tools[rng.IntN(len(tools))]
+		}
+		return effect
+	}
+	for range 1 + rng.IntN(4) {
+		effect := draw()
+		args := []string{"c0", effect}
+		switch rng.IntN(5) {
+		case 0:
+			args[0] = "session"
+		case 1:
+			args[0] = []string{"c-1", "c0/child"}[rng.IntN(2)]
+		default:
+			if rng.IntN(3) > 0 {
+				args = append(args, "subtree")
+			}
+		}
+		at := rng.IntN(len(p.lines)) // before the last line, the drive that ends the program
+		p.lines = slices.Insert(p.lines, at, progLine{op: "hook", args: args})
+		if strings.HasPrefix(effect, "block:") && args[0] != "session" && rng.IntN(2) == 0 {
+			// A session hook blocking the same tool runs first, and its
+			// reason is the one a call gets.
+			p.lines = slices.Insert(p.lines, at+1, progLine{op: "hook", args: []string{"session", effect}})
+		}
+		if rng.IntN(4) == 0 {
+			at += 1 + rng.IntN(len(p.lines)-1-at)
+			p.lines = slices.Insert(p.lines, at, progLine{op: "unhook", args: []string{strconv.Itoa(rng.IntN(3))}})
+		}
+	}
+	if rng.IntN(2) == 0 {
+		// A child under hooks of its owner's and of its own: its
+		// generations see the owner's first.
+		respond := func(call string) progLine {
+			return progLine{op: "respond", args: []string{"calls", "subagent:" + call}}
+		}
+		own := "section"
+		if rng.IntN(2) == 0 {
+			own = draw()
+		}
+		p.lines = append([]progLine{respond("spawn"), respond("send"), respond("wait"),
+			{op: "accept", args: []string{"c0", "delegate"}}, {op: "drive", args: []string{"c0"}},
+			{op: "hook", args: []string{"c0", "section", "subtree"}}, {op: "hook", args: []string{"c0/child", own}},
+			{op: "accept", args: []string{"c0", "again"}}, {op: "drive", args: []string{"c0"}}}, p.lines...)
+	}
+	if !slices.ContainsFunc(p.lines, func(l progLine) bool { return l.op == "respond" && l.args[0] == "calls" }) {
+		p.lines = append([]progLine{{op: "respond", args: []string{"calls", "a,work:ok"}}}, p.lines...)
+	}
+}
