@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -67,7 +68,11 @@ func (s ScopedHooks) On(kind storage.Kinder, point string, handler HookHandler, 
 	return func() {
 		for {
 			old := s.h.hooks.Load()
-			next := &hookTable{regs: slices.DeleteFunc(slices.Clone(old.regs), func(r hookReg) bool { return r.id == id }), next: old.next}
+			gone := id
+			if plant.On("hook-off-removes-newest") && len(old.regs) > 0 {
+				gone = old.regs[len(old.regs)-1].id
+			}
+			next := &hookTable{regs: slices.DeleteFunc(slices.Clone(old.regs), func(r hookReg) bool { return r.id == gone }), next: old.next}
 			if s.h.hooks.CompareAndSwap(old, next) {
 				return
 			}
@@ -93,9 +98,13 @@ func (h *Harness) handlersFor(kind, point string, chain []storage.ID) []hookReg 
 			out = append(out, r)
 		}
 	}
-	for i := len(chain) - 1; i >= 0; i-- {
+	for j := range chain {
+		i := len(chain) - 1 - j
+		if plant.On("hook-order-own-first") {
+			i = j
+		}
 		for _, r := range t.regs {
-			if r.kind == kind && r.point == point && r.conv == chain[i] && (i == 0 || r.subtree) {
+			if r.kind == kind && r.point == point && r.conv == chain[i] && (i == 0 || r.subtree || plant.On("hook-subtree-ignored")) {
 				out = append(out, r)
 			}
 		}

@@ -442,6 +442,13 @@ func (k generationKind) settleCalls(ctx context.Context, rt *core.TaskRuntime, t
 	for _, t := range req.Tools {
 		offered[t.Name] = true
 	}
+	if plant.On("tool-offered-by-selection") {
+		cfg, _ := configOf(rt.Harness())
+		clear(offered)
+		for _, t := range cfg.tools.definitions(st.Config.SelectedTools) {
+			offered[t.Name] = true
+		}
+	}
 	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		if err := recordUsage(tx.Tx, row); err != nil {
 			return err

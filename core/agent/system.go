@@ -9,6 +9,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -94,7 +95,7 @@ func systemChange(sent core.SystemFold, want desiredSystem) (core.SystemData, bo
 	}
 	for _, w := range want.tools {
 		i := slices.IndexFunc(sent.Tools, func(t ai.Tool) bool { return t.Name == w.Name })
-		if i < 0 || !sameTool(sent.Tools[i], w) {
+		if i < 0 || !sameTool(sent.Tools[i], w) && !plant.On("system-tool-redefined-kept") {
 			d.ToolsAdded = append(d.ToolsAdded, w)
 		}
 	}
@@ -109,6 +110,19 @@ func sectionChanges(cur, want []core.SystemSection) []core.SystemSection {
 	var out []core.SystemSection
 	has := func(list []core.SystemSection, key string) bool {
 		return slices.ContainsFunc(list, func(s core.SystemSection) bool { return s.Key == key })
+	}
+	if plant.On("system-sections-append-only") {
+		for _, s := range cur {
+			if !has(want, s.Key) {
+				out = append(out, core.SystemSection{Key: s.Key})
+			}
+		}
+		for _, s := range want {
+			if !has(cur, s.Key) {
+				out = append(out, s)
+			}
+		}
+		return out
 	}
 	var kept []core.SystemSection
 	for _, s := range cur {

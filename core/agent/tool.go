@@ -273,7 +273,7 @@ func beforeTool(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, c
 	in, err := core.RunHookChain(ctx, rt, toolHooks, HookBeforeTool, in,
 		func(in BeforeToolInput, out BeforeToolOutput, ok bool, err error) BeforeToolInput {
 			switch {
-			case block != nil:
+			case block != nil && !plant.On("hook-block-takes-last"):
 			case err != nil:
 				rt.Report(&core.HookError{Kind: ToolKindName, Point: HookBeforeTool, Task: task.ID, Err: err})
 				block = &ToolBlock{Reason: fmt.Sprintf("before_tool failed: %v", err)}

@@ -149,6 +149,20 @@ package plant
 //     queued input newest first.
 //   - inbox-lands-one-per-mode (core/agent/inbox.go): a boundary lands
 //     one queued input of each mode and leaves the rest queued.
+//   - hook-subtree-ignored (core/hooks.go): a conversation's hook applies
+//     to the conversations it owns without its subtree.
+//   - hook-order-own-first (core/hooks.go): a conversation's own handlers
+//     run before those of the conversations that own it.
+//   - hook-off-removes-newest (core/hooks.go): removing a hook removes the
+//     newest registration instead of its own.
+//   - system-sections-append-only (core/agent/system.go): a system delta
+//     appends new sections where the hooks put them earlier.
+//   - system-tool-redefined-kept (core/agent/system.go): a tool whose
+//     definition a hook changed is not told again.
+//   - hook-block-takes-last (core/agent/tool.go): the last before_tool
+//     handler that blocks gives the reason, not the first.
+//   - tool-offered-by-selection (core/agent/generation.go): a call is
+//     offered when the selection has its tool, whatever the request sent.
 //   - collapse-manual-keeps-default (core/agent/collapse.go): a manual
 //     collapse keeps the default keepRecent, not the conversation's.
 //   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
@@ -262,6 +276,7 @@ var names = []string{
 	"recover-retries-past-budget",
 	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "tool-abort-drops-usage", "sink-usage-keeps-first", "sink-replace-keeps-totals", "sink-capture-only-when-truncated", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation", "job-recover-kills", "job-notice-says-exited",
 	"subagent-send-keeps-last-input", "subagent-status-oldest", "subagent-answers-its-input",
+	"hook-subtree-ignored", "hook-order-own-first", "hook-off-removes-newest", "system-sections-append-only", "system-tool-redefined-kept", "hook-block-takes-last", "tool-offered-by-selection",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
