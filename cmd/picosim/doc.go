@@ -39,6 +39,7 @@
 //   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
 //   - hooks.go: the host's hooks (hook and unhook lines): system_instructions and before_tool handlers scoped to the session, a conversation or its subtree, registered again after every reopen; the generator's hook programs.
 //   - hookrule.go: the oracles system-follows-its-hooks (an attempt's context tells the model what the hooks that may have run ask for, in handler order), a-call-is-blocked-by-its-hooks and a-call-is-offered-as-its-request.
+//   - thresholdrule.go: the oracle collapse-at-the-threshold: a generation's first attempt collapses first exactly when its context's estimate, derived on its own, is over the threshold's budget; the generator's threshold programs.
 //   - inboxrule.go: the oracle queued-input-lands-in-order: a commit that lands queued input lands all of each mode it lands, in acceptance order.
 //   - jobrule.go: the oracle a-job-ends-as-its-method: an abort settles a job killed, a recover lost (or exited, when it ran again), and the notice in that commit says so.
 //   - main.go: command dispatch, flags anywhere among arguments, and `picosim demo`'s kernel walk-through.

@@ -209,7 +209,10 @@ type oracle struct {
 	adapters     map[boundary.Provider]adapterModel
 	// hooks is what the hook rules follow (hookrule.go).
 	hooks hookWatch
-	first error // the first violation
+	// firstAttempts are the generations whose first attempt the threshold
+	// rule holds (thresholdrule.go).
+	firstAttempts map[storage.ID]bool
+	first         error // the first violation
 }
 
 func newOracle() *oracle {
@@ -221,7 +224,7 @@ func newOracle() *oracle {
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
-		hooks: newHookWatch()}
+		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}}
 }
 
 // child is what a generated run's model names as a subagent of asker:
@@ -539,6 +542,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			if w.Type == storage.WritePatch && o.kinds[w.ID] == agent.GenerationKindName {
 				o.attemptStarts(w, r)
 				o.attemptStarted(w)
+				if err := o.thresholdStreaming(inv, ok, w, r, by); err != nil {
+					return err
+				}
 				if w.Status == "streaming" {
 					if err := o.hookStreaming(inv, ok, w, r, by, seq); err != nil {
 						return err
@@ -591,6 +597,10 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			if err := o.collapseCut(w, by, seq, r.First-1); err != nil {
 				return err
 			}
+			if err := o.thresholdCollapse(w, by, seq, r.First-1); err != nil {
+				return err
+			}
+			o.firstAttemptMade(w.Task)
 			var st agent.GenerationState
 			if w.Task.Kind == agent.GenerationKindName && json.Unmarshal(w.Task.State, &st) == nil {
 				o.budgets[w.Task.ID], o.groups[w.Task.ID] = st.MaxAttempts, st.Inputs

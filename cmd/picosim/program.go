@@ -334,6 +334,7 @@ func drawProgram(seed uint64) *program {
 	drawChildAborts(p, seed)
 	drawSubagentTalks(p, seed)
 	drawHooks(p, seed)
+	drawThresholds(p, seed)
 	return p
 }
 

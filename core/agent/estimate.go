@@ -3,6 +3,7 @@ package agent
 import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 )
 
 // The reference's token estimate (§8.2): four characters a token, an image
@@ -74,7 +75,7 @@ func estimateContext(cx *core.Context, extra []ai.Message, tools []ai.Tool) int6
 	base, from := int64(0), 0
 	for i := len(cx.Entries) - 1; i >= 0; i-- {
 		ce := cx.Entries[i]
-		if cx.Head != nil && ce.Entry.ID < cx.Head.ID {
+		if cx.Head != nil && ce.Entry.ID < cx.Head.ID && !plant.On("estimate-anchor-before-head") {
 			continue
 		}
 		if n := len(ce.Messages); n > 0 && answered(ce.Messages[n-1]) && usageTokens(ce.Messages[n-1].Usage) > 0 {
@@ -88,6 +89,9 @@ func estimateContext(cx *core.Context, extra []ai.Message, tools []ai.Tool) int6
 	}
 	for _, ce := range cx.Entries[from:] {
 		for _, m := range ce.Messages {
+			if m.Role == ai.RoleToolResult && plant.On("estimate-skips-results") {
+				continue
+			}
 			if m.Role != ai.RoleAssistant || answered(m) {
 				chars += messageChars(m)
 			}

@@ -362,7 +362,7 @@ func (k generationKind) collapseFirst(tx *core.Tx, cfg *config, task *storage.Ta
 		return false, err
 	}
 	budget := set.Threshold * float64(model.ContextWindow)
-	if float64(estimateContext(cx, nil, nil)) <= budget {
+	if est := float64(estimateContext(cx, nil, nil)); est <= budget || plant.On("threshold-twice-the-budget") && est <= 2*budget {
 		return false, nil
 	}
 	collapse, ok, err := cfg.startCollapse(tx, conv, CollapseThreshold, automaticKeep(set, budget), "", nil)

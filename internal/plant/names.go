@@ -163,6 +163,12 @@ package plant
 //     handler that blocks gives the reason, not the first.
 //   - tool-offered-by-selection (core/agent/generation.go): a call is
 //     offered when the selection has its tool, whatever the request sent.
+//   - estimate-skips-results (core/agent/estimate.go): the context
+//     estimate leaves tool results out.
+//   - estimate-anchor-before-head (core/agent/estimate.go): the estimate
+//     starts from the usage of an answer the head retained.
+//   - threshold-twice-the-budget (core/agent/generation.go): a generation
+//     collapses first only past twice the threshold's budget.
 //   - collapse-manual-keeps-default (core/agent/collapse.go): a manual
 //     collapse keeps the default keepRecent, not the conversation's.
 //   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
@@ -277,6 +283,7 @@ var names = []string{
 	"tool-recover-replays-never", "tool-abort-spares-job", "sink-tail-line-too-many", "tool-abort-drops-usage", "sink-usage-keeps-first", "sink-replace-keeps-totals", "sink-capture-only-when-truncated", "sink-truncated-by-lines-only", "job-notices-twice", "subagent-replay-respawns", "subagent-reaches-any-child", "job-tool-any-conversation", "job-recover-kills", "job-notice-says-exited",
 	"subagent-send-keeps-last-input", "subagent-status-oldest", "subagent-answers-its-input",
 	"hook-subtree-ignored", "hook-order-own-first", "hook-off-removes-newest", "system-sections-append-only", "system-tool-redefined-kept", "hook-block-takes-last", "tool-offered-by-selection",
+	"estimate-skips-results", "estimate-anchor-before-head", "threshold-twice-the-budget",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
