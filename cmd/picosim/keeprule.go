@@ -60,8 +60,11 @@ type settingKey struct {
 // as the process stopped may have written one the oracle never saw.
 func (o *oracle) resyncSettings(ctx context.Context, store storage.Storage, convs []storage.Conversation) error {
 	for _, c := range convs {
-		for _, ns := range collapseSettings {
-			addr := storage.Address{Scope: storage.ConversationScope(c.ID), Namespace: ns}
+		for _, addr := range []storage.Address{agent.CollapseKeepRecentValue.Address, agent.CollapseThresholdValue.Address} {
+			// The settings are rewindable: a fork reads its parent's as of
+			// the fork point, and so must the read here.
+			addr.Scope = storage.ConversationScope(c.ID)
+			ns := addr.Namespace
 			v, ok, err := store.GetValue(ctx, addr, 0)
 			if err != nil {
 				return err

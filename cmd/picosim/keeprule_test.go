@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
 )
 
 // keepContext is a context after its head, built from its rows; every
@@ -154,4 +157,34 @@ func TestNothingToCollapseIsHeldToTheContext(t *testing.T) {
 	o.settingWritten(storage.Write{Type: storage.WriteValueSet, Addr: &addr, Value: []byte("40")}, 30)
 	holdsOrBreaks(t, o.nothingToCollapse(1, 35), ruleKeepRecent, false) // it fits whole
 	holdsOrBreaks(t, o.nothingToCollapse(1, 11), ruleKeepRecent, false) // as of 11, one unit
+}
+
+// After a restart, a fork's collapse settings are its parent's as of the
+// fork point (they are rewindable), as the store reads them, not the
+// defaults: resyncSettings reads them with the settings' own addresses.
+func TestResyncedForkInheritsItsSettings(t *testing.T) {
+	ctx := context.Background()
+	keep := agent.CollapseKeepRecentValue.Address
+	keep.Scope = storage.ConversationScope(1)
+	store := memory.New()
+	for _, b := range []storage.CommitBatch{
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}}}},
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteValueSet, Addr: &keep, Value: json.RawMessage("27")}}},
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 3, ConversationID: 1, Kind: "user"}}}},
+		{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 4, Parent: &storage.ParentRef{ConversationID: 1, At: 3}}}}},
+	} {
+		if _, err := store.Commit(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := newOracle()
+	o.last = store.LastSeq()
+	o.transcripts.convs[4] = storage.Conversation{ID: 4, Parent: &storage.ParentRef{ConversationID: 1, At: 3}}
+	if err := o.resyncSettings(ctx, store, []storage.Conversation{{ID: 1}, {ID: 4, Parent: &storage.ParentRef{ConversationID: 1, At: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	var got int64
+	if !o.settingAt(agent.CollapseKeepRecentValue.Namespace, 4, o.last, &got) || got != 27 {
+		t.Fatalf("the fork's keepRecent after a resync: %d; want its parent's 27", got)
+	}
 }
