@@ -868,16 +868,29 @@ func (o *oracle) wait(w storage.Write, b storage.CommitBatch, by string, seq sto
 // boundaryWrites checks that the boundaries a batch settles leave no
 // write of their conversation queued from before it. A generation that
 // settles calling tools is no boundary: its exchange ends at the
-// post_tools its batch creates. Nor is one that hands its turn over to a
-// collapse its context's threshold asks for and the successor generation
-// after it, both created by its batch (§8.2): the turn goes on there.
+// post_tools its batch creates. Nor is one that hands its turn over
+// (§8.2), the turn going on in what its batch creates: a collapse its
+// context's threshold asks for and the successor generation after it; an
+// overflow's collapse, which owes the turn its retry; a retry waiting for
+// another collapse.
 func (o *oracle) boundaryWrites(b storage.CommitBatch, by string, r storage.Range) error {
 	creates := func(kind string) bool {
 		return slices.ContainsFunc(b.Writes, func(w storage.Write) bool {
 			return w.Type == storage.WriteTask && w.Task != nil && w.Task.Kind == kind
 		})
 	}
-	exchange := creates(agent.PostToolsKindName) || creates(agent.CollapseKindName) && creates(agent.GenerationKindName)
+	handsOver := slices.ContainsFunc(b.Writes, func(w storage.Write) bool {
+		var st struct {
+			Successor     json.RawMessage `json:"successor"`
+			AfterCollapse storage.ID      `json:"afterCollapse"`
+		}
+		if w.Type != storage.WriteTask || w.Task == nil || json.Unmarshal(w.Task.State, &st) != nil {
+			return false
+		}
+		return w.Task.Kind == agent.CollapseKindName && len(st.Successor) > 0 && string(st.Successor) != "null" ||
+			w.Task.Kind == agent.GenerationKindName && st.AfterCollapse != 0
+	})
+	exchange := creates(agent.PostToolsKindName) || creates(agent.CollapseKindName) && creates(agent.GenerationKindName) || handsOver
 	for _, w := range b.Writes {
 		if w.Type != storage.WriteSettle || w.Status == "aborted" {
 			continue

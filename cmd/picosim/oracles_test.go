@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -352,7 +353,8 @@ func TestOracleWritesLandAtEveryBoundary(t *testing.T) {
 			last = append(last, storage.Write{Type: storage.WriteListRemove, Addr: &inbox, Element: 3})
 		}
 		for _, kind := range creates {
-			last = append(last, storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 4 + storage.ID(len(last)), ConversationID: 1, Kind: kind}})
+			kind, state, _ := strings.Cut(kind, " ")
+			last = append(last, storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 4 + storage.ID(len(last)), ConversationID: 1, Kind: kind, State: json.RawMessage(state)}})
 		}
 		return play([]step{
 			{first: 1, batch: main1(taskWrite(1), storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 2, ConversationID: 1, Kind: agent.GenerationKindName}})},
@@ -365,6 +367,8 @@ func TestOracleWritesLandAtEveryBoundary(t *testing.T) {
 		"left for the exchange's post_tools":             run("done", false, agent.PostToolsKindName),
 		"left for the successor of a threshold collapse": run("done", false, agent.CollapseKindName, agent.GenerationKindName),
 		"left by an abort":                               run("aborted", false),
+		"left for the retry an overflow's collapse owes": run("failed", false, agent.CollapseKindName+` {"successor":{"attempt":1}}`),
+		"left for a retry after another collapse":        run("failed", false, agent.GenerationKindName+` {"afterCollapse":9}`),
 	} {
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -373,6 +377,7 @@ func TestOracleWritesLandAtEveryBoundary(t *testing.T) {
 	wantRule(t, run("failed", false), ruleWritesLand)
 	wantRule(t, run("done", false), ruleWritesLand)
 	wantRule(t, run("done", false, agent.CollapseKindName), ruleWritesLand) // a collapse alone hands nothing over
+	wantRule(t, run("failed", false, agent.CollapseKindName+` {"successor":null}`), ruleWritesLand)
 }
 
 func TestOracleWaitsItsTurn(t *testing.T) {
