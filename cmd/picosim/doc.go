@@ -25,7 +25,7 @@
 //   - collapse.go: the collapse scenarios (§8.4): collapse under a turn, the overflow chain, a stale summary.
 //   - conform.go: `picosim conform --port CMD`: the data scenarios run on another port and compared.
 //   - contextrule.go: the oracle context-derives-by-the-rule: the context rule (§2.2) derived from own entries and parents alone.
-//   - oracles.go also holds state-members-once (a task state names each member once), retry-waits-its-backoff (a rate-limited retry waits the policy's backoff), retry-budget (a rate-limited or interrupted attempt of a generation or collapse retries only within its budget) and writes-land-at-every-boundary (not at a threshold collapse's hand-over).
+//   - oracles.go also holds state-members-once (a task state names each member once), retry-waits-its-backoff (a rate-limited retry waits the policy's backoff), retry-budget (a rate-limited or interrupted attempt of a generation or collapse retries only within its budget) and writes-land-at-every-boundary (not where a turn is handed over to a collapse).
 //   - convrule.go: the oracle conversations-by-the-rule: the conversations listed (whole, by parent, by owner) are those the batches created and did not delete.
 //   - cutrule.go: the oracle a-summary-keeps-exchanges-whole: a collapse's cut never separates a call from its result.
 //   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict.
@@ -38,7 +38,7 @@
 //   - keeprule.go: the oracle collapse-keeps-its-recent-tokens: a manual collapse cuts its context where the conversation's keepRecent puts the cut, derived on its own.
 //   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
 //   - hooks.go: the host's hooks (hook and unhook lines): system_instructions and before_tool handlers scoped to the session, a conversation or its subtree, registered again after every reopen; the generator's hook programs.
-//   - hookrule.go: the oracles system-follows-its-hooks (an attempt's context tells the model what the hooks that may have run ask for, in handler order), a-call-is-blocked-by-its-hooks and a-call-is-offered-as-its-request.
+//   - hookrule.go: the oracles system-follows-its-hooks (an attempt's context tells the model what the hooks that may have run ask for, in handler order), a-call-is-blocked-by-its-hooks, a-call-is-offered-as-its-request and a-collapse-follows-its-hooks (declined, summarized and instructed as the before_collapse hooks that may have run say).
 //   - thresholdrule.go: the oracle collapse-at-the-threshold: a generation's first attempt collapses first exactly when its context's estimate, derived on its own, is over the threshold's budget; the generator's threshold programs.
 //   - inboxrule.go: the oracle queued-input-lands-in-order: a commit that lands queued input lands all of each mode it lands, in acceptance order.
 //   - jobrule.go: the oracle a-job-ends-as-its-method: an abort settles a job killed, a recover lost (or exited, when it ran again), and the notice in that commit says so.

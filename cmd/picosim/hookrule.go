@@ -38,6 +38,12 @@ import (
 //     before N in handler order surely run.
 //   - A call is offered when its tool was among the tools of the request
 //     its answer came from, and a call not offered never runs.
+//   - A collapse's execute declines only when a decline hook may have run,
+//     and publishes a summary only when no decline hook surely ran: a
+//     hook's summary when the last summary hook of a set that may have run
+//     supplied it, the summarizer's when none did; the summarizer's
+//     request carries the last instructions an instruct hook of such a
+//     set gave, or the collapse's own (summarizerrule.go).
 
 const (
 	// ruleSystemHooks: a generation tells its model what its hooks say.
@@ -46,6 +52,9 @@ const (
 	ruleBlockHooks oracleRule = "a-call-is-blocked-by-its-hooks"
 	// ruleOffered: a call is offered as its request offered its tool.
 	ruleOffered oracleRule = "a-call-is-offered-as-its-request"
+	// ruleCollapseHooks: a collapse is declined or summarized as its hooks
+	// say.
+	ruleCollapseHooks oracleRule = "a-collapse-follows-its-hooks"
 )
 
 // hookSpan is one registration of a host's hook with one harness: from
@@ -380,6 +389,117 @@ func (o *oracle) hookCall(inv core.Invocation, ok bool, w storage.Write, by stri
 	if blockedBy >= 0 {
 		return o.fail(broke(ruleBlockHooks, "%s settled call task %d of %s blocked by hook %d at %d; only hooks %v may have run for it",
 			by, w.ID, tool, blockedBy, seq, spanIDs(spans)))
+	}
+	return nil
+}
+
+// collapseDecision is what the before_collapse hooks of run decide: a
+// decline, or the id of the last summary hook (0: none), and the id of the
+// last instruct hook (0: none).
+func collapseDecision(run []hookSpan) (declined bool, summary, instruct int) {
+	for _, s := range run {
+		switch s.effect {
+		case "decline":
+			declined = true
+		case "summary":
+			summary = s.id
+		case "instruct":
+			instruct = s.id
+		}
+	}
+	return declined, summary, instruct
+}
+
+// collapseSpans are the before_collapse hooks that may have run for
+// collapse task's current invocation, each with whether it surely ran;
+// false when the invocation's start is not known.
+func (o *oracle) collapseSpans(task storage.ID) ([]hookSpan, []bool, bool) {
+	from, started := o.hooks.invokedAt[task]
+	if !started {
+		return nil, nil, false
+	}
+	spans, sure := o.handlers(o.convs[task], from, func(s hookSpan) bool { return collapseEffect(s.effect) })
+	return spans, sure, true
+}
+
+// collapseInstructions are the instructions a summarizer request of
+// collapse task may carry as it goes out: for each set of its hooks that
+// may have run and neither declined nor supplied a summary, the last
+// instruct hook's, or own when none gave any. known is false when the
+// rule cannot weigh the hooks.
+func (o *oracle) collapseInstructions(task storage.ID, own string) (options []string, known bool) {
+	spans, sure, ok := o.collapseSpans(task)
+	if !ok {
+		return nil, false
+	}
+	if weighed := possibleRuns(spans, sure, func(run []hookSpan) bool {
+		declined, summary, instruct := collapseDecision(run)
+		if declined || summary != 0 {
+			return false
+		}
+		option := own
+		if instruct != 0 {
+			option = hookInstructions(instruct)
+		}
+		if !slices.Contains(options, option) {
+			options = append(options, option)
+		}
+		return false
+	}); weighed {
+		return nil, false // too many to weigh
+	}
+	return options, true
+}
+
+// hookCollapse holds a collapse's settlement by its own execute (w, in
+// batch b at seq) to its before_collapse hooks: declined only when a
+// decline hook may have run; a published summary the one a set of hooks
+// that may have run, and declined none, supplies, or the summarizer's.
+func (o *oracle) hookCollapse(inv core.Invocation, ok bool, w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
+	if !ok || inv.Task != w.ID || inv.Method != core.MethodExecute || len(o.hooks.spans) == 0 {
+		return nil
+	}
+	var st struct {
+		Failure string     `json:"failure"`
+		Summary storage.ID `json:"summary"`
+	}
+	if json.Unmarshal(w.State, &st) != nil || st.Failure != agent.CollapseDeclined && st.Summary == 0 {
+		return nil
+	}
+	spans, sure, known := o.collapseSpans(w.ID)
+	if !known {
+		return nil
+	}
+	if st.Failure == agent.CollapseDeclined {
+		if !possibleRuns(spans, sure, func(run []hookSpan) bool { declined, _, _ := collapseDecision(run); return declined }) {
+			return o.fail(broke(ruleCollapseHooks, "%s settled collapse %d declined at %d; no decline hook may have run for it (hooks %v)", by, w.ID, seq, spanIDs(spans)))
+		}
+		return nil
+	}
+	supplied := 0 // the hook whose summary was published
+	for _, x := range b.Writes {
+		if x.Type != storage.WriteEntry || x.Entry == nil || x.Entry.ID != st.Summary {
+			continue
+		}
+		for _, m := range x.Entry.Model {
+			text := m.Content.TextOf()
+			for _, s := range spans {
+				if s.effect == "summary" && strings.Contains(text, hookSummary(s.id)) {
+					supplied = s.id
+				}
+			}
+		}
+	}
+	if !possibleRuns(spans, sure, func(run []hookSpan) bool {
+		declined, summary, _ := collapseDecision(run)
+		return !declined && summary == supplied
+	}) {
+		what := "the summarizer's summary"
+		if supplied != 0 {
+			what = fmt.Sprintf("hook %d's summary", supplied)
+		}
+		return o.fail(broke(ruleCollapseHooks, "%s published %s for collapse %d at %d; no set of its hooks that may have run gives that (hooks %v, sure %v)",
+			by, what, w.ID, seq, spanIDs(spans), sure))
 	}
 	return nil
 }

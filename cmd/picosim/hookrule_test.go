@@ -180,3 +180,67 @@ func TestCallsFollowTheirBlockHooksAndOffers(t *testing.T) {
 		holdsOrBreaks(t, err, ruleOffered, offered)
 	}
 }
+
+// A collapse declines only when a decline hook may have run; it publishes
+// the summary of the last summary hook of a set that may have run, or the
+// summarizer's when none did; its summarizer request carries the last
+// instructions an instruct hook gave, or the collapse's own.
+func TestCollapseFollowsItsHooks(t *testing.T) {
+	settle := func(declined bool, text string) (storage.Write, storage.CommitBatch) {
+		if declined {
+			return storage.Write{Type: storage.WriteSettle, ID: 8, Status: "failed", State: json.RawMessage(`{"failure":"declined"}`)}, storage.CommitBatch{}
+		}
+		w := storage.Write{Type: storage.WriteSettle, ID: 8, Status: "done", State: json.RawMessage(`{"summary":30}`)}
+		return w, storage.CommitBatch{Writes: []storage.Write{{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 30, ConversationID: 1, Kind: "summary",
+			Model: []ai.Message{{Role: ai.RoleUser, Content: ai.Blocks(ai.Text("Summary: " + text))}}}}, w}}
+	}
+	cases := []struct {
+		name     string
+		effects  []string // hooks 1, 2, … of conversation 1, registered before the collapse started
+		declined bool
+		text     string
+		broken   bool
+	}{
+		{name: "declined by its hook", effects: []string{"decline"}, declined: true},
+		{name: "declined by none", effects: []string{"summary"}, declined: true, broken: true},
+		{name: "a decline is final", effects: []string{"decline", "summary"}, text: hookSummary(2), broken: true},
+		{name: "the last summary", effects: []string{"summary", "summary"}, text: hookSummary(2)},
+		{name: "the first summary", effects: []string{"summary", "summary"}, text: hookSummary(1), broken: true},
+		{name: "the summarizer's, no summary hook", effects: []string{"instruct"}, text: "what happened"},
+		{name: "the summarizer's past a summary hook", effects: []string{"summary"}, text: "what happened", broken: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := hookedOracle()
+			o.kinds[8], o.convs[8] = agent.CollapseKindName, 1
+			for i, e := range tc.effects {
+				o.hookOn(hookSpan{id: i + 1, conv: 1, effect: e})
+			}
+			inv := core.Invocation{Task: 8, ConversationID: 1, Method: core.MethodExecute}
+			_ = o.invocation(inv, false)
+			w, b := settle(tc.declined, tc.text)
+			holdsOrBreaks(t, o.hookCollapse(inv, true, w, b, "a test", 31), ruleCollapseHooks, tc.broken)
+		})
+	}
+	o := hookedOracle()
+	o.kinds[8], o.convs[8] = agent.CollapseKindName, 1
+	o.hookOn(hookSpan{id: 1, conv: 1, effect: "instruct"})
+	o.hookOn(hookSpan{id: 2, conv: 1, effect: "instruct"})
+	_ = o.invocation(core.Invocation{Task: 8, ConversationID: 1, Method: core.MethodExecute}, false)
+	o.hookOn(hookSpan{id: 3, effect: "summary"}) // may have run: then no request goes out
+	if got, known := o.collapseInstructions(8, "own"); !known || !slices.Equal(got, []string{hookInstructions(2)}) {
+		t.Fatalf("instructions %q, %v; want hook 2's alone", got, known)
+	}
+	o.hookOn(hookSpan{id: 4, conv: 1, effect: "decline"})
+	o.hookOff(1)
+	o.hookOff(2)
+	// Removed while the collapse ran, each may have run or not.
+	got, known := o.collapseInstructions(8, "own")
+	slices.Sort(got)
+	if want := []string{hookInstructions(1), hookInstructions(2), "own"}; !known || !slices.Equal(got, want) {
+		t.Fatalf("after removals: instructions %q, %v; want %q", got, known, want)
+	}
+	if got, _ := hookedOracle().collapseInstructions(8, "own"); got != nil {
+		t.Fatalf("an invocation not seen: instructions %q; want none known", got)
+	}
+}

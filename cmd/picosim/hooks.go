@@ -48,6 +48,17 @@ func hookDescription(id int, tool string) string {
 // hookBlock is the reason a block hook gives for refusing a call.
 func hookBlock(id int) string { return "hook " + strconv.Itoa(id) }
 
+// collapseEffect reports whether a hook effect is a before_collapse one.
+func collapseEffect(effect string) bool {
+	return effect == "decline" || effect == "summary" || effect == "instruct"
+}
+
+// hookSummary is the summary a summary hook supplies.
+func hookSummary(id int) string { return fmt.Sprintf("Hook %d sums it all up.", id) }
+
+// hookInstructions are the instructions an instruct hook gives.
+func hookInstructions(id int) string { return fmt.Sprintf("keep what hook %d asks for", id) }
+
 // hookLine registers the hook a hook line describes, or removes the one an
 // unhook line picks.
 func (g *programRun) hookLine(ctx context.Context, l progLine) error {
@@ -123,14 +134,25 @@ func (e *env) register(ctx context.Context, h *hostHook) error {
 		hooks = c.Hooks()
 	}
 	opts := core.HookOptions{Subtree: h.subtree}
-	if h.effect == "block" {
+	switch {
+	case h.effect == "block":
 		h.off = hooks.On(agent.ToolKind, agent.HookBeforeTool, core.Hook(func(ctx context.Context, in agent.BeforeToolInput) (*agent.BeforeToolOutput, error) {
 			if in.ToolName != h.tool {
 				return nil, nil
 			}
 			return &agent.BeforeToolOutput{Block: &agent.ToolBlock{Reason: hookBlock(h.id)}}, nil
 		}), opts)
-	} else {
+	case collapseEffect(h.effect):
+		h.off = hooks.On(agent.CollapseKind, agent.HookBeforeCollapse, core.Hook(func(ctx context.Context, in agent.BeforeCollapseInput) (agent.BeforeCollapseOutput, error) {
+			switch h.effect {
+			case "decline":
+				return agent.BeforeCollapseOutput{Decline: true}, nil
+			case "summary":
+				return agent.BeforeCollapseOutput{Summary: hookSummary(h.id)}, nil
+			}
+			return agent.BeforeCollapseOutput{Instructions: hookInstructions(h.id)}, nil
+		}), opts)
+	default:
 		h.off = hooks.On(agent.GenerationKind, agent.HookSystemInstructions, core.Hook(func(ctx context.Context, in agent.SystemInstructionsInput) (agent.SystemInstructionsOutput, error) {
 			return e.systemOf(h, in), nil
 		}), opts)
@@ -173,9 +195,11 @@ const hookSeeds = 4
 // (often with its subtree, which reaches its subagents but not its forks),
 // on another conversation, a child a call of the root made, or the
 // session; sections, tools taken out or described anew, calls blocked
-// (by two hooks, sometimes); and now and then an unhook. Every other such
-// program begins with a child under a hook of the root's subtree and one
-// of its own.
+// (by two hooks, sometimes), collapses declined, summarized or instructed
+// (each followed by a collapse); and now and then an unhook. Every other
+// such program begins with a child under a hook of the root's subtree and
+// one of its own, and every other with two or three before_collapse hooks
+// deciding a collapse of the root.
 func drawHooks(p *program, seed uint64) {
 	if seed%hookSeeds != 2 {
 		return
@@ -185,10 +209,10 @@ func drawHooks(p *program, seed uint64) {
 	if p.shell {
 		tools = append(tools, "bash")
 	}
-	effects := []string{"section", "section", "drop", "describe", "block", "block"}
+	effects := []string{"section", "section", "drop", "describe", "block", "block", "decline", "summary", "instruct", "instruct"}
 	draw := func() string {
 		effect := effects[rng.IntN(len(effects))]
-		if effect != "section" {
+		if script.HookNamesTool(effect) {
 			effect += ":" + tools[rng.IntN(len(tools))]
 		}
 		return effect
@@ -213,6 +237,14 @@ func drawHooks(p *program, seed uint64) {
 			// reason is the one a call gets.
 			p.lines = slices.Insert(p.lines, at+1, progLine{op: "hook", args: []string{"session", effect}})
 		}
+		if collapseEffect(effect) {
+			// A collapse for it to decide.
+			conv := "c0"
+			if strings.HasPrefix(args[0], "c") && !strings.HasSuffix(args[0], "/child") {
+				conv = args[0]
+			}
+			p.lines = slices.Insert(p.lines, at+1, progLine{op: "collapse", args: []string{conv}})
+		}
 		if rng.IntN(4) == 0 {
 			at += 1 + rng.IntN(len(p.lines)-1-at)
 			p.lines = slices.Insert(p.lines, at, progLine{op: "unhook", args: []string{strconv.Itoa(rng.IntN(3))}})
@@ -232,6 +264,25 @@ func drawHooks(p *program, seed uint64) {
 			{op: "accept", args: []string{"c0", "delegate"}}, {op: "drive", args: []string{"c0"}},
 			{op: "hook", args: []string{"c0", "section", "subtree"}}, {op: "hook", args: []string{"c0/child", own}},
 			{op: "accept", args: []string{"c0", "again"}}, {op: "drive", args: []string{"c0"}}}, p.lines...)
+	}
+	if rng.IntN(2) == 0 {
+		// Two or three before_collapse hooks deciding one collapse of the
+		// root, which has two turns and keeps only the newest, and which
+		// the host may give instructions of its own.
+		block := []progLine{{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
+			{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
+			{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", strconv.Itoa(rng.IntN(40))}}}
+		collapses := []string{"decline", "summary", "summary", "instruct", "instruct", "instruct"}
+		for range 2 + rng.IntN(2) {
+			target := []string{"c0", "c0", "session"}[rng.IntN(3)]
+			block = append(block, progLine{op: "hook", args: []string{target, collapses[rng.IntN(len(collapses))]}})
+		}
+		collapse := progLine{op: "collapse", args: []string{"c0"}}
+		if rng.IntN(2) == 0 {
+			collapse.args = append(collapse.args, collapseInstructions[rng.IntN(len(collapseInstructions))])
+		}
+		block = append(block, collapse, progLine{op: "drive", args: []string{"c0"}})
+		p.lines = append(block, p.lines...)
 	}
 	if !slices.ContainsFunc(p.lines, func(l progLine) bool { return l.op == "respond" && l.args[0] == "calls" }) {
 		p.lines = append([]progLine{{op: "respond", args: []string{"calls", "a,work:ok"}}}, p.lines...)

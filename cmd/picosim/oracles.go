@@ -512,6 +512,11 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 					return err
 				}
 				o.summarizerSettled(w)
+				if o.kinds[w.ID] == agent.CollapseKindName {
+					if err := o.hookCollapse(inv, ok, w, b, by, seq); err != nil {
+						return err
+					}
+				}
 				if err := o.summaryBoundary(w, b, by, seq); err != nil {
 					return err
 				}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pico-go/pico/core/agent"
@@ -34,6 +35,12 @@ type expectedSummary struct {
 	at, through  storage.ID
 	messages     []ai.Message
 	instructions string
+	// options are the instructions the request may carry: the collapse's
+	// own, or the last an instruct hook that may have run gave, as the
+	// request goes out (hookrule.go); optionsKnown false when the rule
+	// cannot weigh them.
+	options      []string
+	optionsKnown bool
 }
 
 // summarizerStarts notes, at a collapse's patch to summarizing, the
@@ -137,6 +144,7 @@ func (o *oracle) summarizerRequest(req ai.Request) error {
 	}
 	var nearest *expectedSummary
 	for id, want := range o.summaries {
+		want.options, want.optionsKnown = o.collapseInstructions(want.task, want.instructions)
 		if summarizerProblem(req, want) == "" {
 			delete(o.summaries, id)
 			return nil
@@ -160,8 +168,10 @@ func summarizerProblem(req ai.Request, want expectedSummary) string {
 		return "it is not a system prompt, the prefix and a user request"
 	case !sameOrEmpty(ms[1:len(ms)-1], want.messages):
 		return "the prefix projects to " + describeMessages(want.messages)
-	case want.instructions != "" && !strings.Contains(ms[len(ms)-1].Content.TextOf(), want.instructions):
-		return fmt.Sprintf("its request leaves out the instructions %q", want.instructions)
+	case want.optionsKnown && len(want.options) == 0:
+		return "a hook that surely ran declined the collapse or supplied its summary"
+	case want.optionsKnown && !slices.ContainsFunc(want.options, func(s string) bool { return strings.Contains(ms[len(ms)-1].Content.TextOf(), s) }):
+		return fmt.Sprintf("its request carries none of the instructions %q", want.options)
 	}
 	return ""
 }

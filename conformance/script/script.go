@@ -363,7 +363,9 @@ var (
 // section of its own (system_instructions); drop:TOOL and describe:TOOL
 // take a tool out of the tools merged so far or give it a description of
 // the hook's (system_instructions, which then names the tools); block:TOOL
-// refuses every call of the tool (before_tool).
+// refuses every call of the tool (before_tool); decline, summary and
+// instruct decline a collapse, supply its summary, or give the summarizer
+// instructions of the hook's (before_collapse).
 //
 //	hook TARGET EFFECT [subtree]
 //	unhook N
@@ -375,7 +377,12 @@ var (
 // section and describes its tool after itself. unhook N removes the Nth of
 // the hooks still registered, taken modulo how many. Hooks are the host
 // process's: a reopened session has its host register them again.
-var HookEffects = []string{"section", "drop", "describe", "block"}
+var HookEffects = []string{"section", "drop", "describe", "block", "decline", "summary", "instruct"}
+
+// HookNamesTool reports whether a hook effect names a tool.
+func HookNamesTool(effect string) bool {
+	return effect == "drop" || effect == "describe" || effect == "block"
+}
 
 // checkHook validates a hook line: hook TARGET EFFECT [subtree].
 func checkHook(l Line) error {
@@ -388,8 +395,8 @@ func checkHook(l Line) error {
 	switch {
 	case !slices.Contains(HookEffects, effect):
 		return fmt.Errorf("hook: effect %q: want section, drop:TOOL, describe:TOOL or block:TOOL", l.Args[1])
-	case (effect == "section") == named || named && tool == "":
-		return fmt.Errorf("hook: effect %q: section names no tool; drop, describe and block name one", l.Args[1])
+	case HookNamesTool(effect) != named || named && tool == "":
+		return fmt.Errorf("hook: effect %q: drop, describe and block name a tool; section, decline, summary and instruct none", l.Args[1])
 	case len(l.Args) == 3 && l.Args[2] != "subtree":
 		return fmt.Errorf("hook: third argument %q: want subtree", l.Args[2])
 	case len(l.Args) == 3 && l.Args[0] == "session":

@@ -44,11 +44,11 @@ fork c-1 -2
 
 // Hook lines of every shape parse.
 func TestHookLinesParse(t *testing.T) {
-	p, err := Parse(Magic + "\nhook session section\nhook c-1/child block:work subtree\nhook c0 describe:a\nunhook -1\n")
+	p, err := Parse(Magic + "\nhook session section\nhook c-1/child block:work subtree\nhook c0 describe:a\nhook c0 instruct subtree\nunhook -1\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Lines) != 4 || p.Lines[1].Args[2] != "subtree" || p.Lines[3].Op != "unhook" {
+	if len(p.Lines) != 5 || p.Lines[1].Args[2] != "subtree" || p.Lines[4].Op != "unhook" {
 		t.Fatalf("Parse read %+v", p.Lines)
 	}
 }
@@ -91,8 +91,9 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\nswarm budget=-1\n", 2, "budget"},
 		{Magic + "\nhook q0 section\n", 2, "want session, a conversation"},
 		{Magic + "\nhook c0 paint\n", 2, "effect \"paint\""},
-		{Magic + "\nhook c0 section:a\n", 2, "section names no tool"},
-		{Magic + "\nhook c0 block\n", 2, "section names no tool"},
+		{Magic + "\nhook c0 section:a\n", 2, "name a tool"},
+		{Magic + "\nhook c0 block\n", 2, "name a tool"},
+		{Magic + "\nhook c0 decline:a\n", 2, "name a tool"},
 		{Magic + "\nhook c0 block:a everywhere\n", 2, "want subtree"},
 		{Magic + "\nhook session drop:a subtree\n", 2, "session hook has no subtree"},
 		{Magic + "\nunhook last\n", 2, "unhook"},

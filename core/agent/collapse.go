@@ -569,7 +569,7 @@ func (k collapseKind) Execute(ctx context.Context, task *storage.Task, rt *core.
 	}
 	cand := candidate{Summary: decision.Summary}
 	if cand.Summary == "" {
-		if st.Instructions != "" && decision.Instructions == "" {
+		if st.Instructions != "" && (decision.Instructions == "" || plant.On("collapse-host-instructions-override")) {
 			decision.Instructions = st.Instructions
 		}
 		var done bool
@@ -628,8 +628,8 @@ func (k collapseKind) beforeCollapse(ctx context.Context, rt *core.TaskRuntime, 
 			case err != nil:
 				rt.Report(&core.HookError{Kind: CollapseKindName, Point: HookBeforeCollapse, Task: task.ID, Err: err})
 			case ok:
-				in.Declined = in.Declined || out.Decline
-				if out.Instructions != "" {
+				in.Declined = in.Declined && !plant.On("collapse-decline-overridden") || out.Decline
+				if out.Instructions != "" && (in.Instructions == "" || !plant.On("collapse-instructions-first-wins")) {
 					in.Instructions = out.Instructions
 				}
 				if out.Summary != "" {

@@ -169,6 +169,13 @@ package plant
 //     starts from the usage of an answer the head retained.
 //   - threshold-twice-the-budget (core/agent/generation.go): a generation
 //     collapses first only past twice the threshold's budget.
+//   - collapse-decline-overridden (core/agent/collapse.go): a
+//     before_collapse handler after one that declined can take the
+//     decline back.
+//   - collapse-instructions-first-wins (core/agent/collapse.go): the first
+//     handler's instructions stand, not the last's.
+//   - collapse-host-instructions-override (core/agent/collapse.go): the
+//     host's instructions for a collapse replace its hooks'.
 //   - collapse-manual-keeps-default (core/agent/collapse.go): a manual
 //     collapse keeps the default keepRecent, not the conversation's.
 //   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
@@ -284,6 +291,7 @@ var names = []string{
 	"subagent-send-keeps-last-input", "subagent-status-oldest", "subagent-answers-its-input",
 	"hook-subtree-ignored", "hook-order-own-first", "hook-off-removes-newest", "system-sections-append-only", "system-tool-redefined-kept", "hook-block-takes-last", "tool-offered-by-selection",
 	"estimate-skips-results", "estimate-anchor-before-head", "threshold-twice-the-budget",
+	"collapse-decline-overridden", "collapse-instructions-first-wins", "collapse-host-instructions-override",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
