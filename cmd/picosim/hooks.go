@@ -263,7 +263,11 @@ func drawHooks(p *program, seed uint64) {
 		p.lines = append([]progLine{respond("spawn"), respond("send"), respond("wait"),
 			{op: "accept", args: []string{"c0", "delegate"}}, {op: "drive", args: []string{"c0"}},
 			{op: "hook", args: []string{"c0", "section", "subtree"}}, {op: "hook", args: []string{"c0/child", own}},
-			{op: "accept", args: []string{"c0", "again"}}, {op: "drive", args: []string{"c0"}}}, p.lines...)
+			{op: "accept", args: []string{"c0", "again"}}, {op: "drive", args: []string{"c0"}},
+			// The session's section goes before the root's, told already:
+			// the next turn tells the model both again, in that order.
+			{op: "hook", args: []string{"session", "section"}},
+			{op: "accept", args: []string{"c0", "once more"}}, {op: "drive", args: []string{"c0"}}}, p.lines...)
 	}
 	if rng.IntN(2) == 0 {
 		// Two or three before_collapse hooks deciding one collapse of the
