@@ -429,7 +429,10 @@ func (o *oracle) collapseSpans(task storage.ID) ([]hookSpan, []bool, bool) {
 // rule cannot weigh the hooks.
 func (o *oracle) collapseInstructions(task storage.ID, own string) (options []string, known bool) {
 	spans, sure, ok := o.collapseSpans(task)
-	if !ok {
+	switch {
+	case len(o.hooks.spans) == 0:
+		return []string{own}, true // no hook was ever registered
+	case !ok:
 		return nil, false
 	}
 	if weighed := possibleRuns(spans, sure, func(run []hookSpan) bool {

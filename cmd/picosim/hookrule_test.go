@@ -240,7 +240,12 @@ func TestCollapseFollowsItsHooks(t *testing.T) {
 	if want := []string{hookInstructions(1), hookInstructions(2), "own"}; !known || !slices.Equal(got, want) {
 		t.Fatalf("after removals: instructions %q, %v; want %q", got, known, want)
 	}
-	if got, _ := hookedOracle().collapseInstructions(8, "own"); got != nil {
-		t.Fatalf("an invocation not seen: instructions %q; want none known", got)
+	if got, known := hookedOracle().collapseInstructions(8, "own"); !known || !slices.Equal(got, []string{"own"}) {
+		t.Fatalf("no hooks: instructions %q, %v; want the collapse's own", got, known)
+	}
+	unseen := hookedOracle()
+	unseen.hookOn(hookSpan{id: 1, conv: 1, effect: "instruct"})
+	if got, known := unseen.collapseInstructions(8, "own"); known {
+		t.Fatalf("a hook, and an invocation not seen: instructions %q; want none known", got)
 	}
 }
