@@ -249,3 +249,30 @@ func TestCollapseFollowsItsHooks(t *testing.T) {
 		t.Fatalf("a hook, and an invocation not seen: instructions %q; want none known", got)
 	}
 }
+
+// A generation's request is its projected context followed by the notes
+// of the request hooks that may have run, in handler order, every sure
+// one among them.
+func TestRequestCarriesItsHooksNotes(t *testing.T) {
+	o := hookedOracle()
+	user := ai.UserText("hello", 1)
+	want := expectedRequest{task: 9, messages: []ai.Message{user}}
+	o.hookOn(hookSpan{id: 1, conv: 1, effect: "request"})
+	_ = o.invocation(core.Invocation{Task: 9, ConversationID: 1, Method: core.MethodExecute}, false)
+	o.hookOn(hookSpan{id: 2, effect: "request"}) // registered while it ran: may have run
+	for _, tc := range []struct {
+		name string
+		msgs []ai.Message
+		ok   bool
+	}{
+		{"the sure note", []ai.Message{user, hookNote(1)}, true},
+		{"both notes, the session's first", []ai.Message{user, hookNote(2), hookNote(1)}, true},
+		{"without the sure note", []ai.Message{user}, false},
+		{"the maybe note alone", []ai.Message{user, hookNote(2)}, false},
+		{"both, out of order", []ai.Message{user, hookNote(1), hookNote(2)}, false},
+	} {
+		if got := o.requestHooked(tc.msgs, 1, want); got != tc.ok {
+			t.Errorf("%s: %v; want %v", tc.name, got, tc.ok)
+		}
+	}
+}

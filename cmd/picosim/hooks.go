@@ -53,6 +53,9 @@ func collapseEffect(effect string) bool {
 	return effect == "decline" || effect == "summary" || effect == "instruct"
 }
 
+// hookNote is the message a request hook adds to a generation's request.
+func hookNote(id int) ai.Message { return ai.UserText(fmt.Sprintf("Hook %d adds a note.", id), 0) }
+
 // hookSummary is the summary a summary hook supplies.
 func hookSummary(id int) string { return fmt.Sprintf("Hook %d sums it all up.", id) }
 
@@ -141,6 +144,12 @@ func (e *env) register(ctx context.Context, h *hostHook) error {
 				return nil, nil
 			}
 			return &agent.BeforeToolOutput{Block: &agent.ToolBlock{Reason: hookBlock(h.id)}}, nil
+		}), opts)
+	case h.effect == "request":
+		h.off = hooks.On(agent.GenerationKind, agent.HookBeforeRequest, core.Hook(func(ctx context.Context, in agent.BeforeRequestInput) (agent.BeforeRequestOutput, error) {
+			req := in.Request
+			req.Messages = append(slices.Clip(req.Messages), hookNote(h.id))
+			return agent.BeforeRequestOutput{Request: &req}, nil
 		}), opts)
 	case collapseEffect(h.effect):
 		h.off = hooks.On(agent.CollapseKind, agent.HookBeforeCollapse, core.Hook(func(ctx context.Context, in agent.BeforeCollapseInput) (agent.BeforeCollapseOutput, error) {
@@ -263,6 +272,9 @@ func drawHooks(p *program, seed uint64) {
 		p.lines = append([]progLine{respond("spawn"), respond("send"), respond("wait"),
 			{op: "accept", args: []string{"c0", "delegate"}}, {op: "drive", args: []string{"c0"}},
 			{op: "hook", args: []string{"c0", "section", "subtree"}}, {op: "hook", args: []string{"c0/child", own}},
+			// Two notes in every request of the root and its child, in
+			// handler order.
+			{op: "hook", args: []string{"c0", "request", "subtree"}}, {op: "hook", args: []string{"session", "request"}},
 			{op: "accept", args: []string{"c0", "again"}}, {op: "drive", args: []string{"c0"}},
 			// The session's section goes before the root's, told already:
 			// the next turn tells the model both again, in that order.

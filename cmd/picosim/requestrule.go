@@ -35,7 +35,8 @@ import (
 // The projection is taken at the commit that starts the attempt (the
 // generation's patch to streaming, not a deferred answer's fetch), over
 // the context through that commit, and the request the provider then
-// receives for the conversation must be it.
+// receives for the conversation must be it, followed by the note of each
+// request hook (hooks.go) of a set that may have run, in handler order.
 
 // ruleRequest: a generation's request is its context projected by the
 // rule above.
@@ -246,7 +247,7 @@ func (o *oracle) request(req ai.Request) error {
 	if !ok {
 		return nil
 	}
-	if !sameOrEmpty(req.Messages, want.messages) {
+	if !o.requestHooked(req.Messages, storage.ID(n), want) {
 		return o.fail(broke(ruleRequest, "generation %d sent conversation %d's model %s; its context at %d projects to %s",
 			want.task, n, describeMessages(req.Messages), want.at, describeMessages(want.messages)))
 	}
@@ -255,6 +256,24 @@ func (o *oracle) request(req ai.Request) error {
 			want.task, n, toolNames(req.Tools), want.at, toolNames(want.tools)))
 	}
 	return nil
+}
+
+// requestHooked reports whether msgs are want's messages followed by the
+// notes of the request hooks of a set that may have run for want's
+// generation (hookrule.go), in handler order.
+func (o *oracle) requestHooked(msgs []ai.Message, conv storage.ID, want expectedRequest) bool {
+	var spans []hookSpan
+	var sure []bool
+	if from, started := o.hooks.invokedAt[want.task]; started && len(o.hooks.spans) > 0 {
+		spans, sure = o.handlers(conv, from, func(s hookSpan) bool { return s.effect == "request" })
+	}
+	return possibleRuns(spans, sure, func(run []hookSpan) bool {
+		hooked := slices.Clone(want.messages)
+		for _, s := range run {
+			hooked = append(hooked, hookNote(s.id))
+		}
+		return sameOrEmpty(msgs, hooked)
+	})
 }
 
 // sameOrEmpty reports whether a and b are deeply equal, nil and empty

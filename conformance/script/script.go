@@ -365,7 +365,9 @@ var (
 // the hook's (system_instructions, which then names the tools); block:TOOL
 // refuses every call of the tool (before_tool); decline, summary and
 // instruct decline a collapse, supply its summary, or give the summarizer
-// instructions of the hook's (before_collapse).
+// instructions of the hook's (before_collapse); request adds a user
+// message of the hook's to the end of a generation's request
+// (before_request).
 //
 //	hook TARGET EFFECT [subtree]
 //	unhook N
@@ -377,7 +379,7 @@ var (
 // section and describes its tool after itself. unhook N removes the Nth of
 // the hooks still registered, taken modulo how many. Hooks are the host
 // process's: a reopened session has its host register them again.
-var HookEffects = []string{"section", "drop", "describe", "block", "decline", "summary", "instruct"}
+var HookEffects = []string{"section", "drop", "describe", "block", "decline", "summary", "instruct", "request"}
 
 // HookNamesTool reports whether a hook effect names a tool.
 func HookNamesTool(effect string) bool {
@@ -396,7 +398,7 @@ func checkHook(l Line) error {
 	case !slices.Contains(HookEffects, effect):
 		return fmt.Errorf("hook: effect %q: want section, drop:TOOL, describe:TOOL or block:TOOL", l.Args[1])
 	case HookNamesTool(effect) != named || named && tool == "":
-		return fmt.Errorf("hook: effect %q: drop, describe and block name a tool; section, decline, summary and instruct none", l.Args[1])
+		return fmt.Errorf("hook: effect %q: drop, describe and block name a tool; section, decline, summary, instruct and request none", l.Args[1])
 	case len(l.Args) == 3 && l.Args[2] != "subtree":
 		return fmt.Errorf("hook: third argument %q: want subtree", l.Args[2])
 	case len(l.Args) == 3 && l.Args[0] == "session":

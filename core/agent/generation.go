@@ -224,15 +224,21 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *cor
 // as the ones before it left it; failures are reported and skipped.
 func (k generationKind) beforeRequest(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, req ai.Request) (ai.Request, error) {
 	in := BeforeRequestInput{ConversationID: task.ConversationID, Request: req}
+	var last *ai.Request
 	in, err := core.RunHookChain(ctx, rt, generationHooks, HookBeforeRequest, in,
 		func(in BeforeRequestInput, out BeforeRequestOutput, ok bool, err error) BeforeRequestInput {
 			if err != nil {
 				rt.Report(&core.HookError{Kind: GenerationKindName, Point: HookBeforeRequest, Task: task.ID, Err: err})
+			} else if ok && out.Request != nil && plant.On("request-hooks-see-original") {
+				last = out.Request
 			} else if ok && out.Request != nil {
 				in.Request = *out.Request
 			}
 			return in
 		})
+	if last != nil {
+		return *last, err
+	}
 	return in.Request, err
 }
 

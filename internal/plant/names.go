@@ -176,6 +176,9 @@ package plant
 //     handler's instructions stand, not the last's.
 //   - collapse-host-instructions-override (core/agent/collapse.go): the
 //     host's instructions for a collapse replace its hooks'.
+//   - request-hooks-see-original (core/agent/generation.go): each
+//     before_request handler sees the request as the generation built it,
+//     and the last one's answer is sent.
 //   - collapse-manual-keeps-default (core/agent/collapse.go): a manual
 //     collapse keeps the default keepRecent, not the conversation's.
 //   - sink-tail-line-too-many (core/agent/sink.go): a tool output's tail
@@ -291,7 +294,7 @@ var names = []string{
 	"subagent-send-keeps-last-input", "subagent-status-oldest", "subagent-answers-its-input",
 	"hook-subtree-ignored", "hook-order-own-first", "hook-off-removes-newest", "system-sections-append-only", "system-tool-redefined-kept", "hook-block-takes-last", "tool-offered-by-selection",
 	"estimate-skips-results", "estimate-anchor-before-head", "threshold-twice-the-budget",
-	"collapse-decline-overridden", "collapse-instructions-first-wins", "collapse-host-instructions-override",
+	"collapse-decline-overridden", "collapse-instructions-first-wins", "collapse-host-instructions-override", "request-hooks-see-original",
 	"memory-sticky-remove-lost", "jsonl-replay-drops-last", "jsonl-torn-tail-kept", "jsonl-replay-drops-after",
 	"jsonl-publish-before-write", "jsonl-failed-write-kept", "sqlite-memo-survives-rollback", "sqlite-seq-before-commit",
 	"sqlite-scan-ignores-through", "sqlite-head-uncapped", "sqlite-last-seq-any-session", "sqlite-live-tasks-any-session",
