@@ -356,6 +356,15 @@ func (o *oracle) hookCall(inv core.Invocation, ok bool, w storage.Write, by stri
 		return nil
 	}
 	tool := o.tools[w.ID]
+	if tool == "" {
+		// Created in a commit the oracle never saw (one a restart left
+		// uncertain): the call's state names its tool.
+		var st agent.ToolState
+		if json.Unmarshal(w.State, &st) != nil || st.Call.Name == "" {
+			return nil
+		}
+		tool = st.Call.Name
+	}
 	blockedBy := -1
 	if w.Type == storage.WriteSettle {
 		var st struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pico-go/pico/core"
@@ -138,6 +139,14 @@ func TestCallsFollowTheirBlockHooksAndOffers(t *testing.T) {
 		return storage.Write{Type: storage.WriteSettle, ID: 7, Status: "done", State: st}
 	}
 	running := storage.Write{Type: storage.WritePatch, ID: 7, Status: "running"}
+	unseen := func(w storage.Write) storage.Write {
+		st := map[string]any{"call": ai.Block{Type: ai.BlockToolCall, ID: "c1", Name: "a"}}
+		if len(w.State) > 0 {
+			_ = json.Unmarshal(w.State, &st)
+		}
+		w.State, _ = json.Marshal(st)
+		return w
+	}
 	cases := []struct {
 		name    string
 		block   []int // block hooks of a on conversation 1 registered before the call started
@@ -151,11 +160,18 @@ func TestCallsFollowTheirBlockHooksAndOffers(t *testing.T) {
 		{name: "blocked by the second of two", block: []int{1, 2}, offered: true, w: blocked("2"), broken: true},
 		{name: "blocked by no hook", offered: true, w: blocked("4"), broken: true},
 		{name: "runs not offered", w: running, broken: true},
+		// Created unseen (an uncertain commit before a restart): the
+		// call's own state names its tool (generated seed 21618).
+		{name: "unseen, blocked by its hook", block: []int{1}, offered: true, w: unseen(blocked("1"))},
+		{name: "unseen, runs though hooked", block: []int{1}, offered: true, w: unseen(running), broken: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			o := hookedOracle()
 			o.kinds[7], o.convs[7], o.tools[7] = agent.ToolKindName, 1, "a"
+			if strings.HasPrefix(tc.name, "unseen") {
+				delete(o.tools, 7)
+			}
 			o.hooks.offered[7] = tc.offered
 			for _, id := range tc.block {
 				o.hookOn(hookSpan{id: id, conv: 1, effect: "block", tool: "a"})
