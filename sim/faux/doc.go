@@ -26,7 +26,7 @@
 //   - script.go: Script, the JSON form of a response queue, read strictly by ParseScript.
 //   - step.go: Step, one scripted response, its builders and validation, and the texts of made-up errors.
 //   - stream.go: the stream one call returns, one event per Next, and how cancellation ends it.
-//   - usage.go: the reference's usage estimate: four characters a token, cache reads from a session's previous prompt.
+//   - usage.go: the reference's usage estimate: four characters a token, cache reads from a session's previous prompt; its cost at Options.Price.
 //   - wait.go: eitherCtx, a context done when either parent is, without a goroutine the simulator does not schedule.
 //
 // Tests: faux_test.go (event order, deltas and the live partial,

@@ -65,6 +65,11 @@ type Options struct {
 	// use it: otherwise every call costs the size of a context that grows
 	// with the run.
 	DiscardRequests bool
+	// Price is what one token of each kind costs: an estimated usage's cost
+	// is its tokens times these, and its total their sum. The zero value is
+	// the reference's, whose answers cost nothing; a scripted usage keeps
+	// its own cost.
+	Price ai.Cost
 }
 
 // Provider is the faux provider. Its methods may be called from any actor;
@@ -78,6 +83,7 @@ type Provider struct {
 	deferOpt DeferredOptions
 	rec      Recorder
 	discard  bool
+	price    ai.Cost
 
 	// mu guards what follows. It is held only for bookkeeping that never
 	// blocks, so under the simulator (one goroutine at a time) it is never
@@ -106,6 +112,8 @@ func New(rt core.Runtime, rng *rand.Rand, opts Options) (*Provider, error) {
 		return nil, errors.New("faux: New needs a random source: the seed fixes token sizes and timings")
 	case opts.TokensPerSecond < 0:
 		return nil, fmt.Errorf("faux: TokensPerSecond %v must not be negative", opts.TokensPerSecond)
+	case opts.Price.Input < 0 || opts.Price.Output < 0 || opts.Price.CacheRead < 0 || opts.Price.CacheWrite < 0:
+		return nil, fmt.Errorf("faux: Price %+v must not be negative", opts.Price)
 	}
 	p := &Provider{
 		rt:       rt,
@@ -114,6 +122,7 @@ func New(rt core.Runtime, rng *rand.Rand, opts Options) (*Provider, error) {
 		deferOpt: opts.Deferred,
 		rec:      opts.Recorder,
 		discard:  opts.DiscardRequests,
+		price:    opts.Price,
 		prompts:  map[string]string{},
 		deferred: map[string]*deferredEntry{},
 	}

@@ -499,6 +499,39 @@ func TestUsageIsEstimatedUnlessScripted(t *testing.T) {
 	}
 }
 
+// TestPriceCostsEachKindOfToken: with a price, an estimated usage costs
+// its tokens of each kind at that kind's price, and its total is their sum;
+// a scripted usage keeps its own cost, and a negative price is refused.
+func TestPriceCostsEachKindOfToken(t *testing.T) {
+	price := ai.Cost{Input: 2, Output: 8, CacheRead: 0.5, CacheWrite: 3}
+	var usages []ai.Usage
+	simulate(t, 15, func(ctx context.Context, s *sim.Sim) {
+		p := mustProvider(faux.New(s.Runtime(), s.Rand(), faux.Options{Price: price}))
+		scripted := ai.Usage{Input: 9, Output: 1, TotalTokens: 10, Cost: ai.Cost{Input: 0.25, Total: 0.25}}
+		p.SetResponses(faux.Reply(faux.Text("hello")), faux.Reply(faux.Text("ok")), faux.Reply(faux.Text("x")).WithUsage(scripted))
+		first := userReq("abcdefgh")
+		first.SessionID = "s1"
+		second := first
+		second.Messages = append(slices.Clone(first.Messages),
+			ai.Message{Role: ai.RoleAssistant, Content: ai.Blocks(faux.Text("hello"))}, ai.UserText("more", 0))
+		for _, req := range []ai.Request{first, second, first} {
+			usages = append(usages, *last(drain(ctx, s.Runtime(), p.Stream(ctx, req))).Message.Usage)
+		}
+		if _, err := faux.New(s.Runtime(), s.Rand(), faux.Options{Price: ai.Cost{CacheRead: -1}}); err == nil || !strings.Contains(err.Error(), "Price") {
+			t.Errorf("a negative price: error %v; want one naming Price", err)
+		}
+	})
+	// The token counts of TestSessionPromptPrefixCountsAsCacheRead.
+	want := []ai.Usage{
+		{Input: 4, Output: 2, CacheWrite: 4, TotalTokens: 10, Cost: ai.Cost{Input: 8, Output: 16, CacheWrite: 12, Total: 36}},
+		{Input: 7, Output: 1, CacheRead: 4, CacheWrite: 7, TotalTokens: 19, Cost: ai.Cost{Input: 14, Output: 8, CacheRead: 2, CacheWrite: 21, Total: 45}},
+		{Input: 9, Output: 1, TotalTokens: 10, Cost: ai.Cost{Input: 0.25, Total: 0.25}},
+	}
+	if diff := cmp.Diff(want, usages); diff != "" {
+		t.Fatalf("usage (-want +got):\n%s", diff)
+	}
+}
+
 func TestSessionPromptPrefixCountsAsCacheRead(t *testing.T) {
 	var usages []ai.Usage
 	simulate(t, 13, func(ctx context.Context, s *sim.Sim) {

@@ -22,7 +22,7 @@ func (p *Provider) play(ctx context.Context, call int, req ai.Request, step Step
 	s := &stream{rt: p.rt, rec: p.rec, ctx: ctx, call: call, model: model}
 	if !ok {
 		msg := failedMessage(model, ExhaustedMessage, now)
-		u := estimateUsage(req, nil, p.prompts)
+		u := p.estimate(req, nil)
 		msg.Usage = &u
 		s.setupFailure = msg
 		return s
@@ -123,7 +123,7 @@ func (p *Provider) finalMessage(step Step, req ai.Request, model ai.Model, now i
 	}
 	var est ai.Usage
 	if msg.Usage == nil || !p.discard || step.Overflow {
-		est = estimateUsage(req, msg.Content.Blocks, p.prompts)
+		est = p.estimate(req, msg.Content.Blocks)
 	}
 	switch {
 	case step.Retryable:

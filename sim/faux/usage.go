@@ -51,6 +51,20 @@ func estimateUsage(req ai.Request, content []ai.Block, prompts map[string]string
 	return u
 }
 
+// estimate is estimateUsage priced at the provider's Price. p.mu is held.
+func (p *Provider) estimate(req ai.Request, content []ai.Block) ai.Usage {
+	u := estimateUsage(req, content, p.prompts)
+	if p.price != (ai.Cost{}) {
+		c := &u.Cost
+		c.Input = float64(u.Input) * p.price.Input
+		c.Output = float64(u.Output) * p.price.Output
+		c.CacheRead = float64(u.CacheRead) * p.price.CacheRead
+		c.CacheWrite = float64(u.CacheWrite) * p.price.CacheWrite
+		c.Total = c.Input + c.Output + c.CacheRead + c.CacheWrite
+	}
+	return u
+}
+
 // commonPrefixLen is the length in bytes of the longest common prefix of a
 // and b that ends on a character boundary.
 func commonPrefixLen(a, b string) int {
