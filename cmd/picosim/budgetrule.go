@@ -12,14 +12,14 @@ import (
 )
 
 // The budget rule (DESIGN §11): a session's limits on turns, provider
-// queries, output tokens, wall-clock time and tool calls hold across every conversation, every provider
+// queries, output tokens, spend, wall-clock time and tool calls hold across every conversation, every provider
 // clear and every restart, and a budget refuses only what is past its
 // limit. It counts from what the run did, not from pi.budget.used: a turn
 // is a generation's first attempt (its patch to streaming at attempt 1),
 // a tool call a tool task's start (its patch to running), each counted
 // once per task; a query is a request a generation sent the faux
 // provider, and starts at a generation's patch to streaming whose state
-// holds no deferred answer's handle (that is a fetch of it); output tokens are the usage rows' sum; the
+// holds no deferred answer's handle (that is a fetch of it); output tokens and spend are the usage rows' sums; the
 // wall clock runs from the first query or call.
 
 // ruleBudget: no more turns, queries or tool calls than the session's
@@ -35,7 +35,11 @@ type budgetCount struct {
 	// batch being checked, batchOutput those of its own: a query the
 	// batch starts was judged against what was committed before it.
 	output, batchOutput int64
-	firstUse            time.Time // the first query's or call's start (to the ms)
+	// cost and batchCost are the same of the usage rows' cost totals: what
+	// the spend limit holds (the session's totals sum them in row order,
+	// and so does the rule, so the two sums are the same number).
+	cost, batchCost float64
+	firstUse        time.Time // the first query's or call's start (to the ms)
 }
 
 // spend counts a patch of a generation or tool task against the limits.
@@ -96,6 +100,9 @@ func (o *oracle) query(gen storage.ID, by string, seq storage.ID) error {
 	if l := o.limits.OutputTokens; l > 0 && o.spent.output >= l {
 		return o.fail(broke(ruleBudget, "%s started a query of generation %d at %d with %d output tokens spent of a session limited to %d", by, gen, seq, o.spent.output, l))
 	}
+	if l := o.limits.Spend; l > 0 && o.spent.cost >= l {
+		return o.fail(broke(ruleBudget, "%s started a query of generation %d at %d with %v spent of a session limited to %v", by, gen, seq, o.spent.cost, l))
+	}
 	if l := o.limits.WallClock; l > 0 && o.exactClock && !o.spent.firstUse.IsZero() {
 		if spent := o.now().Sub(o.spent.firstUse); spent >= l {
 			return o.fail(broke(ruleBudget, "%s started a query of generation %d at %d, %s after the first use of a session limited to %s", by, gen, seq, spent, l))
@@ -105,16 +112,18 @@ func (o *oracle) query(gen storage.ID, by string, seq storage.ID) error {
 	return nil
 }
 
-// usage adds a usage row's output tokens to what its batch spent.
+// usage adds a usage row's output tokens and cost to what its batch spent.
 func (o *oracle) usage(row agent.UsageRow) {
 	if row.Usage != nil {
 		o.spent.batchOutput += row.Usage.Output
+		o.spent.batchCost += row.Usage.Cost.Total
 	}
 }
 
 // batchSpent takes in what the batch just checked spent.
 func (o *oracle) batchSpent() {
 	o.spent.output, o.spent.batchOutput = o.spent.output+o.spent.batchOutput, 0
+	o.spent.cost, o.spent.batchCost = o.spent.cost+o.spent.batchCost, 0
 }
 
 // refused checks an input a budget ended: its axis has a limit, and it is
@@ -145,6 +154,10 @@ func (o *oracle) refused(res agent.InputResult, input, by string, seq storage.ID
 	case agent.AxisOutputTokens:
 		if l.OutputTokens == 0 || o.spent.output < l.OutputTokens {
 			return fail("%d output tokens spent of %d", o.spent.output, l.OutputTokens)
+		}
+	case agent.AxisSpend:
+		if l.Spend == 0 || o.spent.cost < l.Spend {
+			return fail("%v spent of %v", o.spent.cost, l.Spend)
 		}
 	case agent.AxisWallClock:
 		if l.WallClock == 0 || o.exactClock && (o.spent.firstUse.IsZero() || o.now().Sub(o.spent.firstUse) < l.WallClock) {
@@ -178,6 +191,7 @@ func (o *oracle) resyncBudget(ctx context.Context, store storage.Storage, tasks 
 		o.spent.firstUse = time.UnixMilli(used.StartedAt)
 	}
 	o.spent.output, o.spent.batchOutput = 0, 0
+	o.spent.cost, o.spent.batchCost = 0, 0
 	for _, el := range rows {
 		var row agent.UsageRow
 		if json.Unmarshal(el.Value, &row) == nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pico-go/pico/conformance/script"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
@@ -167,6 +169,84 @@ func TestTheBudgetRuleHoldsOutputAndWallClock(t *testing.T) {
 	o.spent.turns = map[storage.ID]bool{}
 	if err := o.spend(storage.Write{Type: storage.WritePatch, ID: 30, Status: "streaming", State: json.RawMessage(`{"attempt":1}`)}, "host", 4); !errors.As(err, &oe) || oe.Rule != ruleBudget {
 		t.Errorf("a query a second after the first use, limited to a second: %v; want a %s violation", err, ruleBudget)
+	}
+}
+
+// A query starts only while the spend (the usage rows' cost totals) is
+// under its limit, and an input ended for its spend before that breaks the
+// rule.
+func TestTheBudgetRuleHoldsSpend(t *testing.T) {
+	fresh := func() *oracle {
+		o := newOracle()
+		o.limits = agent.BudgetLimits{Spend: 0.5}
+		o.kinds = map[storage.ID]string{30: agent.GenerationKindName, 31: agent.GenerationKindName}
+		return o
+	}
+	query := func(id storage.ID) storage.Write {
+		return storage.Write{Type: storage.WritePatch, ID: id, Status: "streaming", State: json.RawMessage(`{"attempt":1}`)}
+	}
+	cost := func(total float64) agent.UsageRow {
+		return agent.UsageRow{Usage: &ai.Usage{Cost: ai.Cost{Total: total}}}
+	}
+	ended := agent.InputResult{Status: agent.InputFailed, Reason: "budget exhausted: spend (limit 0.5)"}
+	var oe *oracleError
+
+	o := fresh()
+	o.usage(cost(0.25))
+	o.batchSpent()
+	if err := o.spend(query(30), "host", 1); err != nil {
+		t.Fatalf("a query with 0.25 of 0.5 spent: %v", err)
+	}
+	if err := o.refused(ended, "7", "host", 2); !errors.As(err, &oe) || oe.Rule != ruleBudget {
+		t.Errorf("an input ended for its spend with 0.25 of 0.5 spent: %v; want a %s violation", err, ruleBudget)
+	}
+	o.usage(cost(0.125))
+	o.usage(cost(0.125))
+	if err := o.spend(query(31), "host", 3); err != nil {
+		t.Fatalf("a query in the batch whose rows reach the limit: %v", err)
+	}
+	o.batchSpent()
+	if err := o.refused(ended, "7", "host", 4); err != nil {
+		t.Errorf("an input ended for its spend with the limit spent: %v", err)
+	}
+	o.spent.turns = map[storage.ID]bool{}
+	if err := o.spend(query(30), "host", 5); !errors.As(err, &oe) || oe.Rule != ruleBudget {
+		t.Errorf("a query with the limit spent: %v; want a %s violation", err, ruleBudget)
+	}
+	o = newOracle()
+	if err := o.refused(ended, "7", "host", 1); !errors.As(err, &oe) {
+		t.Errorf("an input ended for its spend in a session with no spend limit: %v; want a violation", err)
+	}
+}
+
+// A priced program's session with a spend limit ends its input for its
+// spend once its answers cost that much, on every backend; its usage
+// rows and totals carry the costs (the run's check holds the totals to
+// the rows' sum).
+func TestPricedProgramsEndInputsForTheirSpend(t *testing.T) {
+	p, err := parseProgram(programMagic + `
+swarm tail=2 shell=false price=1 spend=1500
+respond calls a
+respond text "first"
+respond text "second"
+accept c0 "one"
+drive c0
+accept c0 "two"
+drive c0
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.price != 1 || p.limits.Spend != 1500*script.PriceUnit || !strings.Contains(p.String(), "price=1 spend=1500") {
+		t.Fatalf("price %d, limits %+v, printed:\n%s", p.price, p.limits, p)
+	}
+	for backend, trace := range runOnEveryBackend(t, p, 3) {
+		if want := "budget exhausted: spend (limit " + fmt.Sprint(1500*script.PriceUnit) + ")"; !strings.Contains(trace, want) {
+			t.Errorf("%s: nothing ended with %q", backend, want)
+		}
+		if !strings.Contains(trace, `"cacheWrite":0.00`) {
+			t.Errorf("%s: no usage carries a cost", backend)
+		}
 	}
 }
 

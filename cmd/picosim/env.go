@@ -131,6 +131,7 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 		if prog.chunk > 0 {
 			opts.TokenSize = faux.TokenSize{Min: prog.chunk, Max: prog.chunk}
 		}
+		opts.Price = fauxPrice(prog.price)
 		opts.Deferred = drawDeferred(spec.seed)
 	}
 	p, err := faux.New(s.Runtime(), s.Rand(), opts)

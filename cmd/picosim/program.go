@@ -55,7 +55,8 @@ import (
 // rewind|sticky set JSON|delete, list TARGET NS[/KEY] rewind|sticky
 // append JSON|remove N|clear, TARGET session or a conversation. The
 // swarm line's turns=, queries=, calls=, tokens= and wall= (ms) are the
-// session's budget limits. boundary SOURCE ID [PROVIDER[:EVENT]] delivers a provider's
+// session's budget limits, spend= too, in units of price=, the faux
+// provider's price of a cached token (fauxPrice). boundary SOURCE ID [PROVIDER[:EVENT]] delivers a provider's
 // lifecycle event (Claude's session start unless it names another).
 // hook TARGET section|drop:TOOL|describe:TOOL|block:TOOL [subtree]
 // registers a hook (hooks.go; TARGET session, a conversation, or cN/child,
@@ -80,7 +81,10 @@ type program struct {
 	// limits are the session's budget limits on turns, queries and tool
 	// calls (zero: none).
 	limits agent.BudgetLimits
-	lines  []progLine
+	// price is the faux provider's, in script.PriceUnit a cached token
+	// (fauxPrice; 0: answers cost nothing).
+	price int
+	lines []progLine
 }
 
 // swarmOptions are the harness options a program's swarm sets.
@@ -112,7 +116,8 @@ type ProgramError = script.ProgramError
 // shared is the program in package script's form.
 func (p *program) shared() *script.Program {
 	q := &script.Program{Tail: p.tail, Shell: p.shell, Queue: p.queue, Retry: p.retry, Chunk: p.chunk,
-		Turns: p.limits.Turns, Queries: p.limits.Queries, Calls: p.limits.ToolCalls, Tokens: int(p.limits.OutputTokens), WallMs: int(p.limits.WallClock.Milliseconds())}
+		Turns: p.limits.Turns, Queries: p.limits.Queries, Calls: p.limits.ToolCalls, Tokens: int(p.limits.OutputTokens), WallMs: int(p.limits.WallClock.Milliseconds()),
+		Price: p.price, Spend: int(p.limits.Spend / script.PriceUnit)}
 	for _, l := range p.lines {
 		q.Lines = append(q.Lines, l.shared())
 	}
@@ -167,8 +172,9 @@ func parseProgram(text string) (*program, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &program{tail: sp.Tail, shell: sp.Shell, queue: sp.Queue, retry: sp.Retry, chunk: sp.Chunk,
-		limits: agent.BudgetLimits{Turns: sp.Turns, Queries: sp.Queries, ToolCalls: sp.Calls, OutputTokens: int64(sp.Tokens), WallClock: time.Duration(sp.WallMs) * time.Millisecond}}
+	p := &program{tail: sp.Tail, shell: sp.Shell, queue: sp.Queue, retry: sp.Retry, chunk: sp.Chunk, price: sp.Price,
+		limits: agent.BudgetLimits{Turns: sp.Turns, Queries: sp.Queries, ToolCalls: sp.Calls, OutputTokens: int64(sp.Tokens), WallClock: time.Duration(sp.WallMs) * time.Millisecond,
+			Spend: float64(sp.Spend) * script.PriceUnit}}
 	for _, l := range sp.Lines {
 		p.lines = append(p.lines, progLine{op: l.Op, args: l.Args})
 	}
@@ -327,6 +333,7 @@ func drawProgram(seed uint64) *program {
 	drawTranscriptActions(p, seed)
 	drawStateActions(p, seed)
 	drawLimits(p, seed)
+	drawPrices(p, seed)
 	drawProviders(p, seed)
 	drawSpills(p, seed)
 	drawCollapseSettings(p, seed)
@@ -625,6 +632,36 @@ func drawLimits(p *program, seed uint64) {
 	if p.limits.WallClock == 0 && round.IntN(2) == 0 {
 		p.limits.WallClock = time.Duration([]int{50, 100, 300, 500, 1000}[round.IntN(5)]) * time.Millisecond
 	}
+}
+
+// priceSeeds is how often a drawn program's answers cost something: every
+// second seed (not the golden traces' seed 1), so that the usage rows and
+// totals carry costs whose sums the check holds.
+const priceSeeds = 2
+
+// drawPrices gives the faux provider of every priceSeeds-th seed's program
+// a price of 1 to 3 units a cached token, and half the limit seeds' sessions
+// a spend limit that a few queries reach: a query of the first turn writes
+// a prompt of some 800 tokens to the cache (2,400 units a unit of price),
+// each later one reads most of it back. From a generator of its own, so
+// that the other draws stay as they were.
+func drawPrices(p *program, seed uint64) {
+	rng := seededRNG(seed, "prices")
+	if seed%priceSeeds == 0 {
+		p.price = 1 + rng.IntN(3)
+	}
+	if seed%limitSeeds == 0 && rng.IntN(2) == 0 {
+		p.price = max(p.price, 1)
+		p.limits.Spend = float64(p.price*(500+rng.IntN(10_000))) * script.PriceUnit
+	}
+}
+
+// fauxPrice is the price of a program's price= for the faux provider: a
+// cached token costs price units, an input token twice that, a token
+// written to the cache three times and an output token eight times.
+func fauxPrice(price int) ai.Cost {
+	u := float64(price) * script.PriceUnit
+	return ai.Cost{Input: 2 * u, Output: 8 * u, CacheRead: u, CacheWrite: 3 * u}
 }
 
 // transcriptSeeds is how often a drawn program also writes heads and edits

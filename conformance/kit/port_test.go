@@ -158,6 +158,8 @@ func TestBadScenarioFilesNameTheLine(t *testing.T) {
 		{"picosim program 1\nswarm shell=true\nrespond text hi\nrespond calls job:status\n---- outcome\n", 4, "job:COMMAND:K"},
 		{"picosim program 1\nswarm budget=10\n---- outcome\n", 2, "shell=true"},
 		{"picosim program 1\nswarm turns=3\n---- outcome\n", 2, "session limits"},
+		{"picosim program 1\nswarm spend=3\n---- outcome\n", 2, "session limits"},
+		{"picosim program 1\nswarm price=1\n---- outcome\n", 2, "prices are picosim's"},
 		{"picosim program 1\nswarm shell=true\njob build every=0\n---- outcome\n", 3, "every=MS"},
 	} {
 		_, err := ParseScenario("x.txt", tc.text)

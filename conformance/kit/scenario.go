@@ -100,8 +100,8 @@ func ParseScenario(path, text string) (*Scenario, error) {
 	if !p.Shell && p.Budget != 0 {
 		return nil, &ScenarioError{path, lineOf(prog, "swarm"), "a budget is for the shell tools' calls: swarm shell=true"}
 	}
-	if p.Turns != 0 || p.Queries != 0 || p.Calls != 0 || p.Tokens != 0 || p.WallMs != 0 {
-		return nil, &ScenarioError{path, lineOf(prog, "swarm"), "session limits (turns, queries, calls, tokens, wall) are picosim's: the port protocol does not carry them"}
+	if p.Turns != 0 || p.Queries != 0 || p.Calls != 0 || p.Tokens != 0 || p.WallMs != 0 || p.Spend != 0 || p.Price != 0 {
+		return nil, &ScenarioError{path, lineOf(prog, "swarm"), "session limits (turns, queries, calls, tokens, wall, spend) and prices are picosim's: the port protocol does not carry them"}
 	}
 	_, err = responses(p)
 	if err == nil {

@@ -47,8 +47,19 @@ type Program struct {
 	// counted use, across every conversation and every clear (0: no
 	// limit).
 	Turns, Queries, Calls, Tokens, WallMs int
-	Lines                                 []Line
+	// Price is what the faux provider charges, in units of PriceUnit
+	// dollars a token: a cached read costs Price, an input token twice
+	// that, a token written to the cache three times and an output token
+	// eight times (0: the reference's provider, whose answers cost
+	// nothing). Spend is the session's spend limit in the same units (0:
+	// none). Units of a power of two keep every cost and sum exact.
+	Price, Spend int
+	Lines        []Line
 }
+
+// PriceUnit is the dollars one unit of Price and Spend is: 2^-20, about a
+// millionth.
+const PriceUnit = 1.0 / (1 << 20)
 
 // Line is one line: an op and its arguments.
 type Line struct {
@@ -114,7 +125,7 @@ func (p *Program) String() string {
 		fmt.Fprintf(&b, " budget=%d", p.Budget)
 	}
 	opts := p.intOptions()
-	for _, k := range []string{"turns", "queries", "calls", "tokens", "wall"} {
+	for _, k := range []string{"turns", "queries", "calls", "tokens", "wall", "price", "spend"} {
 		if n := *opts[k]; n != 0 {
 			fmt.Fprintf(&b, " %s=%d", k, n)
 		}
@@ -197,7 +208,8 @@ func Parse(text string) (*Program, error) {
 // intOptions are the swarm's numeric options, by key.
 func (p *Program) intOptions() map[string]*int {
 	return map[string]*int{"queue": &p.Queue, "retry": &p.Retry, "chunk": &p.Chunk, "budget": &p.Budget,
-		"turns": &p.Turns, "queries": &p.Queries, "calls": &p.Calls, "tokens": &p.Tokens, "wall": &p.WallMs}
+		"turns": &p.Turns, "queries": &p.Queries, "calls": &p.Calls, "tokens": &p.Tokens, "wall": &p.WallMs,
+		"price": &p.Price, "spend": &p.Spend}
 }
 
 func (p *Program) swarm(opts []string) error {

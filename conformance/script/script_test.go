@@ -8,7 +8,7 @@ import (
 
 // A printed program reads back to the same program, quoting what needs it.
 func TestProgramPrintsAndParsesBack(t *testing.T) {
-	p := &Program{Tail: 2, Retry: 1, Turns: 3, Calls: 2, Lines: []Line{
+	p := &Program{Tail: 2, Retry: 1, Turns: 3, Calls: 2, Price: 1, Spend: 4096, Lines: []Line{
 		{Op: "respond", Args: []string{"calls", "a,work:throw"}},
 		{Op: "accept", Args: []string{"c0", "two\nlines \"quoted\" \\", "req=r1"}},
 		{Op: "drive", Args: []string{"c0"}},
@@ -17,7 +17,7 @@ func TestProgramPrintsAndParsesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.String() != p.String() || q.Lines[1].Args[1] != p.Lines[1].Args[1] || q.Turns != 3 || q.Calls != 2 || q.Queries != 0 {
+	if q.String() != p.String() || q.Lines[1].Args[1] != p.Lines[1].Args[1] || q.Turns != 3 || q.Calls != 2 || q.Queries != 0 || q.Price != 1 || q.Spend != 4096 {
 		t.Fatalf("read back:\n%s\nwant:\n%s", q, p)
 	}
 }

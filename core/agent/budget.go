@@ -110,7 +110,7 @@ func (l BudgetLimits) spendQuery(tx *core.Tx, now time.Time, turn bool) (*Budget
 		return &BudgetError{Axis: AxisQueries, Limit: fmt.Sprint(l.Queries)}, nil
 	case l.OutputTokens > 0 && totals.Output >= l.OutputTokens && !(plant.On("budget-output-off-by-one") && totals.Output == l.OutputTokens):
 		return &BudgetError{Axis: AxisOutputTokens, Limit: fmt.Sprint(l.OutputTokens)}, nil
-	case l.Spend > 0 && spent(totals) >= l.Spend:
+	case l.Spend > 0 && spent(totals) >= l.Spend && !(plant.On("budget-spend-retries-free") && !turn):
 		return &BudgetError{Axis: AxisSpend, Limit: fmt.Sprint(l.Spend)}, nil
 	case l.WallClock > 0 && used.StartedAt != 0 && now.Sub(time.UnixMilli(used.StartedAt)) >= l.WallClock &&
 		!(plant.On("budget-wall-clock-at-limit") && now.Sub(time.UnixMilli(used.StartedAt)) == l.WallClock):
@@ -149,4 +149,9 @@ func (l BudgetLimits) spendToolCall(tx *core.Tx, now time.Time) (*BudgetError, e
 	return nil, nil
 }
 
-func spent(u ai.Usage) float64 { return u.Cost.Total }
+func spent(u ai.Usage) float64 {
+	if plant.On("budget-spend-output-only") {
+		return u.Cost.Output
+	}
+	return u.Cost.Total
+}

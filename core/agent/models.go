@@ -193,6 +193,9 @@ func recordUsage(tx *core.Tx, rows ...UsageRow) error {
 		core.TxList(tx, UsageList).Append(r)
 		if r.Usage != nil && !(plant.On("usage-totals-skip-failed") && r.Outcome != "done") {
 			totals, known = totals.Add(*r.Usage), true
+			if plant.On("usage-totals-cost-not-summed") {
+				totals.Cost = r.Usage.Cost
+			}
 		}
 	}
 	if known {

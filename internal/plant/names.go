@@ -233,6 +233,12 @@ package plant
 //     from each turn's start, not the session's first use.
 //   - budget-tool-calls-off-by-one (core/agent): a session limited to N
 //     tool calls runs N+1.
+//   - budget-spend-output-only (core/agent): the spend limit counts only
+//     what the output tokens cost.
+//   - budget-spend-retries-free (core/agent): a retried query is not held
+//     to the spend limit.
+//   - usage-totals-cost-not-summed (core/agent/models.go): the usage
+//     totals' cost is the newest row's, not the sum of the rows'.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -303,6 +309,7 @@ var names = []string{
 	"dependency-any-tree", "memory-fork-cap-ignores-reader", "memory-version-at-cap-hidden", "memory-remove-own-level-only",
 	"sqlite-clear-spares-inherited", "memory-window-ignores-before",
 	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one", "budget-output-off-by-one", "budget-wall-clock-restarts", "budget-wall-clock-at-limit",
+	"budget-spend-output-only", "budget-spend-retries-free", "usage-totals-cost-not-summed",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
