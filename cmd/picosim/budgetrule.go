@@ -23,7 +23,7 @@ import (
 // wall clock runs from the first query or call.
 
 // ruleBudget: no more turns, queries or tool calls than the session's
-// limits allow, no query once its output or time is spent, and no input
+// limits allow, no query once its output, spend or time is spent, and no input
 // ended by a budget that was not spent.
 const ruleBudget oracleRule = "budget-holds"
 

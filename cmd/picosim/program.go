@@ -55,8 +55,9 @@ import (
 // rewind|sticky set JSON|delete, list TARGET NS[/KEY] rewind|sticky
 // append JSON|remove N|clear, TARGET session or a conversation. The
 // swarm line's turns=, queries=, calls=, tokens= and wall= (ms) are the
-// session's budget limits, spend= too, in units of price=, the faux
-// provider's price of a cached token (fauxPrice). boundary SOURCE ID [PROVIDER[:EVENT]] delivers a provider's
+// session's budget limits, and so is spend=, in script.PriceUnit dollars,
+// the unit of price=, the faux provider's price of a cached token
+// (fauxPrice). boundary SOURCE ID [PROVIDER[:EVENT]] delivers a provider's
 // lifecycle event (Claude's session start unless it names another).
 // hook TARGET section|drop:TOOL|describe:TOOL|block:TOOL [subtree]
 // registers a hook (hooks.go; TARGET session, a conversation, or cN/child,
