@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -44,6 +45,9 @@ import (
 //     supplied it, the summarizer's when none did; the summarizer's
 //     request carries the last instructions an instruct hook of such a
 //     set gave, or the collapse's own (summarizerrule.go).
+//   - A generation's execute that settles with its model's answer showed
+//     that answer, last, to every after_response hook that surely ran,
+//     usage included, and showed nothing to a hook that cannot have run.
 
 const (
 	// ruleSystemHooks: a generation tells its model what its hooks say.
@@ -55,6 +59,9 @@ const (
 	// ruleCollapseHooks: a collapse is declined or summarized as its hooks
 	// say.
 	ruleCollapseHooks oracleRule = "a-collapse-follows-its-hooks"
+	// ruleResponseHooks: after_response hooks see the answer a generation
+	// settles with.
+	ruleResponseHooks oracleRule = "a-response-is-shown-to-its-hooks"
 )
 
 // hookSpan is one registration of a host's hook with one harness: from
@@ -82,11 +89,88 @@ type hookWatch struct {
 	offered   map[storage.ID]bool
 	// catalogTools are the definitions of the run's tools, in catalog order.
 	catalogTools []ai.Tool
+	// seen are the responses each conversation's after_response hooks
+	// saw since its generation's execute started, in order.
+	seen map[storage.ID][]seenResponse
+}
+
+// seenResponse is a response an after_response hook saw.
+type seenResponse struct {
+	hook int
+	what string // responseDigest
 }
 
 func newHookWatch() hookWatch {
 	return hookWatch{invokedAt: map[storage.ID]uint64{}, selection: map[storage.ID]*[]string{},
-		offers: map[storage.ID][]string{}, offered: map[storage.ID]bool{}}
+		offers: map[storage.ID][]string{}, offered: map[storage.ID]bool{}, seen: map[storage.ID][]seenResponse{}}
+}
+
+// responseSeen notes the response hook saw.
+func (o *oracle) responseSeen(hook int, in agent.AfterResponseInput) {
+	o.hooks.seen[in.ConversationID] = append(o.hooks.seen[in.ConversationID], seenResponse{hook, responseDigest(in.Response, in.Usage)})
+}
+
+// responseDigest is what the response rule compares of a response: its
+// stop reason, its text, its calls, and its usage.
+func responseDigest(m ai.Message, u *ai.Usage) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %q", m.StopReason, m.Content.TextOf())
+	for _, c := range m.Content.Blocks {
+		if c.Type == ai.BlockToolCall {
+			fmt.Fprintf(&b, " call %s %s", c.ID, c.Name)
+		}
+	}
+	if u != nil {
+		fmt.Fprintf(&b, " usage %d in, %d out, %v", u.Input, u.Output, u.Cost.Total)
+	} else {
+		b.WriteString(" no usage")
+	}
+	return b.String()
+}
+
+// hookResponse holds a generation's settlement with its model's answer (an
+// assistant entry of its conversation in the batch) to the after_response
+// hooks: each that surely ran saw that answer last; none saw anything that
+// cannot have run. What the conversation's hooks saw is forgotten at every
+// settlement, and at every start of a generation's execute.
+func (o *oracle) hookResponse(inv core.Invocation, ok bool, w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
+	conv := o.convs[w.ID]
+	seen := o.hooks.seen[conv]
+	delete(o.hooks.seen, conv)
+	from, started := o.hooks.invokedAt[w.ID]
+	if !ok || inv.Task != w.ID || inv.Method != core.MethodExecute || !started || w.Status != "done" {
+		return nil
+	}
+	var answer *ai.Message
+	for _, x := range b.Writes {
+		if x.Type == storage.WriteEntry && x.Entry != nil && x.Entry.Kind == "assistant" && x.Entry.ConversationID == conv && len(x.Entry.Model) == 1 {
+			answer = &x.Entry.Model[0]
+		}
+	}
+	if answer == nil {
+		return nil
+	}
+	want := responseDigest(*answer, answer.Usage)
+	last := map[int]string{}
+	for _, r := range seen {
+		last[r.hook] = r.what
+	}
+	spans, sure := o.handlers(conv, from, func(s hookSpan) bool { return s.effect == "observe" })
+	for i, s := range spans {
+		got, saw := last[s.id]
+		delete(last, s.id)
+		switch {
+		case sure[i] && !saw:
+			return o.fail(broke(ruleResponseHooks, "%s settled generation %d with its answer at %d, which hook %d, registered throughout, never saw", by, w.ID, seq, s.id))
+		case sure[i] && got != want:
+			return o.fail(broke(ruleResponseHooks, "%s settled generation %d at %d with the answer %s; hook %d, registered throughout, saw last %s", by, w.ID, seq, want, s.id, got))
+		}
+	}
+	if len(last) > 0 {
+		ids := slices.Sorted(maps.Keys(last))
+		return o.fail(broke(ruleResponseHooks, "hook %d saw a response of generation %d, settled by %s at %d, though it cannot have run for conversation %d then", ids[0], w.ID, by, seq, conv))
+	}
+	return nil
 }
 
 // hookOn notes a hook registered now.

@@ -292,3 +292,58 @@ func TestRequestCarriesItsHooksNotes(t *testing.T) {
 		}
 	}
 }
+
+// A generation's settlement with its answer showed that answer, usage
+// included, last to every after_response hook registered throughout its
+// execute, and nothing to a hook that cannot have run for it; a hook
+// registered or removed during the execute may have seen anything.
+func TestResponsesAreShownToTheirHooks(t *testing.T) {
+	usage := &ai.Usage{Input: 10, Output: 2}
+	answer := ai.Message{Role: ai.RoleAssistant, Content: ai.Blocks(ai.Text("done")), StopReason: ai.StopStop, Usage: usage}
+	earlier := ai.Message{Role: ai.RoleAssistant, Content: ai.Blocks(), StopReason: ai.StopError, Usage: usage}
+	type sight struct {
+		hook int
+		m    ai.Message
+		u    *ai.Usage
+	}
+	cases := []struct {
+		name   string
+		before []hookSpan // registered before the execute started
+		during []hookSpan // registered after it started
+		seen   []sight
+		broken bool
+	}{
+		{name: "seen by its hook", before: []hookSpan{{id: 1, conv: 1}}, seen: []sight{{1, answer, usage}}},
+		{name: "seen after an earlier attempt", before: []hookSpan{{id: 1}}, seen: []sight{{1, earlier, usage}, {1, answer, usage}}},
+		{name: "never seen", before: []hookSpan{{id: 1, conv: 1}}, broken: true},
+		{name: "seen last an earlier attempt", before: []hookSpan{{id: 1}}, seen: []sight{{1, answer, usage}, {1, earlier, usage}}, broken: true},
+		{name: "seen without its usage", before: []hookSpan{{id: 1}}, seen: []sight{{1, answer, nil}}, broken: true},
+		{name: "unseen by a hook registered during it", during: []hookSpan{{id: 2, conv: 1}}},
+		{name: "seen by a hook of the fork", before: []hookSpan{{id: 1, conv: 1}, {id: 3, conv: 3}}, seen: []sight{{1, answer, usage}, {3, answer, usage}}, broken: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := hookedOracle()
+			o.kinds[9], o.convs[9] = agent.GenerationKindName, 1
+			for _, s := range tc.before {
+				s.effect = "observe"
+				o.hookOn(s)
+			}
+			inv := core.Invocation{Task: 9, ConversationID: 1, Method: core.MethodExecute}
+			_ = o.invocation(inv, false)
+			for _, s := range tc.during {
+				s.effect = "observe"
+				o.hookOn(s)
+			}
+			for _, s := range tc.seen {
+				o.responseSeen(s.hook, agent.AfterResponseInput{ConversationID: 1, Response: s.m, Usage: s.u})
+			}
+			w := storage.Write{Type: storage.WriteSettle, ID: 9, Status: "done"}
+			b := storage.CommitBatch{Writes: []storage.Write{{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 30, ConversationID: 1, Kind: "assistant", Model: []ai.Message{answer}}}, w}}
+			holdsOrBreaks(t, o.hookResponse(inv, true, w, b, "a test", 31), ruleResponseHooks, tc.broken)
+			if len(o.hooks.seen[1]) != 0 {
+				t.Errorf("the conversation's sights outlive its settlement: %v", o.hooks.seen[1])
+			}
+		})
+	}
+}

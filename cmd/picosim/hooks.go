@@ -16,7 +16,8 @@ import (
 )
 
 // Hooks a program's host registers (hook and unhook lines, §8.7): scoped
-// handlers of system_instructions and before_tool, harness-wide or for one
+// handlers of system_instructions, before_tool, before_request,
+// before_collapse and after_response, harness-wide or for one
 // conversation and, with subtree, the conversations it owns. The hook
 // rule (hookrule.go) holds what each generation told its model, and each
 // tool call's block, to the hooks that applied to it.
@@ -116,8 +117,9 @@ func (e *env) openHooks(ctx context.Context) error {
 }
 
 // closeHooks notes that the harness the hooks were registered with is
-// gone.
+// gone, and with it what its after_response handlers saw.
 func (e *env) closeHooks() {
+	clear(e.oracle.hooks.seen)
 	for _, h := range e.hooks {
 		if h.off != nil {
 			h.off = nil
@@ -150,6 +152,11 @@ func (e *env) register(ctx context.Context, h *hostHook) error {
 			req := in.Request
 			req.Messages = append(slices.Clip(req.Messages), hookNote(h.id))
 			return agent.BeforeRequestOutput{Request: &req}, nil
+		}), opts)
+	case h.effect == "observe":
+		h.off = hooks.On(agent.GenerationKind, agent.HookAfterResponse, core.Hook(func(ctx context.Context, in agent.AfterResponseInput) (any, error) {
+			e.oracle.responseSeen(h.id, in)
+			return nil, nil
 		}), opts)
 	case collapseEffect(h.effect):
 		h.off = hooks.On(agent.CollapseKind, agent.HookBeforeCollapse, core.Hook(func(ctx context.Context, in agent.BeforeCollapseInput) (agent.BeforeCollapseOutput, error) {
@@ -208,7 +215,8 @@ const hookSeeds = 4
 // (each followed by a collapse); and now and then an unhook. Every other
 // such program begins with a child under a hook of the root's subtree and
 // one of its own, and every other with two or three before_collapse hooks
-// deciding a collapse of the root.
+// deciding a collapse of the root; half have after_response hooks too
+// (drawObservers).
 func drawHooks(p *program, seed uint64) {
 	if seed%hookSeeds != 2 {
 		return
@@ -302,5 +310,21 @@ func drawHooks(p *program, seed uint64) {
 	}
 	if !slices.ContainsFunc(p.lines, func(l progLine) bool { return l.op == "respond" && l.args[0] == "calls" }) {
 		p.lines = append([]progLine{{op: "respond", args: []string{"calls", "a,work:ok"}}}, p.lines...)
+	}
+	drawObservers(p, seed)
+}
+
+// drawObservers has half the hook programs register one or two
+// after_response hooks at random places, on the session or on the root
+// (with its subtree, which reaches its subagents, half the time), from a
+// generator of their own so that drawHooks's draws stay as they were.
+func drawObservers(p *program, seed uint64) {
+	rng := seededRNG(seed, "observers")
+	if rng.IntN(2) == 0 {
+		return
+	}
+	for range 1 + rng.IntN(2) {
+		args := [][]string{{"session", "observe"}, {"c0", "observe"}, {"c0", "observe", "subtree"}}[rng.IntN(3)]
+		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), progLine{op: "hook", args: args})
 	}
 }

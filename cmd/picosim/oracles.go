@@ -517,6 +517,11 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 						return err
 					}
 				}
+				if o.kinds[w.ID] == agent.GenerationKindName {
+					if err := o.hookResponse(inv, ok, w, b, by, seq); err != nil {
+						return err
+					}
+				}
 				if err := o.summaryBoundary(w, b, by, seq); err != nil {
 					return err
 				}
@@ -1098,6 +1103,9 @@ func (o *oracle) invocation(inv core.Invocation, returned bool) error {
 	o.active[inv.Task] = inv.Method
 	o.hooks.tick++
 	o.hooks.invokedAt[inv.Task] = o.hooks.tick
+	if inv.Method == core.MethodExecute && o.kinds[inv.Task] == agent.GenerationKindName {
+		delete(o.hooks.seen, inv.ConversationID)
+	}
 	if job, waits := o.waitsFor[inv.Task]; waits && o.settled[job] && o.now != nil && (inv.Method == core.MethodExecute || inv.Method == core.MethodRecover) {
 		o.startedAt[inv.Task] = o.now()
 	}

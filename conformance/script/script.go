@@ -379,7 +379,8 @@ var (
 // instruct decline a collapse, supply its summary, or give the summarizer
 // instructions of the hook's (before_collapse); request adds a user
 // message of the hook's to the end of a generation's request
-// (before_request).
+// (before_request); observe notes each response a generation's model gave
+// (after_response).
 //
 //	hook TARGET EFFECT [subtree]
 //	unhook N
@@ -391,7 +392,7 @@ var (
 // section and describes its tool after itself. unhook N removes the Nth of
 // the hooks still registered, taken modulo how many. Hooks are the host
 // process's: a reopened session has its host register them again.
-var HookEffects = []string{"section", "drop", "describe", "block", "decline", "summary", "instruct", "request"}
+var HookEffects = []string{"section", "drop", "describe", "block", "decline", "summary", "instruct", "request", "observe"}
 
 // HookNamesTool reports whether a hook effect names a tool.
 func HookNamesTool(effect string) bool {

@@ -243,7 +243,13 @@ func (k generationKind) beforeRequest(ctx context.Context, rt *core.TaskRuntime,
 }
 
 func (k generationKind) afterResponse(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, m *ai.Message) {
+	if plant.On("after-response-skips-calls") && len(m.ToolCalls()) > 0 {
+		return
+	}
 	in := AfterResponseInput{ConversationID: task.ConversationID, Response: *m, Usage: m.Usage}
+	if plant.On("after-response-no-usage") {
+		in.Usage = nil
+	}
 	outs, _ := rt.RunHooks(ctx, generationHooks, HookAfterResponse, in)
 	for _, o := range outs {
 		if o.Err != nil {

@@ -239,6 +239,10 @@ package plant
 //     to the spend limit.
 //   - usage-totals-cost-not-summed (core/agent/models.go): the usage
 //     totals' cost is the newest row's, not the sum of the rows'.
+//   - after-response-skips-calls (core/agent/generation.go): an answer
+//     that calls tools is not shown to the after_response handlers.
+//   - after-response-no-usage (core/agent/generation.go): the
+//     after_response handlers are shown no usage.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -310,6 +314,7 @@ var names = []string{
 	"sqlite-clear-spares-inherited", "memory-window-ignores-before",
 	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one", "budget-output-off-by-one", "budget-wall-clock-restarts", "budget-wall-clock-at-limit",
 	"budget-spend-output-only", "budget-spend-retries-free", "usage-totals-cost-not-summed",
+	"after-response-skips-calls", "after-response-no-usage",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
