@@ -19,8 +19,9 @@ import (
 // handlers of system_instructions, before_tool, before_request,
 // before_collapse and after_response, harness-wide or for one
 // conversation and, with subtree, the conversations it owns. The hook
-// rule (hookrule.go) holds what each generation told its model, and each
-// tool call's block, to the hooks that applied to it.
+// rules (hookrule.go) hold what each generation told its model and each
+// response it showed, each tool call's block and each collapse's
+// decision, to the hooks that applied to it.
 
 // hostHook is a hook a hook line registered: what its handler does and
 // where it applies. Registration is the host process's: a reopened

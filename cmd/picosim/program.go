@@ -59,7 +59,7 @@ import (
 // the unit of price=, the faux provider's price of a cached token
 // (fauxPrice). boundary SOURCE ID [PROVIDER[:EVENT]] delivers a provider's
 // lifecycle event (Claude's session start unless it names another).
-// hook TARGET section|drop:TOOL|describe:TOOL|block:TOOL [subtree]
+// hook TARGET EFFECT [subtree] (EFFECT one of script.HookEffects)
 // registers a hook (hooks.go; TARGET session, a conversation, or cN/child,
 // the newest child a call of cN made) and unhook N removes one.
 //
