@@ -90,11 +90,12 @@ func (s *argsSchema) validate(args json.RawMessage) error {
 var schemaPrinter = message.NewPrinter(language.English)
 
 // collectFailures lists every failing keyword under e with its location as
-// a JSON pointer into the arguments; a schema or a $ref that failed only
-// because something inside it did says nothing of its own.
+// a JSON pointer into the arguments; a schema, a $ref or a group of
+// failures at one location that failed only because something inside it
+// did says nothing of its own.
 func collectFailures(e *jsonschema.ValidationError, out *[]string) {
 	switch e.ErrorKind.(type) {
-	case *kind.Schema, *kind.Reference:
+	case *kind.Schema, *kind.Reference, *kind.Group:
 	default:
 		*out = append(*out, fmt.Sprintf("at %s: %s", jsonPointer(e.InstanceLocation), e.ErrorKind.LocalizedString(schemaPrinter)))
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,6 +78,13 @@ func newToolRegistry(tools []Tool) (*toolRegistry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("agent: tool %q: %w", name, err)
 		}
+		// Compacted, the parameters a request offers are byte for byte
+		// those a context read back from storage offers.
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, t.Definition.Parameters); err != nil {
+			return nil, fmt.Errorf("agent: tool %q: parameters are not JSON: %w", name, err)
+		}
+		t.Definition.Parameters = compact.Bytes()
 		r.byName[name] = t
 		r.schemas[name] = compiled
 		r.order = append(r.order, name)

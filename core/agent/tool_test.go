@@ -532,6 +532,51 @@ func TestToolArgumentsAreCheckedAgainstTheWholeSchema(t *testing.T) {
 	}
 }
 
+// The error a refused call reads names each failing location once, in
+// order, and nothing for the array or object that failed only because a
+// member of it did: "validation failed" at /items would tell the model
+// nothing the item's own failure does not.
+func TestAnInvalidArgumentsErrorNamesEachFailureOnceInOrder(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		strict := toolFunc("strict", func(context.Context, json.RawMessage, *agent.ToolOutput, *agent.ToolRuntime) error { return nil })
+		strict.Definition.Parameters = json.RawMessage(`{"type":"object","additionalProperties":false,
+			"properties":{"items":{"type":"array","items":{"type":"integer"},"maxItems":2},"a/b~c":{"type":"integer"}}}`)
+		a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{strict}})
+		a.faux.SetResponses(faux.Reply(faux.ToolCall("c1", "strict", `{"items":[1,"x",3],"a/b~c":"s","z":1}`)).WithStop(ai.StopToolUse), answer("ok"))
+		c := a.h.Root()
+		must(c.Prompt(ctx, userText("go"), agent.AcceptOptions{}))
+		want := "invalid arguments for strict: at /: additional properties 'z' not allowed; at /a~1b~0c: got string, want integer; " +
+			"at /items/1: got string, want integer; at /items: maxItems: got 3, want 2"
+		if got := resultText(a.toolResults(ctx, c.ID)["c1"]); got != want {
+			t.Fatalf("result = %q\nwant     %q", got, want)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
+
+// A tool's parameters are offered compacted: the bytes a live session's
+// request carries are those a context read back from storage carries, so
+// a reopened session asks its model exactly what the old one did.
+func TestAToolsParametersAreOfferedCompacted(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		spaced := echoTool("spaced")
+		spaced.Definition.Parameters = json.RawMessage("{ \"type\": \"object\",\n  \"properties\": { \"v\": { \"type\": \"string\" } } }")
+		a := openAgent(t, ctx, s, agentOptions{tools: []agent.Tool{spaced}})
+		a.faux.SetResponses(answer("ok"))
+		must(a.h.Root().Prompt(ctx, userText("go"), agent.AcceptOptions{}))
+		const want = `{"type":"object","properties":{"v":{"type":"string"}}}`
+		for _, tool := range a.faux.Requests()[0].Tools {
+			if tool.Name == "spaced" && string(tool.Parameters) != want {
+				t.Fatalf("offered parameters %s; want %s", tool.Parameters, want)
+			}
+		}
+		if got := a.h.Tools([]string{"spaced"}); len(got) != 1 || string(got[0].Parameters) != want {
+			t.Fatalf("Tools = %v; want the compacted parameters %s", got, want)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
+
 // A tool whose parameters do not compile is refused when the harness
 // opens, naming the tool; a schema may not load anything from outside
 // itself.
