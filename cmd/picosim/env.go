@@ -246,6 +246,9 @@ func (e *env) open(ctx context.Context) error {
 		if e.program().spillCalls() {
 			tools = append(tools, e.spillTool("spill-head"), e.spillTool("spill-tail"))
 		}
+		if e.program().typedCalls() {
+			tools = append(tools, e.typedToolFor())
+		}
 	}
 	if shell {
 		if e.proc == nil {

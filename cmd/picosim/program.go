@@ -337,6 +337,7 @@ func drawProgram(seed uint64) *program {
 	drawPrices(p, seed)
 	drawProviders(p, seed)
 	drawSpills(p, seed)
+	drawTypedCalls(p, seed)
 	drawCollapseSettings(p, seed)
 	drawDeletes(p, seed)
 	drawChildAborts(p, seed)
@@ -1023,6 +1024,8 @@ func (g *programRun) response(l progLine) answer {
 				recipe, fail := strings.CutSuffix(c.arg, ":fail")
 				raw, _ := json.Marshal(spillArgs{Recipe: atoi(recipe), Fail: fail})
 				args = string(raw)
+			case typedTool:
+				args = typedArgs(atoi(c.arg))
 			case agent.SubagentToolName:
 				switch command {
 				case "run", "spawn":

@@ -13,6 +13,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/pico-go/pico/internal/plant"
 )
 
 // argsSchema is a tool's parameters compiled by a maintained JSON Schema
@@ -82,6 +84,9 @@ func (s *argsSchema) validate(args json.RawMessage) error {
 	}
 	var found []string
 	collectFailures(ve, &found)
+	if plant.On("args-first-failure-only") {
+		found = found[:1]
+	}
 	slices.Sort(found) // property order is a map's: keep the text deterministic
 	return errors.New(strings.Join(slices.Compact(found), "; "))
 }
@@ -111,6 +116,10 @@ func jsonPointer(tokens []string) string {
 	}
 	var b strings.Builder
 	for _, t := range tokens {
+		if plant.On("args-pointer-unescaped") {
+			b.WriteString("/" + t)
+			continue
+		}
 		b.WriteString("/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
 	}
 	return b.String()

@@ -243,6 +243,10 @@ package plant
 //     that calls tools is not shown to the after_response handlers.
 //   - after-response-no-usage (core/agent/generation.go): the
 //     after_response handlers are shown no usage.
+//   - args-first-failure-only (core/agent/schema.go): a call refused for
+//     its arguments is told only the first failing location.
+//   - args-pointer-unescaped (core/agent/schema.go): a failing location's
+//     JSON pointer leaves "~" and "/" in member names unescaped.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -315,6 +319,7 @@ var names = []string{
 	"sqlite-list-backward-oldest", "budget-turns-off-by-one", "budget-turns-refused-early", "budget-retries-free", "budget-tool-calls-off-by-one", "budget-output-off-by-one", "budget-wall-clock-restarts", "budget-wall-clock-at-limit",
 	"budget-spend-output-only", "budget-spend-retries-free", "usage-totals-cost-not-summed",
 	"after-response-skips-calls", "after-response-no-usage",
+	"args-first-failure-only", "args-pointer-unescaped",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
