@@ -123,7 +123,7 @@ func (c *config) spawnIn(tx *core.Tx, parent, owner, before storage.ID, opts Spa
 		to.Scope.ID = child
 		tx.SetValue(to, sv.Value)
 	}
-	if opts.Context == SpawnInherit {
+	if opts.Context == SpawnInherit || plant.On("spawn-fresh-inherits") {
 		msgs, through, err := inheritedContext(tx, parent, before)
 		if err != nil {
 			return 0, 0, err
@@ -147,7 +147,7 @@ var lastInputValue = storage.ConversationValue[storage.ID]("pi.subagent.lastInpu
 
 // inheritedContext is the parent's context before entry before (0: all of
 // it), cut back to its last complete exchange, as request messages
-// without the system entries.
+// without the system entries (§8.5).
 func inheritedContext(tx *core.Tx, parent, before storage.ID) ([]ai.Message, storage.ID, error) {
 	cx, err := tx.DerivedContext(parent)
 	if err != nil {
@@ -159,8 +159,11 @@ func inheritedContext(tx *core.Tx, parent, before storage.ID) ([]ai.Message, sto
 			entries = entries[:i]
 		}
 	}
-	// An exchange whose calls are not all answered is not complete: cut
-	// before its assistant.
+	// The exchange in flight, the newest answer whose calls are not all
+	// answered, is not complete: cut before its assistant. Older answers
+	// are complete, or were cut by a fork, which a request repairs (§3.2);
+	// an answer that failed or was aborted is no exchange: its calls never
+	// run (§2.2), and a request leaves it out.
 	answered := map[string]bool{}
 	for _, ce := range entries {
 		if ce.Entry.Kind == core.ToolResultKind.Kind() {
@@ -172,13 +175,17 @@ func inheritedContext(tx *core.Tx, parent, before storage.ID) ([]ai.Message, sto
 		if len(m) == 0 || m[0].Role != ai.RoleAssistant {
 			continue
 		}
+		if stop := m[0].StopReason; (stop == ai.StopError || stop == ai.StopAborted) && !plant.On("inherit-cut-at-failed-answer") {
+			continue
+		}
 		if slices.ContainsFunc(m[0].ToolCalls(), func(b ai.Block) bool { return !answered[b.ID] }) {
 			entries = entries[:i]
 		}
+		break
 	}
 	var kept []core.ContextEntry
 	for _, ce := range entries {
-		if ce.Entry.Kind != core.SystemKind.Kind() {
+		if ce.Entry.Kind != core.SystemKind.Kind() || plant.On("inherit-keeps-system") {
 			kept = append(kept, ce)
 		}
 	}

@@ -577,6 +577,53 @@ func TestHostSpawnInitializesTheChild(t *testing.T) {
 	})
 }
 
+// An inherited context is cut only at the exchange in flight: an answer
+// that failed with a call in it is no exchange (§2.2) and cuts nothing, and
+// an exchange a fork cut short is repaired as a request repairs it (§3.2)
+// rather than cutting what came after it.
+func TestAnInheritedContextIsCutOnlyAtTheExchangeInFlight(t *testing.T) {
+	roles := func(a *loop, ctx context.Context, child storage.ID) []string {
+		var out []string
+		for _, e := range must(a.h.GetEntries(ctx, a.entriesOf(ctx, child, core.HandoffKind.Kind()))) {
+			for _, m := range e.Model {
+				out = append(out, string(m.Role)+":"+m.Content.TextOf())
+			}
+		}
+		return out
+	}
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		c := a.h.Root()
+		a.turns(ctx, c, "one")
+		a.faux.AppendResponses(faux.Reply(faux.ToolCall("lost", "a", `{"v":"a"}`)).WithStop(ai.StopError).WithError("the provider refused"))
+		_, _ = c.Prompt(ctx, userText("two"), agent.AcceptOptions{})
+		a.turns(ctx, c, "three")
+		a.faux.AppendResponses(turnAnswer("child answer"))
+		child, _ := genMust2(c.Spawn(ctx, agent.SpawnOptions{Prompt: userText("go on"), Context: agent.SpawnInherit}))
+		want := []string{"user:one", "assistant:re: one", "user:two", "user:three", "assistant:re: three"}
+		if diff := cmp.Diff(want, roles(a, ctx, child)); diff != "" {
+			t.Fatalf("inherited past a failed answer (-want +got):\n%s", diff)
+		}
+		must(0, a.h.Close(ctx))
+	})
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		c := a.h.Root()
+		a.faux.AppendResponses(calling(faux.ToolCall("x", "a", `{"v":"a"}`)), turnAnswer("re: one"))
+		must(c.Prompt(ctx, userText("one"), agent.AcceptOptions{}))
+		call := a.entriesOf(ctx, c.ID, core.AssistantKind.Kind())[0]
+		fork := must(c.Fork(ctx, call, core.ForkOptions{}))
+		a.turns(ctx, fork, "two")
+		a.faux.AppendResponses(turnAnswer("child answer"))
+		child, _ := genMust2(fork.Spawn(ctx, agent.SpawnOptions{Prompt: userText("go on"), Context: agent.SpawnInherit}))
+		want := []string{"user:one", "assistant:", "toolResult:No result provided", "user:two", "assistant:re: two"}
+		if diff := cmp.Diff(want, roles(a, ctx, child)); diff != "" {
+			t.Fatalf("inherited from a fork cut mid-exchange (-want +got):\n%s", diff)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
+
 // A hook registered on a child applies to it and not to its parent; one
 // registered on the parent with Subtree reaches the child (§8.7).
 func TestHooksScopedToAChild(t *testing.T) {

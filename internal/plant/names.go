@@ -247,6 +247,13 @@ package plant
 //     its arguments is told only the first failing location.
 //   - args-pointer-unescaped (core/agent/schema.go): a failing location's
 //     JSON pointer leaves "~" and "/" in member names unescaped.
+//   - inherit-cut-at-failed-answer (core/agent/subagent.go): an inherited
+//     context is cut at a failed or aborted answer with calls, as if it
+//     were the exchange in flight.
+//   - inherit-keeps-system (core/agent/subagent.go): an inherited context
+//     keeps the parent's system entries.
+//   - spawn-fresh-inherits (core/agent/subagent.go): a child spawned fresh
+//     inherits its parent's context.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -320,6 +327,7 @@ var names = []string{
 	"budget-spend-output-only", "budget-spend-retries-free", "usage-totals-cost-not-summed",
 	"after-response-skips-calls", "after-response-no-usage",
 	"args-first-failure-only", "args-pointer-unescaped",
+	"inherit-cut-at-failed-answer", "inherit-keeps-system", "spawn-fresh-inherits",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
