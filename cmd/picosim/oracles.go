@@ -168,6 +168,8 @@ type oracle struct {
 	tools      map[storage.ID]string          // tool task → its call's tool
 	spills     map[storage.ID]spillCall       // spill tool task → its call (spill.go)
 	typedAt    map[storage.ID][]string        // typed tool task → where its arguments fail (argsrule.go)
+	launches   map[storage.ID]spawnIntent     // subagent run or spawn task → how it makes its child (inheritrule.go)
+	hostSpawn  spawnIntent                    // the host's spawn under way, if any
 	subagents  subagentWatch                  // the subagent tool's calls and children (subagentrule.go)
 	settings   map[settingKey][]settingWrite  // conversations' collapse settings as written (keeprule.go)
 	// manualKeep is the keepRecent a host's manual collapse passes while
@@ -222,7 +224,7 @@ func newOracle() *oracle {
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
-		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
+		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
 		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}}
@@ -481,6 +483,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 	if err := o.cutChecked(b, r, by); err != nil {
 		return err
 	}
+	if err := o.inheritChecked(inv, ok, b, r, by); err != nil {
+		return err
+	}
 	if b.Kind == storage.BatchScratch && o.settled[b.Task] {
 		return o.fail(broke(ruleSettledTask, "%s wrote scratch of task %d, settled earlier, at %d", by, b.Task, r.First))
 	}
@@ -597,6 +602,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				o.tools[w.Task.ID] = call.Call.Name
 				o.subagentMade(w.Task.ID, call.Call, seq)
 				o.typedCall(w.Task.ID, call.Call)
+				o.subagentLaunch(w.Task.ID, call, w.Task.ConversationID)
 				var spill spillArgs
 				if _, ok := spillTools[call.Call.Name]; ok && json.Unmarshal(call.Call.Arguments, &spill) == nil {
 					o.spills[w.Task.ID] = spillCall{tool: call.Call.Name, args: spill}

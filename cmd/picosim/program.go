@@ -338,6 +338,7 @@ func drawProgram(seed uint64) *program {
 	drawProviders(p, seed)
 	drawSpills(p, seed)
 	drawTypedCalls(p, seed)
+	drawInherits(p, seed)
 	drawCollapseSettings(p, seed)
 	drawDeletes(p, seed)
 	drawChildAborts(p, seed)
@@ -1005,7 +1006,8 @@ func (g *programRun) response(l progLine) answer {
 		tool, arg, _ := strings.Cut(name, ":")
 		calls = append(calls, call{fmt.Sprintf("call-%d", g.calls), tool, arg})
 		own := !strings.HasSuffix(arg, ":other")
-		a.child = a.child || own && tool == agent.SubagentToolName && arg != "run" && arg != "spawn"
+		cmd := strings.TrimSuffix(arg, ":inherit")
+		a.child = a.child || own && tool == agent.SubagentToolName && cmd != "run" && cmd != "spawn"
 		a.job = a.job || own && tool == agent.JobToolName
 		a.otherJob = a.otherJob || !own && tool == agent.JobToolName
 	}
@@ -1017,6 +1019,7 @@ func (g *programRun) response(l progLine) answer {
 		for _, c := range calls {
 			args := "{}"
 			command, other := strings.CutSuffix(c.arg, ":other")
+			command, inherit := strings.CutSuffix(command, ":inherit")
 			switch c.tool {
 			case "work":
 				args = fmt.Sprintf(`{"do":%q}`, c.arg)
@@ -1030,6 +1033,9 @@ func (g *programRun) response(l progLine) answer {
 				switch command {
 				case "run", "spawn":
 					args = fmt.Sprintf(`{"command":%q,"prompt":"look into it"}`, command)
+					if inherit {
+						args = fmt.Sprintf(`{"command":%q,"prompt":"look into it","context":"inherit"}`, command)
+					}
 				default:
 					args = fmt.Sprintf(`{"command":%q,"id":%d,"text":"go on"}`, command, g.e.oracle.child(asker, other))
 				}
@@ -1315,7 +1321,13 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		child, input, err := c.Spawn(ctx, agent.SpawnOptions{Prompt: ai.PlainText(l.args[1])})
+		opts := agent.SpawnOptions{Prompt: ai.PlainText(l.args[1])}
+		if len(l.args) == 3 {
+			opts.Context = agent.SpawnContext(l.args[2])
+		}
+		e.oracle.hostSpawns(g.conv(l.args[0]), opts.Context)
+		child, input, err := c.Spawn(ctx, opts)
+		e.oracle.hostSpawns(0, "")
 		if err == nil {
 			g.convs = append(g.convs, child)
 			e.remember(child, input)

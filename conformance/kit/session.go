@@ -637,7 +637,11 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 		if err != nil {
 			return nil, "", err
 		}
-		child, input, err := c.Spawn(ctx, agent.SpawnOptions{Prompt: ai.PlainText(args[1])})
+		opts := agent.SpawnOptions{Prompt: ai.PlainText(args[1])}
+		if len(args) == 3 {
+			opts.Context = agent.SpawnContext(args[2]) // fresh or inherit
+		}
+		child, input, err := c.Spawn(ctx, opts)
 		if err != nil {
 			return nil, "", err
 		}

@@ -95,7 +95,7 @@ var Arity = map[string][2]int{
 	"wait-job":      {1, 1},
 	"drive-for":     {2, 2},
 	"process":       {2, 1000},
-	"spawn":         {2, 2},
+	"spawn":         {2, 3},
 	"boundary":      {2, 3},
 	"entry":         {2, 2},
 	"edit":          {3, 3},
