@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -330,12 +331,12 @@ func (h *Harness) Conversations(ctx context.Context, f ConversationFilter) (stor
 		}
 		readAt = p.ReadAt
 		items := p.Items
-		if backward {
+		if backward && !plant.On("independent-backward-unreversed") {
 			items = slices.Clone(items)
 			slices.Reverse(items)
 		}
 		for _, c := range items {
-			if c.Owner == 0 && len(found) <= f.Limit {
+			if c.Owner == 0 && (len(found) <= f.Limit && !plant.On("independent-page-never-continues") || len(found) < f.Limit) {
 				found = append(found, c)
 			}
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -15,7 +17,10 @@ import (
 // whole list, each conversation's forks (ScanConversations by Parent),
 // the conversations its tasks own (by OwnedFrom: an owner task of that
 // conversation), and each deleted one is gone for GetConversations too.
-// It is checked after every delete a program makes, and at a run's end.
+// It is checked after every delete a program makes, and at a run's end;
+// the harness's paged listing (Harness.Conversations, with the
+// conversations owned by nobody too) after every action of a program that
+// makes or deletes a conversation.
 
 // ruleConversations: the conversations listed are the rule's.
 const ruleConversations oracleRule = "conversations-by-the-rule"
@@ -29,6 +34,112 @@ func (o *oracle) conversationsChecked(ctx context.Context, store storage.Storage
 	}
 	return o.fail(broke(ruleConversations, "after %s: %s", after, problem))
 }
+
+// listingChecked holds the harness's conversation listing (Harness.
+// Conversations) to the rule, paged a few at a time both ways: the
+// conversations owned by nobody, each conversation's forks and those its
+// tasks own. Every page is ascending and, but for an empty listing's
+// only page, not empty; the pages follow on in their direction; the last
+// has no Next.
+func (o *oracle) listingChecked(ctx context.Context, list conversationLister, after string) error {
+	want := slices.SortedFunc(maps.Values(o.transcripts.convs), func(a, b storage.Conversation) int { return int(a.ID - b.ID) })
+	limit := 1 + len(want)%3
+	check := func(what string, f core.ConversationFilter, want []storage.Conversation) error {
+		for _, backward := range []bool{false, true} {
+			got, problem, err := pageAll(ctx, list, f, limit, backward)
+			if err != nil {
+				return err
+			}
+			if problem == "" && !sameConversations(got, want) {
+				problem = fmt.Sprintf("lists %s; its batches leave %s", describeConversations(got), describeConversations(want))
+			}
+			if problem != "" {
+				return o.fail(broke(ruleConversations, "after %s: the harness, paging %s %d at a time (backward %v), %s", after, what, limit, backward, problem))
+			}
+		}
+		return nil
+	}
+	var independent []storage.Conversation
+	for _, c := range want {
+		if c.Owner == 0 {
+			independent = append(independent, c)
+		}
+	}
+	if err := check("the conversations owned by nobody", core.ConversationFilter{Independent: true}, independent); err != nil {
+		return err
+	}
+	for _, c := range want {
+		var forks, owned []storage.Conversation
+		for _, x := range want {
+			if x.Parent != nil && x.Parent.ConversationID == c.ID {
+				forks = append(forks, x)
+			}
+			if x.Owner != 0 && o.convs[x.Owner] == c.ID {
+				owned = append(owned, x)
+			}
+		}
+		if err := check(fmt.Sprintf("conversation %d's forks", c.ID), core.ConversationFilter{Parent: c.ID}, forks); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("the conversations conversation %d's tasks own", c.ID), core.ConversationFilter{OwnedFrom: c.ID}, owned); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// conversationLister pages conversations as Harness.Conversations does.
+type conversationLister func(context.Context, core.ConversationFilter) (storage.Page[storage.Conversation], error)
+
+// pageAll reads every page of f, limit at a time, forward or backward,
+// and returns the conversations ascending, or what is wrong with the pages.
+func pageAll(ctx context.Context, list conversationLister, f core.ConversationFilter, limit int, backward bool) ([]storage.Conversation, string, error) {
+	f.Cursor = storage.Cursor{Limit: limit}
+	if backward {
+		f.Before = math.MaxInt64
+	}
+	var pages [][]storage.Conversation
+	for n := 0; ; n++ {
+		p, err := list(ctx, f)
+		if err != nil {
+			return nil, "", err
+		}
+		ids := make([]storage.ID, len(p.Items))
+		for i, c := range p.Items {
+			ids[i] = c.ID
+		}
+		switch {
+		case len(p.Items) > limit:
+			return nil, fmt.Sprintf("gave a page of %d", len(p.Items)), nil
+		case !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != len(ids):
+			return nil, fmt.Sprintf("gave the page %v, not ascending", ids), nil
+		case len(p.Items) == 0 && (n > 0 || p.Next != 0):
+			return nil, fmt.Sprintf("gave an empty page (page %d, next %d)", n+1, p.Next), nil
+		case len(pages) > 0 && len(p.Items) > 0 && (backward && p.Items[len(p.Items)-1].ID >= pages[len(pages)-1][0].ID ||
+			!backward && p.Items[0].ID <= last(pages[len(pages)-1]).ID):
+			return nil, fmt.Sprintf("gave the page %v, which does not follow on", ids), nil
+		}
+		pages = append(pages, p.Items)
+		if p.Next == 0 {
+			break
+		}
+		if n > 10_000 {
+			return nil, "never ends", nil
+		}
+		if backward {
+			f.Before = p.Next
+		} else {
+			f.After = p.Next
+		}
+	}
+	if backward {
+		slices.Reverse(pages)
+	}
+	return slices.Concat(pages...), "", nil
+}
+
+// last is the last of a non-empty slice.
+func last[T any](s []T) T { return s[len(s)-1] }
 
 // conversationsProblem compares store's conversation reads with the
 // conversations t holds, convOf naming each owner task's conversation; ""

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -87,5 +89,62 @@ func TestTheConversationRuleHoldsWhatTheSessionLists(t *testing.T) {
 	var oe *oracleError
 	if err := o.conversationsChecked(ctx, store, "the test"); !errors.As(err, &oe) || !strings.Contains(err.Error(), "own") {
 		t.Errorf("owned conversations listed under the wrong conversation: %v; want a violation", err)
+	}
+}
+
+// The harness's paged listing is held to the rule: a lister that pages
+// as it should passes, both ways, a few at a time; one whose pages never
+// continue, come unsorted, overlap, or leave an empty page before the end
+// breaks it.
+func TestThePagedListingIsHeldToTheRule(t *testing.T) {
+	ctx := context.Background()
+	o := newOracle()
+	convs := []storage.Conversation{{ID: 1}, {ID: 3, Parent: &storage.ParentRef{ConversationID: 1, At: 2}},
+		{ID: 6, Owner: 5}, {ID: 8}, {ID: 9, Parent: &storage.ParentRef{ConversationID: 1, At: 2}}}
+	for _, c := range convs {
+		o.transcripts.convs[c.ID] = c
+	}
+	o.convs[5] = 1
+	// pages lists as Harness.Conversations should, then lets bad spoil a page.
+	pages := func(bad string) conversationLister {
+		return func(_ context.Context, f core.ConversationFilter) (storage.Page[storage.Conversation], error) {
+			var match []storage.Conversation
+			for _, c := range convs {
+				lo, hi := f.Cursor.Bounds(0, 0)
+				if c.ID < lo || c.ID > hi {
+					continue
+				}
+				if f.Independent && c.Owner == 0 || f.Parent != 0 && c.Parent != nil && c.Parent.ConversationID == f.Parent ||
+					f.OwnedFrom != 0 && c.Owner != 0 && o.convs[c.Owner] == f.OwnedFrom {
+					match = append(match, c)
+				}
+			}
+			if f.Backward() {
+				slices.Reverse(match)
+			}
+			if len(match) > f.Limit+1 {
+				match = match[:f.Limit+1]
+			}
+			p := storage.NewPage(f.Cursor, 10, match, func(c storage.Conversation) storage.ID { return c.ID })
+			switch {
+			case bad == "never continues":
+				p.Next = 0
+			case bad == "unsorted" && len(p.Items) > 1:
+				p.Items[0], p.Items[1] = p.Items[1], p.Items[0]
+			case bad == "overlaps" && p.Next != 0 && !f.Backward():
+				p.Next--
+			case bad == "empty page" && p.Next == 0 && len(p.Items) > 0 && f.After == 0 && f.Before == 0:
+				p.Items, p.Next = []storage.Conversation{}, p.Items[0].ID-1
+			}
+			return p, nil
+		}
+	}
+	if err := o.listingChecked(ctx, pages(""), "the test"); err != nil {
+		t.Fatalf("a listing that pages as it should: %v", err)
+	}
+	for _, bad := range []string{"never continues", "unsorted", "overlaps", "empty page"} {
+		o := *o
+		o.first = nil
+		holdsOrBreaks(t, o.listingChecked(ctx, pages(bad), "the test"), ruleConversations, true)
 	}
 }

@@ -1067,6 +1067,8 @@ func (g *programRun) do(ctx context.Context, l progLine) error {
 	e := g.e
 	err := g.act(ctx, l)
 	switch {
+	case err == nil && (l.op == "fork" || l.op == "spawn" || l.op == "delete" || l.op == "boundary"):
+		return e.oracle.listingChecked(ctx, e.h.Conversations, l.String())
 	case err == nil:
 		return nil
 	case isSessionFault(err):

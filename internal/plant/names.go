@@ -254,6 +254,12 @@ package plant
 //     keeps the parent's system entries.
 //   - spawn-fresh-inherits (core/agent/subagent.go): a child spawned fresh
 //     inherits its parent's context.
+//   - independent-page-never-continues (core/harness.go, Conversations):
+//     a page of the conversations owned by nobody never says another
+//     follows.
+//   - independent-backward-unreversed (core/harness.go, Conversations): a
+//     backward page of the conversations owned by nobody takes the scan's
+//     pages in ascending order.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -328,6 +334,7 @@ var names = []string{
 	"after-response-skips-calls", "after-response-no-usage",
 	"args-first-failure-only", "args-pointer-unescaped",
 	"inherit-cut-at-failed-answer", "inherit-keeps-system", "spawn-fresh-inherits",
+	"independent-page-never-continues", "independent-backward-unreversed",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
