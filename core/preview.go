@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pico-go/pico/core/delta"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -207,6 +208,9 @@ func (h *Harness) Preview(ctx context.Context, task storage.ID) (v any, ok bool,
 			return err
 		}
 		v, ok = p.tr.Published(), true
+		if plant.On("preview-reads-unflushed") {
+			v = p.tr.State()
+		}
 		return nil
 	})
 	return v, ok, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -1231,12 +1232,14 @@ func (e *env) checkWatch(ctx context.Context, w *core.WatchHandle, conv storage.
 	}
 	return holdToCapture(e, ctx, fmt.Sprintf("the watch of conversation %d", conv), w.View,
 		func() (*core.ConversationView, error) {
+			last := e.h.Store().LastSeq()
 			fresh, err := e.h.Watch(ctx, conv, core.WatchOptions{Tail: tail})
 			if err != nil {
 				return nil, err
 			}
 			defer fresh.Unsubscribe()
-			return fresh.View(), nil
+			v := fresh.View()
+			return v, e.previewsAgree(ctx, v, last)
 		},
 		func(v *core.ConversationView) bool { return v.Faulted }, sameBytes,
 		func(want, got *core.ConversationView) string {
@@ -1245,6 +1248,42 @@ func (e *env) checkWatch(ctx context.Context, w *core.WatchHandle, conv storage.
 			}
 			return simtest.ViewDiff(want, got)
 		})
+}
+
+// previewsAgree holds Harness.Preview to a fresh capture v, taken with
+// last the store's last sequence: while nothing has committed since, every
+// preview v shows is the one Preview reads for its task. (A task whose
+// preview was never flushed shows none in a capture, while Preview builds
+// it from durable scratch.) A violation is the oracle's; the error is a
+// read's.
+func (e *env) previewsAgree(ctx context.Context, v *core.ConversationView, last storage.ID) error {
+	if v.Faulted {
+		return nil
+	}
+	for _, task := range slices.Sorted(maps.Keys(v.Previews)) {
+		got, ok, err := e.h.Preview(ctx, task)
+		if err != nil || e.h.Store().LastSeq() != last {
+			return err
+		}
+		if want := v.Previews[task]; !ok || !sameJSON(got, want) {
+			return e.oracle.fail(broke(ruleWatchFold, "Harness.Preview of task %d reads %s (has one: %v); a fresh capture of conversation %d shows %s",
+				task, previewText(got), ok, v.Conversation.ID, previewText(want)))
+		}
+	}
+	return nil
+}
+
+// sameJSON reports whether a and b encode alike, as a client sees them.
+func sameJSON(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// previewText is a preview as JSON, for a message.
+func previewText(v any) string {
+	raw, _ := json.Marshal(v)
+	return string(raw)
 }
 
 // holdToCapture is the loop both watch checks share. A capture fails

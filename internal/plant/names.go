@@ -260,6 +260,9 @@ package plant
 //   - independent-backward-unreversed (core/harness.go, Conversations): a
 //     backward page of the conversations owned by nobody takes the scan's
 //     pages in ascending order.
+//   - preview-reads-unflushed (core/preview.go): Harness.Preview reads a
+//     task's preview as its producer holds it mid-window, not as the last
+//     flush published it.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -334,7 +337,7 @@ var names = []string{
 	"after-response-skips-calls", "after-response-no-usage",
 	"args-first-failure-only", "args-pointer-unescaped",
 	"inherit-cut-at-failed-answer", "inherit-keeps-system", "spawn-fresh-inherits",
-	"independent-page-never-continues", "independent-backward-unreversed",
+	"independent-page-never-continues", "independent-backward-unreversed", "preview-reads-unflushed",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
