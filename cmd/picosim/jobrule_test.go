@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
@@ -63,5 +65,97 @@ func holdsOrBreaks(t *testing.T, err error, rule oracleRule, broken bool) {
 		t.Fatalf("got %v; want the rule %s broken", err, rule)
 	case !broken && err != nil:
 		t.Fatalf("got %v; want it to hold", err)
+	}
+}
+
+// A job keeps to its time: a run starts no earlier than due; a schedule's
+// next due time is the first grid time after a run's end, its runs one
+// more; it settles only killed; only catch-up skip, a whole interval late,
+// moves a due time, to the first grid time ahead.
+func TestAJobKeepsItsTime(t *testing.T) {
+	const due, every = 10_000, 1_000
+	state := func(st agent.JobState) json.RawMessage {
+		st.Cmd = "backup"
+		raw, _ := json.Marshal(st)
+		return raw
+	}
+	schedule := agent.JobState{Every: every, NotBefore: due}
+	type step struct {
+		at int64 // virtual ms
+		w  storage.Write
+	}
+	patch := func(status string, st agent.JobState) storage.Write {
+		return storage.Write{Type: storage.WritePatch, ID: 4, Status: status, State: state(st)}
+	}
+	running := func(st agent.JobState, at int64) storage.Write { st.StartedAt = at; return patch(agent.JobRunning, st) }
+	next := func(notBefore int64, runs int) storage.Write {
+		return patch(agent.JobPlanned, agent.JobState{Every: every, NotBefore: notBefore, Runs: runs})
+	}
+	settle := func(status string) storage.Write {
+		return storage.Write{Type: storage.WriteSettle, ID: 4, Status: status, State: state(schedule)}
+	}
+	cases := []struct {
+		name   string
+		job    agent.JobState
+		steps  []step
+		broken bool
+	}{
+		{name: "runs when due, next on the grid", job: schedule, steps: []step{{due, running(schedule, due)}, {due + 2_500, next(due+3_000, 1)}}},
+		{name: "runs early", job: schedule, steps: []step{{due - 1, running(schedule, due-1)}}, broken: true},
+		{name: "next off the grid", job: schedule, steps: []step{{due, running(schedule, due)}, {due + 2_500, next(due+3_500, 1)}}, broken: true},
+		{name: "next a slot too late", job: schedule, steps: []step{{due, running(schedule, due)}, {due + 2_500, next(due+4_000, 1)}}, broken: true},
+		{name: "runs not counted", job: schedule, steps: []step{{due, running(schedule, due)}, {due + 2_500, next(due+3_000, 0)}}, broken: true},
+		{name: "killed", job: schedule, steps: []step{{due, running(schedule, due)}, {due + 10, settle(agent.JobKilled)}}},
+		{name: "a schedule settles exited", job: schedule, steps: []step{{due, running(schedule, due)}, {due + 10, settle(agent.JobExited)}}, broken: true},
+		{name: "a one-off goes back to planned", job: agent.JobState{NotBefore: due}, steps: []step{{due, running(agent.JobState{NotBefore: due}, due)}, {due + 10, next(due+1_000, 1)}}, broken: true},
+		{name: "a first run keeps the grid from its start", job: agent.JobState{Every: every}, steps: []step{{due, running(agent.JobState{Every: every, NotBefore: due}, due)}}},
+		{name: "a first run keeps the grid from elsewhere", job: agent.JobState{Every: every}, steps: []step{{due, running(agent.JobState{Every: every, NotBefore: due - 5_000}, due)}}, broken: true},
+		{name: "skip moves on, a whole interval late", job: agent.JobState{Every: every, NotBefore: due, CatchUp: agent.CatchUpSkip},
+			steps: []step{{due + 2_300, patch("", agent.JobState{Every: every, NotBefore: due + 3_000, CatchUp: agent.CatchUpSkip})}}},
+		{name: "skip moves on too soon", job: agent.JobState{Every: every, NotBefore: due, CatchUp: agent.CatchUpSkip},
+			steps: []step{{due + 500, patch("", agent.JobState{Every: every, NotBefore: due + 1_000, CatchUp: agent.CatchUpSkip})}}, broken: true},
+		{name: "once moves on", job: schedule, steps: []step{{due + 2_300, patch("", agent.JobState{Every: every, NotBefore: due + 3_000})}}, broken: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOracle()
+			var now int64
+			o.now = func() time.Time { return time.UnixMilli(now) }
+			created := main1(storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: 4, ConversationID: 1, Kind: agent.JobKindName, Status: agent.JobPlanned, State: state(tc.job)}})
+			if err := o.commit(core.Invocation{}, false, storage.Range{First: 1, Last: 1}, created); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			for i, s := range tc.steps {
+				now = s.at
+				if err = o.jobTimed(s.w, "a test", storage.ID(10+i)); err != nil {
+					break
+				}
+			}
+			holdsOrBreaks(t, err, ruleSchedule, tc.broken)
+		})
+	}
+}
+
+// The shell programs of every scheduleSeeds-th seed start schedules, and
+// they parse back; no other program does.
+func TestSchedulesAreDrawnForTheirSeeds(t *testing.T) {
+	drawn := 0
+	for seed := uint64(1); seed <= 60; seed++ {
+		p := drawProgram(seed)
+		text := p.String()
+		has := strings.Contains(text, " every=")
+		if want := p.shell && seed%scheduleSeeds == 2; has != want {
+			t.Fatalf("seed %d: schedules %v; want %v:\n%s", seed, has, want, text)
+		}
+		if back, err := parseProgram(text); err != nil || back.String() != text {
+			t.Fatalf("seed %d: the program does not parse back (%v):\n%s", seed, err, text)
+		}
+		if has {
+			drawn++
+		}
+	}
+	if drawn == 0 {
+		t.Fatal("no program in 60 seeds starts a schedule")
 	}
 }

@@ -171,6 +171,7 @@ type oracle struct {
 	typedAt    map[storage.ID][]string        // typed tool task → where its arguments fail (argsrule.go)
 	launches   map[storage.ID]spawnIntent     // subagent run or spawn task → how it makes its child (inheritrule.go)
 	hostSpawn  spawnIntent                    // the host's spawn under way, if any
+	jobTimes   map[storage.ID]*jobTime        // job → its schedule as followed (jobrule.go)
 	subagents  subagentWatch                  // the subagent tool's calls and children (subagentrule.go)
 	settings   map[settingKey][]settingWrite  // conversations' collapse settings as written (keeprule.go)
 	// manualKeep is the keepRecent a host's manual collapse passes while
@@ -225,7 +226,7 @@ func newOracle() *oracle {
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
-		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
+		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
 		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
 		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}}
@@ -343,6 +344,7 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		// A commit that failed as the process stopped may have created,
 		// settled or marked it.
 		o.background[t.ID] = t.Background
+		o.jobMade(t) // as the store has it: a due time is on the grid
 		o.settled[t.ID] = o.settled[t.ID] || !t.Live()
 		o.marked[t.ID] = o.marked[t.ID] || t.Abort
 	}
@@ -568,6 +570,11 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 					}
 				}
 			}
+			if o.kinds[w.ID] == agent.JobKindName {
+				if err := o.jobTimed(w, by, seq); err != nil {
+					return err
+				}
+			}
 			if o.kinds[w.ID] == agent.ToolKindName {
 				if err := o.hookCall(inv, ok, w, by, seq); err != nil {
 					return err
@@ -595,6 +602,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 			o.kinds[w.Task.ID], o.convs[w.Task.ID] = w.Task.Kind, w.Task.ConversationID
 			o.background[w.Task.ID] = w.Task.Background
+			o.jobMade(w.Task)
 			if err := o.hookTask(inv, ok, w.Task, by, seq); err != nil {
 				return err
 			}

@@ -339,6 +339,7 @@ func drawProgram(seed uint64) *program {
 	drawSpills(p, seed)
 	drawTypedCalls(p, seed)
 	drawInherits(p, seed)
+	drawSchedules(p, seed)
 	drawCollapseSettings(p, seed)
 	drawDeletes(p, seed)
 	drawChildAborts(p, seed)
@@ -1362,7 +1363,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		_, err = c.StartJob(ctx, agent.JobSpec{Cmd: l.args[0]})
+		_, err = c.StartJob(ctx, kit.JobSpec(l.args, e.s.Runtime().Now()))
 		return err
 	}
 	return fmt.Errorf("unknown op %q", l.op)

@@ -566,16 +566,7 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 		if err != nil {
 			return nil, "", err
 		}
-		spec := agent.JobSpec{Cmd: args[0]}
-		for _, a := range args[1:] {
-			if ms, ok := strings.CutPrefix(a, "every="); ok {
-				n, _ := strconv.Atoi(ms)
-				spec.Every = time.Duration(n) * time.Millisecond
-			} else if a == "rerun" {
-				spec.RerunSafe = true
-			}
-		}
-		id, err := c.StartJob(ctx, spec)
+		id, err := c.StartJob(ctx, JobSpec(args, se.h.Runtime().Now()))
 		if err != nil {
 			return nil, "", err
 		}
@@ -806,4 +797,15 @@ func HostState(ctx context.Context, scope core.StateScope, op string, args []str
 	}
 	n, _ := strconv.Atoi(args[4])
 	return "", l.Remove(ctx, elems[script.Nth(n, len(elems))].ID)
+}
+
+// JobSpec is the spec a job line's arguments (script.JobOf, which checked
+// them) start at now.
+func JobSpec(args []string, now time.Time) agent.JobSpec {
+	j, _ := script.JobOf(script.Line{Op: "job", Args: args})
+	spec := agent.JobSpec{Cmd: j.Cmd, Every: j.Every, CatchUp: j.CatchUp, RerunSafe: j.Rerun}
+	if j.After > 0 {
+		spec.NotBefore = now.Add(j.After)
+	}
+	return spec
 }

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Magic is a program's first line.
@@ -91,7 +92,7 @@ var Arity = map[string][2]int{
 	"collapse":      {1, 2},
 	"reset":         {1, 1},
 	"delete":        {1, 1},
-	"job":           {1, 3},
+	"job":           {1, 5},
 	"wait-job":      {1, 1},
 	"drive-for":     {2, 2},
 	"process":       {2, 1000},
@@ -305,17 +306,8 @@ func (l Line) Check() error {
 			return err
 		}
 	case "job":
-		for _, a := range l.Args[1:] {
-			k, v, _ := strings.Cut(a, "=")
-			switch {
-			case a == "rerun":
-			case k == "every":
-				if n, err := strconv.Atoi(v); err != nil || n <= 0 {
-					return fmt.Errorf("job: %q: want every=MS with MS a positive number", a)
-				}
-			default:
-				return fmt.Errorf("job: argument %q: want every=MS or rerun", a)
-			}
+		if _, err := JobOf(l); err != nil {
+			return err
 		}
 	case "drive-for":
 		if n, err := strconv.Atoi(l.Args[1]); err != nil || n < 0 {
@@ -590,4 +582,56 @@ func ProcessOf(l Line) (Process, error) {
 	}
 	p.EndAfterMs = wait
 	return p, nil
+}
+
+// Job is a job line's start: its command, its interval (0: once), how
+// long after the start its first run is due (0: at once), its catch-up
+// policy ("" for the default), and whether it is safe to run again after a
+// restart.
+type Job struct {
+	Cmd          string
+	Every, After time.Duration
+	CatchUp      string
+	Rerun        bool
+}
+
+// JobOf reads a job line: job CMD [every=MS] [after=MS] [catchup=once|skip]
+// [rerun], the options in any order, each once.
+func JobOf(l Line) (Job, error) {
+	j := Job{Cmd: l.Args[0]}
+	seen := map[string]bool{}
+	for _, a := range l.Args[1:] {
+		k, v, _ := strings.Cut(a, "=")
+		if seen[k] {
+			return Job{}, fmt.Errorf("job: %q given twice", k)
+		}
+		seen[k] = true
+		ms := func() (time.Duration, error) {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return 0, fmt.Errorf("job: %q: want %s=MS with MS a positive number", a, k)
+			}
+			return time.Duration(n) * time.Millisecond, nil
+		}
+		var err error
+		switch {
+		case a == "rerun":
+			j.Rerun = true
+		case k == "every":
+			j.Every, err = ms()
+		case k == "after":
+			j.After, err = ms()
+		case k == "catchup" && (v == "once" || v == "skip"):
+			j.CatchUp = v
+		default:
+			return Job{}, fmt.Errorf("job: argument %q: want every=MS, after=MS, catchup=once|skip or rerun", a)
+		}
+		if err != nil {
+			return Job{}, err
+		}
+	}
+	if j.CatchUp != "" && j.Every == 0 {
+		return Job{}, fmt.Errorf("job: catchup=%s without every=MS", j.CatchUp)
+	}
+	return j, nil
 }

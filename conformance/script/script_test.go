@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A printed program reads back to the same program, quoting what needs it.
@@ -100,6 +101,10 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\nswarm queries=-2\n", 2, "queries"},
 		{Magic + "\nswarm calls=many\n", 2, "calls"},
 		{Magic + "\njob make every=soon\n", 2, "every=MS"},
+		{Magic + "\njob make after=0\n", 2, "after=MS"},
+		{Magic + "\njob make catchup=later every=5\n", 2, "catchup=once|skip"},
+		{Magic + "\njob make catchup=skip\n", 2, "without every=MS"},
+		{Magic + "\njob make every=5 every=6\n", 2, "given twice"},
 		{Magic + "\ndrive-for c0 later\n", 2, "virtual ms"},
 		{Magic + "\nboundary clear t1 cursor\n", 2, "boundary provider \"cursor\""},
 		{Magic + "\nboundary clear t1 gemini:restart\n", 2, "boundary event \"restart\""},
@@ -121,5 +126,17 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		if !errors.As(err, &pe) || pe.Line != tc.line || !strings.Contains(pe.Reason, tc.want) {
 			t.Errorf("Parse(%q) = %v; want a ProgramError at line %d mentioning %q", tc.text, err, tc.line, tc.want)
 		}
+	}
+}
+
+// A job line's options read in any order.
+func TestJobLinesParse(t *testing.T) {
+	j, err := JobOf(Line{Op: "job", Args: []string{"backup", "catchup=skip", "rerun", "every=250", "after=40"}})
+	want := Job{Cmd: "backup", Every: 250 * time.Millisecond, After: 40 * time.Millisecond, CatchUp: "skip", Rerun: true}
+	if err != nil || j != want {
+		t.Fatalf("JobOf = %+v, %v; want %+v", j, err, want)
+	}
+	if j, err := JobOf(Line{Op: "job", Args: []string{"make"}}); err != nil || j != (Job{Cmd: "make"}) {
+		t.Fatalf("JobOf(make) = %+v, %v; want a one-off due at once", j, err)
 	}
 }

@@ -286,7 +286,7 @@ func (k jobKind) Execute(ctx context.Context, task *storage.Task, rt *core.TaskR
 	if err != nil {
 		return err
 	}
-	if st.NotBefore > 0 {
+	if st.NotBefore > 0 && !(plant.On("job-first-run-undelayed") && st.Runs == 0) {
 		if st.CatchUp == CatchUpSkip && st.Every > 0 {
 			if now := rt.Now().UnixMilli(); now >= st.NotBefore+st.Every {
 				st.NotBefore = nextSlot(st.NotBefore, st.Every, now)
@@ -396,8 +396,11 @@ func (k jobKind) run(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 // due at its next slot, unless it was killed; any other job settles
 // status.
 func endRun(tx *core.ConversationTx, job storage.ID, st JobState, status string, state map[string]any, now time.Time) {
-	if st.Every > 0 && status != JobKilled {
+	if st.Every > 0 && status != JobKilled && !(plant.On("schedule-lost-run-settles") && status == JobLost) {
 		state["notBefore"] = nextSlot(st.NotBefore, st.Every, now.UnixMilli())
+		if plant.On("schedule-next-from-end") {
+			state["notBefore"] = now.UnixMilli() + st.Every
+		}
 		state["runs"] = st.Runs + 1
 		tx.Patch(job, core.TaskPatch{Status: JobPlanned, State: state})
 		return

@@ -84,10 +84,10 @@ func (s *argsSchema) validate(args json.RawMessage) error {
 	}
 	var found []string
 	collectFailures(ve, &found)
+	slices.Sort(found) // property order is a map's: keep the text deterministic
 	if plant.On("args-first-failure-only") {
 		found = found[:1]
 	}
-	slices.Sort(found) // property order is a map's: keep the text deterministic
 	return errors.New(strings.Join(slices.Compact(found), "; "))
 }
 

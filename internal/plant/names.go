@@ -263,6 +263,12 @@ package plant
 //   - preview-reads-unflushed (core/preview.go): Harness.Preview reads a
 //     task's preview as its producer holds it mid-window, not as the last
 //     flush published it.
+//   - schedule-lost-run-settles (core/agent/job.go): a schedule's run a
+//     restart lost settles the schedule lost instead of planning its next.
+//   - schedule-next-from-end (core/agent/job.go): a schedule's next run is
+//     due an interval after the last one ended, off its grid.
+//   - job-first-run-undelayed (core/agent/job.go): a job's first run
+//     starts at once, before the time it is due.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -338,6 +344,7 @@ var names = []string{
 	"args-first-failure-only", "args-pointer-unescaped",
 	"inherit-cut-at-failed-answer", "inherit-keeps-system", "spawn-fresh-inherits",
 	"independent-page-never-continues", "independent-backward-unreversed", "preview-reads-unflushed",
+	"schedule-lost-run-settles", "schedule-next-from-end", "job-first-run-undelayed",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
