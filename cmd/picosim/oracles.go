@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"time"
@@ -1260,7 +1261,8 @@ func (e *env) checkWatch(ctx context.Context, w *core.WatchHandle, conv storage.
 
 // previewsAgree holds Harness.Preview to a fresh capture v, taken with
 // last the store's last sequence: while nothing has committed since, every
-// preview v shows is the one Preview reads for its task. (A task whose
+// preview v shows is the one Preview reads for its task, and a running
+// job's is the output Harness.JobOutput reads for it. (A task whose
 // preview was never flushed shows none in a capture, while Preview builds
 // it from durable scratch.) A violation is the oracle's; the error is a
 // read's.
@@ -1277,15 +1279,32 @@ func (e *env) previewsAgree(ctx context.Context, v *core.ConversationView, last 
 			return e.oracle.fail(broke(ruleWatchFold, "Harness.Preview of task %d reads %s (has one: %v); a fresh capture of conversation %d shows %s",
 				task, previewText(got), ok, v.Conversation.ID, previewText(want)))
 		}
+		if e.oracle.kinds[task] != agent.JobKindName {
+			continue
+		}
+		// A running job's output, read for a UI, is its preview too.
+		out, err := e.h.JobOutput(ctx, task)
+		if err != nil || e.h.Store().LastSeq() != last || out.Status != agent.JobRunning {
+			return err
+		}
+		if !sameJSON(out.Output, got) {
+			return e.oracle.fail(broke(ruleWatchFold, "Harness.JobOutput of running job %d reads %s; its preview is %s", task, previewText(out.Output), previewText(got)))
+		}
 	}
 	return nil
 }
 
-// sameJSON reports whether a and b encode alike, as a client sees them.
+// sameJSON reports whether a and b are the same JSON value, as a client
+// sees them (a struct and the map its fields make alike).
 func sameJSON(a, b any) bool {
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+	plain := func(v any) (any, bool) {
+		raw, err := json.Marshal(v)
+		var out any
+		return out, err == nil && json.Unmarshal(raw, &out) == nil
+	}
+	pa, ok1 := plain(a)
+	pb, ok2 := plain(b)
+	return ok1 && ok2 && reflect.DeepEqual(pa, pb)
 }
 
 // previewText is a preview as JSON, for a message.

@@ -269,6 +269,9 @@ package plant
 //     due an interval after the last one ended, off its grid.
 //   - job-first-run-undelayed (core/agent/job.go): a job's first run
 //     starts at once, before the time it is due.
+//   - job-output-drops-last-chunk (core/agent/jobtools.go): a running
+//     job's output, read for a UI or the job tool, leaves out its newest
+//     chunk.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -344,7 +347,7 @@ var names = []string{
 	"args-first-failure-only", "args-pointer-unescaped",
 	"inherit-cut-at-failed-answer", "inherit-keeps-system", "spawn-fresh-inherits",
 	"independent-page-never-continues", "independent-backward-unreversed", "preview-reads-unflushed",
-	"schedule-lost-run-settles", "schedule-next-from-end", "job-first-run-undelayed",
+	"schedule-lost-run-settles", "schedule-next-from-end", "job-first-run-undelayed", "job-output-drops-last-chunk",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
