@@ -172,8 +172,8 @@ func inheritedContext(tx *core.Tx, parent, before storage.ID) ([]ai.Message, sto
 	}
 	for i := len(entries) - 1; i >= 0; i-- {
 		m := entries[i].Messages
-		if len(m) == 0 || m[0].Role != ai.RoleAssistant {
-			continue
+		if len(m) == 0 || entries[i].Entry.Kind != core.AssistantKind.Kind() && !plant.On("inherit-head-read-as-answer") || m[0].Role != ai.RoleAssistant {
+			continue // a head's messages are a projected request: complete
 		}
 		if stop := m[0].StopReason; (stop == ai.StopError || stop == ai.StopAborted) && !plant.On("inherit-cut-at-failed-answer") {
 			continue

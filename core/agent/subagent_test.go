@@ -622,6 +622,25 @@ func TestAnInheritedContextIsCutOnlyAtTheExchangeInFlight(t *testing.T) {
 		}
 		must(0, a.h.Close(ctx))
 	})
+	// A head whose messages begin with an answer (its context began with
+	// one) is a projected request, complete: it is no exchange in flight.
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{})
+		c := a.h.Root()
+		call := ai.Message{Role: ai.RoleAssistant, Content: ai.Blocks(faux.ToolCall("x", "a", `{"v":"a"}`)), StopReason: ai.StopToolUse}
+		result := ai.Message{Role: ai.RoleToolResult, ToolCallID: "x", ToolName: "a", Content: ai.Blocks(ai.Text("a{}")), IsError: ai.Bool(false)}
+		must(a.h.Commit(ctx, func(tx *core.Tx) error {
+			tx.Entry(core.HandoffKind, c.ID, core.EntryDraft{Data: core.HandoffData{Text: "carried over"}, Model: []ai.Message{call, result}, Head: core.HeadSelf})
+			return nil
+		}))
+		a.faux.AppendResponses(turnAnswer("child answer"))
+		child, _ := genMust2(c.Spawn(ctx, agent.SpawnOptions{Prompt: userText("go on"), Context: agent.SpawnInherit}))
+		want := []string{"assistant:", "toolResult:a{}"}
+		if diff := cmp.Diff(want, roles(a, ctx, child)); diff != "" {
+			t.Fatalf("inherited past a head that begins with an answer (-want +got):\n%s", diff)
+		}
+		must(0, a.h.Close(ctx))
+	})
 }
 
 // A hook registered on a child applies to it and not to its parent; one
