@@ -62,6 +62,9 @@ type env struct {
 	inputs map[storage.ID][]storage.ID // conversation → inputs accepted
 	// toolOrder is the order tools ran in (the simulator runs one at a time).
 	toolOrder []string
+	// fileWrites counts the writes the file tools made to each file
+	// (filerule.go).
+	fileWrites map[string]int
 	// onceRan counts the runs of each call of a tool that must never be
 	// replayed, over every process of the run.
 	onceRan map[string]int
@@ -255,6 +258,15 @@ func (e *env) open(ctx context.Context) error {
 			e.proc = proc.New(e.s.Runtime(), shellScripts, proc.WithRecorder(e.s))
 		}
 		tools, execEnv = append(tools, agent.BashTool(), agent.JobTool()), e.proc
+		if e.spec.sc.generated && e.program().fileCalls() {
+			if e.fileWrites == nil {
+				e.fileWrites = map[string]int{}
+			}
+			for _, t := range []agent.Tool{agent.ReadTool(), agent.WriteTool(), agent.EditTool(), agent.NewContextTool()} {
+				tools = append(tools, e.fileTool(t))
+			}
+			execEnv = fileEnv{e.proc, e}
+		}
 	}
 	var swarm swarmOptions
 	if e.spec.sc.generated {

@@ -19,8 +19,10 @@ import (
 //   - the parent's context (contextrule.go) through the commit before;
 //   - for a subagent call, cut before the assistant entry that made the
 //     call (the launching exchange and all after it);
-//   - cut again before the newest answer when its calls do not all have a
-//     result in what is left (the exchange in flight, not complete); an
+//   - cut again before the newest answer (an assistant entry; a head's
+//     messages were projected as a request and are complete) when its
+//     calls do not all have a result in what is left (the exchange in
+//     flight, not complete); an
 //     older answer is complete, or was cut by a fork, which a request
 //     repairs (§3.2); an answer that ended in an error or was aborted is no
 //     exchange (§2.2: it never makes tool tasks or results) and cuts
@@ -147,8 +149,8 @@ func (o *oracle) inheritance(how spawnIntent, through storage.ID) ([]ai.Message,
 	}
 	for i := len(cx) - 1; i >= 0; i-- {
 		at := slices.IndexFunc(cx[i].Messages, answer)
-		if at < 0 {
-			continue
+		if e := o.transcripts.entry(how.parent, cx[i].ID); at < 0 || e == nil || e.Kind != core.AssistantKind.Kind() {
+			continue // a head's messages are complete: a request projected them
 		}
 		if slices.ContainsFunc(cx[i].Messages[at].ToolCalls(), func(c ai.Block) bool { return !answered[c.ID] }) {
 			cx = cx[:i]
@@ -176,9 +178,11 @@ const inheritSeeds = 4
 // drawInherits has the program of every inheritSeeds-th seed begin, from
 // a generator of its own, with two turns of the root, the first with tool
 // calls, the second launching a subagent that inherits (run or spawn,
-// alone or beside another call), and half the time a host spawn that
-// inherits after them; and makes about half of its other subagent runs
-// and spawns, and host spawns, inherit too.
+// alone or beside another call; half the time after the root's first
+// input is omitted, the child launching a grandchild that inherits too),
+// and half the time a host spawn that inherits after them; and makes
+// about half of its other subagent runs and spawns, and host spawns,
+// inherit too.
 func drawInherits(p *program, seed uint64) {
 	if seed%inheritSeeds != 3 {
 		return
@@ -207,6 +211,13 @@ func drawInherits(p *program, seed uint64) {
 		{op: "accept", args: []string{"c0", "look"}}, {op: "drive", args: []string{"c0"}},
 		{op: "respond", args: []string{"calls", launch}},
 		{op: "accept", args: []string{"c0", "delegate"}}, {op: "drive", args: []string{"c0"}},
+	}
+	if rng.IntN(2) == 0 {
+		// The root's context begins with an answer (its first input
+		// omitted), so the child's inherited head does, and the child
+		// launches a grandchild that inherits that head.
+		block = slices.Insert(block, 4, progLine{op: "edit", args: []string{"c0", "0", "omit"}})
+		block = slices.Insert(block, 6, progLine{op: "respond", args: []string{"calls", "subagent:run:inherit"}})
 	}
 	if rng.IntN(2) == 0 {
 		block = append(block, progLine{op: "spawn", args: []string{"c0", "carry on", string(agent.SpawnInherit)}})

@@ -340,6 +340,7 @@ func drawProgram(seed uint64) *program {
 	drawTypedCalls(p, seed)
 	drawInherits(p, seed)
 	drawSchedules(p, seed)
+	drawFileCalls(p, seed)
 	drawCollapseSettings(p, seed)
 	drawDeletes(p, seed)
 	drawChildAborts(p, seed)
@@ -1030,6 +1031,9 @@ func (g *programRun) response(l progLine) answer {
 				args = string(raw)
 			case typedTool:
 				args = typedArgs(atoi(c.arg))
+			case "read", "write", "edit", "new_context":
+				i := strings.LastIndex(c.arg, ":")
+				args = fileArgs(c.tool, c.arg[:max(i, 0)], atoi(c.arg[i+1:]))
 			case agent.SubagentToolName:
 				switch command {
 				case "run", "spawn":

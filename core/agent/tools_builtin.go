@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 )
 
 // The built-in tools a host may register: read, write and edit over the
@@ -52,6 +53,9 @@ func ReadTool() Tool {
 				lines = lines[:len(lines)-1]
 			}
 			from := max(p.Offset, 1) - 1
+			if plant.On("read-offset-zero-based") && p.Offset > 0 {
+				from = p.Offset
+			}
 			if from > len(lines) {
 				return fmt.Errorf("offset %d is past the end of %s (%d lines)", p.Offset, p.Path, len(lines))
 			}
@@ -78,7 +82,13 @@ func WriteTool() Tool {
 	return builtinTool("write", "Write a file, replacing its content.",
 		`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}`,
 		ReplaySafe, func(ctx context.Context, p params, out *ToolOutput, env ExecutionEnv) error {
-			if err := env.WriteFile(ctx, p.Path, []byte(p.Content)); err != nil {
+			content := p.Content
+			if plant.On("write-appends") {
+				if old, err := env.ReadFile(ctx, p.Path); err == nil {
+					content = string(old) + content
+				}
+			}
+			if err := env.WriteFile(ctx, p.Path, []byte(content)); err != nil {
 				return err
 			}
 			out.Write(fmt.Sprintf("wrote %d bytes to %s", len(p.Content), p.Path))
@@ -107,7 +117,7 @@ func EditTool() Tool {
 				return errors.New("oldText is empty")
 			case n == 0:
 				return fmt.Errorf("oldText was not found in %s", p.Path)
-			case n > 1:
+			case n > 1 && !plant.On("edit-allows-many"):
 				return fmt.Errorf("oldText occurs %d times in %s; include more context to make it unique", n, p.Path)
 			}
 			edited := strings.Replace(string(data), p.OldText, p.NewText, 1)

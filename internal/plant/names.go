@@ -272,6 +272,15 @@ package plant
 //   - job-output-drops-last-chunk (core/agent/jobtools.go): a running
 //     job's output, read for a UI or the job tool, leaves out its newest
 //     chunk.
+//   - read-offset-zero-based (core/agent/tools_builtin.go): the read
+//     tool's offset counts lines from zero.
+//   - write-appends (core/agent/tools_builtin.go): the write tool appends
+//     to an existing file instead of replacing it.
+//   - edit-allows-many (core/agent/tools_builtin.go): the edit tool
+//     replaces the first of several occurrences instead of refusing.
+//   - inherit-head-read-as-answer (core/agent/subagent.go): a head whose
+//     messages begin with an answer is cut from an inherited context as
+//     the exchange in flight.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -348,6 +357,7 @@ var names = []string{
 	"inherit-cut-at-failed-answer", "inherit-keeps-system", "spawn-fresh-inherits",
 	"independent-page-never-continues", "independent-backward-unreversed", "preview-reads-unflushed",
 	"schedule-lost-run-settles", "schedule-next-from-end", "job-first-run-undelayed", "job-output-drops-last-chunk",
+	"read-offset-zero-based", "write-appends", "edit-allows-many", "inherit-head-read-as-answer",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
