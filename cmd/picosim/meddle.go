@@ -85,11 +85,50 @@ func (e *env) meddle(ctx context.Context, h *core.Harness, conv, self storage.ID
 
 // meddleAsTool is a tool call's meddling, as its task's invocation.
 func (e *env) meddleAsTool(ctx context.Context, rt *core.TaskRuntime, tool, call string) {
-	e.meddle(ctx, rt.Harness(), rt.ConversationID(), rt.TaskID(), fmt.Sprintf("task %d (tool %s, call %s)", rt.TaskID(), tool, call),
+	by := fmt.Sprintf("task %d (tool %s, call %s)", rt.TaskID(), tool, call)
+	e.meddle(ctx, rt.Harness(), rt.ConversationID(), rt.TaskID(), by,
 		func(ctx context.Context, plan func(*core.Tx)) error {
 			_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error { plan(tx.Tx); return nil })
 			return err
 		})
+	e.driveOwnScope(ctx, rt, by)
+}
+
+// ruleNoSelfDrive: a foreground task that drives its own conversation,
+// its own foreground scope, is refused at once with a *core.SelfWaitError
+// (§6.2): the drive would wait for the task itself.
+const ruleNoSelfDrive oracleRule = "no-self-drive"
+
+// driveOwnScope has a tool's call drive its own conversation, from a
+// helper actor with the call's identity, and holds the answer to the
+// rule: a SelfWaitError within a virtual millisecond (an error of a
+// closing session is no answer to judge).
+func (e *env) driveOwnScope(ctx context.Context, rt *core.TaskRuntime, by string) {
+	c, err := rt.Harness().Conversation(ctx, rt.ConversationID())
+	if err != nil {
+		return
+	}
+	srt := e.s.Runtime()
+	bounded, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := srt.NewEvent("self-drive")
+	var driveErr error
+	srt.Go(bounded, "self-drive", func(ctx context.Context) {
+		_, driveErr = c.Drive(ctx)
+		done.Set()
+	})
+	if srt.Sleep(ctx, time.Millisecond) != nil {
+		return
+	}
+	var self *core.SelfWaitError
+	switch {
+	case !done.IsSet():
+		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, and the kernel let it wait", by, rt.ConversationID()))
+	case driveErr == nil:
+		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, and the drive returned", by, rt.ConversationID()))
+	case !errors.As(driveErr, &self) && !isSessionFault(driveErr) && !errors.Is(driveErr, context.Canceled):
+		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, refused with %v; want a *core.SelfWaitError", by, rt.ConversationID(), driveErr))
+	}
 }
 
 // meddleAsHost is the host's meddling, in conversation conv.

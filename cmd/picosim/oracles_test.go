@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -753,4 +754,19 @@ func TestOracleRetryWaitsItsBackoff(t *testing.T) {
 	}
 	wantRule(t, patch(2, 50*time.Millisecond, "retry"), ruleBackoff)
 	wantRule(t, patch(1, 0, "retry"), ruleBackoff)
+}
+
+// On a meddling seed an echo tool drives its own conversation and is
+// refused at once: the run passes with the attempts made (the planted
+// drive-own-scope-allowed shows the rule failing a kernel that lets it).
+func TestAToolDrivingItsOwnScopeIsRefused(t *testing.T) {
+	sc, _ := findScenario("generated")
+	var trace bytes.Buffer
+	res, err := runScenario(context.Background(), runSpec{sc: sc, seed: 2, backend: "memory", strategy: "random"}, &trace)
+	if err != nil || !res.OK {
+		t.Fatalf("generated seed 2: %+v, %v", res, err)
+	}
+	if n := strings.Count(trace.String(), `"k":"spawn","actor":"self-drive"`); n == 0 {
+		t.Fatal("no tool drove its own conversation on a meddling seed")
+	}
 }
