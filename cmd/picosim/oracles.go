@@ -343,6 +343,14 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		if o.convs[t.ID] == 0 {
 			o.kinds[t.ID], o.convs[t.ID] = t.Kind, t.ConversationID
 		}
+		var call agent.ToolState
+		if t.Kind == agent.ToolKindName && o.tools[t.ID] == "" && json.Unmarshal(t.State, &call) == nil {
+			// Made in a commit the oracle never saw (one a restart left
+			// uncertain): its state names the call.
+			o.tools[t.ID] = call.Call.Name
+			o.typedCall(t.ID, call.Call)
+			o.subagentLaunch(t.ID, call, t.ConversationID)
+		}
 		// A commit that failed as the process stopped may have created,
 		// settled or marked it.
 		o.background[t.ID] = t.Background
