@@ -105,6 +105,7 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\njob make catchup=later every=5\n", 2, "catchup=once|skip"},
 		{Magic + "\njob make catchup=skip\n", 2, "without every=MS"},
 		{Magic + "\njob make every=5 every=6\n", 2, "given twice"},
+		{Magic + "\nspawn c0 look sometimes\n", 2, "want fresh or inherit"},
 		{Magic + "\ndrive-for c0 later\n", 2, "virtual ms"},
 		{Magic + "\nboundary clear t1 cursor\n", 2, "boundary provider \"cursor\""},
 		{Magic + "\nboundary clear t1 gemini:restart\n", 2, "boundary event \"restart\""},
