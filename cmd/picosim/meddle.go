@@ -99,10 +99,14 @@ func (e *env) meddleAsTool(ctx context.Context, rt *core.TaskRuntime, tool, call
 // (§6.2): the drive would wait for the task itself.
 const ruleNoSelfDrive oracleRule = "no-self-drive"
 
+// selfDriveBound is how long a drive of a task's own scope may take to be
+// refused, in virtual time.
+const selfDriveBound = time.Second
+
 // driveOwnScope has a tool's call drive its own conversation, from a
 // helper actor with the call's identity, and holds the answer to the
-// rule: a SelfWaitError within a virtual millisecond (an error of a
-// closing session is no answer to judge).
+// rule: a SelfWaitError within selfDriveBound (an error of a closing
+// session is no answer to judge).
 func (e *env) driveOwnScope(ctx context.Context, rt *core.TaskRuntime, by string) {
 	c, err := rt.Harness().Conversation(ctx, rt.ConversationID())
 	if err != nil {
@@ -117,8 +121,12 @@ func (e *env) driveOwnScope(ctx context.Context, rt *core.TaskRuntime, by string
 		_, driveErr = c.Drive(ctx)
 		done.Set()
 	})
-	if srt.Sleep(ctx, time.Millisecond) != nil {
-		return
+	// The refusal is the line's first answer; a commit a hold fault parks
+	// keeps the line a few virtual milliseconds, so wait up to a second.
+	for start := srt.Now(); !done.IsSet() && srt.Now().Sub(start) < selfDriveBound; {
+		if srt.Sleep(ctx, time.Millisecond) != nil {
+			return
+		}
 	}
 	var self *core.SelfWaitError
 	switch {
