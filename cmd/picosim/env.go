@@ -324,7 +324,10 @@ const yieldsMax = 2
 // answer's text has a length divisible by three, at most yieldsMax times
 // in a row per conversation, so that continuations, and the input that
 // may or may not join them, happen in generated runs.
-func (e *env) onYield(_ context.Context, in agent.OnYieldInput) (agent.OnYieldOutput, error) {
+func (e *env) onYield(ctx context.Context, in agent.OnYieldInput) (agent.OnYieldOutput, error) {
+	if e.meddles() {
+		e.driveOwnScope(ctx, e.h.Harness, in.ConversationID, fmt.Sprintf("conversation %d's on_yield hook", in.ConversationID))
+	}
 	if e.yields == nil {
 		e.yields = map[storage.ID]int{}
 	}

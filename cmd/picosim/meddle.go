@@ -91,7 +91,7 @@ func (e *env) meddleAsTool(ctx context.Context, rt *core.TaskRuntime, tool, call
 			_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error { plan(tx.Tx); return nil })
 			return err
 		})
-	e.driveOwnScope(ctx, rt, by)
+	e.driveOwnScope(ctx, rt.Harness(), rt.ConversationID(), by)
 }
 
 // ruleNoSelfDrive: a foreground task that drives its own conversation,
@@ -103,12 +103,13 @@ const ruleNoSelfDrive oracleRule = "no-self-drive"
 // refused, in virtual time.
 const selfDriveBound = time.Second
 
-// driveOwnScope has a tool's call drive its own conversation, from a
-// helper actor with the call's identity, and holds the answer to the
-// rule: a SelfWaitError within selfDriveBound (an error of a closing
-// session is no answer to judge).
-func (e *env) driveOwnScope(ctx context.Context, rt *core.TaskRuntime, by string) {
-	c, err := rt.Harness().Conversation(ctx, rt.ConversationID())
+// driveOwnScope has a foreground invocation (a tool's call, a
+// generation's on_yield hook: the one a task no other task depends on yet)
+// drive its own conversation conv, from a helper actor with its identity
+// (ctx), and holds the answer to the rule: a SelfWaitError within
+// selfDriveBound (an error of a closing session is no answer to judge).
+func (e *env) driveOwnScope(ctx context.Context, h *core.Harness, conv storage.ID, by string) {
+	c, err := h.Conversation(ctx, conv)
 	if err != nil {
 		return
 	}
@@ -131,11 +132,11 @@ func (e *env) driveOwnScope(ctx context.Context, rt *core.TaskRuntime, by string
 	var self *core.SelfWaitError
 	switch {
 	case !done.IsSet():
-		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, and the kernel let it wait", by, rt.ConversationID()))
+		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, and the kernel let it wait", by, conv))
 	case driveErr == nil:
-		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, and the drive returned", by, rt.ConversationID()))
+		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, and the drive returned", by, conv))
 	case !errors.As(driveErr, &self) && !isSessionFault(driveErr) && !errors.Is(driveErr, context.Canceled):
-		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, refused with %v; want a *core.SelfWaitError", by, rt.ConversationID(), driveErr))
+		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, refused with %v; want a *core.SelfWaitError", by, conv, driveErr))
 	}
 }
 

@@ -341,6 +341,7 @@ func drawProgram(seed uint64) *program {
 	drawInherits(p, seed)
 	drawSchedules(p, seed)
 	drawFileCalls(p, seed)
+	drawPrompts(p, seed)
 	drawCollapseSettings(p, seed)
 	drawDeletes(p, seed)
 	drawChildAborts(p, seed)
@@ -904,6 +905,7 @@ type programRun struct {
 	trails  []*taskTrail // each watch's tasks as its events showed them
 	session []*core.SessionWatchHandle
 	calls   int
+	prompts int      // the prompt lines reached (promptrule.go)
 	hooked  int      // the hook lines reached
 	answers []answer // the model's answers not given yet
 	// receipts are the request ids the host used (receiptrule.go).
@@ -1263,6 +1265,8 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		return err
 	case "drive":
 		return g.drive(ctx, g.conv(l.args[0]))
+	case "prompt":
+		return g.prompt(ctx, g.conv(l.args[0]), l.args[1])
 	case "drive-async":
 		e.driveAsync(ctx, g.conv(l.args[0]))
 		return nil

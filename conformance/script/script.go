@@ -85,6 +85,7 @@ var Arity = map[string][2]int{
 	"unwatch":       {1, 1},
 	"resnapshot":    {1, 1},
 	"drive":         {1, 1},
+	"prompt":        {2, 2},
 	"drive-async":   {1, 1},
 	"sleep":         {1, 1},
 	"reopen":        {0, 0},

@@ -496,7 +496,11 @@ func (c *Conversation) Prompt(ctx context.Context, input ai.Content, opts Accept
 	case r.Status != InputDone:
 		return nil, &InputError{Input: id, Result: r}
 	}
-	e, _, err := c.h.GetEntry(ctx, r.ResultEntryID)
+	answer := r.ResultEntryID
+	if plant.On("prompt-returns-placement") {
+		answer = r.PlacementEntryID
+	}
+	e, _, err := c.h.GetEntry(ctx, answer)
 	return e, err
 }
 

@@ -283,6 +283,8 @@ package plant
 //     the exchange in flight.
 //   - drive-own-scope-allowed (core/driver.go): a foreground task may
 //     drive its own conversation, and waits for itself.
+//   - prompt-returns-placement (core/agent/inbox.go): Prompt answers with
+//     the entry that placed its input, not the one that ended it.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -360,7 +362,7 @@ var names = []string{
 	"independent-page-never-continues", "independent-backward-unreversed", "preview-reads-unflushed",
 	"schedule-lost-run-settles", "schedule-next-from-end", "job-first-run-undelayed", "job-output-drops-last-chunk",
 	"read-offset-zero-based", "write-appends", "edit-allows-many", "inherit-head-read-as-answer",
-	"drive-own-scope-allowed",
+	"drive-own-scope-allowed", "prompt-returns-placement",
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
