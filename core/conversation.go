@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -28,6 +29,9 @@ func (c *Conversation) Snapshot(ctx context.Context) (storage.Conversation, erro
 	rec, ok := got[c.ID]
 	if !ok {
 		return storage.Conversation{}, fmt.Errorf("%w: conversation %d", ErrNotFound, c.ID)
+	}
+	if plant.On("snapshot-drops-parent") {
+		rec.Parent = nil
 	}
 	return rec, nil
 }
@@ -70,7 +74,13 @@ func (tx *ConversationTx) Append(a storage.Address, v any) storage.ID {
 }
 
 // Remove removes a list element.
-func (tx *ConversationTx) Remove(a storage.Address, id storage.ID) { tx.Tx.Remove(tx.Bind(a), id) }
+func (tx *ConversationTx) Remove(a storage.Address, id storage.ID) {
+	if plant.On("conv-tx-remove-unbound") {
+		tx.Tx.Remove(a, id)
+		return
+	}
+	tx.Tx.Remove(tx.Bind(a), id)
+}
 
 // Clear clears a list.
 func (tx *ConversationTx) Clear(a storage.Address) { tx.Tx.Clear(tx.Bind(a)) }

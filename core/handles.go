@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -65,6 +66,9 @@ func (v ValueHandle[T]) At(ctx context.Context, at storage.ID) (T, bool, error) 
 	if err := v.addr.Validate(); err != nil {
 		return x, false, err
 	}
+	if plant.On("value-handle-at-now") {
+		at = 0
+	}
 	ver, ok, err := v.h.Store().GetValue(ctx, v.addr, at)
 	if err != nil || !ok {
 		return x, false, err
@@ -117,6 +121,9 @@ func (l ListHandle[T]) Address() storage.Address { return l.addr }
 func (l ListHandle[T]) Read(ctx context.Context, q storage.ListQuery) ([]Elem[T], storage.ID, error) {
 	if err := l.addr.Validate(); err != nil {
 		return nil, 0, err
+	}
+	if plant.On("list-handle-read-ignores-at") {
+		q.At = 0
 	}
 	p, err := l.h.Store().ReadList(ctx, l.addr, q)
 	if err != nil {

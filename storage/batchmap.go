@@ -1,5 +1,7 @@
 package storage
 
+import "github.com/pico-go/pico/internal/plant"
+
 // batchMap is a map for what one batch touches: its pairs in a slice,
 // searched in order, until it holds batchMapPairsMax of them and becomes a
 // Go map. A batch writes a handful of records; the checker's maps, made
@@ -49,6 +51,9 @@ func (b *batchMap[K, V]) set(k K, v V) {
 	}
 	b.m = make(map[K]V, 2*batchMapPairsMax)
 	for _, p := range b.pairs {
+		if plant.On("batch-map-spill-keeps-newest") {
+			break
+		}
 		b.m[p.k] = p.v
 	}
 	b.pairs = nil

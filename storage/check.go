@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/pico-go/pico/internal/jsonvalue"
+	"github.com/pico-go/pico/internal/plant"
 )
 
 // Lookup is the committed state CheckBatch consults. Every backend
@@ -201,7 +202,7 @@ func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
 		known, p = exists, statePolicy{rewind: rewind, list: list}
 	}
 	if known {
-		if p.rewind != a.Rewind {
+		if p.rewind != a.Rewind && !plant.On("state-policy-change-allowed") {
 			return reject("%s is stored with rewind=%v; its policy cannot change", a.StateKey(), p.rewind)
 		}
 		if p.list != isList {
@@ -225,7 +226,9 @@ func (c *checker) state(batch CommitBatch, w *Write, seq ID) error {
 		if !visible {
 			return reject("element %d is not in list %s", w.Element, a)
 		}
-		c.elems.set(elementRef{key, w.Element}, false)
+		if !plant.On("remove-twice-allowed") {
+			c.elems.set(elementRef{key, w.Element}, false)
+		}
 	case WriteListClear:
 		c.cleared.set(key, true)
 		c.elems.deleteFunc(func(e elementRef) bool { return e.list == key })

@@ -348,6 +348,7 @@ func drawProgram(seed uint64) *program {
 	drawSubagentTalks(p, seed)
 	drawHooks(p, seed)
 	drawThresholds(p, seed)
+	drawHostTxs(p, seed)
 	return p
 }
 
@@ -1267,6 +1268,8 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		return g.drive(ctx, g.conv(l.args[0]))
 	case "prompt":
 		return g.prompt(ctx, g.conv(l.args[0]), l.args[1])
+	case "tx":
+		return g.hostTx(ctx, l)
 	case "drive-async":
 		e.driveAsync(ctx, g.conv(l.args[0]))
 		return nil

@@ -86,6 +86,7 @@ var Arity = map[string][2]int{
 	"resnapshot":    {1, 1},
 	"drive":         {1, 1},
 	"prompt":        {2, 2},
+	"tx":            {2, TxWritesMax + 1},
 	"drive-async":   {1, 1},
 	"sleep":         {1, 1},
 	"reopen":        {0, 0},
@@ -280,6 +281,9 @@ func (l Line) Check() error {
 		if !slices.Contains(ResponseKinds, l.Args[0]) {
 			return fmt.Errorf("respond %q: want one of %s", l.Args[0], strings.Join(ResponseKinds, ", "))
 		}
+		if (l.Args[0] == "text" || l.Args[0] == "calls") && len(l.Args) != 2 {
+			return fmt.Errorf("respond %s takes one argument (%s), not %d", l.Args[0], map[string]string{"text": "TEXT", "calls": "NAMES"}[l.Args[0]], len(l.Args)-1)
+		}
 		if l.Args[0] == "slow" {
 			if len(l.Args) != 3 {
 				return errors.New("respond slow takes MS and TEXT")
@@ -336,6 +340,10 @@ func (l Line) Check() error {
 		if err := checkState(l); err != nil {
 			return err
 		}
+	case "tx":
+		if _, err := TxOf(l); err != nil {
+			return err
+		}
 	case "hook":
 		if err := checkHook(l); err != nil {
 			return err
@@ -349,7 +357,7 @@ func (l Line) Check() error {
 			return fmt.Errorf("accept: third argument %q: want req=ID", l.Args[2])
 		}
 	}
-	if !slices.Contains([]string{"respond", "sleep", "abort-task", "unwatch", "resnapshot", "job", "boundary", "process", "wait-job", "value", "list", "hook", "unhook"}, l.Op) && len(l.Args) > 0 {
+	if !slices.Contains([]string{"respond", "sleep", "abort-task", "unwatch", "resnapshot", "job", "boundary", "process", "wait-job", "value", "list", "tx", "hook", "unhook"}, l.Op) && len(l.Args) > 0 {
 		if _, err := ConvIndex(l.Args[0]); err != nil {
 			return err
 		}
@@ -639,4 +647,98 @@ func JobOf(l Line) (Job, error) {
 		return Job{}, fmt.Errorf("job: catchup=%s without every=MS", j.CatchUp)
 	}
 	return j, nil
+}
+
+// TxWritesMax bounds a tx line's writes; TxFillMax bounds one fill.
+const (
+	TxWritesMax = 32
+	TxFillMax   = 40
+)
+
+// TxWrite is one write of a tx line, VERB[:NS[/KEY]:POLICY[:ARG]]:
+//
+//	set:NS[/KEY]:POLICY:JSON   a value set
+//	del:NS[/KEY]:POLICY        a value deleted
+//	add:NS[/KEY]:POLICY:JSON   a list element appended
+//	fill:NS[/KEY]:POLICY:N     N elements appended (1 to TxFillMax)
+//	rm:NS[/KEY]:POLICY:N       the Nth element of the list as the commit sees it removed
+//	clr:NS[/KEY]:POLICY        a list cleared
+//	rerm:NS[/KEY]:POLICY       the element the commit removed last removed again
+//	note                       a notice entry in the target conversation
+type TxWrite struct {
+	Verb, Name, Policy, Arg string
+}
+
+// TxVerbs are what a tx line's writes do, each with whether it takes an
+// argument.
+var TxVerbs = map[string]bool{"set": true, "del": false, "add": true, "fill": true, "rm": true, "clr": false, "rerm": false, "note": false}
+
+// List reports whether the write is one of a list's.
+func (w TxWrite) List() bool { return w.Verb != "set" && w.Verb != "del" && w.Verb != "note" }
+
+func (w TxWrite) String() string {
+	if w.Verb == "note" {
+		return w.Verb
+	}
+	s := w.Verb + ":" + w.Name + ":" + w.Policy
+	if w.Arg != "" {
+		s += ":" + w.Arg
+	}
+	return s
+}
+
+// TxOf parses a tx line, TARGET WRITE..., TARGET session or cN: a host's
+// own commit of several state writes (and notices) at once, which lands
+// whole or not at all. A note needs a conversation.
+func TxOf(l Line) ([]TxWrite, error) {
+	if l.Args[0] != "session" {
+		if _, err := ConvIndex(l.Args[0]); err != nil {
+			return nil, fmt.Errorf("tx: target %v: want session or a conversation", err)
+		}
+	}
+	var out []TxWrite
+	for i, tok := range l.Args[1:] {
+		parts := strings.SplitN(tok, ":", 4)
+		w := TxWrite{Verb: parts[0]}
+		takes, ok := TxVerbs[w.Verb]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("tx write %d %q: verb %q: want one of %s", i+1, tok, w.Verb, strings.Join(slices.Sorted(maps.Keys(TxVerbs)), ", "))
+		case w.Verb == "note" && len(parts) != 1:
+			return nil, fmt.Errorf("tx write %d %q: note takes nothing", i+1, tok)
+		case w.Verb == "note" && l.Args[0] == "session":
+			return nil, fmt.Errorf("tx write %d %q: a note needs a conversation, not the session", i+1, tok)
+		case w.Verb == "note":
+			out = append(out, w)
+			continue
+		case len(parts) < 3:
+			return nil, fmt.Errorf("tx write %d %q: want %s:NS[/KEY]:POLICY", i+1, tok, w.Verb)
+		}
+		w.Name, w.Policy = parts[1], parts[2]
+		if len(parts) == 4 {
+			w.Arg = parts[3]
+		}
+		if ns, _, _ := strings.Cut(w.Name, "/"); ns == "" {
+			return nil, fmt.Errorf("tx write %d %q: %q names no namespace", i+1, tok, w.Name)
+		}
+		if w.Policy != "rewind" && w.Policy != "sticky" {
+			return nil, fmt.Errorf("tx write %d %q: policy %q: want rewind or sticky", i+1, tok, w.Policy)
+		}
+		switch {
+		case takes != (len(parts) == 4):
+			return nil, fmt.Errorf("tx write %d %q: %s takes %d arguments after the policy, not %d", i+1, tok, w.Verb, b2i(takes), len(parts)-3)
+		case w.Verb == "fill":
+			if n, err := strconv.Atoi(w.Arg); err != nil || n < 1 || n > TxFillMax {
+				return nil, fmt.Errorf("tx write %d %q: fill %q: want 1 to %d elements", i+1, tok, w.Arg, TxFillMax)
+			}
+		case w.Verb == "rm":
+			if _, err := strconv.Atoi(w.Arg); err != nil {
+				return nil, fmt.Errorf("tx write %d %q: rm: %v", i+1, tok, err)
+			}
+		case takes && !json.Valid([]byte(w.Arg)):
+			return nil, fmt.Errorf("tx write %d %q: %q is not JSON", i+1, tok, w.Arg)
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }

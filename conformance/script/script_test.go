@@ -82,6 +82,8 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\ndrive\n", 2, "takes 1 to 1"},
 		{Magic + "\nswarm tail=-1\n", 2, "tail"},
 		{Magic + "\nrespond slow soon x\n", 2, "slow"},
+		{Magic + "\nrespond text\n", 2, "respond text takes one argument (TEXT), not 0"},
+		{Magic + "\nrespond calls a b\n", 2, "respond calls takes one argument (NAMES), not 2"},
 		{Magic + "\naccept q0 hi\n", 2, "not a conversation"},
 		{Magic + "\nentry c0 first\n", 2, "entry"},
 		{Magic + "\nedit c0 1 drop\n", 2, "want omit or replace"},
@@ -121,12 +123,64 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\nlist c0 ns/k rewind remove first\n", 2, "list remove"},
 		{Magic + "\nlist c0 ns rewind pop\n", 2, "want one of append, clear, remove"},
 		{Magic + "\nlist c0 ns rewind\n", 2, "takes 4 to 5"},
+		{Magic + "\ntx c0\n", 2, "takes 2 to"},
+		{Magic + "\ntx all set:ns:sticky:1\n", 2, "want session or a conversation"},
+		{Magic + "\ntx c0 put:ns:sticky:1\n", 2, `tx write 1 "put:ns:sticky:1": verb "put"`},
+		{Magic + "\ntx c0 set:ns:sticky:1 set:ns\n", 2, `tx write 2 "set:ns": want set:NS[/KEY]:POLICY`},
+		{Magic + "\ntx c0 set::sticky:1\n", 2, "names no namespace"},
+		{Magic + "\ntx c0 clr:ns:forever\n", 2, `policy "forever"`},
+		{Magic + "\ntx c0 del:ns:rewind:1\n", 2, "del takes 0 arguments after the policy, not 1"},
+		{Magic + "\ntx c0 add:ns:rewind\n", 2, "add takes 1 arguments after the policy, not 0"},
+		{Magic + "\ntx c0 fill:ns:rewind:41\n", 2, "want 1 to 40 elements"},
+		{Magic + "\ntx c0 fill:ns:rewind:0\n", 2, "want 1 to 40 elements"},
+		{Magic + "\ntx c0 rm:ns:rewind:last\n", 2, "rm:"},
+		{Magic + "\ntx c0 set:ns:rewind:{nope\n", 2, "is not JSON"},
+		{Magic + "\ntx c0 note:ns\n", 2, "note takes nothing"},
+		{Magic + "\ntx session note\n", 2, "a note needs a conversation"},
 	} {
 		_, err := Parse(tc.text)
 		var pe *ProgramError
 		if !errors.As(err, &pe) || pe.Line != tc.line || !strings.Contains(pe.Reason, tc.want) {
 			t.Errorf("Parse(%q) = %v; want a ProgramError at line %d mentioning %q", tc.text, err, tc.line, tc.want)
 		}
+	}
+}
+
+// A tx line's writes parse, a value's JSON keeping its colons, and print
+// back as they were written.
+func TestTxLinesParse(t *testing.T) {
+	text := Magic + `
+tx c-1 set:ns/k:rewind:{"a":{"b":1}} del:ns:sticky add:l:rewind:"x:y" fill:l:rewind:40 rm:l:rewind:-2 rerm:l:rewind clr:l:rewind note
+tx session set:g:sticky:2
+`
+	p, err := Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := TxOf(p.Lines[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TxWrite{
+		{Verb: "set", Name: "ns/k", Policy: "rewind", Arg: `{"a":{"b":1}}`}, {Verb: "del", Name: "ns", Policy: "sticky"},
+		{Verb: "add", Name: "l", Policy: "rewind", Arg: `"x:y"`}, {Verb: "fill", Name: "l", Policy: "rewind", Arg: "40"},
+		{Verb: "rm", Name: "l", Policy: "rewind", Arg: "-2"}, {Verb: "rerm", Name: "l", Policy: "rewind"},
+		{Verb: "clr", Name: "l", Policy: "rewind"}, {Verb: "note"},
+	}
+	if len(ws) != len(want) {
+		t.Fatalf("got %d writes %+v; want %d", len(ws), ws, len(want))
+	}
+	for i, w := range ws {
+		if w != want[i] || w.String() != p.Lines[0].Args[i+1] {
+			t.Errorf("write %d = %+v (prints %q); want %+v (%q)", i+1, w, w.String(), want[i], p.Lines[0].Args[i+1])
+		}
+		if w.List() != (i >= 2 && i <= 6) {
+			t.Errorf("write %d (%s): List() = %t", i+1, w, w.List())
+		}
+	}
+	q, err := Parse(p.String())
+	if err != nil || q.String() != p.String() || strings.Join(q.Lines[0].Args, " ") != strings.Join(p.Lines[0].Args, " ") {
+		t.Fatalf("printed back to %v (%v):\n%s", q, err, p)
 	}
 }
 

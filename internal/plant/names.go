@@ -285,6 +285,20 @@ package plant
 //     drive its own conversation, and waits for itself.
 //   - prompt-returns-placement (core/agent/inbox.go): Prompt answers with
 //     the entry that placed its input, not the one that ended it.
+//   - conv-tx-remove-unbound (core/conversation.go): a conversation's
+//     commit removes a list element at the address as given, unbound.
+//   - snapshot-drops-parent (core/conversation.go): a conversation's
+//     Snapshot leaves out where it was forked from.
+//   - value-handle-at-now (core/handles.go): a value handle's read at a
+//     position reads the current value.
+//   - list-handle-read-ignores-at (core/handles.go): a list handle's page
+//     read at a position reads the list as it is now.
+//   - batch-map-spill-keeps-newest (storage/batchmap.go): a batch's small
+//     map, grown past sixteen pairs, keeps only the pair that grew it.
+//   - state-policy-change-allowed (storage/check.go): a batch may write a
+//     state with the other rewind policy than it is stored with.
+//   - remove-twice-allowed (storage/check.go): a batch may remove the same
+//     list element twice.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -366,6 +380,8 @@ var names = []string{
 	"boundary-repeat-rebinds", "boundary-clear-keeps-current", "boundary-fork-at-start",
 	"memory-kind-filter-own-level-only", "memory-fork-scan-past-fork-point", "memory-head-inherited-uncapped",
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
+	"conv-tx-remove-unbound", "snapshot-drops-parent", "value-handle-at-now", "list-handle-read-ignores-at",
+	"batch-map-spill-keeps-newest", "state-policy-change-allowed", "remove-twice-allowed",
 }
 
 // Names are the planted bugs, for the measuring test.
