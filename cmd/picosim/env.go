@@ -278,7 +278,7 @@ func (e *env) open(ctx context.Context) error {
 		e.oracle.catalog = append(e.oracle.catalog, t.Definition.Name)
 	}
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
-		TaskKinds:     []core.TaskKind{e.meddlerKind()},
+		TaskKinds:     []core.TaskKind{e.meddlerKind(), e.shaperKind()},
 		CheckPreviews: e.spec.seed%previewSeeds == 1, CheckContexts: e.spec.seed%contextSeeds == 2,
 		WatchQueueMax: swarm.queue, Retry: swarm.retry, Budget: swarm.limits, TracerProvider: e.tracer(),
 		Models:       agent.NewModels(agent.ModelSource{Provider: checkedProvider{e.faux, e.oracle}, Models: e.faux.Models()}),

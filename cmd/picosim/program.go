@@ -349,6 +349,7 @@ func drawProgram(seed uint64) *program {
 	drawHooks(p, seed)
 	drawThresholds(p, seed)
 	drawHostTxs(p, seed)
+	drawShapes(p, seed)
 	return p
 }
 
@@ -1270,6 +1271,8 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		return g.prompt(ctx, g.conv(l.args[0]), l.args[1])
 	case "tx":
 		return g.hostTx(ctx, l)
+	case "shape":
+		return g.startShaper(ctx, g.conv(l.args[0]), atoi(l.args[1]))
 	case "drive-async":
 		e.driveAsync(ctx, g.conv(l.args[0]))
 		return nil

@@ -87,6 +87,7 @@ var Arity = map[string][2]int{
 	"drive":         {1, 1},
 	"prompt":        {2, 2},
 	"tx":            {2, TxWritesMax + 1},
+	"shape":         {2, 2},
 	"drive-async":   {1, 1},
 	"sleep":         {1, 1},
 	"reopen":        {0, 0},
@@ -343,6 +344,10 @@ func (l Line) Check() error {
 	case "tx":
 		if _, err := TxOf(l); err != nil {
 			return err
+		}
+	case "shape":
+		if n, err := strconv.Atoi(l.Args[1]); err != nil || n < 1 || n > ShapeStepsMax {
+			return fmt.Errorf("shape: steps %q: want 1 to %d", l.Args[1], ShapeStepsMax)
 		}
 	case "hook":
 		if err := checkHook(l); err != nil {
@@ -648,6 +653,9 @@ func JobOf(l Line) (Job, error) {
 	}
 	return j, nil
 }
+
+// ShapeStepsMax bounds a shape line's steps.
+const ShapeStepsMax = 100
 
 // TxWritesMax bounds a tx line's writes; TxFillMax bounds one fill.
 const (

@@ -137,6 +137,9 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\ntx c0 set:ns:rewind:{nope\n", 2, "is not JSON"},
 		{Magic + "\ntx c0 note:ns\n", 2, "note takes nothing"},
 		{Magic + "\ntx session note\n", 2, "a note needs a conversation"},
+		{Magic + "\nshape c0 many\n", 2, `shape: steps "many": want 1 to 100`},
+		{Magic + "\nshape c0 101\n", 2, `shape: steps "101"`},
+		{Magic + "\nshape session 3\n", 2, "not a conversation"},
 	} {
 		_, err := Parse(tc.text)
 		var pe *ProgramError

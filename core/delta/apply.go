@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"unsafe"
+
+	"github.com/pico-go/pico/internal/plant"
 )
 
 // Apply applies a batch to value and returns the new root, which an r may
@@ -330,6 +332,9 @@ func (e *editor) arrayOp(target any, op Op) (any, *OpError) {
 			return nil, fault(ErrRange, "%s: splice index %d past the end (length %d)", op.Path, op.Index, len(arr))
 		}
 		remove := min(op.Remove, len(arr)-op.Index)
+		if plant.On("splice-clamp-keeps-last") && op.Remove >= len(arr)-op.Index && remove > 0 {
+			remove--
+		}
 		return e.splice(arr, op.Index, remove, op.Items), nil
 	}
 	if len(op.Perm) != len(arr) {
@@ -344,6 +349,10 @@ func (e *editor) arrayOp(target any, op Op) (any, *OpError) {
 	}
 	w := make([]any, len(arr))
 	for i, j := range op.Perm {
+		if plant.On("reorder-applied-inverse") {
+			w[j] = arr[i]
+			continue
+		}
 		w[i] = arr[j]
 	}
 	e.own(w, arr)
@@ -452,6 +461,9 @@ func (e *editor) deleteKey(m map[string]any, key string) {
 		e.undo = append(e.undo, undoStep{m: m, key: key, had: true, old: m[key]})
 	}
 	delete(m, key)
+	if plant.On("delete-key-keeps-null") {
+		m[key] = nil
+	}
 	e.touch(m, key)
 }
 

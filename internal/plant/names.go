@@ -299,6 +299,14 @@ package plant
 //     state with the other rewind policy than it is stored with.
 //   - remove-twice-allowed (storage/check.go): a batch may remove the same
 //     list element twice.
+//   - reorder-applied-inverse (core/delta/apply.go): a reorder puts each
+//     element at the place its perm entry names, the inverse permutation.
+//   - splice-clamp-keeps-last (core/delta/apply.go): a splice that removes
+//     to the end of an array keeps its last element.
+//   - delete-key-keeps-null (core/delta/apply.go): deleting an object key
+//     leaves it null.
+//   - stale-preview-read-unrebuilt (core/preview.go): a preview its task
+//     left alone while nobody watched is read without rebuilding it.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -382,6 +390,8 @@ var names = []string{
 	"classify-compact-ignores-new-id", "classify-repeated-clear-clears", "classify-codex-new-rebinds",
 	"conv-tx-remove-unbound", "snapshot-drops-parent", "value-handle-at-now", "list-handle-read-ignores-at",
 	"batch-map-spill-keeps-newest", "state-policy-change-allowed", "remove-twice-allowed",
+	"reorder-applied-inverse", "splice-clamp-keeps-last", "delete-key-keeps-null",
+	"stale-preview-read-unrebuilt",
 }
 
 // Names are the planted bugs, for the measuring test.
