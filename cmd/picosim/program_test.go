@@ -84,12 +84,24 @@ func TestAProgramWithoutItsDroppedLinesRunsAsTheDroppedRun(t *testing.T) {
 // picosim run --program FILE runs a printed program, and the trace
 // replays identically.
 func TestRunProgramFileAndReplayIt(t *testing.T) {
+	res, path, _ := runProgramFile(t, drawProgram(7).String(), 3)
+	if !strings.Contains(res.Command, "--program "+path) {
+		t.Fatalf("command %q does not name the program", res.Command)
+	}
+}
+
+// runProgramFile runs the program text as picosim run --program FILE
+// --seed seed does, fails the test unless the run passes and its trace
+// replays identically, and returns the result, the program's path and
+// the trace.
+func runProgramFile(t *testing.T, text string, seed uint64) (runResult, string, []byte) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.program")
-	if err := os.WriteFile(path, []byte(drawProgram(7).String()), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o, err := parseRun([]string{"--program", path, "--seed", "3"})
+	o, err := parseRun([]string{"--program", path, "--seed", strconv.FormatUint(seed, 10)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,12 +115,14 @@ func TestRunProgramFileAndReplayIt(t *testing.T) {
 	if err != nil || !res.OK {
 		t.Fatalf("run: %v %s", err, res.Error)
 	}
-	if !strings.Contains(res.Command, "--program "+path) {
-		t.Fatalf("command %q does not name the program", res.Command)
-	}
 	if got, err := replay(context.Background(), trace); err != nil || got != "" {
 		t.Fatalf("replay = %q, %v", got, err)
 	}
+	data, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, path, data
 }
 
 // An argument with a newline, a tab or a quote prints quoted and reads

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,8 +48,6 @@ func TestAShapeStepIsWhatTheTrackerMakes(t *testing.T) {
 // A program's shapers run under the rule, a reopen in the middle of them
 // recovering them, and the trace replays.
 func TestShapersRunUnderTheRule(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "p.program")
 	text := `picosim program 1
 swarm tail=2 shell=false queue=0 retry=0 chunk=0
 respond text "fine"
@@ -65,34 +60,11 @@ reopen
 drive c0
 sleep 200
 `
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o, err := parseRun([]string{"--program", path, "--seed", "9"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	trace := filepath.Join(dir, "t.jsonl")
-	f, err := os.Create(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := runScenario(context.Background(), o.spec, f)
-	f.Close()
-	if err != nil || !res.OK {
-		t.Fatalf("run: %v %s", err, res.Error)
-	}
-	data, err := os.ReadFile(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, data := runProgramFile(t, text, 9)
 	for _, want := range []string{`"picosim.shaper"`, `"status":"shaping"`, `"status":"done"`, `.recover"`} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("the trace has no %s", want)
 		}
-	}
-	if got, err := replay(context.Background(), trace); err != nil || got != "" {
-		t.Fatalf("replay = %q, %v", got, err)
 	}
 }
 

@@ -182,7 +182,10 @@ func (g *programRun) hostTx(ctx context.Context, l progLine) error {
 			}
 		}
 	}
-	pre := e.mirrorLog.last
+	var pre storage.ID
+	if e.mirrorLog != nil {
+		pre = e.mirrorLog.last
+	}
 	var rng storage.Range
 	if session {
 		rng, err = e.h.Commit(ctx, func(tx *core.Tx) error {
