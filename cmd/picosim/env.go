@@ -171,16 +171,25 @@ func (e *env) tracer() trace.TracerProvider {
 	return e.spec.tracer
 }
 
+// parseAheadSeeds is how often a JSONL run's replays parse ahead
+// (jsonl.Options.ParseAhead): every other seed.
+const parseAheadSeeds = 2
+
 // runSession is the run's session inside a SQLite database.
 const runSession = "picosim"
 
 // disk describes the backend's files; the memory backend has none. A
 // restarted process's replay of a JSONL history holds every batch to the
-// harness's rules as well.
+// harness's rules as well; on every other seed it parses the file ahead,
+// in chunks of one to four lines, as a long session's replay does.
 func (e *env) disk() fault.Disk {
 	switch e.spec.backend {
 	case "jsonl":
-		return fault.JSONL(sessionFile("jsonl", e.dir), jsonl.Options{Verify: agent.ValidateBatch})
+		opts := jsonl.Options{Verify: agent.ValidateBatch}
+		if e.spec.seed%parseAheadSeeds == 0 {
+			opts.ParseAhead = 1 + int(e.spec.seed/parseAheadSeeds%4)
+		}
+		return fault.JSONL(sessionFile("jsonl", e.dir), opts)
 	case "sqlite":
 		path := sessionFile("sqlite", e.dir)
 		return fault.CommitGated(func(ctx context.Context, fail func() error) (storage.Storage, error) {
@@ -453,7 +462,7 @@ func (e *env) play(ctx context.Context) error {
 		e.faux.AppendResponses(reply(fmt.Sprintf("recovered %d", i)))
 	}
 	if err := e.open(ctx); err != nil {
-		return fmt.Errorf("reopen after %s: %w", f, err)
+		return fmt.Errorf("reopen after %s: %w", f, inRunDir{err, e.dir})
 	}
 	if err := e.driveIdle(ctx); err != nil {
 		return err
@@ -925,3 +934,17 @@ func (e *env) expect(ctx context.Context, conv, input storage.ID, want agent.Inp
 	}
 	return nil
 }
+
+// inRunDir is an error that names files of the run's temporary directory
+// by their names in it, so that a replay of the run, in another directory,
+// writes the same verdict.
+type inRunDir struct {
+	err error
+	dir string
+}
+
+func (e inRunDir) Error() string {
+	return strings.ReplaceAll(e.err.Error(), e.dir+string(filepath.Separator), "")
+}
+
+func (e inRunDir) Unwrap() error { return e.err }

@@ -307,6 +307,10 @@ package plant
 //     leaves it null.
 //   - stale-preview-read-unrebuilt (core/preview.go): a preview its task
 //     left alone while nobody watched is read without rebuilding it.
+//   - jsonl-parse-ahead-skips-short (storage/jsonl/lines.go): a parsing
+//     worker skips one line too few of each chunk another worker parses.
+//   - jsonl-parse-ahead-drops-last-chunk (storage/jsonl/lines.go): a
+//     parsing worker never hands over the file's last chunk.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -391,7 +395,7 @@ var names = []string{
 	"conv-tx-remove-unbound", "snapshot-drops-parent", "value-handle-at-now", "list-handle-read-ignores-at",
 	"batch-map-spill-keeps-newest", "state-policy-change-allowed", "remove-twice-allowed",
 	"reorder-applied-inverse", "splice-clamp-keeps-last", "delete-key-keeps-null",
-	"stale-preview-read-unrebuilt",
+	"stale-preview-read-unrebuilt", "jsonl-parse-ahead-skips-short", "jsonl-parse-ahead-drops-last-chunk",
 }
 
 // Names are the planted bugs, for the measuring test.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"runtime"
 	"sync"
+
+	"github.com/pico-go/pico/internal/plant"
 )
 
 // parsedLine is one batch line of a file, cut at its newline and parsed.
@@ -37,6 +39,7 @@ type lineReader struct {
 	chunk   int           // the index of the chunk after cur
 	done    chan struct{} // closed by stop
 	quit    sync.WaitGroup
+	lines   int // a chunk's lines
 }
 
 // lineWorker is one parsing goroutine's two queues: its chunks parsed, in
@@ -62,10 +65,15 @@ var (
 // replay's applying keeps up with about two.
 const parseWorkersMax = 2
 
-func newLineReader(data []byte) *lineReader {
-	r := &lineReader{rest: data}
+// newLineReader reads data's lines. aheadLines > 0 (Options.ParseAhead)
+// parses ahead whatever data's size and the machine's cores, in chunks of
+// that many lines.
+func newLineReader(data []byte, aheadLines int) *lineReader {
+	r := &lineReader{rest: data, lines: chunkLines}
 	n := min(runtime.GOMAXPROCS(0), parseWorkersMax)
-	if len(data) < parallelParseMin || n < 2 {
+	if aheadLines > 0 {
+		r.lines, n = aheadLines, parseWorkersMax
+	} else if len(data) < parallelParseMin || n < 2 {
 		return r
 	}
 	r.done = make(chan struct{})
@@ -73,7 +81,7 @@ func newLineReader(data []byte) *lineReader {
 	for k := range r.workers {
 		w := lineWorker{full: make(chan *lineChunk, chunksAhead), free: make(chan *lineChunk, chunksAhead)}
 		for range chunksAhead {
-			w.free <- &lineChunk{lines: make([]parsedLine, chunkLines)}
+			w.free <- &lineChunk{lines: make([]parsedLine, r.lines)}
 		}
 		r.workers[k] = w
 		r.quit.Add(1)
@@ -125,7 +133,11 @@ func (r *lineReader) parseAhead(w lineWorker, k int, rest []byte) {
 	defer close(w.full)
 	for i := 0; len(rest) > 0; i++ {
 		if i%len(r.workers) != k {
-			for range chunkLines {
+			skip := r.lines
+			if plant.On("jsonl-parse-ahead-skips-short") && skip > 1 {
+				skip--
+			}
+			for range skip {
 				_, rest, _ = bytes.Cut(rest, []byte{'\n'})
 			}
 			continue
@@ -140,6 +152,9 @@ func (r *lineReader) parseAhead(w lineWorker, k int, rest []byte) {
 		for c.n < len(c.lines) && len(rest) > 0 {
 			rest = cutAndParse(&c.lines[c.n], rest)
 			c.n++
+		}
+		if plant.On("jsonl-parse-ahead-drops-last-chunk") && len(rest) == 0 && i > 0 {
+			return
 		}
 		select {
 		case w.full <- c:

@@ -191,3 +191,45 @@ func TestParsingAheadStopsWithTheReplay(t *testing.T) {
 		t.Fatalf("%d goroutines after the failed open, %d before", after, before)
 	}
 }
+
+// Options.ParseAhead parses a small file ahead, on two goroutines whatever
+// the machine's cores, in chunks of its lines, and the replay is the one
+// inline parsing makes.
+func TestParseAheadOptionParsesAnyFileAhead(t *testing.T) {
+	header, lines := sessionLines(t, 9)
+	text := []byte(header + strings.Join(lines, "\n") + "\n")
+	if r := newLineReader(text, 0); r.workers != nil {
+		r.stop()
+		t.Fatal("a small file is parsed ahead without the option")
+	}
+	r := newLineReader(text, 2)
+	if len(r.workers) != parseWorkersMax || r.lines != 2 {
+		t.Fatalf("with the option: %d workers, chunks of %d lines; want %d, 2", len(r.workers), r.lines, parseWorkersMax)
+	}
+	r.stop()
+	ctx := context.Background()
+	open := func(opts Options) (storage.ID, []string) {
+		path := filepath.Join(t.TempDir(), "s.jsonl")
+		if err := os.WriteFile(path, text, fileMode); err != nil {
+			t.Fatal(err)
+		}
+		var batches []string
+		opts.Verify = func(_ context.Context, _ storage.Storage, b storage.CommitBatch) error {
+			raw, _ := json.Marshal(b)
+			batches = append(batches, string(raw))
+			return nil
+		}
+		s, err := Open(ctx, path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		return s.LastSeq(), batches
+	}
+	wantLast, want := open(Options{})
+	for _, n := range []int{1, 3} {
+		if last, got := open(Options{ParseAhead: n}); last != wantLast || !cmp.Equal(want, got) {
+			t.Fatalf("ParseAhead %d replays to %d (%d batches); inline to %d (%d)", n, last, len(got), wantLast, len(want))
+		}
+	}
+}
