@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -44,8 +46,38 @@ func (o *oracle) jobEnded(inv core.Invocation, byTask bool, w storage.Write, b s
 		if d.Status != w.Status {
 			return o.fail(broke(ruleJobEnd, "%s settled job %d %s at %d with a notice %d in its commit saying %s", by, w.ID, w.Status, seq, x.Entry.ID, d.Status))
 		}
+		if why := noticeSays(x.Entry, d); why != "" {
+			return o.fail(broke(ruleJobEnd, "%s settled job %d %s at %d with a notice %d whose message %s", by, w.ID, w.Status, seq, x.Entry.ID, why))
+		}
 	}
 	return nil
+}
+
+// noticeSays is what is wrong with the message a job's notice gives the
+// model, against the notice's data: one system message, naming the job
+// and its command, and saying how it ended as the data does (stopped only
+// when killed, lost only when lost, its exit code when it has one); ""
+// when nothing is.
+func noticeSays(e *storage.Entry, d agent.JobNoticeData) string {
+	if len(e.Model) != 1 || e.Model[0].Role != ai.RoleSystem {
+		return fmt.Sprintf("is %d messages (%v), not one system message", len(e.Model), e.Model)
+	}
+	text := e.Model[0].Content.TextOf()
+	head, _, _ := strings.Cut(text, "\n")
+	says := func(s string) bool { return strings.Contains(head, s) }
+	switch {
+	case !strings.HasPrefix(head, fmt.Sprintf("Job %d (%s) ", d.Job, d.Cmd)):
+		return fmt.Sprintf("%q does not begin by naming job %d (%s)", head, d.Job, d.Cmd)
+	case says("was stopped.") != (d.Status == agent.JobKilled):
+		return fmt.Sprintf("%q, for a job that ended %s", head, d.Status)
+	case says("lost") != (d.Status == agent.JobLost):
+		return fmt.Sprintf("%q, for a job that ended %s", head, d.Status)
+	case d.Status == agent.JobExited && d.ExitCode != nil && !says(fmt.Sprintf("code %d.", *d.ExitCode)):
+		return fmt.Sprintf("%q, for a job that exited with code %d", head, *d.ExitCode)
+	case d.Status == agent.JobExited && d.ExitCode == nil && !says("without an exit code"):
+		return fmt.Sprintf("%q, for a job that exited without an exit code", head)
+	}
+	return ""
 }
 
 // The schedule rule (§8.6): a job keeps to its time. A job due at a time

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -16,15 +17,20 @@ import (
 // its commit appends; a settlement by another task is held to the notice
 // alone.
 func TestAJobEndsAsItsMethodSays(t *testing.T) {
-	settle := func(status string, notice string) storage.CommitBatch {
+	says := map[string]string{agent.JobKilled: "Job 7 (serve) was stopped.", agent.JobLost: "Job 7 (serve) was lost: the session stopped while it ran.",
+		agent.JobExited: "Job 7 (serve) ended without an exit code."}
+	told := func(status, notice string, code *int, text string) storage.CommitBatch {
 		b := storage.CommitBatch{Kind: storage.BatchMain}
 		if notice != "" {
-			data, _ := json.Marshal(agent.JobNoticeData{Job: 7, Cmd: "serve", Status: notice})
-			b.Writes = append(b.Writes, storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 11, ConversationID: 1, Kind: core.NoticeKind.Kind(), Data: data}})
+			data, _ := json.Marshal(agent.JobNoticeData{Job: 7, Cmd: "serve", Status: notice, ExitCode: code})
+			msg := []ai.Message{{Role: ai.RoleSystem, Content: ai.PlainText(text + "\nOutput (use the job tool's output command with id 7 for all of it):\nwas stopped.")}}
+			b.Writes = append(b.Writes, storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 11, ConversationID: 1, Kind: core.NoticeKind.Kind(), Data: data, Model: msg}})
 		}
 		b.Writes = append(b.Writes, storage.Write{Type: storage.WriteSettle, ID: 7, Status: status, Role: storage.RoleTerminal})
 		return b
 	}
+	settle := func(status string, notice string) storage.CommitBatch { return told(status, notice, nil, says[notice]) }
+	three := 3
 	own := func(m core.Method) core.Invocation { return core.Invocation{Task: 7, ConversationID: 1, Method: m} }
 	cases := []struct {
 		name   string
@@ -44,6 +50,18 @@ func TestAJobEndsAsItsMethodSays(t *testing.T) {
 		{name: "a notice of another end", inv: own(core.MethodRecover), byTask: true, b: settle(agent.JobLost, agent.JobExited), broken: true},
 		{name: "another task's settlement with its notice", inv: core.Invocation{Task: 9, Method: core.MethodExecute}, byTask: true, b: settle(agent.JobKilled, agent.JobKilled)},
 		{name: "another task's settlement with a wrong notice", inv: core.Invocation{Task: 9, Method: core.MethodExecute}, byTask: true, b: settle(agent.JobKilled, agent.JobLost), broken: true},
+		{name: "an exit with its code", inv: own(core.MethodExecute), byTask: true, b: told(agent.JobExited, agent.JobExited, &three, "Job 7 (serve) exited with code 3.")},
+		{name: "an exit told as a stop", inv: own(core.MethodExecute), byTask: true, b: told(agent.JobExited, agent.JobExited, nil, says[agent.JobKilled]), broken: true},
+		{name: "a kill told as an exit", inv: own(core.MethodAbort), byTask: true, b: told(agent.JobKilled, agent.JobKilled, nil, says[agent.JobExited]), broken: true},
+		{name: "a loss told as an exit", inv: own(core.MethodRecover), byTask: true, b: told(agent.JobLost, agent.JobLost, nil, says[agent.JobExited]), broken: true},
+		{name: "an exit told with another code", inv: own(core.MethodExecute), byTask: true, b: told(agent.JobExited, agent.JobExited, &three, "Job 7 (serve) exited with code 0."), broken: true},
+		{name: "an exit with a code told without", inv: own(core.MethodExecute), byTask: true, b: told(agent.JobExited, agent.JobExited, &three, says[agent.JobExited]), broken: true},
+		{name: "a notice naming another job", inv: own(core.MethodAbort), byTask: true, b: told(agent.JobKilled, agent.JobKilled, nil, "Job 8 (serve) was stopped."), broken: true},
+		{name: "a notice without a message", inv: own(core.MethodAbort), byTask: true, b: func() storage.CommitBatch {
+			b := settle(agent.JobKilled, agent.JobKilled)
+			b.Writes[0].Entry.Model = nil
+			return b
+		}(), broken: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

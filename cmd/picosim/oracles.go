@@ -155,6 +155,7 @@ type oracle struct {
 	terminal   map[string]agent.InputStatus   // input result address → its terminal status
 	active     map[storage.ID]core.Method     // task → the method running
 	notices    map[storage.ID]bool            // jobs whose end was announced
+	candidates map[storage.ID]bool            // collapses whose candidate summary is durable
 	starts     map[string]bool                // provider/session ids that started a conversation
 	kinds      map[storage.ID]string          // task → its kind
 	modes      map[storage.ID]agent.InputMode // inbox item (input id) → its mode
@@ -224,7 +225,7 @@ type oracle struct {
 
 func newOracle() *oracle {
 	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
-		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, starts: map[string]bool{},
+		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, candidates: map[storage.ID]bool{}, starts: map[string]bool{},
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
@@ -359,6 +360,9 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		o.marked[t.ID] = o.marked[t.ID] || t.Abort
 	}
 	if err := o.resyncBudget(ctx, store, tasks); err != nil {
+		return err
+	}
+	if err := o.resyncCandidates(ctx, store, tasks); err != nil {
 		return err
 	}
 	if err := o.resyncSession(ctx, store, convs); err != nil {
@@ -497,6 +501,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		return err
 	}
 	if err := o.inheritChecked(inv, ok, b, r, by); err != nil {
+		return err
+	}
+	if err := o.candidateSeen(inv, ok, b, by, r); err != nil {
 		return err
 	}
 	if b.Kind == storage.BatchScratch && o.settled[b.Task] {

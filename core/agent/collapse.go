@@ -211,6 +211,11 @@ type candidate struct {
 
 var candidateValue = storage.ScratchValue[candidate]("pi.collapse.candidate")
 
+// CollapseCandidateAddress is where a collapse keeps, in its scratch, the
+// summary its summarizer answered until it publishes it: a checker that
+// holds a recovery to publishing it reads it there.
+var CollapseCandidateAddress = candidateValue.Address
+
 // HookBeforeCollapse is the collapse's hook point (§8.7).
 const HookBeforeCollapse = "before_collapse"
 
@@ -848,7 +853,7 @@ func readCandidate(ctx context.Context, rt *core.TaskRuntime) (candidate, bool, 
 	var ok bool
 	_, err := rt.Scratch(ctx, func(sc core.ScratchTx) error {
 		v, found, err := sc.GetValue(candidateValue.Address)
-		if err != nil || !found {
+		if err != nil || !found || plant.On("collapse-candidate-unread") {
 			return err
 		}
 		ok = true

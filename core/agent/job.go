@@ -211,7 +211,7 @@ func appendJobNotice(tx *core.Tx, conv, job storage.ID, st JobState, status stri
 		b.WriteString("lost a run: the session stopped while it ran; it runs again on its schedule.")
 	case status == JobLost:
 		b.WriteString("was lost: the session stopped while it ran, and it is not safe to run again.")
-	case status == JobKilled:
+	case status == JobKilled || plant.On("job-notice-stopped-when-exited") && status == JobExited:
 		b.WriteString("was stopped.")
 	case st.Every > 0 && st.ExitCode != nil:
 		fmt.Fprintf(&b, "finished a run with exit code %d; it runs again on its schedule.", *st.ExitCode)

@@ -311,6 +311,10 @@ package plant
 //     worker skips one line too few of each chunk another worker parses.
 //   - jsonl-parse-ahead-drops-last-chunk (storage/jsonl/lines.go): a
 //     parsing worker never hands over the file's last chunk.
+//   - job-notice-stopped-when-exited (core/agent/job.go): the notice of a
+//     job that exited tells the model it was stopped.
+//   - collapse-candidate-unread (core/agent/collapse.go): a collapse reads
+//     its durable candidate summary as absent, so a recovery asks again.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -396,6 +400,7 @@ var names = []string{
 	"batch-map-spill-keeps-newest", "state-policy-change-allowed", "remove-twice-allowed",
 	"reorder-applied-inverse", "splice-clamp-keeps-last", "delete-key-keeps-null",
 	"stale-preview-read-unrebuilt", "jsonl-parse-ahead-skips-short", "jsonl-parse-ahead-drops-last-chunk",
+	"job-notice-stopped-when-exited", "collapse-candidate-unread",
 }
 
 // Names are the planted bugs, for the measuring test.
