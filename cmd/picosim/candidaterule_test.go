@@ -55,3 +55,28 @@ func TestARecoveredCollapsePublishesItsCandidate(t *testing.T) {
 		})
 	}
 }
+
+// A host verb that returns no error returns the task its commit made: of
+// its kind, in its conversation.
+func TestAHostVerbReturnsWhatItMade(t *testing.T) {
+	o := newOracle()
+	o.kinds[4], o.convs[4] = agent.CollapseKindName, 1
+	o.kinds[6], o.convs[6] = agent.JobKindName, 1
+	for _, tc := range []struct {
+		name   string
+		kind   string
+		conv   storage.ID
+		id     storage.ID
+		broken bool
+	}{
+		{"its collapse", agent.CollapseKindName, 1, 4, false},
+		{"its job", agent.JobKindName, 1, 6, false},
+		{"no task", agent.CollapseKindName, 1, 0, true},
+		{"a task of another kind", agent.CollapseKindName, 1, 6, true},
+		{"a task of another conversation", agent.CollapseKindName, 2, 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			holdsOrBreaks(t, o.hostMade("a verb", tc.kind, tc.conv, tc.id), ruleHostMade, tc.broken)
+		})
+	}
+}

@@ -1366,3 +1366,17 @@ func holdToCapture[V any](e *env, ctx context.Context, what string, view func() 
 	}
 	return nil
 }
+
+// ruleHostMade: a host verb that starts a task and returns no error
+// returns the task it started, of its kind, in its conversation.
+const ruleHostMade oracleRule = "a-host-verb-returns-what-it-made"
+
+// hostMade holds the id a host's verb returned, with no error, to the task
+// the oracle saw its commit make: of kind, in conversation conv.
+func (o *oracle) hostMade(verb, kind string, conv, id storage.ID) error {
+	if o.kinds[id] != kind || o.convs[id] != conv {
+		return o.fail(broke(ruleHostMade, "%s of conversation %d returned task %d, which the session knows as a %q task of conversation %d",
+			verb, conv, id, o.kinds[id], o.convs[id]))
+	}
+	return nil
+}

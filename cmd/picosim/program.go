@@ -1309,11 +1309,14 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			opts.Instructions = l.args[1]
 		}
 		before := e.h.Store().LastSeq()
-		_, err = c.Collapse(ctx, opts)
+		id, err := c.Collapse(ctx, opts)
 		if errors.Is(err, agent.ErrNothingToCollapse) && e.h.Store().LastSeq() == before {
 			// Nothing committed while it decided: it saw the context as of
 			// before. A violation is the oracle's first, judged at the end.
 			_ = e.oracle.nothingToCollapse(c.ID, before)
+		}
+		if err == nil {
+			return e.oracle.hostMade("Collapse", agent.CollapseKindName, c.ID, id)
 		}
 		return err
 	case "delete":
@@ -1377,7 +1380,10 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		_, err = c.StartJob(ctx, kit.JobSpec(l.args, e.s.Runtime().Now()))
+		id, err := c.StartJob(ctx, kit.JobSpec(l.args, e.s.Runtime().Now()))
+		if err == nil {
+			return e.oracle.hostMade("StartJob", agent.JobKindName, c.ID, id)
+		}
 		return err
 	}
 	return fmt.Errorf("unknown op %q", l.op)

@@ -321,6 +321,9 @@ func (c *Conversation) Collapse(ctx context.Context, opts CollapseOptions) (stor
 		case !ok:
 			return &CollapseError{ConversationID: c.ID, Err: ErrNothingToCollapse}
 		}
+		if plant.On("collapse-returns-no-task") {
+			id = 0
+		}
 		return nil
 	})
 	return id, err

@@ -315,6 +315,8 @@ package plant
 //     job that exited tells the model it was stopped.
 //   - collapse-candidate-unread (core/agent/collapse.go): a collapse reads
 //     its durable candidate summary as absent, so a recovery asks again.
+//   - collapse-returns-no-task (core/agent/collapse.go): a host's Collapse
+//     starts the collapse but returns task 0.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -400,7 +402,7 @@ var names = []string{
 	"batch-map-spill-keeps-newest", "state-policy-change-allowed", "remove-twice-allowed",
 	"reorder-applied-inverse", "splice-clamp-keeps-last", "delete-key-keeps-null",
 	"stale-preview-read-unrebuilt", "jsonl-parse-ahead-skips-short", "jsonl-parse-ahead-drops-last-chunk",
-	"job-notice-stopped-when-exited", "collapse-candidate-unread",
+	"job-notice-stopped-when-exited", "collapse-candidate-unread", "collapse-returns-no-task",
 }
 
 // Names are the planted bugs, for the measuring test.
