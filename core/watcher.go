@@ -278,7 +278,7 @@ func (h *Harness) captureView(ctx context.Context, w *WatchHandle) (*Conversatio
 	}
 	v := &ConversationView{Conversation: rec, Tail: w.tail, ReadAt: store.LastSeq(),
 		Entries: []*storage.Entry{}, Context: []storage.ID{}, Tasks: []*storage.Task{}, Inbox: []storage.Element{},
-		Values: map[string]json.RawMessage{}, Previews: map[storage.ID]any{}, Faulted: h.d.phase == phaseFaulted}
+		Values: map[string]json.RawMessage{}, Previews: map[storage.ID]any{}, Faulted: h.d.phase == phaseFaulted || plant.On("capture-says-faulted")}
 	if w.tail > 0 {
 		p, err := store.ScanEntries(ctx, storage.EntryQuery{ConversationID: w.conv,
 			Cursor: storage.Cursor{Before: v.ReadAt + 1, Limit: min(w.tail, storage.PageLimitMax)}})

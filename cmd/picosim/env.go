@@ -352,6 +352,14 @@ func (e *env) onYield(ctx context.Context, in agent.OnYieldInput) (agent.OnYield
 	return agent.OnYieldOutput{Continue: "keep going"}, nil
 }
 
+// unfaulted reports whether nothing can have faulted the open session: it
+// is a restarted process's (a restart runs without faults) or no fault of
+// the plan has fired. A kind's unexpected error faults a session too, but
+// fails the run on its own.
+func (e *env) unfaulted() bool {
+	return e.h != nil && (e.h != e.firstH || e.firedCount() == 0)
+}
+
 // noteEnv remembers err if it is the first of the machine's failures.
 func (e *env) noteEnv(err error) {
 	if e.envErr == nil && isEnvironment(err) {

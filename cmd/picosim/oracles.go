@@ -1348,6 +1348,11 @@ func holdToCapture[V any](e *env, ctx context.Context, what string, view func() 
 	for range watchChecksMax {
 		last := e.h.Store().LastSeq()
 		want, err := capture()
+		if err == nil && faulted(want) && e.unfaulted() {
+			// A capture is read, not folded: it never lags, and it says
+			// faulted only of a session that faulted.
+			return e.oracle.fail(broke(ruleWatchFold, "a fresh capture for %s says the session faulted, though nothing faulted it", what))
+		}
 		if err != nil || faulted(want) || faulted(view()) {
 			return nil
 		}

@@ -317,6 +317,8 @@ package plant
 //     its durable candidate summary as absent, so a recovery asks again.
 //   - collapse-returns-no-task (core/agent/collapse.go): a host's Collapse
 //     starts the collapse but returns task 0.
+//   - capture-says-faulted (core/watcher.go): a watch's capture of a
+//     conversation says the session faulted, though it did not.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -402,7 +404,7 @@ var names = []string{
 	"batch-map-spill-keeps-newest", "state-policy-change-allowed", "remove-twice-allowed",
 	"reorder-applied-inverse", "splice-clamp-keeps-last", "delete-key-keeps-null",
 	"stale-preview-read-unrebuilt", "jsonl-parse-ahead-skips-short", "jsonl-parse-ahead-drops-last-chunk",
-	"job-notice-stopped-when-exited", "collapse-candidate-unread", "collapse-returns-no-task",
+	"job-notice-stopped-when-exited", "collapse-candidate-unread", "collapse-returns-no-task", "capture-says-faulted",
 }
 
 // Names are the planted bugs, for the measuring test.
