@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
@@ -46,19 +47,44 @@ func (o *oracle) jobEnded(inv core.Invocation, byTask bool, w storage.Write, b s
 		if d.Status != w.Status {
 			return o.fail(broke(ruleJobEnd, "%s settled job %d %s at %d with a notice %d in its commit saying %s", by, w.ID, w.Status, seq, x.Entry.ID, d.Status))
 		}
-		if why := noticeSays(x.Entry, d); why != "" {
+		if why := noticeSays(x.Entry, d, settledOutput(w.State)); why != "" {
 			return o.fail(broke(ruleJobEnd, "%s settled job %d %s at %d with a notice %d whose message %s", by, w.ID, w.Status, seq, x.Entry.ID, why))
 		}
 	}
 	return nil
 }
 
+// noticeOutputMax is how much of a job's output its notice repeats, at
+// most: its end, cut at a character.
+const noticeOutputMax = 2_000
+
+// settledOutput is the text of the output a job's settlement records (the
+// first text block of its state's output), "" for none.
+func settledOutput(state json.RawMessage) string {
+	var st struct {
+		Output *struct {
+			Content []struct{ Type, Text string }
+		}
+	}
+	if json.Unmarshal(state, &st) != nil || st.Output == nil {
+		return ""
+	}
+	for _, b := range st.Output.Content {
+		if b.Type == "text" {
+			return b.Text
+		}
+	}
+	return ""
+}
+
 // noticeSays is what is wrong with the message a job's notice gives the
-// model, against the notice's data: one system message, naming the job
-// and its command, and saying how it ended as the data does (stopped only
-// when killed, lost only when lost, its exit code when it has one); ""
-// when nothing is.
-func noticeSays(e *storage.Entry, d agent.JobNoticeData) string {
+// model, against the notice's data and out, the output its settlement
+// records: one system message, naming the job and its command, and saying
+// how it ended as the data does (stopped only when killed, lost only when
+// lost, its exit code when it has one), then the end of out (at most
+// noticeOutputMax bytes, cut at a character and marked "…") when there is
+// any; "" when nothing is.
+func noticeSays(e *storage.Entry, d agent.JobNoticeData, out string) string {
 	if len(e.Model) != 1 || e.Model[0].Role != ai.RoleSystem {
 		return fmt.Sprintf("is %d messages (%v), not one system message", len(e.Model), e.Model)
 	}
@@ -76,6 +102,23 @@ func noticeSays(e *storage.Entry, d agent.JobNoticeData) string {
 		return fmt.Sprintf("%q, for a job that exited with code %d", head, *d.ExitCode)
 	case d.Status == agent.JobExited && d.ExitCode == nil && !says("without an exit code"):
 		return fmt.Sprintf("%q, for a job that exited without an exit code", head)
+	}
+	_, tail, hasTail := strings.Cut(text, "\n")
+	if out == "" {
+		if hasTail {
+			return fmt.Sprintf("goes on after its first line (%q), for a job without output", tail)
+		}
+		return ""
+	}
+	if len(out) > noticeOutputMax {
+		cut := len(out) - noticeOutputMax
+		for cut < len(out) && !utf8.RuneStart(out[cut]) {
+			cut++
+		}
+		out = "…" + out[cut:]
+	}
+	if want := fmt.Sprintf("Output (use the job tool's output command with id %d for all of it):\n%s", d.Job, out); tail != want {
+		return fmt.Sprintf("repeats the output as %q; the settlement records it as %q", tail, want)
 	}
 	return ""
 }

@@ -19,17 +19,25 @@ import (
 func TestAJobEndsAsItsMethodSays(t *testing.T) {
 	says := map[string]string{agent.JobKilled: "Job 7 (serve) was stopped.", agent.JobLost: "Job 7 (serve) was lost: the session stopped while it ran.",
 		agent.JobExited: "Job 7 (serve) ended without an exit code."}
-	told := func(status, notice string, code *int, text string) storage.CommitBatch {
+	const output = "Output (use the job tool's output command with id 7 for all of it):\n"
+	// out is the output the settlement records, text the notice's message.
+	withOutput := func(status, notice string, code *int, out, text string) storage.CommitBatch {
 		b := storage.CommitBatch{Kind: storage.BatchMain}
 		if notice != "" {
 			data, _ := json.Marshal(agent.JobNoticeData{Job: 7, Cmd: "serve", Status: notice, ExitCode: code})
-			msg := []ai.Message{{Role: ai.RoleSystem, Content: ai.PlainText(text + "\nOutput (use the job tool's output command with id 7 for all of it):\nwas stopped.")}}
+			msg := []ai.Message{{Role: ai.RoleSystem, Content: ai.PlainText(text)}}
 			b.Writes = append(b.Writes, storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 11, ConversationID: 1, Kind: core.NoticeKind.Kind(), Data: data, Model: msg}})
 		}
-		b.Writes = append(b.Writes, storage.Write{Type: storage.WriteSettle, ID: 7, Status: status, Role: storage.RoleTerminal})
+		state, _ := json.Marshal(map[string]any{"output": map[string]any{"content": []map[string]string{{"type": "text", "text": out}}}})
+		b.Writes = append(b.Writes, storage.Write{Type: storage.WriteSettle, ID: 7, Status: status, Role: storage.RoleTerminal, State: state})
 		return b
 	}
+	// The output says "was stopped." too: only the first line tells.
+	told := func(status, notice string, code *int, text string) storage.CommitBatch {
+		return withOutput(status, notice, code, "was stopped.", text+"\n"+output+"was stopped.")
+	}
 	settle := func(status string, notice string) storage.CommitBatch { return told(status, notice, nil, says[notice]) }
+	long := strings.Repeat("é", 1500) // 3,000 bytes
 	three := 3
 	own := func(m core.Method) core.Invocation { return core.Invocation{Task: 7, ConversationID: 1, Method: m} }
 	cases := []struct {
@@ -57,6 +65,12 @@ func TestAJobEndsAsItsMethodSays(t *testing.T) {
 		{name: "an exit told with another code", inv: own(core.MethodExecute), byTask: true, b: told(agent.JobExited, agent.JobExited, &three, "Job 7 (serve) exited with code 0."), broken: true},
 		{name: "an exit with a code told without", inv: own(core.MethodExecute), byTask: true, b: told(agent.JobExited, agent.JobExited, &three, says[agent.JobExited]), broken: true},
 		{name: "a notice naming another job", inv: own(core.MethodAbort), byTask: true, b: told(agent.JobKilled, agent.JobKilled, nil, "Job 8 (serve) was stopped."), broken: true},
+		{name: "no output, none repeated", inv: own(core.MethodAbort), byTask: true, b: withOutput(agent.JobKilled, agent.JobKilled, nil, "", says[agent.JobKilled])},
+		{name: "output not repeated", inv: own(core.MethodAbort), byTask: true, b: withOutput(agent.JobKilled, agent.JobKilled, nil, "done", says[agent.JobKilled]), broken: true},
+		{name: "other output repeated", inv: own(core.MethodAbort), byTask: true, b: withOutput(agent.JobKilled, agent.JobKilled, nil, "done", says[agent.JobKilled]+"\n"+output+"don"), broken: true},
+		{name: "output where there is none", inv: own(core.MethodAbort), byTask: true, b: withOutput(agent.JobKilled, agent.JobKilled, nil, "", says[agent.JobKilled]+"\n"+output+"x"), broken: true},
+		{name: "a long output's end, cut at a character", inv: own(core.MethodAbort), byTask: true, b: withOutput(agent.JobKilled, agent.JobKilled, nil, "x"+long, says[agent.JobKilled]+"\n"+output+"…"+strings.Repeat("é", 1000))},
+		{name: "a long output whole", inv: own(core.MethodAbort), byTask: true, b: withOutput(agent.JobKilled, agent.JobKilled, nil, long, says[agent.JobKilled]+"\n"+output+long), broken: true},
 		{name: "a notice without a message", inv: own(core.MethodAbort), byTask: true, b: func() storage.CommitBatch {
 			b := settle(agent.JobKilled, agent.JobKilled)
 			b.Writes[0].Entry.Model = nil

@@ -222,7 +222,7 @@ func appendJobNotice(tx *core.Tx, conv, job storage.ID, st JobState, status stri
 	default:
 		b.WriteString("ended without an exit code.")
 	}
-	if out != nil {
+	if out != nil && !plant.On("job-notice-drops-output") {
 		if text := out.text(); text != "" {
 			if len(text) > noticeOutputMax {
 				cut := len(text) - noticeOutputMax
