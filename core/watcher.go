@@ -22,6 +22,9 @@ func (h *Harness) watchQueueMax() int {
 	if h.opts.WatchQueueMax > 0 {
 		return h.opts.WatchQueueMax
 	}
+	if plant.On("watch-default-bound-tiny") {
+		return 2
+	}
 	return watchCommitsMax
 }
 

@@ -80,3 +80,23 @@ func TestAHostVerbReturnsWhatItMade(t *testing.T) {
 		})
 	}
 }
+
+// A watch lags only past its bound: a lag after no more commits than the
+// bound since its view was read breaks the rule; one after more holds.
+func TestAWatchLagsOnlyPastItsBound(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		queue  int
+		made   storage.ID
+		broken bool
+	}{
+		{"the default bound, not reached", 0, 1024, true},
+		{"the default bound, passed", 0, 1025, false},
+		{"a drawn bound, not reached", 3, 3, true},
+		{"a drawn bound, passed", 3, 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			holdsOrBreaks(t, lagChecked("a watch", 10, 10+tc.made, tc.queue), ruleWatchLag, tc.broken)
+		})
+	}
+}

@@ -352,6 +352,15 @@ func (e *env) onYield(ctx context.Context, in agent.OnYieldInput) (agent.OnYield
 	return agent.OnYieldOutput{Continue: "keep going"}, nil
 }
 
+// watchQueue is the session's WatchQueueMax: a generated program's swarm
+// queue, 0 (the default bound) for every other run.
+func (e *env) watchQueue() int {
+	if e.spec.sc.generated {
+		return e.program().queue
+	}
+	return 0
+}
+
 // unfaulted reports whether nothing can have faulted the open session: it
 // is a restarted process's (a restart runs without faults) or no fault of
 // the plan has fired. A kind's unexpected error faults a session too, but

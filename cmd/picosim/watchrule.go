@@ -21,7 +21,19 @@ type taskTrail struct {
 	e     *env
 	what  string
 	tasks map[storage.ID][]byte
+	// from is the sequence the watch's view was read at (its capture or
+	// its last resnapshot): it can have queued no more commits than the
+	// session made since.
+	from storage.ID
 }
+
+// ruleWatchLag: a watch lags only when more commits are queued for it than
+// the session's bound (Options.WatchQueueMax; 0 means 1,024), so only
+// after the session made more commits than that since its view was read.
+const ruleWatchLag oracleRule = "a-watch-lags-only-past-its-bound"
+
+// watchQueueDefault is the bound of a session whose WatchQueueMax is 0.
+const watchQueueDefault = 1024
 
 // trail starts following the watch w of conversation conv from its view
 // as it stands (its capture, before Start delivers anything).
@@ -38,6 +50,7 @@ func (t *taskTrail) reset(v *core.ConversationView) {
 	if v == nil {
 		return
 	}
+	t.from = v.ReadAt
 	for _, task := range v.Tasks {
 		t.tasks[task.ID] = taskJSON(task)
 	}
@@ -73,10 +86,26 @@ func (t *taskTrail) event(ev core.ConversationEvent) {
 // (what a client does when it falls behind) and follows the new capture.
 func (t *taskTrail) listen(ctx context.Context, w *core.WatchHandle, ev core.ConversationEvent) {
 	t.event(ev)
-	if lagged(ev) {
+	if lagged(ev) && t.e.h != nil {
+		if err := lagChecked(t.what, t.from, t.e.h.Store().LastSeq(), t.e.watchQueue()); err != nil {
+			_ = t.e.oracle.fail(err)
+		}
 		v, _ := w.Resnapshot(ctx)
 		t.reset(v)
 	}
+}
+
+// lagChecked holds a lag of the watch named what, whose view was read at
+// from, with the session at last and its WatchQueueMax queue, to the rule.
+func lagChecked(what string, from, last storage.ID, queue int) error {
+	bound := storage.ID(watchQueueDefault)
+	if queue > 0 {
+		bound = storage.ID(queue)
+	}
+	if made := last - from; made <= bound {
+		return broke(ruleWatchLag, "%s lagged after %d commits since its view was read at %d; its bound is %d", what, made, from, bound)
+	}
+	return nil
 }
 
 func (t *taskTrail) fail(format string, args ...any) {

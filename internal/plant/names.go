@@ -321,6 +321,8 @@ package plant
 //     conversation says the session faulted, though it did not.
 //   - job-notice-drops-output (core/agent/job.go): the notice of a job's
 //     end leaves out the end of its output.
+//   - watch-default-bound-tiny (core/watcher.go): a session without a
+//     WatchQueueMax bounds a watch's queue at two commits, not 1,024.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -407,7 +409,7 @@ var names = []string{
 	"reorder-applied-inverse", "splice-clamp-keeps-last", "delete-key-keeps-null",
 	"stale-preview-read-unrebuilt", "jsonl-parse-ahead-skips-short", "jsonl-parse-ahead-drops-last-chunk",
 	"job-notice-stopped-when-exited", "collapse-candidate-unread", "collapse-returns-no-task", "capture-says-faulted",
-	"job-notice-drops-output",
+	"job-notice-drops-output", "watch-default-bound-tiny",
 }
 
 // Names are the planted bugs, for the measuring test.
