@@ -275,7 +275,7 @@ func (o *oracle) hookedSystem(run []hookSpan, sel *[]string) (sections []core.Sy
 	named := false
 	for _, s := range run {
 		if s.effect == "section" {
-			key, text := hookSection(s.id)
+			key, text := hookSection(s.id, sel)
 			sections = append(sections, core.SystemSection{Key: key, Text: &text})
 			continue
 		}
@@ -326,7 +326,11 @@ func sameSystem(as, bs []core.SystemSection, at, bt []ai.Tool) bool {
 func describeSystem(sections []core.SystemSection, tools []ai.Tool) string {
 	var keys, names []string
 	for _, s := range sections {
-		keys = append(keys, s.Key)
+		k := s.Key
+		if s.Text != nil {
+			k += fmt.Sprintf("(%q)", *s.Text)
+		}
+		keys = append(keys, k)
 	}
 	for _, t := range tools {
 		n := t.Name

@@ -90,7 +90,7 @@ func TestHookedSystemFoldsItsHooks(t *testing.T) {
 // one that cannot have run is there, or the sections are out of order.
 func TestSystemFollowsItsHooks(t *testing.T) {
 	section := func(id int) core.SystemSection {
-		key, text := hookSection(id)
+		key, text := hookSection(id, nil)
 		return core.SystemSection{Key: key, Text: &text}
 	}
 	catalog := []ai.Tool{{Name: "a", Description: "echo a"}, {Name: "b", Description: "echo b"}}

@@ -37,9 +37,16 @@ type hostHook struct {
 	off func()
 }
 
-// hookSection is hook id's system section: its key and its text.
-func hookSection(id int) (key, text string) {
-	return "hook-" + strconv.Itoa(id), fmt.Sprintf("Hook %d asks for care.", id)
+// hookSection is hook id's system section for a generation whose config
+// selects sel (nil: every tool): its key and its text, which names how many
+// tools are selected, so that a turn that adds tools changes the section's
+// text in place.
+func hookSection(id int, sel *[]string) (key, text string) {
+	text = fmt.Sprintf("Hook %d asks for care.", id)
+	if sel != nil {
+		text = fmt.Sprintf("Hook %d asks for care with %d tools.", id, len(*sel))
+	}
+	return "hook-" + strconv.Itoa(id), text
 }
 
 // hookDescription is the description a describe hook gives its tool.
@@ -183,7 +190,11 @@ func (e *env) register(ctx context.Context, h *hostHook) error {
 // handler before it named them) less its tool or with its description.
 func (e *env) systemOf(h *hostHook, in agent.SystemInstructionsInput) agent.SystemInstructionsOutput {
 	if h.effect == "section" {
-		key, text := hookSection(h.id)
+		var sel *[]string
+		if in.Config.SelectedTools != nil {
+			sel = &in.Config.SelectedTools
+		}
+		key, text := hookSection(h.id, sel)
 		return agent.SystemInstructionsOutput{Sections: []core.SystemSection{{Key: key, Text: &text}}}
 	}
 	tools := in.Tools

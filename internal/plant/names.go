@@ -323,6 +323,8 @@ package plant
 //     end leaves out the end of its output.
 //   - watch-default-bound-tiny (core/watcher.go): a session without a
 //     WatchQueueMax bounds a watch's queue at two commits, not 1,024.
+//   - system-section-text-unchanged (core/agent/system.go): a system
+//     section whose text changes in place is never told again.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -409,7 +411,7 @@ var names = []string{
 	"reorder-applied-inverse", "splice-clamp-keeps-last", "delete-key-keeps-null",
 	"stale-preview-read-unrebuilt", "jsonl-parse-ahead-skips-short", "jsonl-parse-ahead-drops-last-chunk",
 	"job-notice-stopped-when-exited", "collapse-candidate-unread", "collapse-returns-no-task", "capture-says-faulted",
-	"job-notice-drops-output", "watch-default-bound-tiny",
+	"job-notice-drops-output", "watch-default-bound-tiny", "system-section-text-unchanged",
 }
 
 // Names are the planted bugs, for the measuring test.
