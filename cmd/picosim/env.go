@@ -60,6 +60,7 @@ type env struct {
 	h      *agent.Harness
 	watch  *core.WatchHandle
 	inputs map[storage.ID][]storage.ID // conversation → inputs accepted
+	given  map[storage.ID]hostInput    // input → what the host gave it as (its first acceptance)
 	// toolOrder is the order tools ran in (the simulator runs one at a time).
 	toolOrder []string
 	// fileWrites counts the writes the file tools made to each file
@@ -622,6 +623,9 @@ func (e *env) invariants(ctx context.Context) error {
 	if err := storeReads(ctx, store, e.mirrorLog); err != nil {
 		return e.oracle.fail(err)
 	}
+	if err := e.placedAsGiven(ctx, store); err != nil {
+		return e.oracle.fail(err)
+	}
 	if err := e.oracle.queries(e.faux); err != nil {
 		return err
 	}
@@ -875,8 +879,72 @@ func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode agent.Input
 	}
 	if err == nil {
 		e.remember(conv, id)
+		kind := core.UserKind.Kind()
+		if mode == agent.ModeWrite {
+			kind = core.NoticeKind.Kind()
+		}
+		e.give(id, kind, text)
 	}
 	return id, err
+}
+
+// hostInput is what the host gave an input as: an entry's kind and text
+// (a user entry's message, a written notice's data).
+type hostInput struct{ kind, text string }
+
+// give notes what input id was given as, at its first acceptance (a
+// request id's repeat returns the first input, whatever it carried).
+func (e *env) give(id storage.ID, kind, text string) {
+	if e.given == nil {
+		e.given = map[storage.ID]hostInput{}
+	}
+	if _, ok := e.given[id]; !ok {
+		e.given[id] = hostInput{kind, text}
+	}
+}
+
+// rulePlacedAsGiven: an input placed in its conversation is the entry the
+// host gave: a user entry whose message says its text, or a notice whose
+// data is what was written.
+const rulePlacedAsGiven oracleRule = "a-placed-input-is-what-the-host-gave"
+
+// placedAsGiven holds every input the host gave that its result says was
+// placed to the rule, by reading the entry it names.
+func (e *env) placedAsGiven(ctx context.Context, store storage.Storage) error {
+	for _, conv := range slices.Sorted(maps.Keys(e.inputs)) {
+		var placed []storage.ID
+		at := map[storage.ID]storage.ID{}
+		if err := agent.EachInputResult(ctx, store, conv, func(input storage.ID, r agent.InputResult, _ json.RawMessage) {
+			if _, ok := e.given[input]; ok && r.PlacementEntryID != 0 {
+				placed = append(placed, input)
+				at[input] = r.PlacementEntryID
+			}
+		}); err != nil {
+			return err
+		}
+		ids := make([]storage.ID, 0, len(placed))
+		for _, in := range placed {
+			ids = append(ids, at[in])
+		}
+		entries, err := store.GetEntries(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for _, in := range placed {
+			g, ent := e.given[in], entries[at[in]]
+			switch {
+			case ent == nil:
+				return broke(rulePlacedAsGiven, "input %d was placed at entry %d, which does not exist", in, at[in])
+			case ent.Kind != g.kind:
+				return broke(rulePlacedAsGiven, "input %d, given as a %s, was placed as entry %d, a %s", in, g.kind, ent.ID, ent.Kind)
+			case g.kind == core.NoticeKind.Kind() && !sameJSON(ent.Data, map[string]string{"text": g.text}):
+				return broke(rulePlacedAsGiven, "input %d, written with the text %q, was placed as entry %d with data %s", in, g.text, ent.ID, ent.Data)
+			case g.kind == core.UserKind.Kind() && (len(ent.Model) != 1 || ent.Model[0].Content.TextOf() != g.text):
+				return broke(rulePlacedAsGiven, "input %d, given as %q, was placed as entry %d saying %v", in, g.text, ent.ID, ent.Model)
+			}
+		}
+	}
+	return nil
 }
 
 // driveAsync drives conv on an actor of its own; the returned event is set

@@ -1121,6 +1121,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		}
 		if err == nil {
 			e.remember(conv, id)
+			e.give(id, core.UserKind.Kind(), l.args[1])
 		}
 		return err
 	case "steer", "next-run", "write":

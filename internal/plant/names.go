@@ -325,6 +325,8 @@ package plant
 //     WatchQueueMax bounds a watch's queue at two commits, not 1,024.
 //   - system-section-text-unchanged (core/agent/system.go): a system
 //     section whose text changes in place is never told again.
+//   - write-drops-data (core/agent/inbox.go): an entry a host writes
+//     lands without its data.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -412,6 +414,7 @@ var names = []string{
 	"stale-preview-read-unrebuilt", "jsonl-parse-ahead-skips-short", "jsonl-parse-ahead-drops-last-chunk",
 	"job-notice-stopped-when-exited", "collapse-candidate-unread", "collapse-returns-no-task", "capture-says-faulted",
 	"job-notice-drops-output", "watch-default-bound-tiny", "system-section-text-unchanged",
+	"write-drops-data",
 }
 
 // Names are the planted bugs, for the measuring test.

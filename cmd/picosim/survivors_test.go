@@ -1,12 +1,19 @@
 package main
 
+// The rules here were added for mutants of the harness that no run caught
+// (docs/faults.md names them): each test holds a rule to what it says.
+
 import (
+	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
+	"github.com/pico-go/pico/storage/memory"
 )
 
 // A collapse recovered with its candidate durable must publish it: its
@@ -97,6 +104,44 @@ func TestAWatchLagsOnlyPastItsBound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			holdsOrBreaks(t, lagChecked("a watch", 10, 10+tc.made, tc.queue), ruleWatchLag, tc.broken)
+		})
+	}
+}
+
+// A placed input is the entry the host gave: its kind, a user entry's
+// text, a written notice's data.
+func TestAPlacedInputIsWhatTheHostGave(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	result := func(input, entry storage.ID) storage.Write {
+		a := agent.InputResultValue.In(1).WithKey(strconv.FormatInt(int64(input), 10)).Address
+		raw, _ := json.Marshal(agent.InputResult{Status: agent.InputDone, PlacementEntryID: entry})
+		return storage.Write{Type: storage.WriteValueSet, Addr: &a, Value: raw}
+	}
+	user, _ := json.Marshal(map[string]string{})
+	notice, _ := json.Marshal(map[string]string{"text": "w"})
+	if _, err := store.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+		{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 2, ConversationID: 1, Kind: core.UserKind.Kind(), Data: user, Model: []ai.Message{ai.UserText("hi", 0)}}},
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 3, ConversationID: 1, Kind: core.NoticeKind.Kind(), Data: notice}},
+		result(10, 2), result(11, 3),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		given  map[storage.ID]hostInput
+		broken bool
+	}{
+		{"as given", map[storage.ID]hostInput{10: {core.UserKind.Kind(), "hi"}, 11: {core.NoticeKind.Kind(), "w"}}, false},
+		{"a user entry saying something else", map[storage.ID]hostInput{10: {core.UserKind.Kind(), "bye"}}, true},
+		{"a notice with other data", map[storage.ID]hostInput{11: {core.NoticeKind.Kind(), "x"}}, true},
+		{"an entry of another kind", map[storage.ID]hostInput{11: {core.UserKind.Kind(), "w"}}, true},
+		{"an input the host did not give", map[storage.ID]hostInput{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &env{inputs: map[storage.ID][]storage.ID{1: {10, 11}}, given: tc.given}
+			holdsOrBreaks(t, e.placedAsGiven(ctx, store), rulePlacedAsGiven, tc.broken)
 		})
 	}
 }
