@@ -278,3 +278,28 @@ func runOnEveryBackend(t *testing.T, p *program, seed uint64) map[string]string 
 	}
 	return traces
 }
+
+// drawnForSeeds draws the programs of seeds 1 to seeds, fails t unless a
+// program has lines of op exactly when want says its seed should and
+// every program parses back, and returns the lines of op drawn.
+func drawnForSeeds(t *testing.T, op string, seeds uint64, want func(seed uint64) bool) []progLine {
+	t.Helper()
+	var drawn []progLine
+	for seed := uint64(1); seed <= seeds; seed++ {
+		p := drawProgram(seed)
+		n := 0
+		for _, l := range p.lines {
+			if l.op == op {
+				n++
+				drawn = append(drawn, l)
+			}
+		}
+		if (n > 0) != want(seed) {
+			t.Fatalf("seed %d: %d %s lines; want some %v:\n%s", seed, n, op, want(seed), p)
+		}
+		if back, err := parseProgram(p.String()); err != nil || back.String() != p.String() {
+			t.Fatalf("seed %d: the program does not parse back (%v)", seed, err)
+		}
+	}
+	return drawn
+}

@@ -56,19 +56,5 @@ func TestAPromptAnswersAsItsInputEnded(t *testing.T) {
 // Programs of every promptSeeds-th seed prompt, and parse back; no other
 // program does.
 func TestPromptsAreDrawnForTheirSeeds(t *testing.T) {
-	for seed := uint64(1); seed <= 40; seed++ {
-		p := drawProgram(seed)
-		n := 0
-		for _, l := range p.lines {
-			if l.op == "prompt" {
-				n++
-			}
-		}
-		if want := seed%promptSeeds == 0; (n > 0) != want {
-			t.Fatalf("seed %d: %d prompts; want some %v:\n%s", seed, n, want, p)
-		}
-		if back, err := parseProgram(p.String()); err != nil || back.String() != p.String() {
-			t.Fatalf("seed %d: the program does not parse back (%v)", seed, err)
-		}
-	}
+	drawnForSeeds(t, "prompt", 40, func(seed uint64) bool { return seed%promptSeeds == 0 })
 }

@@ -71,19 +71,5 @@ sleep 200
 // Programs of every shapeSeeds-th seed from 3 start shapers, and parse
 // back; no other program does.
 func TestShapesAreDrawnForTheirSeeds(t *testing.T) {
-	for seed := uint64(1); seed <= 60; seed++ {
-		p := drawProgram(seed)
-		n := 0
-		for _, l := range p.lines {
-			if l.op == "shape" {
-				n++
-			}
-		}
-		if want := seed%shapeSeeds == 3; (n > 0) != want {
-			t.Fatalf("seed %d: %d shape lines; want some %v:\n%s", seed, n, want, p)
-		}
-		if back, err := parseProgram(p.String()); err != nil || back.String() != p.String() {
-			t.Fatalf("seed %d: the program does not parse back (%v)", seed, err)
-		}
-	}
+	drawnForSeeds(t, "shape", 60, func(seed uint64) bool { return seed%shapeSeeds == 3 })
 }
