@@ -660,6 +660,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				o.budgets[w.Task.ID] = cst.MaxAttempts
 			}
 		case storage.WriteEntry:
+			if err := o.systemEntryChecked(inv, ok, w, r, by, seq); err != nil {
+				return err
+			}
 			if w.Entry != nil && w.Entry.Kind == boundary.EntryKind.Kind() {
 				var d boundary.BoundaryData
 				if json.Unmarshal(w.Entry.Data, &d) == nil {

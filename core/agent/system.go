@@ -133,7 +133,7 @@ func sectionChanges(cur, want []core.SystemSection) []core.SystemSection {
 		}
 	}
 	split := 0
-	for split < len(kept) && kept[split].Key == want[split].Key {
+	for split < len(kept) && kept[split].Key == want[split].Key && !plant.On("system-reorder-from-start") {
 		split++
 	}
 	for i := 0; i < split; i++ {
@@ -157,6 +157,9 @@ func foldedTools(sent core.SystemFold, change core.SystemData) []ai.Tool {
 }
 
 func sameTool(a, b ai.Tool) bool {
+	if plant.On("system-tool-readded-unchanged") {
+		return false
+	}
 	return a.Name == b.Name && a.Description == b.Description &&
 		sameJSON(a.Parameters, b.Parameters) && sameJSON(a.ConstrainedSampling, b.ConstrainedSampling)
 }
@@ -194,6 +197,9 @@ func systemMessage(d core.SystemData, ts int64) ai.Message {
 		}
 	}
 	for _, t := range d.ToolsRemoved {
+		if plant.On("system-message-drops-removed-tools") {
+			break
+		}
 		m.ToolsRemoved = append(m.ToolsRemoved, ai.ToolRef{Name: t.Name})
 	}
 	if !d.Baseline {

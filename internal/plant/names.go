@@ -327,6 +327,13 @@ package plant
 //     section whose text changes in place is never told again.
 //   - write-drops-data (core/agent/inbox.go): an entry a host writes
 //     lands without its data.
+//   - system-tool-readded-unchanged (core/agent/system.go): every system
+//     delta adds every tool again, changed or not.
+//   - system-message-drops-removed-tools (core/agent/system.go): a system
+//     entry's model message leaves out the tools it removes.
+//   - system-reorder-from-start (core/agent/system.go): a system delta
+//     that reorders sections removes and adds again every kept one, not
+//     only those from the first difference on.
 //   - boundary-repeat-rebinds (core/boundary): a repeated delivery of a
 //     provider session's boundary applies it again.
 //   - boundary-clear-keeps-current (core/boundary): a clear does not make
@@ -414,7 +421,7 @@ var names = []string{
 	"stale-preview-read-unrebuilt", "jsonl-parse-ahead-skips-short", "jsonl-parse-ahead-drops-last-chunk",
 	"job-notice-stopped-when-exited", "collapse-candidate-unread", "collapse-returns-no-task", "capture-says-faulted",
 	"job-notice-drops-output", "watch-default-bound-tiny", "system-section-text-unchanged",
-	"write-drops-data",
+	"write-drops-data", "system-tool-readded-unchanged", "system-message-drops-removed-tools", "system-reorder-from-start",
 }
 
 // Names are the planted bugs, for the measuring test.
