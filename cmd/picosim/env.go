@@ -449,8 +449,18 @@ const recoveryAnswersMax = 16
 // describe a run without it; the run is then judged as a restart would be:
 // the session must have stopped, and a new process over the durable state
 // must reopen it, drive it to idle, end every accepted input and keep every
-// invariant.
+// invariant. A run that fails after an oracle found a violation reports
+// the violation: it came first, and the later failure is often its
+// consequence.
 func (e *env) play(ctx context.Context) error {
+	err := e.playOut(ctx)
+	if err != nil && e.oracle.first != nil {
+		return e.oracle.first
+	}
+	return err
+}
+
+func (e *env) playOut(ctx context.Context) error {
 	err := e.open(ctx)
 	if err == nil {
 		err = e.spec.sc.run(ctx, e)

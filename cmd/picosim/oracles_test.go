@@ -678,8 +678,8 @@ func TestAMeddlersAbortCreatesNothing(t *testing.T) {
 }
 
 // The host's bad writes are each refused by the rule they break (the
-// nineteen of a session with a reset head, a live task, an ended one and
-// one of another ownership tree),
+// twenty-five of a session with a reset head, a live task, an ended one,
+// one of another ownership tree, an ended input and a queued one),
 // and write nothing (the planted bugs show a kernel that lets one land
 // failing the run); the good write before them, a fork with a head and an
 // edit at its fork point, lands whole.
@@ -696,6 +696,9 @@ func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
 			tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: root, Background: true})
 			fork := tx.Fork(root, page.Items[len(page.Items)-1].ID)
 			tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: fork, Background: true})
+			// and an input queued as Accept queues one, never placed: nothing drives
+			in := tx.Append(agent.InboxList.In(root).Address, agent.InboxItem{Mode: agent.ModeFollowUp, Entry: agent.AcceptedEntryDraft{Kind: "user"}})
+			tx.SetValue(agent.InputResultValue.In(root).WithKey(strconv.FormatInt(int64(in), 10)).Address, agent.InputResult{Status: agent.InputQueued})
 			return nil
 		}); err != nil {
 			return []string{"the live tasks: " + err.Error()}
@@ -705,7 +708,9 @@ func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
 		want := []core.Rule{core.RuleStateAfterEntry, core.RuleUnknownEntryKind, core.RuleUnknownTaskKind, core.RuleDependency,
 			core.RuleDependency, core.RuleDependency, core.RuleBadPayload, core.RuleUnknownConv, core.RuleHeadNotVisible, core.RuleEditTarget, core.RuleScratchInMain,
 			core.RuleBadAddress, core.RuleUnknownTask, core.RuleUnknownStatus, core.RuleSettleNotTerminal, core.RulePatchTerminal,
-			core.RuleDependencyTree, core.RuleTaskTerminal, core.RuleHeadBackwards}
+			core.RuleDependencyTree, core.RuleTaskTerminal,
+			agent.RuleInputResult, agent.RuleInputResult, agent.RuleInputResult, agent.RuleInputResult, agent.RuleInputResult, agent.RuleInputResult,
+			core.RuleHeadBackwards}
 		if !slices.Equal(got, want) || e.oracle.first != nil || e.h.Store().LastSeq() != last+3 {
 			problems = append(problems, fmt.Sprintf("refused by %v (oracle: %v), sequence %d → %d; want %v and only the good write's three writes", got, e.oracle.first, last, e.h.Store().LastSeq(), want))
 		}

@@ -331,6 +331,10 @@ package plant
 //     delta adds every tool again, changed or not.
 //   - system-message-drops-removed-tools (core/agent/system.go): a system
 //     entry's model message leaves out the tools it removes.
+//   - input-queued-skips-to-done (core/agent/rules.go): the input-result
+//     rule lets a queued input's result skip to done.
+//   - inbox-remove-unresulted (core/agent/rules.go): the input-result
+//     rule lets an inbox element leave without its result.
 //   - system-reorder-from-start (core/agent/system.go): a system delta
 //     that reorders sections removes and adds again every kept one, not
 //     only those from the first difference on.
@@ -422,6 +426,7 @@ var names = []string{
 	"job-notice-stopped-when-exited", "collapse-candidate-unread", "collapse-returns-no-task", "capture-says-faulted",
 	"job-notice-drops-output", "watch-default-bound-tiny", "system-section-text-unchanged",
 	"write-drops-data", "system-tool-readded-unchanged", "system-message-drops-removed-tools", "system-reorder-from-start",
+	"input-queued-skips-to-done", "inbox-remove-unresulted",
 }
 
 // Names are the planted bugs, for the measuring test.
