@@ -28,6 +28,7 @@ var shellScripts = proc.Scripts{Commands: map[string]proc.Script{
 	"backup": {Chunks: []proc.Chunk{{AfterMs: 500, Stream: proc.StreamStdout, Data: "backed up\n"}}},
 	"serve":  {Chunks: []proc.Chunk{{Stream: proc.StreamStdout, Data: "listening on :8080\n"}}, Hang: true, IgnoreKillMs: 300},
 	"flaky":  {Chunks: []proc.Chunk{{AfterMs: 300, Stream: proc.StreamStderr, Data: "warming up\n"}}, Crash: "segmentation fault"},
+	"lint":   {Chunks: []proc.Chunk{{AfterMs: 150, Stream: proc.StreamStdout, Data: "main.go:3:2: x declared and not used\n"}}, ExitCode: 1},
 }}
 
 // bashCall is the model calling bash.

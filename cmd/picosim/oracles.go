@@ -184,6 +184,7 @@ type oracle struct {
 	window     int
 	markedAt   map[storage.ID]time.Time  // task → when a mark landed while it ran cancellably
 	waitsFor   map[storage.ID]storage.ID // job tool call waiting → the job it waits for
+	jobEnds    map[storage.ID]jobEnd     // a settled job → how its last run ended
 	startedAt  map[storage.ID]time.Time  // job tool call → when it started, its job already ended
 	created    []storage.ID              // conversations, in the order they were created
 	// transcripts are the conversations and entries the batches wrote (or,
@@ -231,7 +232,7 @@ func newOracle() *oracle {
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[string]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
-		waitsFor: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
+		waitsFor: map[storage.ID]storage.ID{}, jobEnds: map[storage.ID]jobEnd{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
 		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}}
 }
 
@@ -558,6 +559,10 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 					return err
 				}
 				if err := o.jobEnded(inv, ok, w, b, by, seq); err != nil {
+					return err
+				}
+				o.jobSettled(w)
+				if err := o.shellCallSettled(inv, ok, w, by, seq); err != nil {
 					return err
 				}
 				if err := o.toolUsage(w, b, by, seq); err != nil {

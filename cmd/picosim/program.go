@@ -350,6 +350,7 @@ func drawProgram(seed uint64) *program {
 	drawThresholds(p, seed)
 	drawHostTxs(p, seed)
 	drawShapes(p, seed)
+	drawFailingCommands(p, seed)
 	return p
 }
 

@@ -331,6 +331,10 @@ package plant
 //     delta adds every tool again, changed or not.
 //   - system-message-drops-removed-tools (core/agent/system.go): a system
 //     entry's model message leaves out the tools it removes.
+//   - job-exited-reported-stopped (core/agent/jobtools.go): a bash call or
+//     job wait that saw its job exit tells the model the job was stopped.
+//   - job-exit-code-ignored (core/agent/jobtools.go): a bash call or job
+//     wait whose job exited with a code but 0 is no error.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -426,7 +430,7 @@ var names = []string{
 	"job-notice-stopped-when-exited", "collapse-candidate-unread", "collapse-returns-no-task", "capture-says-faulted",
 	"job-notice-drops-output", "watch-default-bound-tiny", "system-section-text-unchanged",
 	"write-drops-data", "system-tool-readded-unchanged", "system-message-drops-removed-tools", "system-reorder-from-start",
-	"input-queued-skips-to-done", "inbox-remove-unresulted",
+	"input-queued-skips-to-done", "inbox-remove-unresulted", "job-exited-reported-stopped", "job-exit-code-ignored",
 }
 
 // Names are the planted bugs, for the measuring test.
