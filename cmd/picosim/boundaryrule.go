@@ -265,12 +265,20 @@ func meaning(m adapterModel, p boundary.Provider, event, source, id string) (bou
 }
 
 // classified holds one delivery to the rule: the kind Classify gave it
-// against the kind the rule reads, and whether Apply changed the session
-// against whether it had a provider session to bind that was not bound
-// (wasBound: as the session stood before the delivery).
-func (o *oracle) classified(tr boundary.Transition, want boundary.Kind, wasBound bool, line string) {
+// against the kind the rule reads, the provider session it names as the
+// one before (bound: the launch's, by the rule's reading, named only when
+// the event's is another), and whether Apply changed the session against
+// whether it had a provider session to bind that was not bound (wasBound:
+// as the session stood before the delivery).
+func (o *oracle) classified(tr boundary.Transition, want boundary.Kind, wasBound bool, bound, line string) {
 	binds := want == boundary.Startup || want == boundary.Resume || want == boundary.Clear || want == boundary.Fork
+	previous := bound
+	if bound == tr.Boundary.SessionID {
+		previous = ""
+	}
 	switch {
+	case tr.Boundary.Previous != previous:
+		o.fail(broke(ruleClassify, "%q was classified with the provider session before it %q; the launch was bound to %q", line, tr.Boundary.Previous, bound))
 	case tr.Boundary.Kind != want:
 		o.fail(broke(ruleClassify, "%q was classified %s; its provider's hooks make it %s", line, tr.Boundary.Kind, want))
 	case tr.Changed != (binds && !wasBound):

@@ -184,3 +184,26 @@ drive c-1
 		t.Fatalf("run: %v %s", err, res.Error)
 	}
 }
+
+// A delivery's boundary names the provider session the launch was bound
+// to as the one before it, and none when that is its own.
+func TestABoundaryNamesTheSessionBeforeIt(t *testing.T) {
+	cases := []struct {
+		name, bound, id, previous string
+		broken                    bool
+	}{
+		{name: "a first startup", id: "s1"},
+		{name: "a new session", bound: "s1", id: "s2", previous: "s1"},
+		{name: "a repeat", bound: "s1", id: "s1"},
+		{name: "a repeat naming itself", bound: "s1", id: "s1", previous: "s1", broken: true},
+		{name: "a new session naming none", bound: "s1", id: "s2", broken: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOracle()
+			tr := boundary.Transition{Boundary: boundary.Boundary{Kind: boundary.None, Provider: boundary.Claude, SessionID: tc.id, Previous: tc.previous}}
+			o.classified(tr, boundary.None, false, tc.bound, "boundary startup "+tc.id)
+			holdsOrBreaks(t, o.first, ruleClassify, tc.broken)
+		})
+	}
+}

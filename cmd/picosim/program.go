@@ -1371,8 +1371,9 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
+		before := e.oracle.adapters[prov].bound
 		e.oracle.adapters[prov] = next
-		e.oracle.classified(tr, want, wasBound, l.String())
+		e.oracle.classified(tr, want, wasBound, before, l.String())
 		if tr.Changed && tr.Binding.Conversation != 0 && !slices.Contains(g.convs, tr.Binding.Conversation) {
 			g.convs = append(g.convs, tr.Binding.Conversation)
 		}

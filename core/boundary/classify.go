@@ -56,7 +56,7 @@ func Classify(st State, ev Event, pol Policy) (Boundary, State, error) {
 		return Boundary{}, st, &PayloadError{Provider: ev.Provider, Reason: fmt.Sprintf("event %s/%s of session %q is not one Parse accepts", ev.Name, ev.Source, ev.SessionID)}
 	}
 	b := Boundary{Kind: None, Provider: ev.Provider, SessionID: ev.SessionID, Source: ev.Source}
-	if st.Bound != ev.SessionID {
+	if st.Bound != ev.SessionID || plant.On("classify-previous-is-self") {
 		b.Previous = st.Bound
 	}
 	bind := func(k Kind) (Boundary, State, error) {
