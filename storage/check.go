@@ -331,7 +331,7 @@ func (c *checker) entry(w *Write, seq ID) error {
 		if ed.Target <= 0 || ed.Target >= e.ID {
 			return reject("entry %d edits %d, which is not an earlier entry", e.ID, ed.Target)
 		}
-		if ed.Action != EditOmit && ed.Action != EditReplace {
+		if ed.Action != EditOmit && (ed.Action != EditReplace || plant.On("edit-replace-refused")) {
 			return reject("entry %d edit of %d has unknown action %q", e.ID, ed.Target, ed.Action)
 		}
 		if setButEmpty(field{"messages", ed.Messages != nil, len(ed.Messages)}) != "" {

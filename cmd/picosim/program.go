@@ -1217,6 +1217,10 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			tx.Entry(core.NoticeKind, draft)
 			return nil
 		})
+		if rule := core.RuleOf(err); rule != "" {
+			// An edit of an earlier visible entry breaks no rule.
+			_ = e.oracle.fail(broke(ruleAdmitsGoodWrites, "the host's %s of entry %d in conversation %d was refused by %q: %v", l.args[2], draft.Edits[0].Target, conv, rule, err))
+		}
 		return err
 	case "value", "list":
 		// A host write of its own state (§9.1 handles): a value set or

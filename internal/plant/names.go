@@ -335,6 +335,8 @@ package plant
 //     job wait that saw its job exit tells the model the job was stopped.
 //   - job-exit-code-ignored (core/agent/jobtools.go): a bash call or job
 //     wait whose job exited with a code but 0 is no error.
+//   - edit-replace-refused (storage/check.go): a batch with a context edit
+//     that replaces an entry is refused as of an unknown action.
 //   - classify-previous-is-self (core/boundary): a boundary names the
 //     provider session it binds as the one before it, though the launch
 //     was already bound to it.
@@ -434,7 +436,7 @@ var names = []string{
 	"job-notice-drops-output", "watch-default-bound-tiny", "system-section-text-unchanged",
 	"write-drops-data", "system-tool-readded-unchanged", "system-message-drops-removed-tools", "system-reorder-from-start",
 	"input-queued-skips-to-done", "inbox-remove-unresulted", "job-exited-reported-stopped", "job-exit-code-ignored",
-	"classify-previous-is-self",
+	"classify-previous-is-self", "edit-replace-refused",
 }
 
 // Names are the planted bugs, for the measuring test.
