@@ -185,6 +185,8 @@ type oracle struct {
 	markedAt   map[storage.ID]time.Time  // task → when a mark landed while it ran cancellably
 	waitsFor   map[storage.ID]storage.ID // job tool call waiting → the job it waits for
 	jobEnds    map[storage.ID]jobEnd     // a settled job → how its last run ended
+	jobCalls   map[storage.ID]jobCall    // a job tool call → its command and job
+	callStart  map[storage.ID]storage.ID // a job tool call → the last sequence when its execute started
 	startedAt  map[storage.ID]time.Time  // job tool call → when it started, its job already ended
 	created    []storage.ID              // conversations, in the order they were created
 	// transcripts are the conversations and entries the batches wrote (or,
@@ -232,7 +234,7 @@ func newOracle() *oracle {
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[string]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
-		waitsFor: map[storage.ID]storage.ID{}, jobEnds: map[storage.ID]jobEnd{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
+		waitsFor: map[storage.ID]storage.ID{}, jobEnds: map[storage.ID]jobEnd{}, jobCalls: map[storage.ID]jobCall{}, callStart: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
 		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}}
 }
 
@@ -359,6 +361,7 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		o.jobMade(t) // as the store has it: a due time is on the grid
 		o.settled[t.ID] = o.settled[t.ID] || !t.Live()
 		o.marked[t.ID] = o.marked[t.ID] || t.Abort
+		o.jobResynced(t)
 	}
 	if err := o.resyncBudget(ctx, store, tasks); err != nil {
 		return err
@@ -561,7 +564,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				if err := o.jobEnded(inv, ok, w, b, by, seq); err != nil {
 					return err
 				}
-				o.jobSettled(w)
+				o.jobSettled(w, seq)
 				if err := o.shellCallSettled(inv, ok, w, by, seq); err != nil {
 					return err
 				}
@@ -645,8 +648,11 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 					Command string     `json:"command"`
 					ID      storage.ID `json:"id"`
 				}
-				if call.Call.Name == agent.JobToolName && json.Unmarshal(call.Call.Arguments, &args) == nil && args.Command == "wait" {
-					o.waitsFor[w.Task.ID] = args.ID
+				if call.Call.Name == agent.JobToolName && json.Unmarshal(call.Call.Arguments, &args) == nil {
+					o.jobCalls[w.Task.ID] = jobCall{command: args.Command, job: args.ID}
+					if args.Command == "wait" {
+						o.waitsFor[w.Task.ID] = args.ID
+					}
 				}
 			}
 			if err := o.collapseCut(w, by, seq, r.First-1); err != nil {
@@ -1149,6 +1155,9 @@ func (o *oracle) invocation(inv core.Invocation, returned bool) error {
 		return o.fail(broke(ruleOneInvocation, "task %d's %s started while its %s was still running", inv.Task, inv.Method, m))
 	}
 	o.active[inv.Task] = inv.Method
+	if _, ok := o.jobCalls[inv.Task]; ok && inv.Method == core.MethodExecute {
+		o.callStart[inv.Task] = o.last
+	}
 	o.hooks.tick++
 	o.hooks.invokedAt[inv.Task] = o.hooks.tick
 	if inv.Method == core.MethodExecute && o.kinds[inv.Task] == agent.GenerationKindName {

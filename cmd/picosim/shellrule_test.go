@@ -47,7 +47,7 @@ func TestAShellCallReportsItsJob(t *testing.T) {
 			if tc.end != nil {
 				o.kinds[job] = agent.JobKindName
 				st, _ := json.Marshal(agent.JobState{Cmd: "lint", ExitCode: tc.end.exitCode, Output: &agent.ToolOutputState{ToolResultData: agent.ToolResultData{IsError: tc.end.failed}}})
-				o.jobSettled(storage.Write{Type: storage.WriteSettle, ID: job, Status: tc.end.status, State: st})
+				o.jobSettled(storage.Write{Type: storage.WriteSettle, ID: job, Status: tc.end.status, State: st}, 80)
 			}
 			details, _ := json.Marshal(map[string]any{"job": map[string]any{"id": job, "status": tc.status, "exitCode": tc.exit}})
 			out := agent.ToolOutputState{Content: []ai.Block{ai.Text(tc.text)}, ToolResultData: agent.ToolResultData{Details: details, IsError: tc.isError}}
@@ -55,6 +55,52 @@ func TestAShellCallReportsItsJob(t *testing.T) {
 			w := storage.Write{Type: storage.WriteSettle, ID: call, Status: "done", State: st}
 			inv := core.Invocation{Task: call, ConversationID: 1, Method: core.MethodExecute}
 			holdsOrBreaks(t, o.shellCallSettled(inv, true, w, "a test", 91), ruleShellCall, tc.broken)
+		})
+	}
+}
+
+// A job tool's stop or status reports a job that ended before the call
+// started as it ended (a stop saying it had already ended), and one still
+// live when it settles as live (a stop saying it stops it); one that ended
+// while the call ran may be reported either way.
+func TestAJobCallReportsTheJobAsItStood(t *testing.T) {
+	const job, call = storage.ID(9), storage.ID(97)
+	cases := []struct {
+		name, command string
+		endedAt       storage.ID // 0: still live
+		status, text  string
+		broken        bool
+	}{
+		{name: "stop of an ended job", command: "stop", endedAt: 50, status: agent.JobKilled, text: "Job 9 had already ended: killed."},
+		{name: "stop of an ended job stopping it", command: "stop", endedAt: 50, status: agent.JobKilled, text: "Stopping job 9 (go test ./...).", broken: true},
+		{name: "stop of an ended job reported running", command: "stop", endedAt: 50, status: agent.JobRunning, text: "Stopping job 9 (go test ./...).", broken: true},
+		{name: "stop of a live job", command: "stop", status: agent.JobRunning, text: "Stopping job 9 (go test ./...)."},
+		{name: "stop of a live job said ended", command: "stop", status: agent.JobRunning, text: "Job 9 had already ended: running.", broken: true},
+		{name: "stop of a job that ended meanwhile", command: "stop", endedAt: 95, status: agent.JobRunning, text: "Stopping job 9 (go test ./...)."},
+		{name: "status of an ended job", command: "status", endedAt: 50, status: agent.JobKilled, text: "Job 9 (go test ./...) is killed."},
+		{name: "status of an ended job reported live", command: "status", endedAt: 50, status: agent.JobRunning, text: "Job 9 (go test ./...) is running.", broken: true},
+		{name: "status of a live job", command: "status", status: agent.JobRunning, text: "Job 9 (go test ./...) is running."},
+		{name: "status of a live job reported ended", command: "status", status: agent.JobExited, text: "Job 9 (go test ./...) is exited.", broken: true},
+		{name: "status saying another status", command: "status", status: agent.JobRunning, text: "Job 9 (go test ./...) is planned.", broken: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOracle()
+			o.kinds[call], o.tools[call] = agent.ToolKindName, agent.JobToolName
+			o.kinds[job] = agent.JobKindName
+			o.jobCalls[call] = jobCall{command: tc.command, job: job}
+			o.last = 60
+			inv := core.Invocation{Task: call, ConversationID: 1, Method: core.MethodExecute}
+			if err := o.invocation(inv, false); err != nil {
+				t.Fatal(err)
+			}
+			if tc.endedAt != 0 {
+				o.jobSettled(storage.Write{Type: storage.WriteSettle, ID: job, Status: agent.JobKilled, State: json.RawMessage(`{"cmd":"go test ./..."}`)}, tc.endedAt)
+			}
+			details, _ := json.Marshal(map[string]any{"job": map[string]any{"id": job, "status": tc.status}})
+			st, _ := json.Marshal(map[string]any{"output": agent.ToolOutputState{Content: []ai.Block{ai.Text(tc.text)}, ToolResultData: agent.ToolResultData{Details: details}}})
+			w := storage.Write{Type: storage.WriteSettle, ID: call, Status: "done", State: st}
+			holdsOrBreaks(t, o.shellCallSettled(inv, true, w, "a test", 112), ruleShellCall, tc.broken)
 		})
 	}
 }

@@ -310,6 +310,9 @@ func runJobTool(ctx context.Context, _ string, raw json.RawMessage, out *ToolOut
 }
 
 func isTerminalJob(status string) bool {
+	if plant.On("job-stop-ended-stops-again") {
+		return status == JobExited
+	}
 	return status == JobExited || status == JobKilled || status == JobLost
 }
 

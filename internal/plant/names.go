@@ -340,6 +340,8 @@ package plant
 //   - classify-previous-is-self (core/boundary): a boundary names the
 //     provider session it binds as the one before it, though the launch
 //     was already bound to it.
+//   - job-stop-ended-stops-again (core/agent/jobtools.go): the job tool's
+//     stop of a job that was killed or lost says it is stopping it.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -437,6 +439,7 @@ var names = []string{
 	"write-drops-data", "system-tool-readded-unchanged", "system-message-drops-removed-tools", "system-reorder-from-start",
 	"input-queued-skips-to-done", "inbox-remove-unresulted", "job-exited-reported-stopped", "job-exit-code-ignored",
 	"classify-previous-is-self", "edit-replace-refused",
+	"job-stop-ended-stops-again",
 }
 
 // Names are the planted bugs, for the measuring test.
