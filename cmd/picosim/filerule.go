@@ -175,6 +175,8 @@ func (o *oracle) fileSettled(w storage.Write, by string, seq storage.ID) error {
 		problem = fmt.Sprintf("settled with error %v (%q); want an error %v", st.Output.IsError, got, wantErr)
 	case r.tool == "read" && !wantErr && got != want:
 		problem = fmt.Sprintf("read %q; want %q", got, want)
+	case r.tool == "read" && !wantErr && rangeSaid(st.Output.Diags) != readRange(r):
+		problem = fmt.Sprintf("said of its range %q; want %q", rangeSaid(st.Output.Diags), readRange(r))
 	case r.exists != (after != nil) || after != nil && r.after != *after:
 		problem = fmt.Sprintf("left the file %s; want %s", showFile(r.after, r.exists), showFile(deref(after), after != nil))
 	}
@@ -232,6 +234,35 @@ func fileExpected(r *fileRun) (text string, fails bool, after *string) {
 		return "", true, unchanged()
 	}
 	return b.String(), false, unchanged()
+}
+
+// readRange is what a read that stops before the file's last line says
+// of the lines it showed ("" when it shows them to the end).
+func readRange(r *fileRun) string {
+	var a struct{ Offset, Limit int }
+	_ = json.Unmarshal(r.args, &a)
+	n := strings.Count(r.before, "\n")
+	if r.before != "" && !strings.HasSuffix(r.before, "\n") {
+		n++
+	}
+	first, to := max(a.Offset, 1), n
+	if a.Limit > 0 {
+		to = min(n, first-1+a.Limit)
+	}
+	if to >= n {
+		return ""
+	}
+	return fmt.Sprintf("showing lines %d-%d of %d", first, to, n)
+}
+
+// rangeSaid is the message of a read's range diagnostic ("" for none).
+func rangeSaid(diags []agent.Diag) string {
+	for _, d := range diags {
+		if d.Code == "range" {
+			return d.Message
+		}
+	}
+	return ""
 }
 
 func deref(s *string) string {

@@ -106,3 +106,22 @@ func TestFileCallsAreDrawnForTheirSeeds(t *testing.T) {
 		t.Fatal("no program in 60 seeds writes a file")
 	}
 }
+
+// A read that stops before the file's last line says which lines it
+// showed; one that reaches the end says nothing of its range.
+func TestAReadSaysItsRange(t *testing.T) {
+	for _, c := range []struct {
+		before, args, want string
+	}{
+		{"a\nb\nc\n", `{}`, ""},
+		{"a\nb\nc\n", `{"limit":2}`, "showing lines 1-2 of 3"},
+		{"a\nb\nc", `{"offset":2,"limit":1}`, "showing lines 2-2 of 3"},
+		{"a\nb\nc", `{"offset":2,"limit":2}`, ""},
+		{"a\nb\n", `{"offset":3}`, ""},
+		{"", `{"limit":1}`, ""},
+	} {
+		if got := readRange(&fileRun{tool: "read", before: c.before, args: json.RawMessage(c.args)}); got != c.want {
+			t.Errorf("a read %s of %q says %q; want %q", c.args, c.before, got, c.want)
+		}
+	}
+}

@@ -64,7 +64,7 @@ func ReadTool() Tool {
 				to = min(to, from+p.Limit)
 			}
 			out.Write(strings.Join(lines[from:to], ""))
-			if to < len(lines) {
+			if to < len(lines) || plant.On("read-range-said-at-end") && to == len(lines) {
 				out.Diag("info", fmt.Sprintf("showing lines %d-%d of %d", from+1, to, len(lines)), "range")
 			}
 			out.Details["lines"] = len(lines)

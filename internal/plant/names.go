@@ -342,6 +342,8 @@ package plant
 //     was already bound to it.
 //   - job-stop-ended-stops-again (core/agent/jobtools.go): the job tool's
 //     stop of a job that was killed or lost says it is stopping it.
+//   - read-range-said-at-end (core/agent/tools_builtin.go): a read that
+//     shows a file to its last line still says which lines it showed.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -439,7 +441,7 @@ var names = []string{
 	"write-drops-data", "system-tool-readded-unchanged", "system-message-drops-removed-tools", "system-reorder-from-start",
 	"input-queued-skips-to-done", "inbox-remove-unresulted", "job-exited-reported-stopped", "job-exit-code-ignored",
 	"classify-previous-is-self", "edit-replace-refused",
-	"job-stop-ended-stops-again",
+	"job-stop-ended-stops-again", "read-range-said-at-end",
 }
 
 // Names are the planted bugs, for the measuring test.
