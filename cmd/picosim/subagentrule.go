@@ -14,7 +14,8 @@ import (
 
 // ruleSubagent: the subagent tool answers for the child it names (§8.5).
 // run and spawn name the child their own call created and the input of its
-// prompt; send names the input its own commit gave the child; wait names
+// prompt; send names the input its own commit gave the child, queued or
+// running as that commit left it; wait names
 // the newest input the child was given by a call before the wait was made,
 // or a newer one; run's and wait's answer to an input that ended done is
 // the text of the entry that ended it; status lists the child's newest
@@ -33,6 +34,7 @@ type subagentAsk struct {
 // prompt; at send, the text.
 type givenInput struct {
 	input, seq, by storage.ID
+	status         agent.InputStatus // the result the giving commit wrote: queued, or running when placed at once
 }
 
 // subagentWatch is what the rule follows: the calls, the inputs they gave
@@ -82,7 +84,7 @@ func (o *oracle) subagentInput(inv core.Invocation, byTask bool, addr storage.Ad
 		return
 	}
 	child := addr.Scope.ID
-	o.subagents.given[child] = append(o.subagents.given[child], givenInput{input: storage.ID(input), seq: seq, by: inv.Task})
+	o.subagents.given[child] = append(o.subagents.given[child], givenInput{input: storage.ID(input), seq: seq, by: inv.Task, status: res.Status})
 }
 
 // subagentRestarted marks every child known so far uncertain.
@@ -144,8 +146,12 @@ func (o *oracle) subagentSettled(w storage.Write, by string, seq storage.ID) err
 		for i >= 0 && given[i].by != w.ID {
 			i--
 		}
-		if i >= 0 && d.Input != given[i].input {
+		switch {
+		case i < 0:
+		case d.Input != given[i].input:
 			return fail("it names input %d of subagent %d, not the input %d its commit gave", d.Input, child, given[i].input)
+		case d.Status != given[i].status || !strings.Contains(text, "("+string(given[i].status)+")"):
+			return fail("it reports input %d of subagent %d %s (%q); its commit gave it %s", d.Input, child, d.Status, text, given[i].status)
 		}
 	case "wait":
 		newest := storage.ID(0)

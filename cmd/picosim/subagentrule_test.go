@@ -85,7 +85,9 @@ func TestTheSubagentRuleHoldsEachCommandToItsChild(t *testing.T) {
 		{name: "run naming another child", w: subagentSettlement(10, 21, 22, agent.InputDone, "found it"), broken: true},
 		{name: "run naming a sent input", w: subagentSettlement(10, 20, 48, agent.InputDone, "fixed"), broken: true},
 		{name: "run still working says no answer", w: subagentSettlement(10, 20, 22, agent.InputRunning, "Subagent 20 is still working")},
-		{name: "send names its input", w: subagentSettlement(30, 20, 48, agent.InputQueued, "Sent")},
+		{name: "send names its input", w: subagentSettlement(30, 20, 48, agent.InputQueued, "Sent to subagent 20 as input 48 (queued).")},
+		{name: "send reporting its queued input running", w: subagentSettlement(30, 20, 48, agent.InputRunning, "Sent to subagent 20 as input 48 (running)."), broken: true},
+		{name: "send saying another status than its details", w: subagentSettlement(30, 20, 48, agent.InputQueued, "Sent to subagent 20 as input 48 (running)."), broken: true},
 		{name: "send naming the prompt", w: subagentSettlement(30, 20, 22, agent.InputQueued, "Sent"), broken: true},
 		{name: "wait for the latest input", w: subagentSettlement(40, 20, 48, agent.InputDone, "fixed")},
 		{name: "wait for an older input", w: subagentSettlement(40, 20, 22, agent.InputDone, "found it"), broken: true},
@@ -101,7 +103,7 @@ func TestTheSubagentRuleHoldsEachCommandToItsChild(t *testing.T) {
 		{name: "status idle with a live task", w: subagentSettlement(41, 20, 0, "", status("idle", append([]string{"live: generation 53 (streaming)"}, newest...)...)), broken: true},
 		{name: "status working with none", w: subagentSettlement(41, 20, 0, "", status("working", newest...)), broken: true},
 		{name: "status of another child", w: subagentSettlement(41, 21, 0, "", status("idle", newest...)), broken: true},
-		{name: "a second send names its own input", w: subagentSettlement(42, 20, 65, agent.InputQueued, "Sent")},
+		{name: "a second send names its own input", w: subagentSettlement(42, 20, 65, agent.InputQueued, "Sent (queued)")},
 		{name: "a second send naming the first's", w: subagentSettlement(42, 20, 48, agent.InputQueued, "Sent"), broken: true},
 	}
 	for _, tc := range cases {

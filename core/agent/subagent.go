@@ -522,7 +522,7 @@ func sendSubagent(ctx context.Context, cfg *config, rt *ToolRuntime, child *core
 		return err
 	}
 	status := InputRunning
-	if placed == 0 {
+	if placed == 0 != plant.On("subagent-send-status-inverted") {
 		status = InputQueued
 	}
 	out.Details["subagent"] = subagentDetails{ID: child.ID, Input: input, Status: status}

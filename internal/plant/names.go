@@ -344,6 +344,9 @@ package plant
 //     stop of a job that was killed or lost says it is stopping it.
 //   - read-range-said-at-end (core/agent/tools_builtin.go): a read that
 //     shows a file to its last line still says which lines it showed.
+//   - subagent-send-status-inverted (core/agent/subagent.go): a send
+//     reports the input it gave queued when it was placed at once, and
+//     running when it was queued.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -442,6 +445,7 @@ var names = []string{
 	"input-queued-skips-to-done", "inbox-remove-unresulted", "job-exited-reported-stopped", "job-exit-code-ignored",
 	"classify-previous-is-self", "edit-replace-refused",
 	"job-stop-ended-stops-again", "read-range-said-at-end",
+	"subagent-send-status-inverted",
 }
 
 // Names are the planted bugs, for the measuring test.
