@@ -106,8 +106,11 @@ func (o *oracle) subagentSettled(w storage.Write, by string, seq storage.ID) err
 	var st struct {
 		Output *agent.ToolOutputState `json:"output"`
 	}
-	if json.Unmarshal(w.State, &st) != nil || st.Output == nil || st.Output.IsError {
-		return nil // a refusal (not a child of the caller, a bad argument) is the tool's error
+	if json.Unmarshal(w.State, &st) != nil || st.Output == nil {
+		return nil
+	}
+	if st.Output.IsError {
+		return o.subagentRefused(call, w, outputText(st.Output), by, seq)
 	}
 	var details struct {
 		Subagent *struct {
@@ -177,6 +180,27 @@ func (o *oracle) subagentSettled(w storage.Write, by string, seq storage.ID) err
 		return o.subagentAnswer(child, d.Input, text, fail)
 	}
 	return nil
+}
+
+// subagentRefused holds a subagent call that settled as an error, with
+// text, to the rule: a refusal is the tool's error (a child of another
+// conversation, a bad argument, a budget, an interruption), but the tool
+// may not refuse the caller's own child as not its own, nor a wait for
+// one that was given input as having none.
+func (o *oracle) subagentRefused(call subagentAsk, w storage.Write, text, by string, seq storage.ID) error {
+	child := call.child
+	own := child != 0 && o.owners[child] != 0 && o.convs[o.owners[child]] == o.convs[w.ID] && !o.transcripts.deleted[child]
+	var problem string
+	switch {
+	case own && strings.Contains(text, "is not a subagent of this conversation"):
+		problem = fmt.Sprintf("subagent %d is a child of a call of conversation %d", child, o.convs[w.ID])
+	case own && call.command == "wait" && strings.Contains(text, "has no input to wait for") && len(o.subagents.given[child]) > 0:
+		problem = fmt.Sprintf("subagent %d was given input %d", child, o.subagents.given[child][0].input)
+	}
+	if problem == "" {
+		return nil
+	}
+	return o.fail(broke(ruleSubagent, "%s settled subagent %s call %d at %d as a refusal (%q): %s", by, call.command, w.ID, seq, text, problem))
 }
 
 // subagentAnswer checks that text is the answer that ended input of child.

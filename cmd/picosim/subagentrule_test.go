@@ -116,3 +116,28 @@ func TestTheSubagentRuleHoldsEachCommandToItsChild(t *testing.T) {
 		})
 	}
 }
+
+// A refusal is the subagent tool's to make, but not of the caller's own
+// child as not its own, nor of a wait for a child given input as having
+// none.
+func TestTheSubagentToolRefusesOnlyWhatItMay(t *testing.T) {
+	refusal := func(task storage.ID, text string) storage.Write {
+		out := agent.ToolOutputState{Content: []ai.Block{ai.Text(text)}, ToolResultData: agent.ToolResultData{IsError: true}}
+		state, _ := json.Marshal(map[string]any{"output": out})
+		return storage.Write{Type: storage.WriteSettle, ID: task, Status: "done", Role: storage.RoleTerminal, State: state}
+	}
+	cases := []struct {
+		name   string
+		w      storage.Write
+		broken bool
+	}{
+		{name: "a budget", w: refusal(40, "tool call budget spent")},
+		{name: "an own child as another's", w: refusal(30, "20 is not a subagent of this conversation"), broken: true},
+		{name: "an own child given input as having none", w: refusal(40, "subagent 20 has no input to wait for"), broken: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			holdsOrBreaks(t, subagentRun().subagentSettled(tc.w, "a test", 90), ruleSubagent, tc.broken)
+		})
+	}
+}

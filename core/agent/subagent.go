@@ -319,7 +319,7 @@ func runSubagent(ctx context.Context, _ string, raw json.RawMessage, out *ToolOu
 			return err
 		}
 		var input storage.ID
-		if !ok || json.Unmarshal(v.Value, &input) != nil {
+		if !ok || json.Unmarshal(v.Value, &input) != nil || plant.On("subagent-wait-finds-no-input") {
 			return fmt.Errorf("subagent %d has no input to wait for", child.ID)
 		}
 		return awaitSubagent(ctx, rt, child.ID, input, out)

@@ -347,6 +347,8 @@ package plant
 //   - subagent-send-status-inverted (core/agent/subagent.go): a send
 //     reports the input it gave queued when it was placed at once, and
 //     running when it was queued.
+//   - subagent-wait-finds-no-input (core/agent/subagent.go): a wait
+//     refuses a child that was given input as having none to wait for.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -445,7 +447,7 @@ var names = []string{
 	"input-queued-skips-to-done", "inbox-remove-unresulted", "job-exited-reported-stopped", "job-exit-code-ignored",
 	"classify-previous-is-self", "edit-replace-refused",
 	"job-stop-ended-stops-again", "read-range-said-at-end",
-	"subagent-send-status-inverted",
+	"subagent-send-status-inverted", "subagent-wait-finds-no-input",
 }
 
 // Names are the planted bugs, for the measuring test.
