@@ -110,7 +110,7 @@ func (o *oracle) subagentSettled(w storage.Write, by string, seq storage.ID) err
 		return nil
 	}
 	if st.Output.IsError {
-		return o.subagentRefused(call, w, outputText(st.Output), by, seq)
+		return o.subagentRefused(call, w, st.Output, by, seq)
 	}
 	var details struct {
 		Subagent *struct {
@@ -182,16 +182,28 @@ func (o *oracle) subagentSettled(w storage.Write, by string, seq storage.ID) err
 	return nil
 }
 
-// subagentRefused holds a subagent call that settled as an error, with
-// text, to the rule: a refusal is the tool's error (a child of another
-// conversation, a bad argument, a budget, an interruption), but the tool
-// may not refuse the caller's own child as not its own, nor a wait for
-// one that was given input as having none.
-func (o *oracle) subagentRefused(call subagentAsk, w storage.Write, text, by string, seq storage.ID) error {
+// subagentRefused holds a subagent call that settled as an error, out, to
+// the rule: a refusal is the tool's error (a child of another
+// conversation, a bad argument, a budget, an interruption, an input that
+// did not end done), but the tool may not refuse the caller's own child as
+// not its own, nor a wait for one that was given input as having none, nor
+// a run or wait whose input ended done.
+func (o *oracle) subagentRefused(call subagentAsk, w storage.Write, out *agent.ToolOutputState, by string, seq storage.ID) error {
+	text := outputText(out)
 	child := call.child
 	own := child != 0 && o.owners[child] != 0 && o.convs[o.owners[child]] == o.convs[w.ID] && !o.transcripts.deleted[child]
+	var details struct {
+		Subagent *struct {
+			ID     storage.ID        `json:"id"`
+			Input  storage.ID        `json:"input"`
+			Status agent.InputStatus `json:"status"`
+		} `json:"subagent"`
+	}
+	_ = json.Unmarshal(out.Details, &details)
 	var problem string
 	switch {
+	case details.Subagent != nil && details.Subagent.Status == agent.InputDone && (call.command == "run" || call.command == "wait"):
+		problem = fmt.Sprintf("input %d of subagent %d ended done, and its answer is the result", details.Subagent.Input, details.Subagent.ID)
 	case own && strings.Contains(text, "is not a subagent of this conversation"):
 		problem = fmt.Sprintf("subagent %d is a child of a call of conversation %d", child, o.convs[w.ID])
 	case own && call.command == "wait" && strings.Contains(text, "has no input to wait for") && len(o.subagents.given[child]) > 0:

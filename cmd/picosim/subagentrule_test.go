@@ -121,8 +121,11 @@ func TestTheSubagentRuleHoldsEachCommandToItsChild(t *testing.T) {
 // child as not its own, nor of a wait for a child given input as having
 // none.
 func TestTheSubagentToolRefusesOnlyWhatItMay(t *testing.T) {
-	refusal := func(task storage.ID, text string) storage.Write {
+	refusal := func(task storage.ID, text string, status ...agent.InputStatus) storage.Write {
 		out := agent.ToolOutputState{Content: []ai.Block{ai.Text(text)}, ToolResultData: agent.ToolResultData{IsError: true}}
+		if len(status) > 0 {
+			out.Details, _ = json.Marshal(map[string]any{"subagent": map[string]any{"id": 20, "input": 48, "status": status[0]}})
+		}
 		state, _ := json.Marshal(map[string]any{"output": out})
 		return storage.Write{Type: storage.WriteSettle, ID: task, Status: "done", Role: storage.RoleTerminal, State: state}
 	}
@@ -134,6 +137,8 @@ func TestTheSubagentToolRefusesOnlyWhatItMay(t *testing.T) {
 		{name: "a budget", w: refusal(40, "tool call budget spent")},
 		{name: "an own child as another's", w: refusal(30, "20 is not a subagent of this conversation"), broken: true},
 		{name: "an own child given input as having none", w: refusal(40, "subagent 20 has no input to wait for"), broken: true},
+		{name: "an input that ended failed", w: refusal(40, "subagent 20's input 48 ended failed: the model failed", agent.InputFailed)},
+		{name: "an input that ended done", w: refusal(40, "subagent 20's answer 52 cannot be read", agent.InputDone), broken: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

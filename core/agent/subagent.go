@@ -472,7 +472,7 @@ func awaitSubagent(ctx context.Context, rt *ToolRuntime, child, input storage.ID
 		answerID = r.PlacementEntryID
 	}
 	answer, ok, err := rt.GetEntry(ctx, answerID)
-	if err != nil || !ok || len(answer.Model) == 0 {
+	if err != nil || !ok || len(answer.Model) == 0 || plant.On("subagent-answer-unread") {
 		return fmt.Errorf("subagent %d's answer %d cannot be read: %v", child, r.ResultEntryID, err)
 	}
 	out.Write(answer.Model[0].Content.TextOf())

@@ -349,6 +349,8 @@ package plant
 //     running when it was queued.
 //   - subagent-wait-finds-no-input (core/agent/subagent.go): a wait
 //     refuses a child that was given input as having none to wait for.
+//   - subagent-answer-unread (core/agent/subagent.go): a run or wait whose
+//     input ended done cannot read its answer and refuses.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -448,6 +450,7 @@ var names = []string{
 	"classify-previous-is-self", "edit-replace-refused",
 	"job-stop-ended-stops-again", "read-range-said-at-end",
 	"subagent-send-status-inverted", "subagent-wait-finds-no-input",
+	"subagent-answer-unread",
 }
 
 // Names are the planted bugs, for the measuring test.
