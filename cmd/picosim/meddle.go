@@ -264,13 +264,13 @@ type rawKind string
 
 func (k rawKind) Kind() string { return string(k) }
 
-// badWrite is one attempt: the rule it breaks, its plan, and the premise
-// it checks on the line first (nil: none), without which it is skipped.
+// badWrite is one attempt: the rule it breaks, and its plan. A plan that
+// finds its premise gone on the line writes nothing, and the attempt is
+// skipped.
 type badWrite struct {
-	rule    core.Rule
-	what    string
-	plan    func(tx *core.ConversationTx)
-	premise func(tx *core.ConversationTx) bool
+	rule core.Rule
+	what string
+	plan func(tx *core.ConversationTx)
 }
 
 // onTheLiveTask are the rules whose attempts patch or settle the live task
@@ -320,69 +320,69 @@ func badWrites(f badFacts) []badWrite {
 		{core.RuleStateAfterEntry, "rewindable state after an entry", func(tx *core.ConversationTx) {
 			tx.Entry(core.NoticeKind, note(core.EntryDraft{}))
 			tx.SetValue(rewind, 1)
-		}, nil},
+		}},
 		{core.RuleUnknownEntryKind, "an entry of a kind nobody registered", func(tx *core.ConversationTx) {
 			tx.Entry(rawKind("picosim.nonesuch"), note(core.EntryDraft{}))
-		}, nil},
+		}},
 		{core.RuleUnknownTaskKind, "a task of a kind nobody registered", func(tx *core.ConversationTx) {
 			tx.Task(rawKind("picosim.nonesuch"), core.TaskSpec{Background: true})
-		}, nil},
+		}},
 		{core.RuleDependency, "a task after one that does not exist", func(tx *core.ConversationTx) {
 			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{last + 1000}})
-		}, nil},
+		}},
 		{core.RuleDependency, "a task after itself", func(tx *core.ConversationTx) {
 			n := tx.Entry(core.NoticeKind, note(core.EntryDraft{})) // the task's id is the next
 			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{n + 1}})
-		}, nil},
+		}},
 		{core.RuleDependency, "a task after a later task of its batch", func(tx *core.ConversationTx) {
 			n := tx.Entry(core.NoticeKind, note(core.EntryDraft{}))
 			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{n + 2}})
 			tx.Task(meddlerStatuses, core.TaskSpec{Background: true})
-		}, nil},
+		}},
 		{core.RuleBadPayload, "a value that is not JSON", func(tx *core.ConversationTx) {
 			tx.SetValue(storage.ConversationValue[int]("picosim.meddled.sticky", storage.Sticky).Address, json.RawMessage(`{"open":`))
-		}, nil},
+		}},
 		{core.RuleUnknownConv, "an entry in a conversation that does not exist", func(tx *core.ConversationTx) {
 			tx.Tx.Entry(core.NoticeKind, last+1000, note(core.EntryDraft{}))
-		}, nil},
+		}},
 		{core.RuleHeadNotVisible, "a head at an id that is no entry", func(tx *core.ConversationTx) {
 			tx.Entry(core.NoticeKind, note(core.EntryDraft{Head: conv}))
-		}, nil},
+		}},
 		{core.RuleEditTarget, "an edit of an id that is no entry", func(tx *core.ConversationTx) {
 			tx.Entry(core.NoticeKind, note(core.EntryDraft{Edits: []storage.ContextEdit{{Target: conv, Action: storage.EditOmit}}}))
-		}, nil},
+		}},
 	}
 	if task != 0 {
 		out = append(out, badWrite{core.RuleScratchInMain, "a task's scratch written in a main commit", func(tx *core.ConversationTx) {
 			tx.Tx.SetValue(storage.ScratchValue[int]("picosim.meddled").In(task).Address, 1)
-		}, nil})
+		}})
 	}
 	out = append(out, badWrite{core.RuleBadAddress, "a value at an address without a namespace", func(tx *core.ConversationTx) {
 		tx.SetValue(storage.Address{Scope: storage.Scope{Kind: storage.ScopeConversation}}, 1)
-	}, nil}, badWrite{core.RuleUnknownTask, "a patch of a task that does not exist", func(tx *core.ConversationTx) {
+	}}, badWrite{core.RuleUnknownTask, "a patch of a task that does not exist", func(tx *core.ConversationTx) {
 		tx.Patch(last+1000, core.TaskPatch{Abort: true})
-	}, nil})
+	}})
 	if t := f.live; t != nil {
 		out = append(out, badWrite{core.RuleUnknownStatus, "a patch to a status the task's kind does not have", func(tx *core.ConversationTx) {
 			tx.Patch(t.ID, core.TaskPatch{Status: "picosim.nonesuch"})
-		}, nil}, badWrite{core.RuleSettleNotTerminal, "a settlement at a status that is not terminal", func(tx *core.ConversationTx) {
+		}}, badWrite{core.RuleSettleNotTerminal, "a settlement at a status that is not terminal", func(tx *core.ConversationTx) {
 			tx.Settle(t.ID, t.Status, nil)
-		}, nil})
+		}})
 		if f.terminal != "" {
 			out = append(out, badWrite{core.RulePatchTerminal, "a patch to a terminal status", func(tx *core.ConversationTx) {
 				tx.Patch(t.ID, core.TaskPatch{Status: f.terminal})
-			}, nil})
+			}})
 		}
 	}
 	if f.stranger != 0 {
 		out = append(out, badWrite{core.RuleDependencyTree, "a task after a task of another ownership tree", func(tx *core.ConversationTx) {
 			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{f.stranger}})
-		}, nil})
+		}})
 	}
 	if t := f.ended; t != nil {
 		out = append(out, badWrite{core.RuleTaskTerminal, "a patch of a task that ended", func(tx *core.ConversationTx) {
 			tx.Patch(t.ID, core.TaskPatch{Abort: true})
-		}, nil})
+		}})
 	}
 	out = append(out, inputBadWrites(f)...)
 	if head != nil {
@@ -391,7 +391,7 @@ func badWrites(f badFacts) []badWrite {
 				before := e.ID
 				out = append(out, badWrite{core.RuleHeadBackwards, "a head before the visible head's boundary", func(tx *core.ConversationTx) {
 					tx.Entry(core.NoticeKind, note(core.EntryDraft{Head: before}))
-				}, nil})
+				}})
 				break
 			}
 		}
@@ -403,7 +403,7 @@ func badWrites(f badFacts) []badWrite {
 // registered with the kernel like any plugin's: an input result never
 // skips a state or leaves a terminal one, and no inbox element leaves
 // without its result. An attempt on a queued input checks on the line that
-// it is still queued (errNotAnymore when it is not).
+// it is still queued, and writes nothing when it is not.
 func inputBadWrites(f badFacts) []badWrite {
 	conv := f.conv
 	result := func(tx *core.ConversationTx, input storage.ID, st agent.InputStatus) {
@@ -412,18 +412,18 @@ func inputBadWrites(f badFacts) []badWrite {
 	out := []badWrite{
 		{agent.RuleInputResult, "a clear of the inbox", func(tx *core.ConversationTx) {
 			tx.Clear(agent.InboxList.In(conv).Address)
-		}, nil},
+		}},
 		{agent.RuleInputResult, "an input result under a key that is no input id", func(tx *core.ConversationTx) {
 			tx.SetValue(agent.InputResultValue.In(conv).WithKey("meddled").Address, agent.InputResult{Status: agent.InputQueued})
-		}, nil},
+		}},
 		{agent.RuleInputResult, "an input result that begins done", func(tx *core.ConversationTx) {
 			result(tx, f.last+1000, agent.InputDone)
-		}, nil},
+		}},
 	}
 	if in := f.endedInput; in != 0 {
 		out = append(out, badWrite{agent.RuleInputResult, "an ended input's result moved back to running", func(tx *core.ConversationTx) {
 			result(tx, in, agent.InputRunning)
-		}, nil})
+		}})
 	}
 	if in := f.queuedInput; in != 0 {
 		still := func(tx *core.ConversationTx) bool {
@@ -432,10 +432,14 @@ func inputBadWrites(f badFacts) []badWrite {
 			return err == nil && ok && uerr == nil && r.Status == agent.InputQueued
 		}
 		out = append(out, badWrite{agent.RuleInputResult, "a queued input's result skipping to done", func(tx *core.ConversationTx) {
-			result(tx, in, agent.InputDone)
-		}, still}, badWrite{agent.RuleInputResult, "a queued input's inbox element removed without its result", func(tx *core.ConversationTx) {
-			tx.Remove(agent.InboxList.In(conv).Address, in)
-		}, still})
+			if still(tx) {
+				result(tx, in, agent.InputDone)
+			}
+		}}, badWrite{agent.RuleInputResult, "a queued input's inbox element removed without its result", func(tx *core.ConversationTx) {
+			if still(tx) {
+				tx.Remove(agent.InboxList.In(conv).Address, in)
+			}
+		}})
 	}
 	return out
 }
@@ -534,15 +538,15 @@ func (e *env) tryBadWrites(ctx context.Context, conv storage.ID) (refused []core
 	f.queuedInput, f.endedInput = inputFacts(ctx, h.Store(), conv)
 	e.tryGoodWrite(ctx, h, conv, page.Items)
 	for _, w := range badWrites(f) {
-		_, err := c.Commit(ctx, func(tx *core.ConversationTx) error {
-			if slices.Contains(onTheLiveTask, w.rule) && !stillAsRead(tx, f.live) || w.premise != nil && !w.premise(tx) {
+		rng, err := c.Commit(ctx, func(tx *core.ConversationTx) error {
+			if slices.Contains(onTheLiveTask, w.rule) && !stillAsRead(tx, f.live) {
 				return errNotAnymore
 			}
 			w.plan(tx)
 			return nil
 		})
 		switch got := core.RuleOf(err); {
-		case errors.Is(err, errNotAnymore):
+		case errors.Is(err, errNotAnymore), err == nil && rng.Last < rng.First: // its premise went away
 		case err == nil:
 			_ = e.oracle.fail(broke(ruleRefusesBadWrites, "the host committed %s in conversation %d, and the kernel let it", w.what, conv))
 			return refused
