@@ -112,13 +112,7 @@ func (o *oracle) subagentSettled(w storage.Write, by string, seq storage.ID) err
 	if st.Output.IsError {
 		return o.subagentRefused(call, w, st.Output, by, seq)
 	}
-	var details struct {
-		Subagent *struct {
-			ID     storage.ID        `json:"id"`
-			Input  storage.ID        `json:"input"`
-			Status agent.InputStatus `json:"status"`
-		} `json:"subagent"`
-	}
+	var details subagentReport
 	text := outputText(st.Output)
 	fail := func(format string, args ...any) error {
 		return o.fail(broke(ruleSubagent, "%s settled subagent %s call %d at %d with %q: %s", by, call.command, w.ID, seq, text, fmt.Sprintf(format, args...)))
@@ -182,6 +176,16 @@ func (o *oracle) subagentSettled(w storage.Write, by string, seq storage.ID) err
 	return nil
 }
 
+// subagentReport is the details a subagent call's result carries: the
+// child, the input and its status.
+type subagentReport struct {
+	Subagent *struct {
+		ID     storage.ID        `json:"id"`
+		Input  storage.ID        `json:"input"`
+		Status agent.InputStatus `json:"status"`
+	} `json:"subagent"`
+}
+
 // subagentRefused holds a subagent call that settled as an error, out, to
 // the rule: a refusal is the tool's error (a child of another
 // conversation, a bad argument, a budget, an interruption, an input that
@@ -192,13 +196,7 @@ func (o *oracle) subagentRefused(call subagentAsk, w storage.Write, out *agent.T
 	text := outputText(out)
 	child := call.child
 	own := child != 0 && o.owners[child] != 0 && o.convs[o.owners[child]] == o.convs[w.ID] && !o.transcripts.deleted[child]
-	var details struct {
-		Subagent *struct {
-			ID     storage.ID        `json:"id"`
-			Input  storage.ID        `json:"input"`
-			Status agent.InputStatus `json:"status"`
-		} `json:"subagent"`
-	}
+	var details subagentReport
 	_ = json.Unmarshal(out.Details, &details)
 	var problem string
 	switch {
