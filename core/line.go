@@ -282,8 +282,10 @@ var ErrNestedLineCall = errors.New("core: a line call from inside a plan on the 
 
 // ActorRuntime is a runtime that names the actor calling it (the simulated
 // one does: exactly one actor runs at a time). With it the line recognizes
-// a nested call from any caller; without it, from task code, whose
-// invocation identity rides in ctx.
+// a nested call from any caller, by its actor; without it, from task code,
+// by the invocation identity that rides in ctx, which also refuses a call
+// from another goroutine of the invocation made while one of its own
+// calls holds the line.
 type ActorRuntime interface {
 	Runtime
 	Actor() any
@@ -314,10 +316,15 @@ func (l *Line) refuseNested(ctx context.Context) error {
 	if h == nil {
 		return nil
 	}
-	if h.inv != nil && h.inv == invocationOf(ctx) {
-		return ErrNestedLineCall
+	if ar, ok := l.rt.(ActorRuntime); ok {
+		// The actor is the caller: another actor of the same invocation
+		// (a helper it started with its ctx) is not nested, and waits.
+		if h.actor != nil && h.actor == ar.Actor() {
+			return ErrNestedLineCall
+		}
+		return nil
 	}
-	if ar, ok := l.rt.(ActorRuntime); ok && h.actor != nil && h.actor == ar.Actor() {
+	if h.inv != nil && h.inv == invocationOf(ctx) {
 		return ErrNestedLineCall
 	}
 	return nil

@@ -484,6 +484,58 @@ func TestALineCallFromInsideAPlanIsRefusedAndTheOuterPlanGoesOn(t *testing.T) {
 	})
 }
 
+// A helper actor a task starts with its invocation's ctx is a caller of its
+// own, not a nested one: under the simulated runtime, which names the
+// actor, its commit made while one of the task's own holds the line waits
+// for it and lands. The helper calls once the task's plan holds the line
+// and yields.
+func TestAnInvocationsHelperActorWaitsForTheLine(t *testing.T) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		var helperErr error
+		kind := simtest.StepKind("helped", func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			holding, done := s.Runtime().NewEvent("holding"), s.Runtime().NewEvent("helper")
+			s.Runtime().Go(ctx, "helper", func(ctx context.Context) {
+				if err := holding.Wait(ctx); err != nil {
+					helperErr = err
+					return
+				}
+				_, helperErr = rt.Commit(ctx, func(tx *core.ConversationTx) error {
+					core.AppendUser(tx.Tx, tx.ID, ai.UserText("from the helper", 0))
+					return nil
+				})
+				done.Set()
+			})
+			if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+				core.AppendUser(tx.Tx, tx.ID, ai.UserText("from the task", 0))
+				holding.Set()
+				sim.Yield(ctx, "holding") // the helper may run while this plan holds the line
+				return nil
+			}); err != nil {
+				return err
+			}
+			return done.Wait(ctx)
+		})
+		h := open(t, ctx, s, nil, kind)
+		c := h.Root()
+		simtest.CreateTask(t, ctx, c, kind, core.TaskSpec{})
+		must(c.Drive(ctx))
+		if helperErr != nil {
+			t.Fatalf("the helper's commit: %v; want it to wait for the task's and land", helperErr)
+		}
+		page := must(h.Entries(ctx, c.ID, storage.Cursor{Limit: 10}))
+		var texts []string
+		for _, e := range page.Items {
+			if e.Kind == core.UserKind.Kind() {
+				texts = append(texts, string(e.Data))
+			}
+		}
+		if len(texts) != 2 {
+			t.Fatalf("user entries %q; want the task's and the helper's", texts)
+		}
+		must(0, h.Close(ctx))
+	})
+}
+
 // A committed batch is the plan's writes in a slice of its own: what keeps
 // it (here AfterCommit) still has it whole after the next plans, which
 // build theirs in the line's reused buffer.
