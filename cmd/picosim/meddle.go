@@ -195,10 +195,13 @@ func (e *env) meddlerKind() core.TaskKind {
 		return err
 	}
 	wait := func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
-		// Refused, or cut short by the mark: any answer but an error is a
-		// wait the kernel let happen.
-		if ended, err := rt.WaitForTask(ctx, task.ID, selfWaitBudget); err == nil {
-			_ = e.oracle.fail(broke(ruleNoSelfWait, "task %d waited for itself, and the wait returned %t", task.ID, ended))
+		if !isKeeper(task) {
+			// Refused, or cut short by the mark: any answer but an error is a
+			// wait the kernel let happen.
+			if ended, err := rt.WaitForTask(ctx, task.ID, selfWaitBudget); err == nil {
+				_ = e.oracle.fail(broke(ruleNoSelfWait, "task %d waited for itself, and the wait returned %t", task.ID, ended))
+			}
+			e.newWorkOnDriver(ctx, task, rt)
 		}
 		if err := rt.Sleep(ctx, rt.Now().Add(meddlerWait)); err != nil {
 			return err
@@ -210,6 +213,9 @@ func (e *env) meddlerKind() core.TaskKind {
 		ExecuteFunc: wait,
 		RecoverFunc: wait,
 		AbortFunc: func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+			if isKeeper(task) {
+				return settle(ctx, rt, "aborted")
+			}
 			by := fmt.Sprintf("the abort of task %d", task.ID)
 			if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 				tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: task.ConversationID, Background: true})
@@ -228,6 +234,107 @@ func (e *env) meddlerKind() core.TaskKind {
 	}
 }
 
+// A drive by a task waits for a scope to be idle, so work that the drive
+// waits for and that depends on the driving task is a deadlock: the kernel
+// refuses the batch that creates it while the drive waits (§6.2), and the
+// drive when the work came first. The built-in kinds never try either.
+// The meddler's execute therefore, after its wait for itself, creates a
+// child conversation with a keeper task (so that the child is not idle),
+// drives the child from a helper actor with its identity, and meanwhile
+// commits a foreground task in the child that runs after the meddler
+// (directly, or through a background task of the same batch on every
+// other meddler). Whichever reaches the line first, the other must be
+// refused.
+
+// ruleNoNewSelfWait: new work never makes a waiting task wait for itself:
+// the batch is refused by core.RuleSelfWait, or the drive that comes after
+// it with a *core.SelfWaitError (§6.2).
+const ruleNoNewSelfWait oracleRule = "no-new-self-wait"
+
+// keeperState marks a meddler task that only keeps its conversation busy:
+// it makes no attempts of its own.
+var keeperState = map[string]bool{"keeper": true}
+
+// isKeeper reports whether task is a keeper.
+func isKeeper(task *storage.Task) bool {
+	s, err := core.Unmarshal[map[string]bool](task.State)
+	return err == nil && s["keeper"]
+}
+
+// newWorkOnDriver makes the attempt for meddler task, from its invocation
+// rt, and then aborts the keepers it created.
+func (e *env) newWorkOnDriver(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) {
+	var child storage.ID
+	var keepers []storage.ID
+	defer func() {
+		for _, k := range keepers {
+			_ = e.h.AbortTask(context.WithoutCancel(ctx), k)
+		}
+	}()
+	if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+		child = tx.CreateConversation(core.ConversationSpec{Owner: task.ID})
+		keepers = []storage.ID{tx.Tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: child, State: keeperState})}
+		return nil
+	}); err != nil {
+		keepers = nil
+		return
+	}
+	c, err := rt.Conversation(ctx, child)
+	if err != nil {
+		return
+	}
+	srt := e.s.Runtime()
+	bounded, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := srt.NewEvent("meddler-drive")
+	var result core.DriveResult
+	var driveErr error
+	srt.Go(bounded, "meddler-drive", func(ctx context.Context) {
+		result, driveErr = c.Drive(ctx)
+		done.Set()
+	})
+	var made []storage.ID
+	_, err = rt.Commit(ctx, func(tx *core.ConversationTx) error {
+		made = nil
+		after := task.ID
+		if task.ID%2 == 0 {
+			after = tx.Task(meddlerStatuses, core.TaskSpec{Background: true, State: keeperState, After: []storage.ID{task.ID}})
+			made = append(made, after)
+		}
+		made = append(made, tx.Tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: child, State: keeperState, After: []storage.ID{after}}))
+		return nil
+	})
+	what := fmt.Sprintf("task %d, driving its child conversation %d, committed a foreground task there that runs after it", task.ID, child)
+	if task.ID%2 == 0 {
+		what += " through a background one"
+	}
+	switch got := core.RuleOf(err); {
+	case err == nil:
+		keepers = append(keepers, made...)
+	case got == core.RuleSelfWait:
+		return
+	case got != "":
+		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s; the kernel refused it by %q, not %q: %v", what, got, core.RuleSelfWait, err))
+		return
+	default: // a closing session, the abort mark
+		return
+	}
+	for start := srt.Now(); !done.IsSet() && srt.Now().Sub(start) < selfDriveBound; {
+		if srt.Sleep(ctx, time.Millisecond) != nil {
+			return
+		}
+	}
+	var self *core.SelfWaitError
+	switch {
+	case !done.IsSet():
+		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s, and the kernel let both the task and the drive wait", what))
+	case driveErr == nil && result != core.Closed:
+		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s, and the drive returned %s", what, result))
+	case driveErr != nil && !errors.As(driveErr, &self) && !isSessionFault(driveErr) && !errors.Is(driveErr, context.Canceled):
+		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s; the drive was refused with %v, want a *core.SelfWaitError", what, driveErr))
+	}
+}
+
 // startMeddler starts a meddler task in conversation conv and marks it for
 // abort a little later, once its execute could try to wait for itself.
 func (e *env) startMeddler(ctx context.Context, conv storage.ID) {
@@ -241,7 +348,7 @@ func (e *env) startMeddler(ctx context.Context, conv storage.ID) {
 	}); err != nil {
 		return
 	}
-	if e.s.Runtime().Sleep(ctx, 2*selfWaitBudget) == nil {
+	if e.s.Runtime().Sleep(ctx, 2*selfWaitBudget+selfDriveBound) == nil {
 		_ = e.h.AbortTask(ctx, id)
 	}
 }

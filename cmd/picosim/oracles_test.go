@@ -652,9 +652,11 @@ func TestMeddlingThatLandsFailsTheRun(t *testing.T) {
 	wantRule(t, landed, ruleOnlyItsOwn)
 }
 
-// A meddler task the host starts and marks is aborted at once: its abort's
-// attempts to create a task and a conversation are refused (nothing of
-// them is written) and it settles aborted, breaking nothing.
+// A meddler task the host starts and marks is aborted: before the mark its
+// execute makes its child conversation, whose keeper and whatever new work
+// the kernel let in it are aborted too; its abort's attempts to create a
+// task and a conversation are refused (nothing of them is written) and it
+// settles aborted, breaking nothing.
 func TestAMeddlersAbortCreatesNothing(t *testing.T) {
 	afterBasicTurn(t, func(ctx context.Context, s *sim.Sim, e *env) (problems []string) {
 		last := e.h.Store().LastSeq()
@@ -666,12 +668,27 @@ func TestAMeddlersAbortCreatesNothing(t *testing.T) {
 			problems = append(problems, "the oracle: "+e.oracle.first.Error())
 		}
 		page, err := e.h.Store().ScanTasks(ctx, storage.TaskQuery{Kind: meddlerStatuses.Name})
-		if err != nil || len(page.Items) != 1 || page.Items[0].Status != "aborted" {
-			problems = append(problems, fmt.Sprintf("meddler tasks %v, %v; want the one started, aborted", page.Items, err))
+		if err != nil || len(page.Items) < 2 {
+			return append(problems, fmt.Sprintf("meddler tasks %v, %v; want the one started and its keeper", page.Items, err))
 		}
-		convs, err := e.h.Store().GetConversations(ctx, []storage.ID{last + 1, last + 2, last + 3, last + 4})
-		if err != nil || len(convs) != 0 {
-			problems = append(problems, fmt.Sprintf("conversations %v, %v after the abort; want none", convs, err))
+		meddler := page.Items[0]
+		for _, task := range page.Items {
+			if task.Status != "aborted" || isKeeper(task) == (task.ID == meddler.ID) {
+				problems = append(problems, fmt.Sprintf("task %d (keeper: %t) is %s; want the meddler %d and keepers, all aborted", task.ID, isKeeper(task), task.Status, meddler.ID))
+			}
+		}
+		ids := []storage.ID{}
+		for id := last + 1; id <= e.h.Store().LastSeq(); id++ {
+			ids = append(ids, id)
+		}
+		convs, err := e.h.Store().GetConversations(ctx, ids)
+		if err != nil || len(convs) != 1 {
+			problems = append(problems, fmt.Sprintf("conversations %v, %v after the abort; want the meddler's child", convs, err))
+		}
+		for _, c := range convs {
+			if c.Owner != meddler.ID {
+				problems = append(problems, fmt.Sprintf("conversation %d is owned by %d; want the meddler %d", c.ID, c.Owner, meddler.ID))
+			}
 		}
 		return problems
 	})
@@ -693,9 +710,9 @@ func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
 			return []string{fmt.Sprintf("root's entries: %v, %v", page.Items, err)}
 		}
 		if _, err := e.h.Commit(ctx, func(tx *core.Tx) error { // a live task that waits, and one of another ownership tree
-			tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: root, Background: true})
+			tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: root, Background: true, State: keeperState})
 			fork := tx.Fork(root, page.Items[len(page.Items)-1].ID)
-			tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: fork, Background: true})
+			tx.Task(meddlerStatuses, core.TaskSpec{ConversationID: fork, Background: true, State: keeperState})
 			// and an input queued as Accept queues one, never placed: nothing drives
 			in := tx.Append(agent.InboxList.In(root).Address, agent.InboxItem{Mode: agent.ModeFollowUp, Entry: agent.AcceptedEntryDraft{Kind: "user"}})
 			tx.SetValue(agent.InputResultValue.In(root).WithKey(strconv.FormatInt(int64(in), 10)).Address, agent.InputResult{Status: agent.InputQueued})

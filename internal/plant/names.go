@@ -351,6 +351,11 @@ package plant
 //     refuses a child that was given input as having none to wait for.
 //   - subagent-answer-unread (core/agent/subagent.go): a run or wait whose
 //     input ended done cannot read its answer and refuses.
+//   - new-self-wait-allowed (core/driver.go): a batch may create
+//     foreground work that a waiting drive waits for and that depends on
+//     the driving task.
+//   - drive-dependent-scope-allowed (core/driver.go): a task may drive a
+//     scope whose foreground tasks depend on it.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -450,7 +455,7 @@ var names = []string{
 	"classify-previous-is-self", "edit-replace-refused",
 	"job-stop-ended-stops-again", "read-range-said-at-end",
 	"subagent-send-status-inverted", "subagent-wait-finds-no-input",
-	"subagent-answer-unread",
+	"subagent-answer-unread", "new-self-wait-allowed", "drive-dependent-scope-allowed",
 }
 
 // Names are the planted bugs, for the measuring test.
