@@ -514,16 +514,25 @@ func sendSubagent(ctx context.Context, cfg *config, rt *ToolRuntime, child *core
 		}
 		return err
 	})
-	var dup *RequestAlreadyAcceptedError
-	switch {
-	case errors.As(err, &dup):
-		input = dup.First.InputID
-	case err != nil:
-		return err
-	}
 	status := InputRunning
 	if placed == 0 != plant.On("subagent-send-status-inverted") {
 		status = InputQueued
+	}
+	var dup *RequestAlreadyAcceptedError
+	switch {
+	case errors.As(err, &dup):
+		// A replay: what the first acceptance wrote is not kept, so the
+		// report is where the input stands now.
+		input = dup.First.InputID
+		r, ok, err := readInputResult(ctx, rt.Harness().Store(), child.ID, input)
+		if err != nil {
+			return err
+		}
+		if ok {
+			status = r.Status
+		}
+	case err != nil:
+		return err
 	}
 	out.Details["subagent"] = subagentDetails{ID: child.ID, Input: input, Status: status}
 	out.Write(fmt.Sprintf("Sent to subagent %d as input %d (%s).", child.ID, input, status))

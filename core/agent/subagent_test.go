@@ -725,3 +725,70 @@ func TestCancellingADriveLeavesTheRunGoing(t *testing.T) {
 		must(0, a.h.Close(ctx))
 	})
 }
+
+// crashAfter is a store whose process dies right after the first batch
+// match picks persists: that commit and every later call answer
+// fault.ErrCrashed, while the inner store keeps what persisted.
+type crashAfter struct {
+	storage.Storage
+	match func(storage.CommitBatch) bool
+	dead  bool
+}
+
+func (c *crashAfter) Commit(ctx context.Context, b storage.CommitBatch) (storage.Range, error) {
+	if c.dead {
+		return storage.Range{}, fault.ErrCrashed
+	}
+	rng, err := c.Storage.Commit(ctx, b)
+	if err == nil && c.match(b) {
+		c.dead = true
+		return storage.Range{}, fault.ErrCrashed
+	}
+	return rng, err
+}
+
+// A send replayed after a crash that its acceptance survived finds the
+// input already given and reports it as it stands then: placed at once in
+// the idle child, it is running or done, never queued.
+func TestAReplayedSendReportsItsInputAsItStands(t *testing.T) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		inner := simtest.Reopenable{Store: memory.New()} // the first harness's Close leaves it open
+		store := &crashAfter{Storage: inner, match: func(storage.CommitBatch) bool { return false }}
+		a1 := openAgent(t, ctx, s, agentOptions{store: store})
+		c1 := a1.h.Root()
+		r1 := a1.route()
+		r1.script(c1.ID, calling(subagentCall("call-spawn", map[string]any{"command": "spawn", "prompt": "count"})), answer("spawned"))
+		r1.child("count", answer("one"), answer("two"))
+		must(c1.Prompt(ctx, userText("start it"), agent.AcceptOptions{}))
+		must(a1.h.Drive(ctx))
+		kid := a1.children(ctx, c1.ID)[0]
+		store.match = func(b storage.CommitBatch) bool {
+			return slices.ContainsFunc(b.Writes, func(w storage.Write) bool {
+				return w.Type == storage.WriteListAppend && w.Addr.Namespace == agent.InboxList.Namespace && w.Addr.Scope.ID == kid.ID
+			})
+		}
+		r1.script(c1.ID, calling(subagentCall("call-send", map[string]any{"command": "send", "id": kid.ID, "text": "and two"})))
+		_, _ = c1.Accept(ctx, userText("send it"), agent.AcceptOptions{})
+		_, _ = c1.Drive(ctx)
+		if !store.dead {
+			t.Fatalf("the send's acceptance never committed")
+		}
+		simtest.CloseCrashed(ctx, a1.h)
+
+		a2 := openAgent(t, ctx, s, agentOptions{store: inner})
+		r2 := a2.route()
+		r2.script(c1.ID, answer("sent"))
+		r2.child("count", answer("two"))
+		must(a2.h.Drive(ctx))
+		text, details := a2.toolResult(ctx, c1.ID, "call-send")
+		sub := details["subagent"].(map[string]any)
+		status, _ := sub["status"].(string)
+		if status != string(agent.InputRunning) && status != string(agent.InputDone) || !strings.Contains(text, "("+status+")") {
+			t.Fatalf("the replayed send = %q %v; want its input running or done, as it stands", text, details)
+		}
+		if n := len(a2.children(ctx, c1.ID)); n != 1 {
+			t.Fatalf("%d children after the replay; want the one", n)
+		}
+		must(0, a2.h.Close(ctx))
+	})
+}
