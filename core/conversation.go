@@ -168,11 +168,15 @@ func (c *Conversation) Fork(ctx context.Context, at storage.ID, opts ForkOptions
 		id = tx.Fork(c.ID, at)
 		for _, a := range opts.Values {
 			a.Scope.ID = c.ID
-			v, ok, err := tx.GetValue(a, 0)
+			now := storage.ID(0)
+			if plant.On("fork-carry-at-fork-point") && a.Rewind {
+				now = at
+			}
+			v, ok, err := tx.GetValue(a, now)
 			if err != nil {
 				return err
 			}
-			if ok {
+			if ok && !(plant.On("fork-carry-skips-sticky") && !a.Rewind) {
 				a.Scope.ID = id
 				tx.SetValue(a, v.Value)
 			}

@@ -766,7 +766,7 @@ func drawStateActions(p *program, seed uint64) {
 		after := fork >= 0 && i >= fork
 		if i == fork {
 			lines = append(lines, progLine{op: "accept", args: []string{"c0", "state"}}, progLine{op: "drive", args: []string{"c0"}},
-				progLine{op: "fork", args: []string{"c0", strconv.Itoa(-1 - rng.IntN(6))}})
+				progLine{op: "fork", args: drawCarry(seed, names, []string{"c0", strconv.Itoa(-1 - rng.IntN(6))})})
 		}
 		st := names[rng.IntN(len(names))]
 		if after && len(inherited) > 0 && rng.IntN(4) != 0 {
@@ -808,6 +808,32 @@ func drawStateActions(p *program, seed uint64) {
 	}
 	at := rng.IntN(len(p.lines)) // before the final drive
 	p.lines = slices.Insert(p.lines, at, lines...)
+}
+
+// drawCarry adds to a state block's fork line, one time in two, the
+// values it carries (ForkOptions.Values): from a generator of its own, one
+// to three conversation value names, three times in four of those the
+// block writes (so mostly values the root has), else of any.
+func drawCarry(seed uint64, names []stateName, args []string) []string {
+	rng := seededRNG(seed, "carry")
+	if rng.IntN(2) == 0 {
+		return args
+	}
+	from := names
+	if rng.IntN(4) == 0 {
+		from = stateNames
+	}
+	var pool []string
+	for _, st := range from {
+		if v := st.name + ":" + st.policy; st.op == "value" && st.target == "c" && !slices.Contains(pool, v) {
+			pool = append(pool, v)
+		}
+	}
+	if len(pool) == 0 {
+		return args
+	}
+	rng.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
+	return append(args, "carry="+strings.Join(pool[:min(1+rng.IntN(3), len(pool))], ","))
 }
 
 // boundaryEvents are the lifecycle events a boundary line names, by the
@@ -1169,15 +1195,18 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
+		abort, carry, _ := script.ForkOf(script.Line{Op: l.op, Args: l.args})
 		fctx := ctx
-		if len(l.args) == 3 {
+		if abort {
 			fctx = withHostAbort(ctx, conv, false)
 		}
-		f, err := c.Fork(fctx, page.Items[script.Nth(atoi(l.args[1]), len(page.Items))].ID, core.ForkOptions{Abort: len(l.args) == 3})
-		if err == nil {
-			g.convs = append(g.convs, f.ID)
+		at, values := page.Items[script.Nth(atoi(l.args[1]), len(page.Items))].ID, kit.CarriedAddresses(carry)
+		f, err := c.Fork(fctx, at, core.ForkOptions{Abort: abort, Values: values})
+		if err != nil {
+			return err
 		}
-		return err
+		g.convs = append(g.convs, f.ID)
+		return e.checkCarried(ctx, conv, at, f.ID, values)
 	case "entry":
 		// A host commit of a notice entry that starts the context at the
 		// Nth entry of the conversation's transcript (§2.1 head rules).

@@ -478,3 +478,41 @@ func showOps(ops []stateOp) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// ruleForkCarries: a fork carries each value the host named that its
+// source has, as the source has it when the fork is made, whatever its
+// policy; one the source does not have it does not write, so the fork
+// inherits what it would have (ForkOptions.Values, §9.1).
+const ruleForkCarries oracleRule = "a-fork-carries-its-values"
+
+// checkCarried holds fork, made of src at entry at, to the rule for the
+// values it carried. Only the host writes the values a program names, and
+// it waits for each of its actions, so the source still has them as the
+// fork found them.
+func (e *env) checkCarried(ctx context.Context, src, at, fork storage.ID, values []storage.Address) error {
+	store := e.h.Store()
+	for _, a := range values {
+		from, to := a, a
+		from.Scope.ID, to.Scope.ID = src, fork
+		want, had, err := store.GetValue(ctx, from, 0)
+		if err != nil {
+			return err
+		}
+		if !had {
+			if !a.Rewind {
+				want = storage.Version{}
+			} else if want, had, err = store.GetValue(ctx, from, at); err != nil {
+				return err
+			}
+		}
+		got, has, err := store.GetValue(ctx, to, 0)
+		if err != nil {
+			return err
+		}
+		if has != had || has && !bytes.Equal(got.Value, want.Value) {
+			return e.oracle.fail(broke(ruleForkCarries, "fork %d of conversation %d at entry %d carries %s: it reads %s (has one: %t); want %s (has one: %t)",
+				fork, src, at, a, got.Value, has, want.Value, had))
+		}
+	}
+	return nil
+}

@@ -10,7 +10,9 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -246,4 +248,43 @@ func TestTheStateRuleHoldsNothingToAnIncompleteLog(t *testing.T) {
 	if err := storeReads(context.Background(), &lyingStore{ruleStore: s, lie: "value-at"}, s.log); err != nil {
 		t.Fatalf("storeReads over an incomplete log = %v, want nothing held", err)
 	}
+}
+
+// A fork that carries values reads each as its source has it, whether the
+// source's is sticky (which a fork does not inherit) or rewindable and
+// written after the fork point; one the source does not have reads as the
+// fork inherits it. A fork whose carried value reads otherwise breaks the
+// rule.
+func TestAForkCarriesItsValues(t *testing.T) {
+	var broken error
+	afterBasicTurn(t, func(ctx context.Context, _ *sim.Sim, e *env) (problems []string) {
+		c := e.h.Root()
+		page, err := e.h.Entries(ctx, root, storage.Cursor{Limit: storage.PageLimitMax})
+		if err != nil || len(page.Items) < 2 {
+			return []string{fmt.Sprintf("root's entries: %v, %v", page.Items, err)}
+		}
+		at := page.Items[0].ID
+		sticky := storage.ConversationValue[int]("host.s", storage.Sticky)
+		rewind := storage.ConversationValue[int]("host.r", storage.Rewind)
+		missing := storage.ConversationValue[int]("host.r/none", storage.Rewind)
+		for _, v := range []storage.Value[int]{sticky, rewind} {
+			if err := core.ValueOf(c, v).Set(ctx, 7); err != nil {
+				return []string{"set: " + err.Error()}
+			}
+		}
+		values := []storage.Address{sticky.Address, rewind.Address, missing.Address}
+		fork, err := c.Fork(ctx, at, core.ForkOptions{Values: values})
+		if err != nil {
+			return []string{"fork: " + err.Error()}
+		}
+		if err := e.checkCarried(ctx, root, at, fork.ID, values); err != nil {
+			problems = append(problems, "the fork as made: "+err.Error())
+		}
+		if err := core.ValueOf(fork, sticky).Set(ctx, 8); err != nil {
+			return append(problems, "set in the fork: "+err.Error())
+		}
+		broken = e.checkCarried(ctx, root, at, fork.ID, values)
+		return problems
+	})
+	holdsOrBreaks(t, broken, ruleForkCarries, true)
 }

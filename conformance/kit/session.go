@@ -469,7 +469,8 @@ func (se *session) act(ctx context.Context, op string, args []string) (ids []sto
 		if c == nil {
 			return nil, "no entry", nil
 		}
-		f, err := c.Fork(ctx, at, core.ForkOptions{Abort: len(args) == 3})
+		abort, carry, _ := script.ForkOf(script.Line{Op: "fork", Args: args})
+		f, err := c.Fork(ctx, at, core.ForkOptions{Abort: abort, Values: CarriedAddresses(carry)})
 		if err != nil {
 			return nil, "", err
 		}
@@ -771,8 +772,7 @@ func (se *session) waitJob(ctx context.Context, job *storage.Task) (string, erro
 // "no element" on an empty list; every other
 // write is one commit, refused as the harness refuses it.
 func HostState(ctx context.Context, scope core.StateScope, op string, args []string) (string, error) {
-	ns, key, _ := strings.Cut(args[1], "/")
-	addr := storage.Address{Scope: storage.Scope{Kind: storage.ScopeConversation}, Namespace: ns, Key: key, Rewind: args[2] == "rewind"}
+	addr := namedAddress(args[1], args[2] == "rewind")
 	if args[0] == "session" {
 		addr.Scope = storage.SessionScope()
 	}
@@ -797,6 +797,23 @@ func HostState(ctx context.Context, scope core.StateScope, op string, args []str
 	}
 	n, _ := strconv.Atoi(args[4])
 	return "", l.Remove(ctx, elems[script.Nth(n, len(elems))].ID)
+}
+
+// CarriedAddresses are the unbound conversation addresses of a fork
+// line's carried values (script.ForkOf, which checked them).
+func CarriedAddresses(carry []script.Carried) []storage.Address {
+	var out []storage.Address
+	for _, c := range carry {
+		out = append(out, namedAddress(c.Name, c.Rewind))
+	}
+	return out
+}
+
+// namedAddress is the unbound conversation address a program names NS or
+// NS/KEY.
+func namedAddress(name string, rewind bool) storage.Address {
+	ns, key, _ := strings.Cut(name, "/")
+	return storage.Address{Scope: storage.Scope{Kind: storage.ScopeConversation}, Namespace: ns, Key: key, Rewind: rewind}
 }
 
 // JobSpec is the spec a job line's arguments (script.JobOf, which checked

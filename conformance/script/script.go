@@ -79,7 +79,7 @@ var Arity = map[string][2]int{
 	"cancel-queued": {2, 2},
 	"abort":         {1, 1},
 	"abort-task":    {1, 1},
-	"fork":          {2, 3},
+	"fork":          {2, 4},
 	"watch":         {1, 1},
 	"watch-session": {0, 0},
 	"unwatch":       {1, 1},
@@ -334,8 +334,10 @@ func (l Line) Check() error {
 		if l.Op == "edit" && l.Args[2] != "omit" && l.Args[2] != "replace" {
 			return fmt.Errorf("edit: third argument %q: want omit or replace", l.Args[2])
 		}
-		if l.Op == "fork" && len(l.Args) == 3 && l.Args[2] != "abort" {
-			return fmt.Errorf("fork: third argument %q: want abort", l.Args[2])
+		if l.Op == "fork" {
+			if _, _, err := ForkOf(l); err != nil {
+				return err
+			}
 		}
 	case "value", "list":
 		if err := checkState(l); err != nil {
@@ -436,6 +438,37 @@ func checkHook(l Line) error {
 var StateOps = map[string]map[string]bool{
 	"value": {"set": true, "delete": false},
 	"list":  {"append": true, "remove": true, "clear": false},
+}
+
+// Carried is a conversation value a fork line carries into the fork
+// (ForkOptions.Values): its name, NS or NS/KEY, and its policy.
+type Carried struct {
+	Name   string
+	Rewind bool
+}
+
+// ForkOf reads a fork line's options after its entry: abort, and
+// carry=NS[/KEY]:POLICY,... (POLICY rewind or sticky), each at most once,
+// in either order.
+func ForkOf(l Line) (abort bool, carry []Carried, err error) {
+	for _, a := range l.Args[2:] {
+		list, isCarry := strings.CutPrefix(a, "carry=")
+		switch {
+		case a == "abort" && !abort:
+			abort = true
+		case isCarry && carry == nil:
+			for _, v := range strings.Split(list, ",") {
+				name, policy, _ := strings.Cut(v, ":")
+				if ns, _, _ := strings.Cut(name, "/"); ns == "" || policy != "rewind" && policy != "sticky" {
+					return false, nil, fmt.Errorf("fork: carried value %q: want NS[/KEY]:rewind or NS[/KEY]:sticky", v)
+				}
+				carry = append(carry, Carried{Name: name, Rewind: policy == "rewind"})
+			}
+		default:
+			return false, nil, fmt.Errorf("fork: argument %q: want abort or carry=NS[/KEY]:POLICY,..., each once", a)
+		}
+	}
+	return abort, carry, nil
 }
 
 // checkState validates a value or list line: TARGET NS[/KEY] POLICY OP

@@ -2,6 +2,7 @@ package script
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,13 +34,21 @@ list c-1 ns/k rewind append "\"x\""
 list c0 ns sticky remove -1
 list session ns sticky clear
 fork c-1 -2
+fork c0 3 carry=ns/k:sticky,other:rewind abort
 `
 	p, err := Parse(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Lines) != 6 || p.Lines[0].Args[4] != `{"a":1}` || p.Lines[2].Args[4] != `"x"` || p.Lines[3].Args[4] != "-1" {
+	if len(p.Lines) != 7 || p.Lines[0].Args[4] != `{"a":1}` || p.Lines[2].Args[4] != `"x"` || p.Lines[3].Args[4] != "-1" {
 		t.Fatalf("Parse read %+v", p.Lines)
+	}
+	abort, carry, err := ForkOf(p.Lines[6])
+	if want := []Carried{{"ns/k", false}, {"other", true}}; err != nil || !abort || !slices.Equal(carry, want) {
+		t.Fatalf("ForkOf(%v) = %t, %v, %v; want true, %v", p.Lines[6], abort, carry, err, want)
+	}
+	if abort, carry, err := ForkOf(p.Lines[5]); err != nil || abort || carry != nil {
+		t.Fatalf("ForkOf(%v) = %t, %v, %v; want a plain fork", p.Lines[5], abort, carry, err)
 	}
 }
 
@@ -87,6 +96,10 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 		{Magic + "\naccept q0 hi\n", 2, "not a conversation"},
 		{Magic + "\nentry c0 first\n", 2, "entry"},
 		{Magic + "\nedit c0 1 drop\n", 2, "want omit or replace"},
+		{Magic + "\nfork c0 1 now\n", 2, `argument "now": want abort or carry=`},
+		{Magic + "\nfork c0 1 abort abort\n", 2, "each once"},
+		{Magic + "\nfork c0 1 carry=ns:forever\n", 2, `carried value "ns:forever"`},
+		{Magic + "\nfork c0 1 carry=/k:sticky\n", 2, `carried value "/k:sticky"`},
 		{Magic + "\nedit c0 one omit\n", 2, "edit"},
 		{Magic + "\nedit c0 1\n", 2, "takes 3 to 3"},
 		{Magic + "\nswarm shell=true\nprocess make out\n", 3, "out takes a TEXT"},

@@ -356,6 +356,10 @@ package plant
 //     the driving task.
 //   - drive-dependent-scope-allowed (core/driver.go): a task may drive a
 //     scope whose foreground tasks depend on it.
+//   - fork-carry-at-fork-point (core/conversation.go): a fork carries a
+//     rewindable value as the source had it at the fork point.
+//   - fork-carry-skips-sticky (core/conversation.go): a fork carries no
+//     sticky value.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -456,6 +460,7 @@ var names = []string{
 	"job-stop-ended-stops-again", "read-range-said-at-end",
 	"subagent-send-status-inverted", "subagent-wait-finds-no-input",
 	"subagent-answer-unread", "new-self-wait-allowed", "drive-dependent-scope-allowed",
+	"fork-carry-at-fork-point", "fork-carry-skips-sticky",
 }
 
 // Names are the planted bugs, for the measuring test.

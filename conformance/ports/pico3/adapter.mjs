@@ -197,7 +197,8 @@ class Scenario {
         return { ids: [t.id] };
       }
       case "fork": {
-        if (args[2]) throw new Unsupported("fork has no abort option");
+        if (args.slice(2).includes("abort")) throw new Unsupported("fork has no abort option");
+        if (args.slice(2).some((a) => a.startsWith("carry="))) throw new Unsupported("fork carry is not mapped to pico3");
         const c = await this.handle(args[0]);
         const entries = (await this.h.entries({ conversationId: c.id, limit: 100000 }, ctx)).reverse();
         if (entries.length === 0) return { result: "no entry" };
