@@ -32,6 +32,7 @@
 //   - exit.go: exit statuses and the errors that pick them (usage, environment, interruption); SIGINT and SIGTERM.
 //   - faults.go: reading --faults and --drop, the fault plans the suite and fuzz draw, and failure signatures.
 //   - files.go: what picosim writes (0600 files, 0700 directories), temporary directories, the session file of a backend.
+//   - framerule.go: the oracle frames-replay-the-stream: a generation's durable frames reduce to the answer its attempt ends with (exactly, and streamed, for an answer; a prefix for a failure).
 //   - fuzz.go: `picosim fuzz`: seeds explored in parallel, failures shrunk to fewest faults, preemptions and actions.
 //   - gc.go: the collector's target simulations run with (GOGC=400 unless the environment sets GOGC; bench keeps Go's default).
 //   - help.go: the top-level usage text.

@@ -125,8 +125,14 @@ const previewSeeds = 8
 // with it on every seed).
 const contextSeeds = 4
 
+// lateSeeds is how often the faux provider's block starts reach the
+// reader late (faux.Options.LateStarts), showing chunks their deltas
+// repeat: every third seed, from 2 (the golden traces' seed 1 keeps its
+// frames).
+const lateSeeds = 3
+
 func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
-	opts := faux.Options{Recorder: s}
+	opts := faux.Options{Recorder: s, LateStarts: spec.seed%lateSeeds == 2}
 	if spec.sc.generated {
 		prog := spec.program
 		if prog == nil {

@@ -220,6 +220,9 @@ type oracle struct {
 	adapters     map[boundary.Provider]adapterModel
 	// hooks is what the hook rules follow (hookrule.go).
 	hooks hookWatch
+	// frames are each live generation's frames of its current attempt
+	// (framerule.go).
+	frames map[storage.ID][]ai.Frame
 	// firstAttempts are the generations whose first attempt the threshold
 	// rule holds (thresholdrule.go).
 	firstAttempts map[storage.ID]bool
@@ -235,7 +238,7 @@ func newOracle() *oracle {
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[string]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
 		waitsFor: map[storage.ID]storage.ID{}, jobEnds: map[storage.ID]jobEnd{}, jobCalls: map[storage.ID]jobCall{}, callStart: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
-		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}}
+		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}, frames: map[storage.ID][]ai.Frame{}}
 }
 
 // child is what a generated run's model names as a subagent of asker:
@@ -501,6 +504,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		return err
 	}
 	o.transcripts.record(b)
+	if err := o.framesSeen(b, by, r); err != nil {
+		return err
+	}
 	if err := o.cutChecked(b, r, by); err != nil {
 		return err
 	}

@@ -36,8 +36,10 @@ type GenerationState struct {
 	Collapse  storage.ID `json:"collapse,omitempty"` // the collapse it handed its turn to
 }
 
-// framesList is where a generation streams its compact frames (§4.6).
-var framesList = storage.ScratchList[ai.Frame]("pi.frames")
+// FramesList is where a generation streams its compact frames (§4.6): the
+// current attempt's, cleared when the next begins; a reader of the
+// session's batches replays the stream from it.
+var FramesList = storage.ScratchList[ai.Frame]("pi.frames")
 
 // DeferredPollDefault is how long a deferred response waits between polls
 // when the provider does not say.
@@ -155,7 +157,7 @@ func (k generationKind) attempt(ctx context.Context, task *storage.Task, rt *cor
 		// What is on disk is always the current attempt's (§4.6), and so is
 		// the preview: no frames, no partial answer (InitPreview).
 		rt.ResetPreview()
-		if _, err := rt.Scratch(ctx, func(sc core.ScratchTx) error { sc.Clear(framesList.Address); return nil }); err != nil {
+		if _, err := rt.Scratch(ctx, func(sc core.ScratchTx) error { sc.Clear(FramesList.Address); return nil }); err != nil {
 			return err
 		}
 	}
@@ -296,7 +298,7 @@ func streamFrames(ctx context.Context, rt *core.TaskRuntime, stream ai.Stream) (
 			if err := preview.apply(frame); err != nil {
 				return nil, err
 			}
-			progress.Write(func(sc core.ScratchTx) error { sc.Append(framesList.Address, frame); return nil })
+			progress.Write(func(sc core.ScratchTx) error { sc.Append(FramesList.Address, frame); return nil })
 		}
 	}
 	if err := progress.Drain(); err != nil {
@@ -703,7 +705,7 @@ func (k generationKind) Abort(ctx context.Context, task *storage.Task, rt *core.
 // InitPreview builds a generation's preview, its partial answer, from the
 // frames in scratch (null before the stream starts).
 func (generationKind) InitPreview(ctx context.Context, task *storage.Task, sc core.ScratchReader) (any, error) {
-	frames, err := readScratchFrom[ai.Frame](sc, framesList.Address)
+	frames, err := readScratchFrom[ai.Frame](sc, FramesList.Address)
 	if err != nil {
 		return nil, err
 	}
@@ -717,7 +719,7 @@ func (generationKind) InitPreview(ctx context.Context, task *storage.Task, sc co
 // durablePartial rebuilds the partial answer from the frames in scratch;
 // nil when the stream had not started.
 func durablePartial(ctx context.Context, rt *core.TaskRuntime) (*ai.Message, error) {
-	frames, err := readScratchList[ai.Frame](ctx, rt, framesList.Address)
+	frames, err := readScratchList[ai.Frame](ctx, rt, FramesList.Address)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pico-go/pico/internal/jsonvalue"
+	"github.com/pico-go/pico/internal/plant"
 )
 
 // FrameType discriminates compact assistant-message frames.
@@ -305,6 +306,12 @@ func (e *FrameEncoder) Encode(ev StreamEvent) (Frame, bool, error) {
 		switch typ {
 		case BlockText:
 			st.skip = utf8.RuneCountInString(snap.Text)
+			if plant.On("frame-delta-untrimmed") {
+				st.skip = 0
+			}
+			if plant.On("frame-start-content-dropped") {
+				return Frame{Type: FrameTextStart, ContentIndex: idx}, true, nil
+			}
 			return Frame{Type: FrameTextStart, ContentIndex: idx, Content: &snap}, true, nil
 		case BlockThinking:
 			st.skip = utf8.RuneCountInString(snap.Thinking)

@@ -360,6 +360,10 @@ package plant
 //     rewindable value as the source had it at the fork point.
 //   - fork-carry-skips-sticky (core/conversation.go): a fork carries no
 //     sticky value.
+//   - frame-delta-untrimmed (core/ai/frame.go): a text delta is framed
+//     whole though the block's start showed part of it.
+//   - frame-start-content-dropped (core/ai/frame.go): a text start frame
+//     leaves out what the start showed.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -460,7 +464,7 @@ var names = []string{
 	"job-stop-ended-stops-again", "read-range-said-at-end",
 	"subagent-send-status-inverted", "subagent-wait-finds-no-input",
 	"subagent-answer-unread", "new-self-wait-allowed", "drive-dependent-scope-allowed",
-	"fork-carry-at-fork-point", "fork-carry-skips-sticky",
+	"fork-carry-at-fork-point", "fork-carry-skips-sticky", "frame-delta-untrimmed", "frame-start-content-dropped",
 }
 
 // Names are the planted bugs, for the measuring test.

@@ -65,6 +65,14 @@ type Options struct {
 	// use it: otherwise every call costs the size of a context that grows
 	// with the run.
 	DiscardRequests bool
+	// LateStarts has each text and thinking block's start event reach the
+	// reader only after the provider appended the block's first chunk, and
+	// one block in two its second too, to the live partial: as a reader
+	// late to a push stream finds it, the start shows text its delta
+	// events repeat (the frame encoder trims them). The reference's partial
+	// is shared, so a late reader meets this; a pulled stream never does
+	// without it.
+	LateStarts bool
 	// Price is what one token of each kind costs: an estimated usage's cost
 	// is its tokens times these, and its total their sum. The zero value is
 	// the reference's, whose answers cost nothing; a scripted usage keeps
@@ -83,6 +91,7 @@ type Provider struct {
 	deferOpt DeferredOptions
 	rec      Recorder
 	discard  bool
+	late     bool
 	price    ai.Cost
 
 	// mu guards what follows. It is held only for bookkeeping that never
@@ -122,6 +131,7 @@ func New(rt core.Runtime, rng *rand.Rand, opts Options) (*Provider, error) {
 		deferOpt: opts.Deferred,
 		rec:      opts.Recorder,
 		discard:  opts.DiscardRequests,
+		late:     opts.LateStarts,
 		price:    opts.Price,
 		prompts:  map[string]string{},
 		deferred: map[string]*deferredEntry{},

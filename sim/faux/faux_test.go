@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -200,6 +201,71 @@ func TestDeltasReconstructBlocksAndPartialIsLive(t *testing.T) {
 		start := events[0]
 		if len(start.snap.Content.Blocks) != 0 || start.snap.StopReason != ai.StopPending {
 			t.Fatalf("seed %d: start partial %+v; want empty content, pending", seed, start.snap)
+		}
+	}
+}
+
+// With LateStarts a text or thinking block's start shows its first chunk
+// (every other block its first two) already in the live partial, and the
+// deltas that follow repeat them without appending them again: the partial
+// always holds the deltas so far or more, the end holds the block, and the
+// frame encoder's frames reduce to the final content.
+func TestLateStartsShowTheFirstChunksTheirDeltasRepeat(t *testing.T) {
+	for seed := range uint64(20) {
+		events, _ := playOne(t, seed, faux.Options{LateStarts: true, TokenSize: faux.TokenSize{Min: 1, Max: 1}}, userReq("go"), thinkTextCall())
+		acc := map[int]string{}
+		var enc ai.FrameEncoder
+		var frames []ai.Frame
+		for i, e := range events {
+			ev := e.ev
+			live := ev
+			live.Partial = e.snap // as the reader saw it then
+			f, emit, err := enc.Encode(live)
+			if err != nil {
+				t.Fatalf("seed %d: encode event %d (%s): %v", seed, i, ev.Type, err)
+			}
+			if emit {
+				frames = append(frames, f)
+			}
+			if ev.Terminal() {
+				continue
+			}
+			acc[ev.ContentIndex] += ev.Delta
+			if ev.Type != ai.EventTextStart && ev.Type != ai.EventThinkingStart && ev.Type != ai.EventTextDelta && ev.Type != ai.EventThinkingDelta {
+				continue
+			}
+			b := e.snap.Content.Blocks[ev.ContentIndex]
+			got := b.Text + b.Thinking
+			if ev.Type == ai.EventTextStart || ev.Type == ai.EventThinkingStart {
+				// The first chunk is 4 characters at a token a chunk; the
+				// second block (text) shows two.
+				if want := 4 * (1 + ev.ContentIndex%2); len(got) != want {
+					t.Fatalf("seed %d: block %d starts with %q; want its first %d characters", seed, ev.ContentIndex, got, want)
+				}
+			}
+			if !strings.HasPrefix(got, acc[ev.ContentIndex]) {
+				t.Fatalf("seed %d: partial holds %q after deltas %q; want them and maybe more", seed, got, acc[ev.ContentIndex])
+			}
+		}
+		if acc[0] != "plan it" || acc[1] != "Hello there" {
+			t.Fatalf("seed %d: deltas rebuild %v; want every chunk still delivered", seed, acc)
+		}
+		done := last(events).Message
+		m, err := ai.ReduceFrames(frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(done.Content.Blocks, m.Content.Blocks); diff != "" {
+			t.Fatalf("seed %d: the frames reduce to other content (-final +frames):\n%s", seed, diff)
+		}
+		trimmed := map[int]string{}
+		for _, f := range frames {
+			if f.Type == ai.FrameTextDelta || f.Type == ai.FrameThinkingDelta {
+				trimmed[f.ContentIndex] += f.Delta
+			}
+		}
+		if want := map[int]string{0: " it", 1: "ere"}; !maps.Equal(trimmed, want) {
+			t.Fatalf("seed %d: delta frames carry %v; want only what the starts did not show, %v", seed, trimmed, want)
 		}
 	}
 }

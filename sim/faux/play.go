@@ -60,6 +60,7 @@ func (p *Provider) answerWith(s *stream, msg *ai.Message) {
 	for i, b := range msg.Content.Blocks {
 		s.plan = p.appendBlockActions(s.plan, i, b)
 	}
+	s.late = p.late
 }
 
 // resolveStep runs Func steps until a message step remains, validating each
@@ -179,6 +180,7 @@ type action struct {
 	block ai.Block      // blockStart: the empty shape; blockEnd: the full block
 	delta string        // delta: the chunk
 	wait  time.Duration // delta: virtual time the chunk takes
+	early bool          // delta: in the partial already, since its block's late start
 }
 
 // appendBlockActions appends the plan of block i to plan: start, one delta

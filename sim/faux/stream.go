@@ -39,6 +39,7 @@ type stream struct {
 	pos          int
 	started      bool
 	over         bool
+	late         bool   // Options.LateStarts
 	fetch        string // the deferred handle id, for a fetch's records
 }
 
@@ -84,13 +85,17 @@ func (s *stream) apply(a action) ai.StreamEvent {
 	switch a.kind {
 	case actBlockStart:
 		*blocks = append(*blocks, cloneBlock(a.block))
+		if s.late {
+			s.applyEarly(&(*blocks)[len(*blocks)-1], a.index)
+		}
 		return ai.StreamEvent{Type: startEvent[a.block.Type], ContentIndex: a.index, Partial: s.partial}
 	case actDelta:
 		b := &(*blocks)[a.index]
-		switch b.Type {
-		case ai.BlockText:
+		switch {
+		case a.early: // the late start showed it
+		case b.Type == ai.BlockText:
 			b.Text += a.delta
-		case ai.BlockThinking:
+		case b.Type == ai.BlockThinking:
 			b.Thinking += a.delta
 		}
 		// A tool call's partial keeps its empty arguments until the end,
@@ -109,6 +114,28 @@ func (s *stream) apply(a action) ai.StreamEvent {
 			ev.ToolCall = &call
 		}
 		return ev
+	}
+}
+
+// applyEarly appends to b, a text or thinking block just started at
+// index, its first chunk, and on every other block its second too, marking
+// their deltas early so that they are not appended again.
+func (s *stream) applyEarly(b *ai.Block, index int) {
+	n := 1 + index%2
+	for i := s.pos; i < len(s.plan) && n > 0; i, n = i+1, n-1 {
+		a := &s.plan[i]
+		if a.kind != actDelta || a.index != index {
+			return
+		}
+		switch b.Type {
+		case ai.BlockText:
+			b.Text += a.delta
+		case ai.BlockThinking:
+			b.Thinking += a.delta
+		default:
+			return
+		}
+		a.early = true
 	}
 }
 
