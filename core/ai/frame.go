@@ -359,6 +359,9 @@ func (e *FrameEncoder) Encode(ev StreamEvent) (Frame, bool, error) {
 			return Frame{}, false, nil
 		}
 		f := Frame{Type: FrameToolCallCheckpoint, ContentIndex: idx, JSON: string(st.buf)}
+		if plant.On("frame-checkpoint-last-delta-only") {
+			f.JSON = ev.Delta
+		}
 		st.want, st.buf = "", nil
 		return f, true, nil
 	case EventTextEnd:

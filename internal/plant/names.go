@@ -364,6 +364,8 @@ package plant
 //     whole though the block's start showed part of it.
 //   - frame-start-content-dropped (core/ai/frame.go): a text start frame
 //     leaves out what the start showed.
+//   - frame-checkpoint-last-delta-only (core/ai/frame.go): a tool call's
+//     catch-up checkpoint holds only the delta that caught up.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -465,6 +467,7 @@ var names = []string{
 	"subagent-send-status-inverted", "subagent-wait-finds-no-input",
 	"subagent-answer-unread", "new-self-wait-allowed", "drive-dependent-scope-allowed",
 	"fork-carry-at-fork-point", "fork-carry-skips-sticky", "frame-delta-untrimmed", "frame-start-content-dropped",
+	"frame-checkpoint-last-delta-only",
 }
 
 // Names are the planted bugs, for the measuring test.

@@ -65,12 +65,15 @@ type Options struct {
 	// use it: otherwise every call costs the size of a context that grows
 	// with the run.
 	DiscardRequests bool
-	// LateStarts has each text and thinking block's start event reach the
-	// reader only after the provider appended the block's first chunk, and
-	// one block in two its second too, to the live partial: as a reader
-	// late to a push stream finds it, the start shows text its delta
-	// events repeat (the frame encoder trims them). The reference's partial
-	// is shared, so a late reader meets this; a pulled stream never does
+	// LateStarts has each block's start event reach the reader only after
+	// the provider appended the block's first chunk, and one block in two
+	// its second too, to the live partial: as a reader late to a push
+	// stream finds it, the start shows text its delta events repeat (the
+	// frame encoder trims them). A tool call's start shows the arguments
+	// its first member makes (one call in two, its first two members), as
+	// parsed so far, and its deltas all follow (the encoder buffers them
+	// until they reach what the start showed). The reference's partial is
+	// shared, so a late reader meets this; a pulled stream never does
 	// without it.
 	LateStarts bool
 	// Price is what one token of each kind costs: an estimated usage's cost

@@ -209,7 +209,8 @@ func TestDeltasReconstructBlocksAndPartialIsLive(t *testing.T) {
 // (every other block its first two) already in the live partial, and the
 // deltas that follow repeat them without appending them again: the partial
 // always holds the deltas so far or more, the end holds the block, and the
-// frame encoder's frames reduce to the final content.
+// frame encoder's frames reduce to the final content. A tool call's start
+// shows its first member's arguments, which its deltas catch up with.
 func TestLateStartsShowTheFirstChunksTheirDeltasRepeat(t *testing.T) {
 	for seed := range uint64(20) {
 		events, _ := playOne(t, seed, faux.Options{LateStarts: true, TokenSize: faux.TokenSize{Min: 1, Max: 1}}, userReq("go"), thinkTextCall())
@@ -266,6 +267,30 @@ func TestLateStartsShowTheFirstChunksTheirDeltasRepeat(t *testing.T) {
 		}
 		if want := map[int]string{0: " it", 1: "ere"}; !maps.Equal(trimmed, want) {
 			t.Fatalf("seed %d: delta frames carry %v; want only what the starts did not show, %v", seed, trimmed, want)
+		}
+		// The call's start showed its first member; its deltas catch up in
+		// one checkpoint, and the frames without their ends stream it whole.
+		var streamed []ai.Frame
+		checkpoints := 0
+		for _, f := range frames {
+			switch f.Type {
+			case ai.FrameToolCallStart:
+				if string(f.ToolCall.Arguments) != `{"path":"a.go"}` {
+					t.Fatalf("seed %d: the call starts with arguments %s; want its first member", seed, f.ToolCall.Arguments)
+				}
+			case ai.FrameToolCallCheckpoint:
+				checkpoints++
+			}
+			if f.Type != ai.FrameTextEnd && f.Type != ai.FrameThinkingEnd && f.Type != ai.FrameToolCallEnd {
+				streamed = append(streamed, f)
+			}
+		}
+		s, err := ai.ReduceFrames(streamed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(s.Content.Blocks[2].Arguments); checkpoints != 1 || got != argsCompact {
+			t.Fatalf("seed %d: %d checkpoints, streamed arguments %s; want one, and %s", seed, checkpoints, got, argsCompact)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package faux
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/pico-go/pico/core"
@@ -119,9 +121,26 @@ func (s *stream) apply(a action) ai.StreamEvent {
 
 // applyEarly appends to b, a text or thinking block just started at
 // index, its first chunk, and on every other block its second too, marking
-// their deltas early so that they are not appended again.
+// their deltas early so that they are not appended again. A tool call
+// shows the arguments its first member makes (every other call, its first
+// two), as a late reader finds them parsed; its deltas, which never touch
+// the partial's arguments, all follow still.
 func (s *stream) applyEarly(b *ai.Block, index int) {
 	n := 1 + index%2
+	if b.Type == ai.BlockToolCall {
+		var args strings.Builder
+		for i := s.pos; i < len(s.plan) && s.plan[i].kind == actDelta && s.plan[i].index == index; i++ {
+			args.WriteString(s.plan[i].delta)
+		}
+		shown, ok := leadingMembers(args.String(), n)
+		if !ok {
+			shown, ok = leadingMembers(args.String(), 1)
+		}
+		if ok {
+			b.Arguments = json.RawMessage(shown)
+		}
+		return
+	}
 	for i := s.pos; i < len(s.plan) && n > 0; i, n = i+1, n-1 {
 		a := &s.plan[i]
 		if a.kind != actDelta || a.index != index {
@@ -216,4 +235,35 @@ func (s *stream) answer() string {
 		return "error: " + s.setupFailure.ErrorMessage
 	}
 	return string(s.final.StopReason)
+}
+
+// leadingMembers returns the object args with only its first n members
+// (fewer when it has no more than n, which show nothing: ok is false).
+func leadingMembers(args string, n int) (string, bool) {
+	depth, inStr, esc := 0, false, false
+	for i, c := range []byte(args) {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case c == ',' && depth == 1:
+			if n--; n == 0 {
+				shown := args[:i] + "}"
+				return shown, json.Valid([]byte(shown))
+			}
+		}
+	}
+	return "", false
 }
