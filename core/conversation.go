@@ -59,6 +59,9 @@ func (tx *ConversationTx) Bind(a storage.Address) storage.Address {
 	if a.Scope.Kind == storage.ScopeConversation && a.Scope.ID == 0 {
 		a.Scope.ID = tx.ID
 	}
+	if plant.On("conv-tx-binds-session") && a.Scope.Kind == storage.ScopeSession {
+		a.Scope = storage.Scope{Kind: storage.ScopeConversation, ID: tx.ID}
+	}
 	return a
 }
 

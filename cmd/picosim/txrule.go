@@ -76,13 +76,14 @@ type txRead struct {
 	err   error
 }
 
-// txAddress is the address a tx write names: session state, or the target
+// txAddress is the address a tx write names: session state (of a session
+// commit, or a write whose policy says session), or the target
 // conversation's, unbound (the conversation's commit binds it) when bound
 // is 0.
 func txAddress(w script.TxWrite, session bool, bound storage.ID) storage.Address {
 	ns, key, _ := strings.Cut(w.Name, "/")
 	a := storage.Address{Scope: storage.Scope{Kind: storage.ScopeConversation, ID: bound}, Namespace: ns, Key: key, Rewind: w.Policy == "rewind"}
-	if session {
+	if session || w.Policy == "session" {
 		a.Scope = storage.SessionScope()
 	}
 	return a
@@ -560,12 +561,23 @@ const hostTxSeeds = 5
 // lines write (stateNames), now and then with the other policy or the
 // other kind's verb (a refusal), a note before a rewindable write (§3.2's
 // refusal), a list filled past a batch's small maps (more than 16
-// elements), or an element removed twice.
+// elements), or an element removed twice; one write in five of a
+// conversation's commit names the session's own state instead.
 func drawHostTxs(p *program, seed uint64) {
 	if seed%hostTxSeeds != 2 {
 		return
 	}
 	rng := seededRNG(seed, "host-tx")
+	// Now and then a conversation's commit writes session state, which its
+	// binding must leave alone: from a generator of its own, so that the
+	// other draws stay as they were.
+	crossRNG := seededRNG(seed, "host-tx-session")
+	var sessionNames []stateName
+	for _, st := range stateNames {
+		if st.target == "session" {
+			sessionNames = append(sessionNames, st)
+		}
+	}
 	for range 1 + rng.IntN(3) {
 		target := []string{"c0", "c0", "c0", "c-1", "c-1", "session"}[rng.IntN(6)]
 		kind := "c"
@@ -594,6 +606,10 @@ func drawHostTxs(p *program, seed uint64) {
 				val = fmt.Sprintf(`{"n":%s}`, val)
 			}
 			w := script.TxWrite{Name: st.name, Policy: policy}
+			if target != "session" && crossRNG.IntN(5) == 0 {
+				cross := sessionNames[crossRNG.IntN(len(sessionNames))]
+				w.Name, w.Policy, op = cross.name, "session", cross.op
+			}
 			if op == "value" {
 				w.Verb = []string{"set", "set", "set", "del"}[rng.IntN(4)]
 			} else {

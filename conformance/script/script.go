@@ -706,6 +706,10 @@ const (
 //	clr:NS[/KEY]:POLICY        a list cleared
 //	rerm:NS[/KEY]:POLICY       the element the commit removed last removed again
 //	note                       a notice entry in the target conversation
+//
+// POLICY is rewind or sticky, the target's state (the session's, or the
+// conversation's), or session: the session's own (sticky) state from any
+// target, so that a conversation's commit writes session state too.
 type TxWrite struct {
 	Verb, Name, Policy, Arg string
 }
@@ -762,8 +766,8 @@ func TxOf(l Line) ([]TxWrite, error) {
 		if ns, _, _ := strings.Cut(w.Name, "/"); ns == "" {
 			return nil, fmt.Errorf("tx write %d %q: %q names no namespace", i+1, tok, w.Name)
 		}
-		if w.Policy != "rewind" && w.Policy != "sticky" {
-			return nil, fmt.Errorf("tx write %d %q: policy %q: want rewind or sticky", i+1, tok, w.Policy)
+		if w.Policy != "rewind" && w.Policy != "sticky" && w.Policy != "session" {
+			return nil, fmt.Errorf("tx write %d %q: policy %q: want rewind, sticky or session", i+1, tok, w.Policy)
 		}
 		switch {
 		case takes != (len(parts) == 4):

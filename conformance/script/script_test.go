@@ -162,11 +162,12 @@ func TestBadLinesNameTheirLine(t *testing.T) {
 	}
 }
 
-// A tx line's writes parse, a value's JSON keeping its colons, and print
-// back as they were written.
+// A tx line's writes parse, a value's JSON keeping its colons, a
+// conversation's naming the session's state too, and print back as they
+// were written.
 func TestTxLinesParse(t *testing.T) {
 	text := Magic + `
-tx c-1 set:ns/k:rewind:{"a":{"b":1}} del:ns:sticky add:l:rewind:"x:y" fill:l:rewind:40 rm:l:rewind:-2 rerm:l:rewind clr:l:rewind note
+tx c-1 set:ns/k:rewind:{"a":{"b":1}} del:ns:sticky add:l:rewind:"x:y" fill:l:rewind:40 rm:l:rewind:-2 rerm:l:rewind clr:l:rewind note set:g:session:3
 tx session set:g:sticky:2
 `
 	p, err := Parse(text)
@@ -181,7 +182,7 @@ tx session set:g:sticky:2
 		{Verb: "set", Name: "ns/k", Policy: "rewind", Arg: `{"a":{"b":1}}`}, {Verb: "del", Name: "ns", Policy: "sticky"},
 		{Verb: "add", Name: "l", Policy: "rewind", Arg: `"x:y"`}, {Verb: "fill", Name: "l", Policy: "rewind", Arg: "40"},
 		{Verb: "rm", Name: "l", Policy: "rewind", Arg: "-2"}, {Verb: "rerm", Name: "l", Policy: "rewind"},
-		{Verb: "clr", Name: "l", Policy: "rewind"}, {Verb: "note"},
+		{Verb: "clr", Name: "l", Policy: "rewind"}, {Verb: "note"}, {Verb: "set", Name: "g", Policy: "session", Arg: "3"},
 	}
 	if len(ws) != len(want) {
 		t.Fatalf("got %d writes %+v; want %d", len(ws), ws, len(want))

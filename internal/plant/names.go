@@ -366,6 +366,8 @@ package plant
 //     leaves out what the start showed.
 //   - frame-checkpoint-last-delta-only (core/ai/frame.go): a tool call's
 //     catch-up checkpoint holds only the delta that caught up.
+//   - conv-tx-binds-session (core/conversation.go): a conversation's
+//     commit binds a session address to the conversation.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -467,7 +469,7 @@ var names = []string{
 	"subagent-send-status-inverted", "subagent-wait-finds-no-input",
 	"subagent-answer-unread", "new-self-wait-allowed", "drive-dependent-scope-allowed",
 	"fork-carry-at-fork-point", "fork-carry-skips-sticky", "frame-delta-untrimmed", "frame-start-content-dropped",
-	"frame-checkpoint-last-delta-only",
+	"frame-checkpoint-last-delta-only", "conv-tx-binds-session",
 }
 
 // Names are the planted bugs, for the measuring test.
