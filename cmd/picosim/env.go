@@ -131,8 +131,13 @@ const contextSeeds = 4
 // frames).
 const lateSeeds = 3
 
+// spacedSeeds is how often the faux provider streams tool-call arguments
+// spaced (faux.Options.SpacedArguments), every fourth seed from 3: what
+// the deltas spell is then not what the end carries.
+const spacedSeeds = 4
+
 func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
-	opts := faux.Options{Recorder: s, LateStarts: spec.seed%lateSeeds == 2}
+	opts := faux.Options{Recorder: s, LateStarts: spec.seed%lateSeeds == 2, SpacedArguments: spec.seed%spacedSeeds == 3}
 	if spec.sc.generated {
 		prog := spec.program
 		if prog == nil {

@@ -593,7 +593,7 @@ func ReduceFrames(frames []Frame) (*Message, error) {
 			ts := tools[idx]
 			ts.buf, ts.seen = append(ts.buf, f.Delta...), true
 		case FrameToolCallEnd:
-			tools[idx].ended = true
+			tools[idx].ended = !plant.On("reduce-call-keeps-streamed-arguments")
 			*b = Block{
 				Type: BlockToolCall, ID: f.ID, Name: f.Name, Arguments: bytes.Clone(f.Arguments),
 				ThoughtSignature: f.ThoughtSignature, Namespace: f.Namespace,

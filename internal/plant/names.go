@@ -368,6 +368,8 @@ package plant
 //     catch-up checkpoint holds only the delta that caught up.
 //   - conv-tx-binds-session (core/conversation.go): a conversation's
 //     commit binds a session address to the conversation.
+//   - reduce-call-keeps-streamed-arguments (core/ai/frame.go): reducing
+//     frames keeps a tool call's arguments as its deltas spelled them.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -470,6 +472,7 @@ var names = []string{
 	"subagent-answer-unread", "new-self-wait-allowed", "drive-dependent-scope-allowed",
 	"fork-carry-at-fork-point", "fork-carry-skips-sticky", "frame-delta-untrimmed", "frame-start-content-dropped",
 	"frame-checkpoint-last-delta-only", "conv-tx-binds-session",
+	"reduce-call-keeps-streamed-arguments",
 }
 
 // Names are the planted bugs, for the measuring test.

@@ -76,6 +76,11 @@ type Options struct {
 	// shared, so a late reader meets this; a pulled stream never does
 	// without it.
 	LateStarts bool
+	// SpacedArguments streams a tool call's arguments with a space after
+	// each colon and comma (outside strings), as providers that format
+	// their JSON do; its end event carries the arguments as scripted, so
+	// a reader must take the end's, not what the deltas spelled.
+	SpacedArguments bool
 	// Price is what one token of each kind costs: an estimated usage's cost
 	// is its tokens times these, and its total their sum. The zero value is
 	// the reference's, whose answers cost nothing; a scripted usage keeps
@@ -95,6 +100,7 @@ type Provider struct {
 	rec      Recorder
 	discard  bool
 	late     bool
+	spaced   bool
 	price    ai.Cost
 
 	// mu guards what follows. It is held only for bookkeeping that never
@@ -135,6 +141,7 @@ func New(rt core.Runtime, rng *rand.Rand, opts Options) (*Provider, error) {
 		rec:      opts.Recorder,
 		discard:  opts.DiscardRequests,
 		late:     opts.LateStarts,
+		spaced:   opts.SpacedArguments,
 		price:    opts.Price,
 		prompts:  map[string]string{},
 		deferred: map[string]*deferredEntry{},

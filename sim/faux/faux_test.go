@@ -295,6 +295,41 @@ func TestLateStartsShowTheFirstChunksTheirDeltasRepeat(t *testing.T) {
 	}
 }
 
+// With SpacedArguments a tool call's deltas spell its arguments with a
+// space after each colon and comma, and its end carries them as scripted:
+// the frames reduce to the end's.
+func TestSpacedArgumentsStreamSpacedAndEndAsScripted(t *testing.T) {
+	events, _ := playOne(t, 1, faux.Options{SpacedArguments: true}, userReq("go"), thinkTextCall())
+	var deltas string
+	var enc ai.FrameEncoder
+	var frames []ai.Frame
+	for _, e := range events {
+		live := e.ev
+		live.Partial = e.snap
+		f, emit, err := enc.Encode(live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if emit {
+			frames = append(frames, f)
+		}
+		if e.ev.Type == ai.EventToolCallDelta {
+			deltas += e.ev.Delta
+		}
+	}
+	if want := `{"path": "a.go", "lines": [1, 2]}`; deltas != want {
+		t.Fatalf("the call's deltas spell %s; want %s", deltas, want)
+	}
+	end := events[len(events)-2].ev
+	if string(end.ToolCall.Arguments) != argsCompact {
+		t.Fatalf("the call ends with %s; want the scripted %s", end.ToolCall.Arguments, argsCompact)
+	}
+	m, err := ai.ReduceFrames(frames)
+	if err != nil || string(m.Content.Blocks[2].Arguments) != argsCompact {
+		t.Fatalf("the frames reduce to %s (%v); want the end's %s", m.Content.Blocks[2].Arguments, err, argsCompact)
+	}
+}
+
 func TestEveryStopReasonEndsWithItsEvent(t *testing.T) {
 	rateLimited := faux.RateLimited()
 	rateLimited.Message = &ai.Message{Content: ai.Blocks(faux.Text("par"))}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -188,6 +189,9 @@ type action struct {
 // starts with empty arguments and its deltas slice the arguments' JSON.
 func (p *Provider) appendBlockActions(plan []action, i int, b ai.Block) []action {
 	start, body := blockBody(b)
+	if p.spaced && b.Type == ai.BlockToolCall {
+		body = spacedJSON(body)
+	}
 	plan = append(plan, action{kind: actBlockStart, index: i, block: start})
 	for _, chunk := range p.chunks(body) {
 		plan = append(plan, action{kind: actDelta, index: i, delta: chunk, wait: p.chunkWait(chunk)})
@@ -242,4 +246,31 @@ func (p *Provider) chunkWait(chunk string) time.Duration {
 		return 0
 	}
 	return time.Duration(math.Round(float64(estimateTokens(chunk)) / p.tps * float64(time.Second)))
+}
+
+// spacedJSON puts a space after each colon and comma of a JSON text that
+// is outside its strings.
+func spacedJSON(s string) string {
+	var b strings.Builder
+	inStr, esc := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		b.WriteByte(c)
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == ':' || c == ',':
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
 }
