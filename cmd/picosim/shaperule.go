@@ -29,7 +29,10 @@ import (
 //   - Harness.Preview of the task reads that value;
 //   - a shaper with an even id watches its own conversation, and the
 //     watch's folded preview of the task, a virtual millisecond on, is
-//     that value too (unless the watch lagged);
+//     that value too (unless the watch lagged); what the watch received
+//     of it is the change, not the whole preview again (but for the
+//     invocation's first step, whose tracker is new, and a replacement),
+//     and nothing for a step that changed nothing (§1.5);
 //   - a shaper with an odd id leaves its tracker alone while nothing
 //     watches it (PreviewWatched), so that the harness rebuilds the
 //     preview from its scratch (InitPreview) before anything reads it.
@@ -130,15 +133,27 @@ func (e *env) shape(ctx context.Context, task *storage.Task, rt *core.TaskRuntim
 	}
 	var w *core.WatchHandle
 	lagged := false
+	// Of this step's outputs the watch received: how many, and the lengths
+	// of those that replace the root.
+	outputs, replaced := 0, []int(nil)
 	if task.ID%2 == 0 {
 		if w, err = h.Watch(ctx, task.ConversationID, core.WatchOptions{}); err != nil {
 			return err
 		}
 		defer w.Unsubscribe()
-		if err := w.Start(ctx, func(ev core.ConversationEvent) { lagged = lagged || ev.Type == core.EventFault }); err != nil {
+		if err := w.Start(ctx, func(ev core.ConversationEvent) {
+			lagged = lagged || ev.Type == core.EventFault
+			if ev.Type == core.EventTaskOutput && ev.TaskID == task.ID {
+				outputs++
+				if delta.IsBase(ev.Ops) {
+					replaced = append(replaced, len(ev.Ops))
+				}
+			}
+		}); err != nil {
 			return err
 		}
 	}
+	first := true // this invocation's first flush replaces: the tracker is new
 	// A finding ends the shaping, not the session: the task settles, and
 	// the run reports the oracle's finding as its first.
 	broken := false
@@ -155,6 +170,7 @@ func (e *env) shape(ctx context.Context, task *storage.Task, rt *core.TaskRuntim
 				break
 			}
 		}
+		before := rec.Preview
 		rec.Preview = op.apply(rec.Preview)
 		rec.Step++
 		if _, err := rt.Scratch(ctx, func(sc core.ScratchTx) error {
@@ -180,11 +196,22 @@ func (e *env) shape(ctx context.Context, task *storage.Task, rt *core.TaskRuntim
 						op.name, task.ConversationID, previewText(got), ok, previewText(rec.Preview))
 				}
 			}
+			switch {
+			case first:
+			case outputs > 0 && sameJSON(before, rec.Preview) && op.name != shapeReplaceName:
+				fail("after %s, which changed nothing, the watch of conversation %d received %d outputs of the preview", op.name, task.ConversationID, outputs)
+			case len(replaced) > 0 && op.name != shapeReplaceName:
+				fail("after %s, the watch of conversation %d received the whole preview again (%d ops), not the change", op.name, task.ConversationID, replaced[0])
+			}
 		}
+		outputs, replaced, first = 0, nil, false
 	}
 	_, err = rt.Commit(ctx, func(tx *core.ConversationTx) error { tx.Settle(task.ID, "done", nil); return nil })
 	return err
 }
+
+// shapeReplaceName is the one step whose flush replaces the whole preview.
+const shapeReplaceName = "a replacement of the whole"
 
 // shapeOp is one step: its name, how the tracker makes it, and how
 // picosim's own code makes it of a value (a new one: the old is left as
@@ -319,7 +346,7 @@ func drawShapeOp(rng *rand.Rand, v any) shapeOp {
 			break
 		}
 		next := map[string]any{"log": word(), "items": []any{item()}, "meta": map[string]any{key: scalar()}}
-		return shapeOp{"a replacement of the whole", func(tr *delta.Tracker) error { return tr.Replace(cloneShape(next)) },
+		return shapeOp{shapeReplaceName, func(tr *delta.Tracker) error { return tr.Replace(cloneShape(next)) },
 			func(any) any { return cloneShape(next) }}
 	}
 	s := word()

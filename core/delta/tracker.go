@@ -1,5 +1,7 @@
 package delta
 
+import "github.com/pico-go/pico/internal/plant"
+
 // Tracker holds a producer's value and computes the ops that carry its
 // changes to replicas (§1.5).
 //
@@ -152,7 +154,7 @@ func (t *Tracker) Flush() []Op {
 	switch {
 	case !t.based:
 		ops = []Op{Replace(cloneValue(t.state))}
-		t.based = true
+		t.based = !plant.On("tracker-always-replaces")
 	case t.pending:
 		d := differ{hints: t.ed.hints}
 		ops = d.run(t.base, t.state)

@@ -370,6 +370,8 @@ package plant
 //     commit binds a session address to the conversation.
 //   - reduce-call-keeps-streamed-arguments (core/ai/frame.go): reducing
 //     frames keeps a tool call's arguments as its deltas spelled them.
+//   - tracker-always-replaces (core/delta/tracker.go): every flush of a
+//     preview is the whole value, never the change.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -472,7 +474,7 @@ var names = []string{
 	"subagent-answer-unread", "new-self-wait-allowed", "drive-dependent-scope-allowed",
 	"fork-carry-at-fork-point", "fork-carry-skips-sticky", "frame-delta-untrimmed", "frame-start-content-dropped",
 	"frame-checkpoint-last-delta-only", "conv-tx-binds-session",
-	"reduce-call-keeps-streamed-arguments",
+	"reduce-call-keeps-streamed-arguments", "tracker-always-replaces",
 }
 
 // Names are the planted bugs, for the measuring test.
