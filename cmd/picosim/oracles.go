@@ -223,6 +223,8 @@ type oracle struct {
 	// frames are each live generation's frames of its current attempt
 	// (framerule.go).
 	frames map[storage.ID][]ai.Frame
+	// restarts counts the run's restarts (resync).
+	restarts int
 	// firstAttempts are the generations whose first attempt the threshold
 	// rule holds (thresholdrule.go).
 	firstAttempts map[storage.ID]bool
@@ -384,6 +386,7 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 		delete(o.transcripts.convs, id) // a store that still lists it breaks the conversation rule
 	}
 	o.subagentRestarted()
+	o.restarts++
 	if err := o.resyncSettings(ctx, store, convs); err != nil {
 		return err
 	}
@@ -648,7 +651,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				o.subagentLaunch(w.Task.ID, call, w.Task.ConversationID)
 				var spill spillArgs
 				if _, ok := spillTools[call.Call.Name]; ok && json.Unmarshal(call.Call.Arguments, &spill) == nil {
-					o.spills[w.Task.ID] = spillCall{tool: call.Call.Name, args: spill}
+					o.spills[w.Task.ID] = spillCall{tool: call.Call.Name, args: spill, restarts: o.restarts}
 				}
 				var args struct {
 					Command string     `json:"command"`

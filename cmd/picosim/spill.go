@@ -202,10 +202,16 @@ const ruleToolOutput oracleRule = "tool-output-window"
 type spillCall struct {
 	tool string
 	args spillArgs
+	// restarts is how many restarts the run had made when the call was:
+	// only one since, or an abort mark, may cut it short.
+	restarts int
 }
 
 // spillSettled checks the settlement w of a spill call against the window
 // of what it wrote (ruleToolOutput); b is w's batch, for its result entry.
+// A call that ends in an error its recipe does not make (a panic, a
+// write the sink refused) must have been cut short by a restart or an
+// abort mark; one the budget refused never ran.
 func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
 	call, ok := o.spills[w.ID]
 	if !ok {
@@ -222,6 +228,11 @@ func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string,
 	limits := spillTools[call.tool]
 	chunks := spillChunks(call.args.Recipe)
 	complete := w.Status == "done" && (!out.IsError || call.args.Fail && strings.HasSuffix(got, spillFailure))
+	refused := agent.BudgetAxisOf(agent.InputResult{Reason: got}) != "" // the budget's refusal: it never ran
+	if w.Status == "done" && !complete && !refused && o.restarts == call.restarts && !o.marked[w.ID] {
+		return o.fail(broke(ruleToolOutput, "%s settled %s call %d (%+v) at %d as an error, %q, though no restart or abort cut it short",
+			by, call.tool, w.ID, call.args, seq, got))
+	}
 	var whyNot []string
 	for k := len(chunks); k >= 0; k-- {
 		if complete && k < len(chunks) {

@@ -143,7 +143,7 @@ func (f *outputFold) apply(op SinkOp) {
 	case "usage":
 		if op.Usage != nil && !(plant.On("sink-usage-keeps-first") && f.state.Usage != nil) {
 			u := *op.Usage
-			if f.state.Usage != nil {
+			if f.state.Usage != nil && !plant.On("sink-usage-keeps-last") {
 				u = f.state.Usage.Add(u)
 			}
 			f.state.Usage = &u

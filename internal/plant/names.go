@@ -372,6 +372,8 @@ package plant
 //     frames keeps a tool call's arguments as its deltas spelled them.
 //   - tracker-always-replaces (core/delta/tracker.go): every flush of a
 //     preview is the whole value, never the change.
+//   - sink-usage-keeps-last (core/agent/sink.go): a tool output's usage is
+//     the last it reported, not the sum.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -474,7 +476,7 @@ var names = []string{
 	"subagent-answer-unread", "new-self-wait-allowed", "drive-dependent-scope-allowed",
 	"fork-carry-at-fork-point", "fork-carry-skips-sticky", "frame-delta-untrimmed", "frame-start-content-dropped",
 	"frame-checkpoint-last-delta-only", "conv-tx-binds-session",
-	"reduce-call-keeps-streamed-arguments", "tracker-always-replaces",
+	"reduce-call-keeps-streamed-arguments", "tracker-always-replaces", "sink-usage-keeps-last",
 }
 
 // Names are the planted bugs, for the measuring test.
