@@ -91,6 +91,7 @@ func TestTheToolOutputRuleTakesOnlyWhatARunWrites(t *testing.T) {
 	check := func(tool string, args spillArgs, w storage.Write, b storage.CommitBatch) error {
 		o := newOracle()
 		o.spills[8] = spillCall{tool: tool, args: args}
+		o.restarts = 1 // since the call was made: what may interrupt it
 		return o.spillSettled(w, b, "task 8's execute", 10)
 	}
 	for _, tool := range []string{"spill-head", "spill-tail"} {
@@ -154,6 +155,19 @@ func TestTheToolOutputRuleTakesOnlyWhatARunWrites(t *testing.T) {
 			if err := check(tool, spillArgs{Recipe: recipe}, w, b); !errors.As(err, &oe) || oe.Rule != ruleToolOutput {
 				t.Errorf("%s, %s: %v; want a %s violation", tool, name, err, ruleToolOutput)
 			}
+		}
+		// Cut short with no restart since it was made, nor an abort mark:
+		// an error nothing explains.
+		o := newOracle()
+		o.spills[8] = spillCall{tool: tool, args: spillArgs{Recipe: recipe}}
+		w, b = spillSettlement(tool, spillWritten(recipe, 2), 2, "panicked")
+		var oe *oracleError
+		if err := o.spillSettled(w, b, "task 8's execute", 10); !errors.As(err, &oe) || oe.Rule != ruleToolOutput {
+			t.Errorf("%s, an error nothing explains: %v; want a %s violation", tool, err, ruleToolOutput)
+		}
+		o.marked[8] = true
+		if err := o.spillSettled(w, b, "task 8's execute", 10); err != nil {
+			t.Errorf("%s, cut short by an abort mark: %v", tool, err)
 		}
 	}
 }
@@ -258,6 +272,7 @@ func TestASpillRecipeCapturesItsTotals(t *testing.T) {
 		} {
 			o := newOracle()
 			o.spills[8] = spillCall{tool: tool, args: spillArgs{Recipe: recipe}}
+			o.restarts = 1 // an interrupted call's restart
 			w, b := spillCaptured(tool, written, len(chunks), c.failure, c.capture)
 			err := o.spillSettled(w, b, "task 8's execute", 10)
 			var oe *oracleError
