@@ -166,7 +166,7 @@ func (h *Harness) runHooks(ctx context.Context, kind storage.Kinder, point strin
 		// signal arrived, so ErrTaskCancelled and ErrClosed propagate even
 		// while ctx still looks alive.
 		if o.Err != nil && (errors.Is(o.Err, ErrTaskCancelled) || errors.Is(o.Err, ErrClosed) ||
-			(errors.Is(o.Err, context.Canceled) && ctx.Err() != nil)) {
+			(errors.Is(o.Err, context.Canceled) && ctx.Err() != nil)) && !plant.On("hook-cancellation-is-a-failure") {
 			return out, o.Err
 		}
 		out = append(out, o)

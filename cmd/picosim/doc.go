@@ -28,7 +28,7 @@
 //   - oracles.go also holds state-members-once (a task state names each member once), retry-waits-its-backoff (a rate-limited retry waits the policy's backoff), retry-budget (a rate-limited or interrupted attempt of a generation or collapse retries only within its budget) and writes-land-at-every-boundary (not where a turn is handed over to a collapse).
 //   - convrule.go: the oracle conversations-by-the-rule: the conversations listed (whole, by parent, by owner) are those the batches created and did not delete.
 //   - cutrule.go: the oracle a-summary-keeps-exchanges-whole: a collapse's cut never separates a call from its result.
-//   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict.
+//   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict; and the oracle reports-have-a-reason (the harness reports only a fault of the session).
 //   - exit.go: exit statuses and the errors that pick them (usage, environment, interruption); SIGINT and SIGTERM.
 //   - faults.go: reading --faults and --drop, the fault plans the suite and fuzz draw, and failure signatures.
 //   - files.go: what picosim writes (0600 files, 0700 directories), temporary directories, the session file of a backend.

@@ -303,7 +303,8 @@ func (e *env) open(ctx context.Context) error {
 		CheckPreviews: e.spec.seed%previewSeeds == 1, CheckContexts: e.spec.seed%contextSeeds == 2,
 		WatchQueueMax: swarm.queue, Retry: swarm.retry, Budget: swarm.limits, TracerProvider: e.tracer(),
 		Models:       agent.NewModels(agent.ModelSource{Provider: checkedProvider{e.faux, e.oracle}, Models: e.faux.Models()}),
-		OnInvocation: func(inv core.Invocation, returned bool) { _ = e.oracle.invocation(inv, returned) }})
+		OnInvocation: func(inv core.Invocation, returned bool) { _ = e.oracle.invocation(inv, returned) },
+		Report:       e.reported})
 	if err != nil {
 		e.noteEnv(err)
 		e.h = nil
@@ -331,6 +332,23 @@ func (e *env) open(ctx context.Context) error {
 		trail.listen(ctx, w, ev)
 	})
 	return nil
+}
+
+// ruleReports: the harness reports a failure it carries on past (§9.4:
+// Options.Report, session watches' report events) only for a reason: a
+// fault of the session. No hook of picosim's fails, no listener of its
+// panics, and every event a watch receives folds, so a hook error (a
+// cancellation reported as a hook's failure among them), a listener's
+// panic or an event that does not fold is the harness's mistake.
+const ruleReports oracleRule = "reports-have-a-reason"
+
+// reported is the session's Options.Report.
+func (e *env) reported(err error) {
+	var fe *core.FaultError
+	if errors.As(err, &fe) {
+		return
+	}
+	_ = e.oracle.fail(broke(ruleReports, "the harness reported %v", err))
 }
 
 // yieldSeeds spaces the generated runs whose harness has an on_yield hook

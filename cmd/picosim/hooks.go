@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pico-go/pico/conformance/script"
 	"github.com/pico-go/pico/core"
@@ -137,6 +138,12 @@ func (e *env) closeHooks() {
 }
 
 // register registers h with the current harness and tells the oracle.
+//
+// Every handler but observe (which notes what it saw whatever happens)
+// first does its work (hookWork), honoring ctx as a handler that does work
+// should: when the invocation it runs for is cut short meanwhile, the
+// harness must carry the cancellation on, never report it as the hook's
+// failure (reports-have-a-reason).
 func (e *env) register(ctx context.Context, h *hostHook) error {
 	hooks := e.h.Hooks()
 	if h.conv != 0 {
@@ -150,6 +157,9 @@ func (e *env) register(ctx context.Context, h *hostHook) error {
 	switch {
 	case h.effect == "block":
 		h.off = hooks.On(agent.ToolKind, agent.HookBeforeTool, core.Hook(func(ctx context.Context, in agent.BeforeToolInput) (*agent.BeforeToolOutput, error) {
+			if err := e.hookWork(ctx, h); err != nil {
+				return nil, err
+			}
 			if in.ToolName != h.tool {
 				return nil, nil
 			}
@@ -157,6 +167,9 @@ func (e *env) register(ctx context.Context, h *hostHook) error {
 		}), opts)
 	case h.effect == "request":
 		h.off = hooks.On(agent.GenerationKind, agent.HookBeforeRequest, core.Hook(func(ctx context.Context, in agent.BeforeRequestInput) (agent.BeforeRequestOutput, error) {
+			if err := e.hookWork(ctx, h); err != nil {
+				return agent.BeforeRequestOutput{}, err
+			}
 			req := in.Request
 			req.Messages = append(slices.Clip(req.Messages), hookNote(h.id))
 			return agent.BeforeRequestOutput{Request: &req}, nil
@@ -168,6 +181,9 @@ func (e *env) register(ctx context.Context, h *hostHook) error {
 		}), opts)
 	case collapseEffect(h.effect):
 		h.off = hooks.On(agent.CollapseKind, agent.HookBeforeCollapse, core.Hook(func(ctx context.Context, in agent.BeforeCollapseInput) (agent.BeforeCollapseOutput, error) {
+			if err := e.hookWork(ctx, h); err != nil {
+				return agent.BeforeCollapseOutput{}, err
+			}
 			switch h.effect {
 			case "decline":
 				return agent.BeforeCollapseOutput{Decline: true}, nil
@@ -178,6 +194,9 @@ func (e *env) register(ctx context.Context, h *hostHook) error {
 		}), opts)
 	default:
 		h.off = hooks.On(agent.GenerationKind, agent.HookSystemInstructions, core.Hook(func(ctx context.Context, in agent.SystemInstructionsInput) (agent.SystemInstructionsOutput, error) {
+			if err := e.hookWork(ctx, h); err != nil {
+				return agent.SystemInstructionsOutput{}, err
+			}
 			return e.systemOf(h, in), nil
 		}), opts)
 	}
@@ -339,4 +358,20 @@ func drawObservers(p *program, seed uint64) {
 		args := [][]string{{"session", "observe"}, {"c0", "observe"}, {"c0", "observe", "subtree"}}[rng.IntN(3)]
 		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), progLine{op: "hook", args: args})
 	}
+}
+
+// hookWait is the virtual time the work of a hook with an even id takes;
+// one with an odd id takes none.
+const hookWait = 2 * time.Millisecond
+
+// hookWork is a hook handler's work: hookWait of virtual time for hook h
+// with an even id, then ctx's answer (a cancellation is the invocation's,
+// which the handler hands on).
+func (e *env) hookWork(ctx context.Context, h *hostHook) error {
+	if h.id%2 == 0 {
+		if err := e.s.Runtime().Sleep(ctx, hookWait); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
 }

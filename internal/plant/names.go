@@ -374,6 +374,8 @@ package plant
 //     preview is the whole value, never the change.
 //   - sink-usage-keeps-last (core/agent/sink.go): a tool output's usage is
 //     the last it reported, not the sum.
+//   - hook-cancellation-is-a-failure (core/hooks.go): a hook handler's
+//     cancellation is taken as the hook's failure and reported.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -477,6 +479,7 @@ var names = []string{
 	"fork-carry-at-fork-point", "fork-carry-skips-sticky", "frame-delta-untrimmed", "frame-start-content-dropped",
 	"frame-checkpoint-last-delta-only", "conv-tx-binds-session",
 	"reduce-call-keeps-streamed-arguments", "tracker-always-replaces", "sink-usage-keeps-last",
+	"hook-cancellation-is-a-failure",
 }
 
 // Names are the planted bugs, for the measuring test.
