@@ -11,6 +11,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -449,6 +450,21 @@ func badWrites(f badFacts) []badWrite {
 		{core.RuleBadPayload, "a value that is not JSON", func(tx *core.ConversationTx) {
 			tx.SetValue(storage.ConversationValue[int]("picosim.meddled.sticky", storage.Sticky).Address, json.RawMessage(`{"open":`))
 		}},
+		{core.RuleInvalidUTF8, "an entry whose message is not UTF-8", func(tx *core.ConversationTx) {
+			tx.Entry(core.NoticeKind, core.EntryDraft{Model: []ai.Message{ai.UserText("meddled \xff", 0)}})
+		}},
+		{core.RuleInvalidUTF8, "a value that is not UTF-8", func(tx *core.ConversationTx) {
+			tx.SetValue(storage.ConversationValue[string]("picosim.meddled.text", storage.Sticky).Address, "meddled \xff")
+		}},
+		{agent.RuleCollapseSetting, "a collapse threshold above 1", func(tx *core.ConversationTx) {
+			tx.SetValue(agent.CollapseThresholdValue.Address, 1.5)
+		}},
+		{agent.RuleCollapseSetting, "a collapse threshold below 0", func(tx *core.ConversationTx) {
+			tx.SetValue(agent.CollapseThresholdValue.Address, -0.25)
+		}},
+		{agent.RuleCollapseSetting, "a negative count of recent tokens to keep", func(tx *core.ConversationTx) {
+			tx.SetValue(agent.CollapseKeepRecentValue.Address, int64(-1))
+		}},
 		{core.RuleUnknownConv, "an entry in a conversation that does not exist", func(tx *core.ConversationTx) {
 			tx.Tx.Entry(core.NoticeKind, last+1000, note(core.EntryDraft{}))
 		}},
@@ -582,7 +598,8 @@ const ruleAdmitsGoodWrites oracleRule = "good-writes-commit"
 
 // tryGoodWrite commits, as the host, a fork of conversation conv at its
 // newest entry with a head and an edit of that entry in the fork, in one
-// batch; a refusal by a rule fails the run.
+// batch, and collapse settings at the ends of their ranges; a refusal by a
+// rule fails the run.
 func (e *env) tryGoodWrite(ctx context.Context, h *core.Harness, conv storage.ID, entries []*storage.Entry) {
 	if len(entries) == 0 {
 		return
@@ -600,6 +617,28 @@ func (e *env) tryGoodWrite(ctx context.Context, h *core.Harness, conv storage.ID
 	})
 	if rule := core.RuleOf(err); rule != "" {
 		_ = e.oracle.fail(broke(ruleAdmitsGoodWrites, "the host's fork of conversation %d at entry %d, with a head and an edit of it in the fork, was refused by %q: %v", conv, at, rule, err))
+		return
+	}
+	// Collapse settings at the ends of their ranges, in a conversation of
+	// their own (so that no turn collapses by them): a threshold of 0
+	// (off) with nothing kept, then of 1.
+	var fresh storage.ID
+	for i, threshold := range []float64{0, 1} {
+		_, err := h.Commit(ctx, func(tx *core.Tx) error {
+			if i == 0 {
+				fresh = tx.CreateConversation(core.ConversationSpec{})
+				tx.SetValue(agent.CollapseKeepRecentValue.In(fresh).Address, int64(0))
+			}
+			tx.SetValue(agent.CollapseThresholdValue.In(fresh).Address, threshold)
+			return nil
+		})
+		if rule := core.RuleOf(err); rule != "" {
+			_ = e.oracle.fail(broke(ruleAdmitsGoodWrites, "the host's collapse threshold of %v in a conversation of its own was refused by %q: %v", threshold, rule, err))
+			return
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 

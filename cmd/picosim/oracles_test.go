@@ -695,11 +695,12 @@ func TestAMeddlersAbortCreatesNothing(t *testing.T) {
 }
 
 // The host's bad writes are each refused by the rule they break (the
-// twenty-five of a session with a reset head, a live task, an ended one,
+// thirty of a session with a reset head, a live task, an ended one,
 // one of another ownership tree, an ended input and a queued one),
 // and write nothing (the planted bugs show a kernel that lets one land
-// failing the run); the good write before them, a fork with a head and an
-// edit at its fork point, lands whole.
+// failing the run); the good writes after them, a fork with a head and an
+// edit at its fork point, and collapse settings at the ends of their
+// ranges in a conversation of their own, land whole.
 func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
 	afterBasicTurn(t, func(ctx context.Context, _ *sim.Sim, e *env) (problems []string) {
 		if _, err := e.h.Root().Commit(ctx, func(tx *core.ConversationTx) error { core.AppendReset(tx.Tx, root); return nil }); err != nil {
@@ -723,13 +724,20 @@ func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
 		last := e.h.Store().LastSeq()
 		got := e.tryBadWrites(ctx, root)
 		want := []core.Rule{core.RuleStateAfterEntry, core.RuleUnknownEntryKind, core.RuleUnknownTaskKind, core.RuleDependency,
-			core.RuleDependency, core.RuleDependency, core.RuleBadPayload, core.RuleUnknownConv, core.RuleHeadNotVisible, core.RuleEditTarget, core.RuleScratchInMain,
+			core.RuleDependency, core.RuleDependency, core.RuleBadPayload, core.RuleInvalidUTF8, core.RuleInvalidUTF8,
+			agent.RuleCollapseSetting, agent.RuleCollapseSetting, agent.RuleCollapseSetting, core.RuleUnknownConv, core.RuleHeadNotVisible, core.RuleEditTarget, core.RuleScratchInMain,
 			core.RuleBadAddress, core.RuleUnknownTask, core.RuleUnknownStatus, core.RuleSettleNotTerminal, core.RulePatchTerminal,
 			core.RuleDependencyTree, core.RuleTaskTerminal,
 			agent.RuleInputResult, agent.RuleInputResult, agent.RuleInputResult, agent.RuleInputResult, agent.RuleInputResult, agent.RuleInputResult,
 			core.RuleHeadBackwards}
-		if !slices.Equal(got, want) || e.oracle.first != nil || e.h.Store().LastSeq() != last+3 {
-			problems = append(problems, fmt.Sprintf("refused by %v (oracle: %v), sequence %d → %d; want %v and only the good write's three writes", got, e.oracle.first, last, e.h.Store().LastSeq(), want))
+		if !slices.Equal(got, want) || e.oracle.first != nil || e.h.Store().LastSeq() != last+7 {
+			problems = append(problems, fmt.Sprintf("refused by %v (oracle: %v), sequence %d → %d; want %v and only the good writes' seven writes", got, e.oracle.first, last, e.h.Store().LastSeq(), want))
+		}
+		settings := last + 4 // the conversation of the settings at their bounds
+		threshold, _, err1 := e.h.Store().GetValue(ctx, agent.CollapseThresholdValue.In(settings).Address, 0)
+		keep, _, err2 := e.h.Store().GetValue(ctx, agent.CollapseKeepRecentValue.In(settings).Address, 0)
+		if string(threshold.Value) != "1" || string(keep.Value) != "0" || err1 != nil || err2 != nil {
+			problems = append(problems, fmt.Sprintf("conversation %d's collapse settings: threshold %s (%v), keepRecent %s (%v); want 1 and 0", settings, threshold.Value, err1, keep.Value, err2))
 		}
 		fork, err := e.h.Store().GetConversations(ctx, []storage.ID{last + 1})
 		if heads, _ := e.h.Entries(ctx, last+1, storage.Cursor{Limit: storage.PageLimitMax}); err != nil || len(fork) != 1 || len(heads.Items) == 0 || heads.Items[len(heads.Items)-1].ID != last+3 {

@@ -70,7 +70,7 @@ func checkCollapseSettings(_ context.Context, _ storage.Storage, batch storage.C
 		switch w.Addr.Namespace {
 		case CollapseThresholdValue.Namespace:
 			var f float64
-			if err := json.Unmarshal(w.Value, &f); err != nil || math.IsNaN(f) || f < 0 || f > 1 {
+			if err := json.Unmarshal(w.Value, &f); err != nil || math.IsNaN(f) || f < 0 || f > 1 || plant.On("collapse-threshold-zero-refused") && f == 0 {
 				return core.Rejectf(RuleCollapseSetting, 0, "%s = %s: want a fraction of the context window from 0 (off) to 1", w.Addr, w.Value)
 			}
 		case CollapseKeepRecentValue.Namespace:

@@ -376,6 +376,10 @@ package plant
 //     the last it reported, not the sum.
 //   - hook-cancellation-is-a-failure (core/hooks.go): a hook handler's
 //     cancellation is taken as the hook's failure and reported.
+//   - entry-model-utf8-unchecked (core/tx.go): an entry's model messages
+//     may hold text that is not UTF-8.
+//   - collapse-threshold-zero-refused (core/agent/collapse.go): a collapse
+//     threshold of 0 (off) is refused as out of range.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -479,7 +483,7 @@ var names = []string{
 	"fork-carry-at-fork-point", "fork-carry-skips-sticky", "frame-delta-untrimmed", "frame-start-content-dropped",
 	"frame-checkpoint-last-delta-only", "conv-tx-binds-session",
 	"reduce-call-keeps-streamed-arguments", "tracker-always-replaces", "sink-usage-keeps-last",
-	"hook-cancellation-is-a-failure",
+	"hook-cancellation-is-a-failure", "entry-model-utf8-unchecked", "collapse-threshold-zero-refused",
 }
 
 // Names are the planted bugs, for the measuring test.
