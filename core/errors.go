@@ -125,6 +125,23 @@ func (e *SelfWaitError) Error() string {
 	return fmt.Sprintf("core: task %d would wait for itself: %s", e.Task, e.Target)
 }
 
+// ConversationBusyError refuses the delete of a conversation whose subtree
+// (it and the conversations its tasks own, at any depth) still has work
+// (§6.4): a live task in conversation Busy, or, when Task is set, that
+// task's invocation still running there.
+type ConversationBusyError struct {
+	Conversation storage.ID // the one to delete
+	Busy         storage.ID // the conversation of its subtree with the work
+	Task         storage.ID // the running invocation's task; 0 for live tasks
+}
+
+func (e *ConversationBusyError) Error() string {
+	if e.Task != 0 {
+		return fmt.Sprintf("core: conversation %d has a running invocation in its subtree (task %d, in conversation %d)", e.Conversation, e.Task, e.Busy)
+	}
+	return fmt.Sprintf("core: conversation %d has live tasks in its subtree (conversation %d)", e.Conversation, e.Busy)
+}
+
 // FaultError is a task-contract fault: the session fail-stopped. No outcome
 // was manufactured; reopen starts nothing, so the host can inspect the task
 // or replace its kind (§6.1).

@@ -544,7 +544,8 @@ func (h *Harness) Shutdown(ctx context.Context) error {
 }
 
 // DeleteConversation deletes a conversation when neither it nor anything
-// it owns has live tasks or running invocations (§6.4).
+// it owns has live tasks or running invocations (§6.4); otherwise it
+// refuses with a *ConversationBusyError and deletes nothing.
 func (h *Harness) DeleteConversation(ctx context.Context, id storage.ID) error {
 	_, err := h.commit(ctx, func(tx *Tx) error {
 		subtree, err := h.ownedSubtree(ctx, id)
@@ -552,12 +553,12 @@ func (h *Harness) DeleteConversation(ctx context.Context, id storage.ID) error {
 			return err
 		}
 		for _, c := range subtree {
-			if len(h.d.byConv[c]) > 0 {
-				return fmt.Errorf("core: conversation %d has live tasks in its subtree (conversation %d)", id, c)
+			if len(h.d.byConv[c]) > 0 || plant.On("delete-refuses-idle") {
+				return &ConversationBusyError{Conversation: id, Busy: c}
 			}
 			for _, task := range h.d.runningIDs() {
 				if h.d.running[task].conv == c {
-					return fmt.Errorf("core: conversation %d has a running invocation in its subtree (task %d)", id, task)
+					return &ConversationBusyError{Conversation: id, Busy: c, Task: task}
 				}
 			}
 		}

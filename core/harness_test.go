@@ -352,8 +352,9 @@ func TestDeleteConversationRejectsLiveWorkInItsSubtree(t *testing.T) {
 			tx.Tx.Task(kind, core.TaskSpec{ConversationID: child})
 			return nil
 		}))
-		if err := h.DeleteConversation(ctx, h.Root().ID); err == nil {
-			t.Fatal("delete with live tasks in the subtree was accepted")
+		var busy *core.ConversationBusyError
+		if err := h.DeleteConversation(ctx, h.Root().ID); !errors.As(err, &busy) || busy.Conversation != h.Root().ID || busy.Busy != h.Root().ID || busy.Task != 0 {
+			t.Fatalf("delete with live tasks in the subtree = %v; want a ConversationBusyError naming the root's own", err)
 		}
 		must(h.Drive(ctx))
 		// Idle means no live foreground task; invocation slots are released
@@ -468,8 +469,9 @@ func TestDeleteRejectsAnOutstandingTerminalInvocation(t *testing.T) {
 		simtest.CreateTask(t, ctx, c, kind, core.TaskSpec{})
 		rt.Go(ctx, "driver", func(ctx context.Context) { h.Drive(ctx) })
 		settled.Wait(ctx)
-		if err := h.DeleteConversation(ctx, child); err == nil {
-			t.Fatal("delete with an outstanding invocation in the subtree was accepted")
+		var busy *core.ConversationBusyError
+		if err := h.DeleteConversation(ctx, child); !errors.As(err, &busy) || busy.Conversation != child || busy.Busy != child || busy.Task == 0 {
+			t.Fatalf("delete with an outstanding invocation in the subtree = %v; want a ConversationBusyError naming its task", err)
 		}
 		release.Set()
 		rt.Sleep(ctx, time.Millisecond)

@@ -25,6 +25,28 @@ import (
 // ruleConversations: the conversations listed are the rule's.
 const ruleConversations oracleRule = "conversations-by-the-rule"
 
+// everHadTasks reports whether any task the oracle saw made was made in
+// conversation conv or a conversation it owns, at any depth: a delete
+// may be refused only for one of them, live or running (§6.4). A task
+// made by a commit the oracle missed was read back by its resync.
+func (o *oracle) everHadTasks(conv storage.ID) bool {
+	subtree := map[storage.ID]bool{conv: true}
+	for grew := true; grew; {
+		grew = false
+		for _, c := range o.created {
+			if owner := o.owners[c]; owner != 0 && !subtree[c] && subtree[o.convs[owner]] {
+				subtree[c], grew = true, true
+			}
+		}
+	}
+	for _, c := range o.convs {
+		if subtree[c] {
+			return true
+		}
+	}
+	return false
+}
+
 // conversationsChecked holds store's conversation reads to the rule,
 // recording the first violation.
 func (o *oracle) conversationsChecked(ctx context.Context, store storage.Storage, after string) error {

@@ -1361,6 +1361,10 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			return errors.New("picosim: a program does not delete its root conversation")
 		}
 		if err := e.h.DeleteConversation(ctx, id); err != nil {
+			var busy *core.ConversationBusyError
+			if errors.As(err, &busy) && !e.oracle.everHadTasks(id) {
+				return e.oracle.fail(broke(ruleConversations, "%s was refused, though no task was ever made in conversation %d or what it owns: %v", l.String(), id, err))
+			}
 			return err
 		}
 		return e.oracle.conversationsChecked(ctx, e.h.Store(), l.String())

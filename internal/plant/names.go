@@ -380,6 +380,8 @@ package plant
 //     may hold text that is not UTF-8.
 //   - collapse-threshold-zero-refused (core/agent/collapse.go): a collapse
 //     threshold of 0 (off) is refused as out of range.
+//   - delete-refuses-idle (core/harness.go): a delete is refused as if the
+//     conversation's subtree had live tasks, whatever it has.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -484,6 +486,7 @@ var names = []string{
 	"frame-checkpoint-last-delta-only", "conv-tx-binds-session",
 	"reduce-call-keeps-streamed-arguments", "tracker-always-replaces", "sink-usage-keeps-last",
 	"hook-cancellation-is-a-failure", "entry-model-utf8-unchecked", "collapse-threshold-zero-refused",
+	"delete-refuses-idle",
 }
 
 // Names are the planted bugs, for the measuring test.
