@@ -160,8 +160,9 @@ func (e *env) meddleAsHost(ctx context.Context, conv storage.ID) {
 // own (a tool has no abort hook), so the kernel's refusal was never put to
 // the test. On meddling seeds, therefore, the host also starts a task of
 // picosim's own kind after each of a program's sleeps and marks it for
-// abort at once; its abort tries to create a task and then a conversation,
-// a commit each, before it settles the task. The kernel must refuse both;
+// abort at once; its abort tries to create a task, a conversation and an
+// input, each on its own, before it settles the task (while its execute's
+// input into a conversation of its own must land). The kernel must refuse both;
 // one that lands fails the run. Its execute, when it gets to run before
 // the mark, first tries to wait for itself, which the kernel must refuse.
 
@@ -230,6 +231,11 @@ func (e *env) meddlerKind() core.TaskKind {
 			}); err == nil {
 				_ = e.oracle.fail(broke(ruleAbortCreates, "%s created a conversation, and the kernel let it", by))
 			}
+			if ac, err := e.h.Conversation(ctx, task.ConversationID); err == nil {
+				if _, _, err := ac.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "meddled"}}); err == nil {
+					_ = e.oracle.fail(broke(ruleAbortCreates, "%s wrote input into conversation %d, and the harness let it", by, task.ConversationID))
+				}
+			}
 			return settle(ctx, rt, "aborted")
 		},
 	}
@@ -279,6 +285,13 @@ func (e *env) newWorkOnDriver(ctx context.Context, task *storage.Task, rt *core.
 	}); err != nil {
 		keepers = nil
 		return
+	}
+	// Input an execute gives is new work it may make (only an abort may
+	// not): a write into the child lands or queues.
+	if ac, err := e.h.Conversation(ctx, child); err == nil {
+		if _, _, err := ac.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": "meddled"}}); core.RuleOf(err) == core.RuleAbortCreates {
+			_ = e.oracle.fail(broke(ruleAbortCreates, "task %d's execute wrote input into its child conversation %d, and the kernel refused it as an abort's: %v", task.ID, child, err))
+		}
 	}
 	c, err := rt.Conversation(ctx, child)
 	if err != nil {

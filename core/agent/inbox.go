@@ -262,7 +262,7 @@ func (c *Conversation) enqueue(ctx context.Context, mode InputMode, landsIdle bo
 	if _, ok := kinds.Task(GenerationKindName); mode != ModeWrite && !ok {
 		return 0, 0, fmt.Errorf("agent: no %q task kind is registered to answer input", GenerationKindName)
 	}
-	if inv, ok := core.InvocationOf(ctx); ok && inv.Method == core.MethodAbort {
+	if inv, ok := core.InvocationOf(ctx); ok && (inv.Method == core.MethodAbort && !plant.On("abort-may-queue-input") || plant.On("input-refused-from-any-invocation")) {
 		return 0, 0, core.Rejectf(core.RuleAbortCreates, inv.Task, "an abort handler cannot queue future work")
 	}
 	var id storage.ID

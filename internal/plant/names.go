@@ -382,6 +382,10 @@ package plant
 //     threshold of 0 (off) is refused as out of range.
 //   - delete-refuses-idle (core/harness.go): a delete is refused as if the
 //     conversation's subtree had live tasks, whatever it has.
+//   - input-refused-from-any-invocation (core/agent/inbox.go): input a
+//     task's execute gives is refused as if an abort gave it.
+//   - abort-may-queue-input (core/agent/inbox.go): an abort invocation may
+//     queue input.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -486,7 +490,7 @@ var names = []string{
 	"frame-checkpoint-last-delta-only", "conv-tx-binds-session",
 	"reduce-call-keeps-streamed-arguments", "tracker-always-replaces", "sink-usage-keeps-last",
 	"hook-cancellation-is-a-failure", "entry-model-utf8-unchecked", "collapse-threshold-zero-refused",
-	"delete-refuses-idle",
+	"delete-refuses-idle", "input-refused-from-any-invocation", "abort-may-queue-input",
 }
 
 // Names are the planted bugs, for the measuring test.
