@@ -64,7 +64,7 @@
 //   - staterule.go: the oracles state-reads-by-the-rule (every value, list and namespace read, at every position and from every fork, derived from the batches alone) and a-fork-carries-its-values (a fork's carried values read as the source has them).
 //   - summarizerrule.go: the oracles summarizer-sees-the-prefix (what a collapse sends its summarizer is the prefix it captured, projected as a request is) and summary-keeps-what-follows-the-prefix (a summary's head is the entry after that prefix).
 //   - sqlite_cgo.go, sqlite_nocgo.go: whether this build can run SQLite, and SQLite's errors that are the machine's.
-//   - subagent.go: the subagent scenarios (§8.5): a run across a restart, a spawned child an abort spares and stop cancels.
+//   - subagent.go: the subagent scenarios (§8.5): a run across a restart, a spawned child an abort spares and stop cancels, runs nested to the depth bound.
 //   - subagentrule.go: the oracle subagent-answers-for-its-child: each subagent command names its own child, the input it gave or the child's latest, and answers with the entry that ended it; a status lists the child's newest entries.
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.

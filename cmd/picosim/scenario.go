@@ -45,6 +45,7 @@ var scenarios = []scenario{
 	{name: "subagent-run-restart", summary: "a subagent run across a stop and reopen: the child is driven again, made once", run: subagentRunRestart},
 	{name: "abort-while-recovering", summary: "an abort lands while the reopened session recovers a subagent run", run: abortWhileRecovering},
 	{name: "spawn-abort-stop", summary: "a parent abort ends its run child and spares its spawned one, which stop ends", run: spawnAbortStop},
+	{name: "subagent-nest", summary: "subagent runs nested to the depth bound: the deepest child's run is refused, every level answers", run: subagentNest},
 	{name: "bash-outlives-budget", summary: "a bash call outlives its budget, settles delegated, and its job's end arrives as one notice", run: bashOutlivesBudget, shell: true},
 	{name: "schedule-restart", summary: "a recurring job keeps one id across a stop and reopen and runs no backlog", run: scheduleRestart, shell: true},
 	{name: "abort-kills-job", summary: "a conversation abort of a waiting bash call kills its job", run: abortKillsJob, shell: true},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pico-go/pico/core/agent"
@@ -12,9 +13,10 @@ import (
 	"github.com/pico-go/pico/storage"
 )
 
-// The subagent scenarios (§8.5): a run across a restart, and a spawned
-// child that a parent abort spares and the stop command cancels. Their
-// host actions are "stop and reopen", "abort" and "stop".
+// The subagent scenarios (§8.5): a run across a restart, a spawned child
+// that a parent abort spares and the stop command cancels, and runs nested
+// to the depth bound. Their host actions are "stop and reopen", "abort"
+// and "stop".
 
 // subagentCall is the model calling the subagent tool.
 func subagentCall(id string, args map[string]any) ai.Block {
@@ -234,6 +236,73 @@ func spawnAbortStop(ctx context.Context, e *env) error {
 		if g != nil && g.Status != "aborted" {
 			return fmt.Errorf("the run child's generation is %s after the parent's abort; want aborted", g.Status)
 		}
+	}
+	return e.settled(ctx, nil)
+}
+
+// subagentNest: a chain of subagent runs, each child running the next, down
+// to the depth no child passes (agent.SubagentDepthMax, §8.5): the deepest
+// child's run is refused with an error result naming the bound, it makes no
+// child, and every level answers in turn. The answers are routed by the
+// asking conversation's prompt and whether its run has come back, so that
+// an attempt a restart repeats asks again alike.
+func subagentNest(ctx context.Context, e *env) error {
+	level := func(k int) string { return fmt.Sprintf("level %d", k) }
+	prompts := map[string]int{"nest": 0}
+	for k := 1; k <= agent.SubagentDepthMax; k++ {
+		prompts[level(k)] = k
+	}
+	route := func(req ai.Request) (faux.Step, error) {
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			m := req.Messages[i]
+			if m.Role == ai.RoleToolResult {
+				return reply("the run came back"), nil
+			}
+			if k, ok := prompts[m.Content.TextOf()]; ok && m.Role == ai.RoleUser {
+				return faux.Reply(subagentCall(fmt.Sprintf("call-%d", k), map[string]any{"command": "run", "prompt": level(k + 1)})).WithStop(ai.StopToolUse), nil
+			}
+		}
+		return reply("answered"), nil
+	}
+	steps := make([]faux.Step, recoveryAnswersMax*(agent.SubagentDepthMax+1)*2)
+	for i := range steps {
+		steps[i] = faux.Respond(route)
+	}
+	e.faux.SetResponses(steps...)
+	id, err := e.accept(ctx, root, agent.ModeFollowUp, "nest")
+	if err != nil {
+		return err
+	}
+	e.driveAsync(ctx, root).Wait(ctx)
+	if err := e.expect(ctx, root, id, agent.InputDone); err != nil {
+		return err
+	}
+	conv := root
+	for k := 1; k <= agent.SubagentDepthMax; k++ {
+		kids, err := e.children(ctx, conv)
+		if err != nil {
+			return err
+		}
+		if len(kids) != 1 || kids[level(k)] == 0 {
+			return fmt.Errorf("conversation %d at depth %d has children %v; want one, prompted %q", conv, k-1, kids, level(k))
+		}
+		conv = kids[level(k)]
+	}
+	kids, err := e.children(ctx, conv)
+	if err != nil {
+		return err
+	}
+	if len(kids) != 0 {
+		return fmt.Errorf("conversation %d at depth %d, the deepest, has children %v; want none", conv, agent.SubagentDepthMax, kids)
+	}
+	results, err := e.h.Store().ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: storage.PageLimitMax}, ConversationID: conv, Kind: "tool_result"})
+	if err != nil {
+		return err
+	}
+	want := fmt.Sprintf("subagents nest at most %d deep", agent.SubagentDepthMax)
+	if len(results.Items) != 1 || len(results.Items[0].Model) != 1 || results.Items[0].Model[0].IsError == nil || !*results.Items[0].Model[0].IsError ||
+		!strings.Contains(results.Items[0].Model[0].Content.TextOf(), want) {
+		return fmt.Errorf("the deepest conversation %d's tool results %v; want one error saying %q", conv, results.Items, want)
 	}
 	return e.settled(ctx, nil)
 }

@@ -353,7 +353,7 @@ func startSubagent(ctx context.Context, cfg *config, rt *ToolRuntime, args subag
 	if err != nil {
 		return subagentState{}, err
 	}
-	if depth >= SubagentDepthMax {
+	if depth >= SubagentDepthMax+b2i(plant.On("subagent-depth-off-by-one")) {
 		return subagentState{}, fmt.Errorf("subagents nest at most %d deep", SubagentDepthMax)
 	}
 	var toolState ToolState
@@ -404,6 +404,9 @@ func subagentDepth(ctx context.Context, rt *ToolRuntime) (int, error) {
 		tasks, err := store.GetTasks(ctx, []storage.ID{c.Owner})
 		if err != nil {
 			return 0, err
+		}
+		if plant.On("subagent-depth-one-level") {
+			return depth + 1, nil
 		}
 		owner, ok := tasks[c.Owner]
 		if !ok {
@@ -581,4 +584,12 @@ func subagentStatus(ctx context.Context, rt *ToolRuntime, child *core.Conversati
 	out.Details["subagent"] = subagentDetails{ID: child.ID}
 	out.Write(b.String())
 	return nil
+}
+
+// b2i is 1 for true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -386,6 +386,10 @@ package plant
 //     task's execute gives is refused as if an abort gave it.
 //   - abort-may-queue-input (core/agent/inbox.go): an abort invocation may
 //     queue input.
+//   - subagent-depth-off-by-one (core/agent/subagent.go): a child at the
+//     depth bound may still run a subagent of its own.
+//   - subagent-depth-one-level (core/agent/subagent.go): a child's depth
+//     counts only its first owner.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -491,6 +495,7 @@ var names = []string{
 	"reduce-call-keeps-streamed-arguments", "tracker-always-replaces", "sink-usage-keeps-last",
 	"hook-cancellation-is-a-failure", "entry-model-utf8-unchecked", "collapse-threshold-zero-refused",
 	"delete-refuses-idle", "input-refused-from-any-invocation", "abort-may-queue-input",
+	"subagent-depth-off-by-one", "subagent-depth-one-level",
 }
 
 // Names are the planted bugs, for the measuring test.
