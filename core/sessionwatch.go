@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -177,7 +178,7 @@ func (h *Harness) sessionEvents(ctx context.Context, batch storage.CommitBatch, 
 				totalsRead = true
 			}
 			common = append(common, SessionEvent{Type: SessionEventUsage, Row: w.Value, Addr: totalsKey, Totals: totals})
-		case w.Type == storage.WriteValueSet || w.Type == storage.WriteValueDelete:
+		case (w.Type == storage.WriteValueSet || w.Type == storage.WriteValueDelete) && !plant.On("session-watch-drops-values"):
 			values = append(values, *w)
 		}
 	}

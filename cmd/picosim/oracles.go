@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -1240,6 +1241,20 @@ func plainView(v *core.ConversationView) core.ConversationView {
 	return p
 }
 
+// sessionWatched are the session values a program's session watch
+// follows: the current conversation (provider boundaries), the budget
+// spent, and the session values of its value lines (stateNames).
+func sessionWatched() []storage.Address {
+	out := []storage.Address{boundary.CurrentValue.Address, agent.BudgetUsedValue.Address}
+	for _, st := range stateNames {
+		if st.op == "value" && st.target == "session" {
+			ns, key, _ := strings.Cut(st.name, "/")
+			out = append(out, storage.Address{Scope: storage.SessionScope(), Namespace: ns, Key: key})
+		}
+	}
+	return out
+}
+
 // checkSessionWatch holds a live session watch to a fresh capture, as
 // checkWatch does a conversation watch.
 func (e *env) checkSessionWatch(ctx context.Context, w *core.SessionWatchHandle) error {
@@ -1248,7 +1263,7 @@ func (e *env) checkSessionWatch(ctx context.Context, w *core.SessionWatchHandle)
 	}
 	return holdToCapture(e, ctx, "the session watch", w.View,
 		func() (*core.SessionView, error) {
-			fresh, err := e.h.WatchSession(ctx)
+			fresh, err := e.h.WatchSession(ctx, sessionWatched()...)
 			if err != nil {
 				return nil, err
 			}

@@ -1275,7 +1275,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		g.watches, g.tails, g.trails = append(g.watches, w), append(g.tails, conv), append(g.trails, trail)
 		return w.Start(ctx, func(ev core.ConversationEvent) { trail.listen(ctx, w, ev) })
 	case "watch-session":
-		w, err := e.h.WatchSession(ctx)
+		w, err := e.h.WatchSession(ctx, sessionWatched()...)
 		if err != nil {
 			return err
 		}

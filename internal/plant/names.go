@@ -390,6 +390,8 @@ package plant
 //     depth bound may still run a subagent of its own.
 //   - subagent-depth-one-level (core/agent/subagent.go): a child's depth
 //     counts only its first owner.
+//   - session-watch-drops-values (core/sessionwatch.go): a session watch
+//     never receives the changes of the values it follows.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -495,7 +497,7 @@ var names = []string{
 	"reduce-call-keeps-streamed-arguments", "tracker-always-replaces", "sink-usage-keeps-last",
 	"hook-cancellation-is-a-failure", "entry-model-utf8-unchecked", "collapse-threshold-zero-refused",
 	"delete-refuses-idle", "input-refused-from-any-invocation", "abort-may-queue-input",
-	"subagent-depth-off-by-one", "subagent-depth-one-level",
+	"subagent-depth-off-by-one", "subagent-depth-one-level", "session-watch-drops-values",
 }
 
 // Names are the planted bugs, for the measuring test.
