@@ -116,31 +116,60 @@ func (e *env) driveOwnScope(ctx context.Context, h *core.Harness, conv storage.I
 	if err != nil {
 		return
 	}
-	srt := e.s.Runtime()
 	bounded, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := srt.NewEvent("self-drive")
-	var driveErr error
-	srt.Go(bounded, "self-drive", func(ctx context.Context) {
-		_, driveErr = c.Drive(ctx)
-		done.Set()
+	d := e.startHelperDrive(bounded, c, "self-drive")
+	if !d.await(ctx) {
+		return
+	}
+	switch {
+	case !d.done.IsSet():
+		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, and the kernel let it wait", by, conv))
+	case d.err == nil:
+		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, and the drive returned", by, conv))
+	case !d.refusedAsSelfWait():
+		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, refused with %v; want a *core.SelfWaitError", by, conv, d.err))
+	}
+}
+
+// helperDrive is a drive of a conversation from a helper actor with the
+// identity of the invocation its ctx carries.
+type helperDrive struct {
+	rt     core.Runtime
+	done   core.Event
+	result core.DriveResult
+	err    error
+}
+
+// startHelperDrive starts a drive of c, named name, under ctx.
+func (e *env) startHelperDrive(ctx context.Context, c *core.Conversation, name string) *helperDrive {
+	d := &helperDrive{rt: e.s.Runtime(), done: e.s.Runtime().NewEvent(name)}
+	d.rt.Go(ctx, name, func(ctx context.Context) {
+		d.result, d.err = c.Drive(ctx)
+		d.done.Set()
 	})
-	// The refusal is the line's first answer; a commit a hold fault parks
-	// keeps the line a few virtual milliseconds, so wait up to a second.
-	for start := srt.Now(); !done.IsSet() && srt.Now().Sub(start) < selfDriveBound; {
-		if srt.Sleep(ctx, time.Millisecond) != nil {
-			return
+	return d
+}
+
+// await gives the drive selfDriveBound of virtual time to answer: a
+// refusal is the line's first answer, and a commit a hold fault parks keeps
+// the line a few virtual milliseconds. It reports false when ctx ended
+// first.
+func (d *helperDrive) await(ctx context.Context) bool {
+	for start := d.rt.Now(); !d.done.IsSet() && d.rt.Now().Sub(start) < selfDriveBound; {
+		if d.rt.Sleep(ctx, time.Millisecond) != nil {
+			return false
 		}
 	}
+	return true
+}
+
+// refusedAsSelfWait reports whether the drive's error is the refusal the
+// rules want, or one that is no answer to judge (a closing session, the
+// caller's cancellation).
+func (d *helperDrive) refusedAsSelfWait() bool {
 	var self *core.SelfWaitError
-	switch {
-	case !done.IsSet():
-		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, and the kernel let it wait", by, conv))
-	case driveErr == nil:
-		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, and the drive returned", by, conv))
-	case !errors.As(driveErr, &self) && !isSessionFault(driveErr) && !errors.Is(driveErr, context.Canceled):
-		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s drove its own conversation %d, refused with %v; want a *core.SelfWaitError", by, conv, driveErr))
-	}
+	return errors.As(d.err, &self) || isSessionFault(d.err) || errors.Is(d.err, context.Canceled)
 }
 
 // meddleAsHost is the host's meddling, in conversation conv.
@@ -297,16 +326,9 @@ func (e *env) newWorkOnDriver(ctx context.Context, task *storage.Task, rt *core.
 	if err != nil {
 		return
 	}
-	srt := e.s.Runtime()
 	bounded, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := srt.NewEvent("meddler-drive")
-	var result core.DriveResult
-	var driveErr error
-	srt.Go(bounded, "meddler-drive", func(ctx context.Context) {
-		result, driveErr = c.Drive(ctx)
-		done.Set()
-	})
+	d := e.startHelperDrive(bounded, c, "meddler-drive")
 	var made []storage.ID
 	_, err = rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		made = nil
@@ -333,19 +355,16 @@ func (e *env) newWorkOnDriver(ctx context.Context, task *storage.Task, rt *core.
 	default: // a closing session, the abort mark
 		return
 	}
-	for start := srt.Now(); !done.IsSet() && srt.Now().Sub(start) < selfDriveBound; {
-		if srt.Sleep(ctx, time.Millisecond) != nil {
-			return
-		}
+	if !d.await(ctx) {
+		return
 	}
-	var self *core.SelfWaitError
 	switch {
-	case !done.IsSet():
+	case !d.done.IsSet():
 		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s, and the kernel let both the task and the drive wait", what))
-	case driveErr == nil && result != core.Closed:
-		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s, and the drive returned %s", what, result))
-	case driveErr != nil && !errors.As(driveErr, &self) && !isSessionFault(driveErr) && !errors.Is(driveErr, context.Canceled):
-		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s; the drive was refused with %v, want a *core.SelfWaitError", what, driveErr))
+	case d.err == nil && d.result != core.Closed:
+		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s, and the drive returned %s", what, d.result))
+	case d.err != nil && !d.refusedAsSelfWait():
+		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s; the drive was refused with %v, want a *core.SelfWaitError", what, d.err))
 	}
 }
 

@@ -252,25 +252,15 @@ func (p *Provider) chunkWait(chunk string) time.Duration {
 // is outside its strings.
 func spacedJSON(s string) string {
 	var b strings.Builder
-	inStr, esc := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		b.WriteByte(c)
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == ':' || c == ',':
+	last := 0
+	outsideStrings(s, func(i int, c byte) bool {
+		if c == ':' || c == ',' {
+			b.WriteString(s[last : i+1])
 			b.WriteByte(' ')
+			last = i + 1
 		}
-	}
+		return true
+	})
+	b.WriteString(s[last:])
 	return b.String()
 }

@@ -240,9 +240,38 @@ func (s *stream) answer() string {
 // leadingMembers returns the object args with only its first n members
 // (fewer when it has no more than n, which show nothing: ok is false).
 func leadingMembers(args string, n int) (string, bool) {
-	depth, inStr, esc := 0, false, false
-	for i, c := range []byte(args) {
-		switch {
+	depth, cut := 0, -1
+	outsideStrings(args, func(i int, c byte) bool {
+		switch c {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ',':
+			if depth != 1 {
+				break
+			}
+			if n--; n == 0 {
+				cut = i
+				return false
+			}
+		}
+		return true
+	})
+	if cut < 0 {
+		return "", false
+	}
+	shown := args[:cut] + "}"
+	return shown, json.Valid([]byte(shown))
+}
+
+// outsideStrings calls visit with each byte of the JSON text s (and its
+// index) that is outside its strings, quotes excepted, until visit returns
+// false.
+func outsideStrings(s string, visit func(i int, c byte) bool) {
+	inStr, esc := false, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
 		case inStr:
 			switch {
 			case esc:
@@ -254,16 +283,8 @@ func leadingMembers(args string, n int) (string, bool) {
 			}
 		case c == '"':
 			inStr = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			depth--
-		case c == ',' && depth == 1:
-			if n--; n == 0 {
-				shown := args[:i] + "}"
-				return shown, json.Valid([]byte(shown))
-			}
+		case !visit(i, c):
+			return
 		}
 	}
-	return "", false
 }
