@@ -347,13 +347,8 @@ func describeSystem(sections []core.SystemSection, tools []ai.Tool) string {
 func (o *oracle) hookTask(inv core.Invocation, ok bool, t *storage.Task, by string, seq storage.ID) error {
 	switch t.Kind {
 	case agent.GenerationKindName:
-		var st struct {
-			Config struct {
-				SelectedTools *[]string `json:"selectedTools"`
-			} `json:"config"`
-		}
-		if json.Unmarshal(t.State, &st) == nil {
-			o.hooks.selection[t.ID] = st.Config.SelectedTools
+		if sel, ok := selectionOf(t.State); ok {
+			o.hooks.selection[t.ID] = sel
 		}
 	case agent.ToolKindName:
 		var st agent.ToolState
@@ -380,6 +375,20 @@ func (o *oracle) hookTask(inv core.Invocation, ok bool, t *storage.Task, by stri
 	return nil
 }
 
+// selectionOf reads a generation's tool selection from its state (nil:
+// every tool).
+func selectionOf(state json.RawMessage) (*[]string, bool) {
+	var st struct {
+		Config struct {
+			SelectedTools *[]string `json:"selectedTools"`
+		} `json:"config"`
+	}
+	if json.Unmarshal(state, &st) != nil {
+		return nil, false
+	}
+	return st.Config.SelectedTools, true
+}
+
 // hookStreaming holds a generation's attempt start to its hooks.
 func (o *oracle) hookStreaming(inv core.Invocation, ok bool, w storage.Write, r storage.Range, by string, seq storage.ID) error {
 	from, started := o.hooks.invokedAt[w.ID]
@@ -403,7 +412,12 @@ func (o *oracle) hookStreaming(inv core.Invocation, ok bool, w storage.Write, r 
 	_, sections, tools := foldSystem(entries)
 	o.hooks.offers[w.ID] = toolNames(tools)
 	spans, sure := o.handlers(conv, from, func(s hookSpan) bool { return s.effect != "block" })
-	sel := o.hooks.selection[w.ID]
+	sel, known := o.hooks.selection[w.ID]
+	if !known {
+		// Created in a commit the oracle never saw (one a restart left
+		// uncertain): the patch carries the generation's state.
+		sel, _ = selectionOf(w.State)
+	}
 	if possibleRuns(spans, sure, func(run []hookSpan) bool {
 		ws, wt := o.hookedSystem(run, sel)
 		return sameSystem(sections, ws, tools, wt)

@@ -130,6 +130,36 @@ func TestSystemFollowsItsHooks(t *testing.T) {
 	}
 }
 
+// A generation whose creation the oracle never saw (its commit left
+// uncertain by a restart) is held to the selection its attempt's patch
+// carries: a section that counts the selected tools holds, one that counts
+// every tool breaks.
+func TestSystemHooksReadAnUnseenGenerationsSelection(t *testing.T) {
+	sel := []string{"b"}
+	for _, tc := range []struct {
+		name   string
+		sel    *[]string
+		broken bool
+	}{{"the patch's selection", &sel, false}, {"no selection", nil, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := hookedOracle()
+			key, text := hookSection(1, tc.sel)
+			data, _ := json.Marshal(core.SystemData{Baseline: true, Sections: []core.SystemSection{{Key: key, Text: &text}}, ToolsAdded: []ai.Tool{{Name: "b", Description: "echo b"}}})
+			o.transcripts.record(storage.CommitBatch{Writes: []storage.Write{
+				{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+				{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 10, ConversationID: 1, Kind: "system", Data: data}},
+			}})
+			o.kinds[9], o.convs[9] = agent.GenerationKindName, 1
+			o.hookOn(hookSpan{id: 1, conv: 1, effect: "section"})
+			inv := core.Invocation{Task: 9, ConversationID: 1, Method: core.MethodExecute}
+			_ = o.invocation(inv, false)
+			state, _ := json.Marshal(map[string]any{"config": map[string]any{"selectedTools": sel}})
+			w := storage.Write{Type: storage.WritePatch, ID: 9, Status: "streaming", State: state}
+			holdsOrBreaks(t, o.hookStreaming(inv, true, w, storage.Range{First: 11, Last: 11}, "a test", 11), ruleSystemHooks, tc.broken)
+		})
+	}
+}
+
 // A call runs only when no block hook of its tool surely ran, and is
 // blocked only by one that may have; a call not offered never runs; a
 // call is offered as its generation's request offered its tool.

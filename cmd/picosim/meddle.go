@@ -362,14 +362,31 @@ func (e *env) newWorkOnDriver(ctx context.Context, task *storage.Task, rt *core.
 	case !d.done.IsSet():
 		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s, and the kernel let both the task and the drive wait", what))
 	case d.err == nil && d.result != core.Closed:
+		if e.keeperEnded(ctx, keepers[0]) {
+			// Another's abort (a subagent stop of the conversation's newest
+			// child) ended the child's first keeper under the drive, which
+			// then had nothing to wait for: its answer says nothing.
+			return
+		}
 		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s, and the drive returned %s", what, d.result))
 	case d.err != nil && !d.refusedAsSelfWait():
 		_ = e.oracle.fail(broke(ruleNoNewSelfWait, "%s; the drive was refused with %v, want a *core.SelfWaitError", what, d.err))
 	}
 }
 
+// keeperEnded reports whether keeper has ended (a read that fails says
+// it has: nothing can be judged then).
+func (e *env) keeperEnded(ctx context.Context, keeper storage.ID) bool {
+	t, ok, err := e.h.GetTask(ctx, keeper)
+	return err != nil || !ok || t.Role == storage.RoleTerminal
+}
+
 // startMeddler starts a meddler task in conversation conv and marks it for
-// abort a little later, once its execute could try to wait for itself.
+// abort later, once its execute could try to wait for itself and to drive
+// its child: the host goes on after 2*selfWaitBudget, and a helper actor
+// marks the task selfDriveBound after that. (Holding the host for the whole
+// of it would move every later line of the program past the work it was
+// drawn to meet: an abort-task after a sleep would find its call ended.)
 func (e *env) startMeddler(ctx context.Context, conv storage.ID) {
 	if e.h == nil {
 		return
@@ -381,10 +398,20 @@ func (e *env) startMeddler(ctx context.Context, conv storage.ID) {
 	}); err != nil {
 		return
 	}
-	if e.s.Runtime().Sleep(ctx, 2*selfWaitBudget+selfDriveBound) == nil {
-		_ = e.h.AbortTask(ctx, id)
+	rt := e.s.Runtime()
+	if rt.Sleep(ctx, 2*selfWaitBudget) != nil {
+		return
 	}
+	rt.Go(ctx, "meddler-mark:"+strconv.FormatInt(int64(id), 10), func(ctx context.Context) {
+		if rt.Sleep(ctx, selfDriveBound) == nil {
+			_ = e.h.AbortTask(ctx, id)
+		}
+	})
 }
+
+// meddlerMarked is how long after startMeddler returns its task is marked
+// for abort, in virtual time.
+const meddlerMarked = selfDriveBound
 
 // The commit line refuses a batch that breaks a rule of the data model
 // (§2.1 heads and edits, §3.2 state before entries, kinds and statuses,

@@ -661,7 +661,7 @@ func TestAMeddlersAbortCreatesNothing(t *testing.T) {
 	afterBasicTurn(t, func(ctx context.Context, s *sim.Sim, e *env) (problems []string) {
 		last := e.h.Store().LastSeq()
 		e.startMeddler(ctx, root)
-		if err := s.Runtime().Sleep(ctx, time.Second); err != nil { // the meddler is background work: nothing drives it
+		if err := s.Runtime().Sleep(ctx, meddlerMarked+time.Second); err != nil { // the meddler is background work: nothing drives it
 			problems = append(problems, "sleep: "+err.Error())
 		}
 		if e.oracle.first != nil {

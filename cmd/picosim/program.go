@@ -346,6 +346,8 @@ func drawProgram(seed uint64) *program {
 	drawDeletes(p, seed)
 	drawChildAborts(p, seed)
 	drawSubagentTalks(p, seed)
+	drawBoundaryInputs(p, seed)
+	drawMidStreamReads(p, seed)
 	drawHooks(p, seed)
 	drawThresholds(p, seed)
 	drawHostTxs(p, seed)
@@ -426,6 +428,69 @@ func drawSubagentTalks(p *program, seed uint64) {
 	block = append(block, progLine{op: "accept", args: []string{"c0", "talk to a helper"}}, progLine{op: "drive", args: []string{"c0"}})
 	p.lines = append(block, p.lines...)
 }
+
+// boundaryInputSeeds is how often a drawn program gives input while a
+// turn's tools run (every fifth seed from 4, not the golden traces' seed 1).
+const boundaryInputSeeds = 5
+
+// drawBoundaryInputs has the program of every boundaryInputSeeds-th seed
+// begin, from a generator of its own, with a turn of the root whose first
+// answer calls a slow tool (work:slow, three virtual seconds) and one that
+// asks post_tools for something (a handoff, more tools, a stop, or
+// nothing), and one to three inputs of any mode given while the calls run
+// or as they end: post_tools places them at its boundary in the commit
+// that writes the handoff head and the next generation (§8.1), which
+// random programs seldom line up.
+func drawBoundaryInputs(p *program, seed uint64) {
+	if seed%boundaryInputSeeds != 4 {
+		return
+	}
+	rng := seededRNG(seed, "boundary inputs")
+	calls := []string{"work:slow", []string{"work:handoff", "work:handoff", "work:addTools", "work:terminate", "work:ok"}[rng.IntN(5)]}
+	if rng.IntN(2) == 0 {
+		calls[0], calls[1] = calls[1], calls[0]
+	}
+	block := []progLine{{op: "respond", args: []string{"calls", strings.Join(calls, ",")}},
+		{op: "accept", args: []string{"c0", "look"}}, {op: "drive-async", args: []string{"c0"}}}
+	words := []string{"fix it", "why", "go on"}
+	for range 1 + rng.IntN(3) {
+		block = append(block,
+			progLine{op: "sleep", args: []string{[]string{"1", "50", "1000", "2999", "3000"}[rng.IntN(5)]}},
+			progLine{op: []string{"write", "write", "steer", "followup", "next-run"}[rng.IntN(5)], args: []string{"c0", words[rng.IntN(len(words))]}})
+	}
+	p.lines = append(block, p.lines...)
+}
+
+// midStreamSeeds is how often a drawn program reads its watch while the
+// model streams (every fifth seed from 2, not the golden traces' seed 1).
+const midStreamSeeds = 5
+
+// drawMidStreamReads has the program of every midStreamSeeds-th seed
+// begin, from a generator of its own, with a watched turn of the root whose
+// first answer is long and comes after a delay, and the host waking as it
+// starts to stream and then re-snapshotting its watch several times at the
+// same virtual instant: each check after an action captures the
+// conversation afresh and reads Harness.Preview of the streaming task
+// (oracles.go, previewsAgree) while the generation holds frames it has
+// applied to its preview and not yet committed, a window that random
+// programs reach only when a sleep happens to end as a stream begins.
+func drawMidStreamReads(p *program, seed uint64) {
+	if seed%midStreamSeeds != 2 {
+		return
+	}
+	rng := seededRNG(seed, "mid-stream reads")
+	delay := strconv.Itoa(100 * (1 + rng.IntN(5)))
+	block := []progLine{{op: "respond", args: []string{"slow", delay, midStreamAnswer}}, {op: "watch", args: []string{"c0"}},
+		{op: "accept", args: []string{"c0", "look"}}, {op: "drive-async", args: []string{"c0"}}, {op: "sleep", args: []string{delay}}}
+	for range 3 + rng.IntN(4) {
+		block = append(block, progLine{op: "resnapshot", args: []string{"-1"}})
+	}
+	p.lines = append(block, p.lines...)
+}
+
+// midStreamAnswer is long enough to stream in many chunks whatever their
+// drawn sizes.
+const midStreamAnswer = "here is a long answer that streams in many chunks, one after another, so that a reader finds it half way more than once, and then again"
 
 // deleteSeeds is how often a drawn program deletes conversations (every
 // seventh seed from 5, not the golden traces' seed 1).
