@@ -795,3 +795,42 @@ func TestEmptyListsAreWrittenAsNone(t *testing.T) {
 		must(0, h.Close(ctx))
 	})
 }
+
+// Under SetCheckJSON a hand-written codec that parts from encoding/json
+// panics with the "json" invariant, naming its type; one that agrees, and
+// either when the check is off, goes through as before.
+func TestCheckJSONHoldsHandWrittenCodecsToEncodingJSON(t *testing.T) {
+	invariant := func(what string, f func()) {
+		t.Helper()
+		defer func() {
+			t.Helper()
+			var ie *core.DriverInvariantError
+			if r := recover(); r == nil {
+				t.Errorf("%s: no panic; want the json invariant", what)
+			} else if err, ok := r.(error); !ok || !errors.As(err, &ie) || ie.Invariant != "json" || !strings.Contains(ie.Detail, "selfWriting") && !strings.Contains(ie.Detail, "selfReading") {
+				t.Errorf("%s: panicked with %v; want the json invariant naming the type", what, r)
+			}
+		}()
+		f()
+	}
+	core.SetCheckJSON(true)
+	defer core.SetCheckJSON(false)
+	invariant("Marshal", func() { _, _ = core.Marshal(selfWriting{Text: "x"}) })
+	invariant("Unmarshal", func() { _, _ = core.Unmarshal[selfReading]([]byte(`"self:x"`)) })
+	// Codecs that agree pass, and a text the decoder gives up on is
+	// encoding/json's alone.
+	if got := string(must(core.Marshal(ai.Frame{Type: ai.FrameTextDelta, Delta: "<hi>"}))); !strings.Contains(got, `\u003chi\u003e`) {
+		t.Errorf("Marshal of a frame under the check = %s", got)
+	}
+	u := ai.Usage{Input: 3, Output: 4, TotalTokens: 7}
+	if got, err := core.Unmarshal[ai.Usage](must(json.Marshal(u))); err != nil || got != u {
+		t.Errorf("Unmarshal of a usage under the check = %+v, %v; want %+v", got, err, u)
+	}
+	if got, err := core.Unmarshal[selfReading]([]byte(`{"text":"t"}`)); err != nil || got != (selfReading{Text: "t"}) {
+		t.Errorf("Unmarshal of a text the decoder gives up on = %+v, %v", got, err)
+	}
+	core.SetCheckJSON(false)
+	if got := string(must(core.Marshal(selfWriting{Text: "x"}))); got != `{"self":"x"}` {
+		t.Errorf("Marshal with the check off = %s; want the appender's bytes", got)
+	}
+}

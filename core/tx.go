@@ -149,6 +149,9 @@ func Unmarshal[T any](data []byte) (T, error) {
 	var x T
 	if d, ok := any(&x).(JSONDecoder); ok {
 		if d.DecodeJSON(data) {
+			if checkJSON.Load() {
+				checkDecoded(data, &x)
+			}
 			return x, nil
 		}
 		x = *new(T) // what it read before it gave up
@@ -198,6 +201,9 @@ func Marshal(v any) (json.RawMessage, error) {
 func marshalJSON(v any) ([]byte, error) {
 	if a, ok := v.(JSONAppender); ok && !isNilPointer(v) {
 		if raw, err := jsonvalue.Appended(a.AppendJSON); err == nil {
+			if checkJSON.Load() {
+				checkAppended(v, raw)
+			}
 			return raw, nil
 		}
 	}

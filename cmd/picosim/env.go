@@ -137,6 +137,9 @@ const lateSeeds = 3
 const spacedSeeds = 4
 
 func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
+	// Every payload a run commits and reads is held to encoding/json: a
+	// codec written by hand that drifts fails the run where it drifts.
+	core.SetCheckJSON(true)
 	opts := faux.Options{Recorder: s, LateStarts: spec.seed%lateSeeds == 2, SpacedArguments: spec.seed%spacedSeeds == 3}
 	if spec.sc.generated {
 		prog := spec.program

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/pico-go/pico/internal/jsonvalue"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -150,6 +151,10 @@ func (s *ToolState) read(d *jsonvalue.Decoder) bool {
 						return intInto(d, &s.Limits.MaxBytes)
 					case 1:
 						return intInto(d, &s.Limits.MaxLines)
+					}
+					if plant.On("tool-limits-retain-unread") {
+						var skip string
+						return jsonvalue.StringInto(d, &skip)
 					}
 					return jsonvalue.StringInto(d, &s.Limits.Retain)
 				})
@@ -458,7 +463,9 @@ func (s GenerationState) AppendJSON(buf []byte) ([]byte, error) {
 		buf = strconv.AppendInt(append(buf, `,"attempt":`...), int64(s.Attempt), 10)
 		buf = strconv.AppendInt(append(buf, `,"maxAttempts":`...), int64(s.MaxAttempts), 10)
 		buf = omitted(buf, `,"notBefore":`, s.NotBefore)
-		buf = omitted(buf, `,"afterCollapse":`, int64(s.AfterCollapse))
+		if !plant.On("generation-after-collapse-unwritten") {
+			buf = omitted(buf, `,"afterCollapse":`, int64(s.AfterCollapse))
+		}
 		if s.OverflowRetried {
 			buf = append(buf, `,"overflowRetried":true`...)
 		}

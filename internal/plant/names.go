@@ -392,6 +392,11 @@ package plant
 //     counts only its first owner.
 //   - session-watch-drops-values (core/sessionwatch.go): a session watch
 //     never receives the changes of the values it follows.
+//   - tool-limits-retain-unread (core/agent/statejson.go): a tool state's
+//     fast read leaves its output limits' retain unread.
+//   - generation-after-collapse-unwritten (core/agent/statejson.go): a
+//     generation state's hand-written encoding leaves out the collapse it
+//     follows.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -498,6 +503,7 @@ var names = []string{
 	"hook-cancellation-is-a-failure", "entry-model-utf8-unchecked", "collapse-threshold-zero-refused",
 	"delete-refuses-idle", "input-refused-from-any-invocation", "abort-may-queue-input",
 	"subagent-depth-off-by-one", "subagent-depth-one-level", "session-watch-drops-values",
+	"tool-limits-retain-unread", "generation-after-collapse-unwritten",
 }
 
 // Names are the planted bugs, for the measuring test.
