@@ -5,24 +5,24 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"sync/atomic"
+
+	"github.com/pico-go/pico/internal/jsonvalue"
 )
 
-// checkJSON is SetCheckJSON's switch.
-var checkJSON atomic.Bool
-
-// SetCheckJSON turns on or off, for the whole process, holding the payload
+// SetCheckJSON turns on or off, for the whole process, holding the JSON
 // codecs written by hand to encoding/json: every value Marshal encodes by
-// its AppendJSON (JSONAppender) is encoded by json.Marshal too, and every
-// text Unmarshal reads by a DecodeJSON (JSONDecoder) is read by
-// json.Unmarshal too; bytes that differ, or values that are not
+// its AppendJSON (JSONAppender) is encoded by json.Marshal too, every text
+// Unmarshal reads by a DecodeJSON (JSONDecoder) is read by json.Unmarshal
+// too, and every task state patch merged by splicing (mergeObjects) is
+// merged by way of maps too; bytes that differ, or values that are not
 // reflect.DeepEqual, panic with a *DriverInvariantError "json" naming the
-// type and where they part. Types that are json.Marshaler or
+// type and where they part. The other fast paths (a system entry's data,
+// a stored message, a JSONL line) panic with a *jsonvalue.FastPathError. Types that are json.Marshaler or
 // json.Unmarshaler are skipped: encoding/json would call their own code.
 // It is for simulators and tests, where a seed's run stands for every
 // payload the run commits and reads; it about doubles the JSON work, so
 // nothing else should turn it on. The check changes nothing it passes.
-func SetCheckJSON(on bool) { checkJSON.Store(on) }
+func SetCheckJSON(on bool) { jsonvalue.SetChecking(on) }
 
 // checkAppended holds raw, what v's AppendJSON wrote, to json.Marshal(v).
 func checkAppended(v any, raw []byte) {
@@ -33,12 +33,17 @@ func checkAppended(v any, raw []byte) {
 	if err != nil || bytes.Equal(raw, want) {
 		return
 	}
+	panic(&DriverInvariantError{Invariant: "json", Detail: fmt.Sprintf(
+		"%T's AppendJSON wrote what json.Marshal does not, %s", v, parting("AppendJSON", raw, "json.Marshal", want))})
+}
+
+// parting describes where a and b, named an and bn, part.
+func parting(an string, a []byte, bn string, b []byte) string {
 	i := 0
-	for i < len(raw) && i < len(want) && raw[i] == want[i] {
+	for i < len(a) && i < len(b) && a[i] == b[i] {
 		i++
 	}
-	panic(&DriverInvariantError{Invariant: "json", Detail: fmt.Sprintf(
-		"%T's AppendJSON wrote what json.Marshal does not, from byte %d: AppendJSON %s, json.Marshal %s", v, i, excerpt(raw, i), excerpt(want, i))})
+	return fmt.Sprintf("from byte %d: %s %s, %s %s", i, an, excerpt(a, i), bn, excerpt(b, i))
 }
 
 // checkDecoded holds *got, what a DecodeJSON read of data, to
@@ -55,5 +60,14 @@ func checkDecoded[T any](data []byte, got *T) {
 	if !reflect.DeepEqual(*got, want) {
 		panic(&DriverInvariantError{Invariant: "json", Detail: fmt.Sprintf(
 			"%T's DecodeJSON read %s as %+v; json.Unmarshal reads %+v", got, excerpt(data, 0), *got, want)})
+	}
+}
+
+// checkMerged holds merged, what mergeObjects spliced of a state and its
+// patch, to what merging them by way of maps gives.
+func checkMerged(old, patch, merged []byte) {
+	if want := mergeMaps(old, patch); !bytes.Equal(merged, want) {
+		panic(&DriverInvariantError{Invariant: "json", Detail: "a task state and its patch merge otherwise by splicing than by way of maps, " +
+			parting("spliced", merged, "by maps", want)})
 	}
 }

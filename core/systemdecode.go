@@ -10,6 +10,10 @@ import (
 func systemData(e *storage.Entry) (SystemData, error) {
 	if SystemKind.Is(e) {
 		if d, ok := decodeSystemData(e.Data); ok {
+			if jsonvalue.Checking() {
+				slow, err := SystemKind.Data(e)
+				jsonvalue.Agree("core.SystemData", e.Data, d, slow, err)
+			}
 			return d, nil
 		}
 	}

@@ -149,7 +149,7 @@ func Unmarshal[T any](data []byte) (T, error) {
 	var x T
 	if d, ok := any(&x).(JSONDecoder); ok {
 		if d.DecodeJSON(data) {
-			if checkJSON.Load() {
+			if jsonvalue.Checking() {
 				checkDecoded(data, &x)
 			}
 			return x, nil
@@ -201,7 +201,7 @@ func Marshal(v any) (json.RawMessage, error) {
 func marshalJSON(v any) ([]byte, error) {
 	if a, ok := v.(JSONAppender); ok && !isNilPointer(v) {
 		if raw, err := jsonvalue.Appended(a.AppendJSON); err == nil {
-			if checkJSON.Load() {
+			if jsonvalue.Checking() {
 				checkAppended(v, raw)
 			}
 			return raw, nil
@@ -541,6 +541,9 @@ func mergeState(old json.RawMessage, patch any) (json.RawMessage, error) {
 		return nil, err
 	}
 	if merged, ok := mergeObjects(old, raw); ok {
+		if jsonvalue.Checking() {
+			checkMerged(old, raw, merged)
+		}
 		return merged, nil
 	}
 	return mergeMaps(old, raw), nil

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/pico-go/pico/core"
+	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/sim"
 	"github.com/pico-go/pico/sim/fault"
 	"go.opentelemetry.io/otel/trace"
@@ -265,14 +266,17 @@ func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error)
 
 // runFailure is how a run the simulator stopped failed, in one line when
 // an actor broke one of the harness's invariants (Options.CheckInvariants
-// panics with it): the invariant says what is wrong, and the stack of the
+// panics with it, and core.SetCheckJSON with it or a
+// *jsonvalue.FastPathError): the invariant says what is wrong, and the stack of the
 // check, which is where it was found and not where it broke, stays in the
 // trace's failure record. Any other panic keeps its stack.
 func runFailure(err error) string {
 	var pe *sim.PanicError
-	if ie := (*core.DriverInvariantError)(nil); errors.As(err, &pe) {
+	if ie, fe := (*core.DriverInvariantError)(nil), (*jsonvalue.FastPathError)(nil); errors.As(err, &pe) {
 		if v, ok := pe.Value.(error); ok && errors.As(v, &ie) {
 			return fmt.Sprintf("sim: actor %s broke an invariant: %v", pe.Actor, ie)
+		} else if ok && errors.As(v, &fe) {
+			return fmt.Sprintf("sim: actor %s broke an invariant: %v", pe.Actor, fe)
 		}
 	}
 	return err.Error()

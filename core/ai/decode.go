@@ -2,6 +2,7 @@ package ai
 
 import (
 	"github.com/pico-go/pico/internal/jsonvalue"
+	"github.com/pico-go/pico/internal/plant"
 )
 
 // The fast paths of Message, Block and Content decoding. Each reads the
@@ -100,6 +101,10 @@ func readMessage(d *jsonvalue.Decoder) (m Message, ok bool) {
 		case 16:
 			return jsonvalue.StringInto(d, &m.ToolCallID)
 		case 17:
+			if plant.On("message-tool-name-unread") {
+				var skip string
+				return jsonvalue.StringInto(d, &skip)
+			}
 			return jsonvalue.StringInto(d, &m.ToolName)
 		case 18:
 			return jsonvalue.RawInto(d, &m.Details)

@@ -190,6 +190,12 @@ func insertField(obj []byte, field string) []byte {
 func (b *Block) UnmarshalJSON(data []byte) error {
 	if fastPaths {
 		if fast, ok := decodeBlock(data); ok {
+			if jsonvalue.Checking() {
+				slow, err := unmarshalBlock(data)
+				if err := jsonvalue.Differ("ai.Block", data, fast, slow, err); err != nil {
+					return err // a replay may parse on a goroutine of its own: never panic there
+				}
+			}
 			*b = fast
 			return nil
 		}
@@ -260,27 +266,42 @@ func (c Content) MarshalJSON() ([]byte, error) {
 func (c *Content) UnmarshalJSON(data []byte) error {
 	d := jsonvalue.NewDecoder(data)
 	if fast := (Content{}); fastPaths && readContent(d, &fast) && d.End() {
+		if jsonvalue.Checking() {
+			slow, err := unmarshalContent(data)
+			if err := jsonvalue.Differ("ai.Content", data, fast, slow, err); err != nil {
+				return err // a replay may parse on a goroutine of its own: never panic there
+			}
+		}
 		*c = fast
 		return nil
 	}
+	slow, err := unmarshalContent(data)
+	if err != nil {
+		return err
+	}
+	*c = slow
+	return nil
+}
+
+// unmarshalContent decodes a content with encoding/json: what the fast
+// path gives up on, and what it is tested against.
+func unmarshalContent(data []byte) (Content, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '"' {
 		var s string
 		if err := json.Unmarshal(data, &s); err != nil {
-			return err
+			return Content{}, err
 		}
-		*c = PlainText(s)
-		return nil
+		return PlainText(s), nil
 	}
 	var bs []Block
 	if err := json.Unmarshal(data, &bs); err != nil {
-		return err
+		return Content{}, err
 	}
 	if bs == nil {
 		bs = []Block{}
 	}
-	*c = Content{Blocks: bs}
-	return nil
+	return Content{Blocks: bs}, nil
 }
 
 // TextOf concatenates the text blocks of c.
@@ -417,6 +438,12 @@ type Message struct {
 func (m *Message) UnmarshalJSON(data []byte) error {
 	if fastPaths {
 		if fast, ok := decodeMessage(data); ok {
+			if jsonvalue.Checking() {
+				slow, err := unmarshalMessage(data)
+				if err := jsonvalue.Differ("ai.Message", data, fast, slow, err); err != nil {
+					return err // a replay may parse on a goroutine of its own: never panic there
+				}
+			}
 			*m = fast
 			return nil
 		}

@@ -397,6 +397,8 @@ package plant
 //   - generation-after-collapse-unwritten (core/agent/statejson.go): a
 //     generation state's hand-written encoding leaves out the collapse it
 //     follows.
+//   - message-tool-name-unread (core/ai/decode.go): a message's fast read
+//     leaves a tool result's tool name unread.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -503,7 +505,7 @@ var names = []string{
 	"hook-cancellation-is-a-failure", "entry-model-utf8-unchecked", "collapse-threshold-zero-refused",
 	"delete-refuses-idle", "input-refused-from-any-invocation", "abort-may-queue-input",
 	"subagent-depth-off-by-one", "subagent-depth-one-level", "session-watch-drops-values",
-	"tool-limits-retain-unread", "generation-after-collapse-unwritten",
+	"tool-limits-retain-unread", "generation-after-collapse-unwritten", "message-tool-name-unread",
 }
 
 // Names are the planted bugs, for the measuring test.

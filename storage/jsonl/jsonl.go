@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/internal/filelock"
@@ -564,6 +565,12 @@ func (s *Store) merge(l line, task storage.ID, format int) error {
 // what the writes point to but never the writes themselves.
 func parseLine(text []byte, writes []storage.Write) (line, error) {
 	if l, ok := decodeLine(text, writes); ok {
+		if jsonvalue.Checking() {
+			slow, err := parseLineSlow(text)
+			if err := jsonvalue.Differ("jsonl line", text, l, slow, err); err != nil {
+				return line{}, err
+			}
+		}
 		return l, nil
 	}
 	return parseLineSlow(text)
