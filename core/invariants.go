@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -237,15 +238,17 @@ func describeTask(t *storage.Task) string {
 }
 
 // RethrowInvariant panics again with p when it is a broken invariant of
-// the harness (a *DriverInvariantError, which assertIndexes panics with)
-// and returns otherwise. Every recover that turns a panic of user code
+// the harness (a *DriverInvariantError, which assertIndexes panics with,
+// or a *jsonvalue.FastPathError, which a codec checked under SetCheckJSON
+// panics with) and returns otherwise. Every recover that turns a panic of user code
 // into an error (an invocation, a hook, a watch listener, a tool) calls it
 // first: the check runs in whichever actor committed, so without it a
 // recover around code that commits would make the harness's bug a failed
 // task or tool, and drop the actions of the commit it broke in.
 func RethrowInvariant(p any) {
-	if ie, ok := p.(*DriverInvariantError); ok {
-		panic(ie)
+	switch p.(type) {
+	case *DriverInvariantError, *jsonvalue.FastPathError:
+		panic(p)
 	}
 }
 

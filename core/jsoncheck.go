@@ -34,16 +34,7 @@ func checkAppended(v any, raw []byte) {
 		return
 	}
 	panic(&DriverInvariantError{Invariant: "json", Detail: fmt.Sprintf(
-		"%T's AppendJSON wrote what json.Marshal does not, %s", v, parting("AppendJSON", raw, "json.Marshal", want))})
-}
-
-// parting describes where a and b, named an and bn, part.
-func parting(an string, a []byte, bn string, b []byte) string {
-	i := 0
-	for i < len(a) && i < len(b) && a[i] == b[i] {
-		i++
-	}
-	return fmt.Sprintf("from byte %d: %s %s, %s %s", i, an, excerpt(a, i), bn, excerpt(b, i))
+		"%T's AppendJSON wrote what json.Marshal does not, %s", v, jsonvalue.Parting("AppendJSON", raw, "json.Marshal", want))})
 }
 
 // checkDecoded holds *got, what a DecodeJSON read of data, to
@@ -68,6 +59,6 @@ func checkDecoded[T any](data []byte, got *T) {
 func checkMerged(old, patch, merged []byte) {
 	if want := mergeMaps(old, patch); !bytes.Equal(merged, want) {
 		panic(&DriverInvariantError{Invariant: "json", Detail: "a task state and its patch merge otherwise by splicing than by way of maps, " +
-			parting("spliced", merged, "by maps", want)})
+			jsonvalue.Parting("spliced", merged, "by maps", want)})
 	}
 }

@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	"github.com/pico-go/pico/core/ai"
@@ -42,7 +44,23 @@ func AppendWrite(buf []byte, w *Write) ([]byte, bool) {
 	if e.write(w); e.failed {
 		return buf, false
 	}
+	if jsonvalue.Checking() {
+		checkAppendedWrite(w, e.buf[len(buf):])
+	}
 	return e.buf, true
+}
+
+// checkAppendedWrite holds what AppendWrite wrote of w to json.Marshal's
+// bytes (jsonvalue.SetChecking), panicking with a
+// *jsonvalue.FastPathError where they part. A store encodes a batch on its
+// committer's goroutine.
+func checkAppendedWrite(w *Write, got []byte) {
+	want, err := json.Marshal(w)
+	if err != nil || bytes.Equal(got, want) {
+		return
+	}
+	panic(&jsonvalue.FastPathError{What: "storage.AppendWrite", Detail: fmt.Sprintf("it wrote a %s write otherwise than json.Marshal, %s",
+		w.Type, jsonvalue.Parting("AppendWrite", got, "json.Marshal", want))})
 }
 
 // writeEncoder is AppendWrites' state: what it wrote, and whether it met a

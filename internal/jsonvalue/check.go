@@ -1,6 +1,7 @@
 package jsonvalue
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -59,18 +60,27 @@ func Differ(what string, data []byte, fast, slow any, slowErr error) error {
 func parting(fast, slow any) string {
 	a, aerr := json.Marshal(fast)
 	b, berr := json.Marshal(slow)
-	if aerr != nil || berr != nil {
+	switch {
+	case aerr != nil || berr != nil:
 		return fmt.Sprintf("(not encodable: %v, %v)", aerr, berr)
+	case bytes.Equal(a, b):
+		return "the two encode alike but are not reflect.DeepEqual (a nil against an empty slice or map?): " + clip(a)
 	}
+	return Parting("the fast path's", a, "encoding/json's", b)
+}
+
+// Parting says where the texts a and b, named an and bn, part: the byte,
+// and each text around it.
+func Parting(an string, a []byte, bn string, b []byte) string {
 	i := 0
 	for i < len(a) && i < len(b) && a[i] == b[i] {
 		i++
 	}
-	if i == len(a) && i == len(b) {
-		return "the two encode alike but are not reflect.DeepEqual (a nil against an empty slice or map?): " + clip(a)
+	around := func(t []byte) string {
+		lo, hi := max(0, i-80), min(len(t), i+80)
+		return "…" + string(t[lo:hi]) + "…"
 	}
-	lo := max(0, i-80)
-	return fmt.Sprintf("from byte %d of their encodings, the fast path's …%s… against encoding/json's …%s…", i, clip(a[lo:min(len(a), i+80)]), clip(b[lo:min(len(b), i+80)]))
+	return fmt.Sprintf("from byte %d: %s %s against %s %s", i, an, around(a), bn, around(b))
 }
 
 // clip is data, cut to a few hundred bytes for a message.
