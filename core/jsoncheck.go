@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
 
 	"github.com/pico-go/pico/internal/jsonvalue"
 )
@@ -16,12 +15,14 @@ import (
 // too, and every task state patch merged by splicing (mergeObjects) is
 // merged by way of maps too; bytes that differ, or values that are not
 // reflect.DeepEqual, panic with a *DriverInvariantError "json" naming the
-// type and where they part. The other fast paths (a system entry's data,
-// a stored message, a JSONL line) panic with a *jsonvalue.FastPathError. Types that are json.Marshaler or
+// type and where they part. Types that are json.Marshaler or
 // json.Unmarshaler are skipped: encoding/json would call their own code.
-// It is for simulators and tests, where a seed's run stands for every
-// payload the run commits and reads; it about doubles the JSON work, so
-// nothing else should turn it on. The check changes nothing it passes.
+// The other fast paths (a system entry's data, a stored message, a JSONL
+// line, a store's write encoder) are held alike and fail with a
+// *jsonvalue.FastPathError. It is for simulators and tests, where a seed's
+// run stands for every payload the run commits and reads; it about doubles
+// the JSON work, so nothing else should turn it on. The check changes
+// nothing it passes.
 func SetCheckJSON(on bool) { jsonvalue.SetChecking(on) }
 
 // checkAppended holds raw, what v's AppendJSON wrote, to json.Marshal(v).
@@ -44,13 +45,9 @@ func checkDecoded[T any](data []byte, got *T) {
 	if _, own := any(&want).(json.Unmarshaler); own {
 		return
 	}
-	if err := json.Unmarshal(data, &want); err != nil {
-		panic(&DriverInvariantError{Invariant: "json", Detail: fmt.Sprintf(
-			"%T's DecodeJSON took %s, which json.Unmarshal refuses: %v", got, excerpt(data, 0), err)})
-	}
-	if !reflect.DeepEqual(*got, want) {
-		panic(&DriverInvariantError{Invariant: "json", Detail: fmt.Sprintf(
-			"%T's DecodeJSON read %s as %+v; json.Unmarshal reads %+v", got, excerpt(data, 0), *got, want)})
+	err := json.Unmarshal(data, &want)
+	if err = jsonvalue.Differ(fmt.Sprintf("%T's DecodeJSON", got), data, *got, want, err); err != nil {
+		panic(&DriverInvariantError{Invariant: "json", Detail: err.Error()})
 	}
 }
 
