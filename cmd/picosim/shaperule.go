@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pico-go/pico/core"
@@ -163,15 +164,25 @@ func (e *env) shape(ctx context.Context, task *storage.Task, rt *core.TaskRuntim
 	}
 	for rec.Step < rec.Steps && !broken {
 		rng := seededRNG(e.spec.seed, fmt.Sprintf("shape %d %d", task.ID, rec.Step))
-		op := drawShapeOp(rng, rec.Preview)
+		ops := []shapeOp{drawShapeOp(rng, rec.Preview)}
+		before := rec.Preview
+		rec.Preview = ops[0].apply(rec.Preview)
+		if e.spec.seed%2 == 0 {
+			// On even seeds a step is a window of one to three mutations,
+			// which its flush diffs together.
+			more := seededRNG(e.spec.seed, fmt.Sprintf("shape window %d %d", task.ID, rec.Step))
+			for range more.IntN(3) {
+				op := drawShapeOp(more, rec.Preview)
+				ops, rec.Preview = append(ops, op), op.apply(rec.Preview)
+			}
+		}
+		op, replaces := windowOf(ops)
 		if task.ID%2 == 0 || rt.PreviewWatched() {
 			if err := op.track(tr); err != nil {
 				fail("the tracker refuses %s: %v", op.name, err)
 				break
 			}
 		}
-		before := rec.Preview
-		rec.Preview = op.apply(rec.Preview)
 		rec.Step++
 		if _, err := rt.Scratch(ctx, func(sc core.ScratchTx) error {
 			sc.SetValue(shapeScratch.Address, rec)
@@ -198,9 +209,9 @@ func (e *env) shape(ctx context.Context, task *storage.Task, rt *core.TaskRuntim
 			}
 			switch {
 			case first:
-			case outputs > 0 && sameJSON(before, rec.Preview) && op.name != shapeReplaceName:
+			case outputs > 0 && sameJSON(before, rec.Preview) && !replaces:
 				fail("after %s, which changed nothing, the watch of conversation %d received %d outputs of the preview", op.name, task.ConversationID, outputs)
-			case len(replaced) > 0 && op.name != shapeReplaceName:
+			case len(replaced) > 0 && !replaces:
 				fail("after %s, the watch of conversation %d received the whole preview again (%d ops), not the change", op.name, task.ConversationID, replaced[0])
 			}
 		}
@@ -220,6 +231,32 @@ type shapeOp struct {
 	name  string
 	track func(tr *delta.Tracker) error
 	apply func(v any) any
+}
+
+// windowOf is the step that makes ops in order, in one window of the
+// tracker (their apply is not needed: the caller applied each as drawn),
+// and whether one of them replaces the whole preview.
+func windowOf(ops []shapeOp) (w shapeOp, replaces bool) {
+	for _, op := range ops {
+		replaces = replaces || op.name == shapeReplaceName
+	}
+	if len(ops) == 1 {
+		return ops[0], replaces
+	}
+	w = shapeOp{track: func(tr *delta.Tracker) error {
+		for _, op := range ops {
+			if err := op.track(tr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	names := make([]string, len(ops))
+	for i, op := range ops {
+		names[i] = op.name
+	}
+	w.name = strings.Join(names, ", then ")
+	return w, replaces
 }
 
 // drawShapeOp draws a step valid for v, a shaper's preview: an object of

@@ -104,7 +104,7 @@ type hint struct {
 }
 
 func (h *hint) touch(key string) {
-	if _, ok := h.seen[key]; ok {
+	if _, ok := h.seen[key]; ok || plant.On("hint-keeps-first-key") && len(h.keys) > 0 {
 		return
 	}
 	if h.seen == nil {

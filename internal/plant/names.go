@@ -399,6 +399,9 @@ package plant
 //     follows.
 //   - message-tool-name-unread (core/ai/decode.go): a message's fast read
 //     leaves a tool result's tool name unread.
+//   - hint-keeps-first-key (core/delta/apply.go): a tracker's window
+//     remembers only the first key it wrote of each object, so its flush
+//     leaves the others' changes out.
 //   - input-queued-skips-to-done (core/agent/rules.go): the input-result
 //     rule lets a queued input's result skip to done.
 //   - inbox-remove-unresulted (core/agent/rules.go): the input-result
@@ -506,6 +509,7 @@ var names = []string{
 	"delete-refuses-idle", "input-refused-from-any-invocation", "abort-may-queue-input",
 	"subagent-depth-off-by-one", "subagent-depth-one-level", "session-watch-drops-values",
 	"tool-limits-retain-unread", "generation-after-collapse-unwritten", "message-tool-name-unread",
+	"hint-keeps-first-key",
 }
 
 // Names are the planted bugs, for the measuring test.
