@@ -151,6 +151,7 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 		}
 		opts.Price = fauxPrice(prog.price)
 		opts.Deferred = drawDeferred(spec.seed)
+		opts.TokensPerSecond = drawPace(spec.seed)
 	}
 	p, err := faux.New(s.Runtime(), s.Rand(), opts)
 	if err != nil {
@@ -163,6 +164,23 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 		e.spans = newRunSpans(spec.seed)
 	}
 	return e
+}
+
+// paceSeeds is how often a generated run's model streams in virtual time
+// (faux.Options.TokensPerSecond): every fifth seed from 3, not the golden
+// traces' seed 1. Elsewhere every chunk of an answer arrives at the
+// instant its stream starts, so an abort, an input, a watch, a read or a
+// crash lands before a stream or after it, never inside one.
+const paceSeeds = 5
+
+// drawPace is a generated run's streaming pace in tokens a second, 0 for
+// none, from a generator of its own: 20 (an answer of a few words takes a
+// few hundred milliseconds), 100 or 500.
+func drawPace(seed uint64) float64 {
+	if seed%paceSeeds != 3 {
+		return 0
+	}
+	return []float64{20, 100, 500}[seededRNG(seed, "pace").IntN(3)]
 }
 
 // drawDeferred is how a generated run's deferred answers behave, drawn
