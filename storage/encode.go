@@ -45,7 +45,7 @@ func AppendWrite(buf []byte, w *Write) ([]byte, bool) {
 		return buf, false
 	}
 	if jsonvalue.Checking() {
-		checkAppendedWrite(w, e.buf[len(buf):])
+		checkAppendedWrite(*w, e.buf[len(buf):]) // a copy: w must not escape, callers keep it on the stack
 	}
 	return e.buf, true
 }
@@ -54,7 +54,7 @@ func AppendWrite(buf []byte, w *Write) ([]byte, bool) {
 // bytes (jsonvalue.SetChecking), panicking with a
 // *jsonvalue.FastPathError where they part. A store encodes a batch on its
 // committer's goroutine.
-func checkAppendedWrite(w *Write, got []byte) {
+func checkAppendedWrite(w Write, got []byte) {
 	want, err := json.Marshal(w)
 	if err != nil || bytes.Equal(got, want) {
 		return

@@ -26,5 +26,5 @@ func TestAppendWriteIsHeldToJSONMarshal(t *testing.T) {
 			t.Fatalf("bytes that part panicked with %v; want a FastPathError naming the settle write, parting at byte 1", err)
 		}
 	}()
-	checkAppendedWrite(w, []byte(`{}`))
+	checkAppendedWrite(*w, []byte(`{}`))
 }
