@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"unicode/utf8"
@@ -333,6 +334,14 @@ func (tx *Tx) Entry(kind storage.Kinder, conversationID storage.ID, d EntryDraft
 	if ce := invalidUTF8("entry model", d.Model); ce != nil && !plant.On("entry-model-utf8-unchecked") {
 		ce.ID = id
 		return tx.fail(ce)
+	}
+	for i := range e.Model {
+		// As every store reads it back, or refused when it could not.
+		m, err := e.Model[i].Canonical()
+		if err != nil {
+			return tx.fail(&CommitError{Rule: RuleBadPayload, ID: id, Detail: fmt.Sprintf("entry model message %d", i), Err: err})
+		}
+		e.Model[i] = m
 	}
 	tx.sawEntry = true
 	if tx.entries == nil {

@@ -321,6 +321,15 @@ func (c *checker) entry(w *Write, seq ID) error {
 	if len(e.Data) != 0 && !c.valid(e.Data) {
 		return reject("entry %d data is not valid JSON", e.ID)
 	}
+	for i := range e.Model {
+		// Held as given, a message must be what a store reads back.
+		if c.decoded {
+			break
+		}
+		if err := e.Model[i].CheckCanonical(); err != nil {
+			return reject("entry %d model message %d: %v", e.ID, i, err)
+		}
+	}
 	if name := setButEmpty(field{"data", e.Data != nil, len(e.Data)}, field{"model", e.Model != nil, len(e.Model)}, field{"edits", e.Edits != nil, len(e.Edits)}); name != "" {
 		return reject("entry %d has an empty %s; leave it out", e.ID, name)
 	}

@@ -36,6 +36,8 @@ type agentOptions struct {
 	env     agent.ExecutionEnv
 	faux    faux.Options
 	tracer  trace.TracerProvider
+	// wrap, when set, stands between the harness and the faux provider.
+	wrap func(ai.Provider) ai.Provider
 }
 
 func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *loop {
@@ -47,10 +49,14 @@ func openAgent(t testing.TB, ctx context.Context, s *sim.Sim, o agentOptions) *l
 	if o.tools == nil {
 		o.tools = []agent.Tool{echoTool("a"), echoTool("b")}
 	}
+	var provider ai.Provider = a.faux
+	if o.wrap != nil {
+		provider = o.wrap(a.faux)
+	}
 	h, err := agent.Open(ctx, o.store, agent.Options{
 		Runtime: s.Runtime(), TaskKinds: o.kinds, Replace: o.replace, Tools: o.tools, Retry: o.retry, Env: o.env, CheckInvariants: true, CheckPreviews: true,
 		TracerProvider: o.tracer,
-		Models:         agent.NewModels(agent.ModelSource{Provider: a.faux, Models: a.faux.Models()}),
+		Models:         agent.NewModels(agent.ModelSource{Provider: provider, Models: a.faux.Models()}),
 		Report:         func(err error) { a.reports = append(a.reports, err) },
 	})
 	if err != nil {

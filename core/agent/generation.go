@@ -304,6 +304,11 @@ func streamFrames(ctx context.Context, rt *core.TaskRuntime, stream ai.Stream) (
 	if err := progress.Drain(); err != nil {
 		return nil, err
 	}
+	if _, err := final.Canonical(); err != nil {
+		// One no store could read back (arguments that are not JSON, a
+		// call without an id): the provider failed.
+		final = &ai.Message{Role: ai.RoleAssistant, StopReason: ai.StopError, ErrorMessage: "the final message is malformed: " + err.Error()}
+	}
 	m := *final
 	return &m, nil
 }

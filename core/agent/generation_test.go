@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -1166,6 +1167,64 @@ func TestFailedGenerationEndsItsRun(t *testing.T) {
 		}
 		if in := must(a.h.Inspect(ctx)); len(in.Start)+len(in.Inflight) != 0 {
 			t.Fatalf("live tasks %v %v; want none", in.Start, in.Inflight)
+		}
+		a.faux.SetResponses(answer("fine now"))
+		if got := must(c.Prompt(ctx, userText("again"), agent.AcceptOptions{})); got == nil || got.Model[0].Content.TextOf() != "fine now" {
+			t.Fatalf("next prompt = %+v; want fine now", got)
+		}
+		must(0, a.h.Close(ctx))
+	})
+}
+
+// brokenArgs stands for a provider whose final messages' tool calls carry
+// arguments that are not JSON.
+type brokenArgs struct{ ai.Provider }
+
+func (p brokenArgs) Stream(ctx context.Context, req ai.Request) ai.Stream {
+	return brokenArgsStream{p.Provider.Stream(ctx, req)}
+}
+
+type brokenArgsStream struct{ ai.Stream }
+
+func (s brokenArgsStream) Next(ctx context.Context) (ai.StreamEvent, bool) {
+	ev, ok := s.Stream.Next(ctx)
+	if ok && ev.Terminal() && ev.Message != nil && len(ev.Message.ToolCalls()) > 0 {
+		m := *ev.Message
+		m.Content.Blocks = slices.Clone(m.Content.Blocks)
+		for i := range m.Content.Blocks {
+			if m.Content.Blocks[i].Type == ai.BlockToolCall {
+				m.Content.Blocks[i].Arguments = json.RawMessage(`{"v":`)
+			}
+		}
+		ev.Message = &m
+	}
+	return ev, ok
+}
+
+// A final message no store could read back (a call's arguments that are
+// not JSON) is the provider's failure: the turn fails saying so, no call
+// runs, and the session goes on.
+func TestAMalformedFinalMessageFailsTheTurnNotTheSession(t *testing.T) {
+	simtest.Sweep(t, func(t testing.TB, ctx context.Context, s *sim.Sim) {
+		a := openAgent(t, ctx, s, agentOptions{wrap: func(p ai.Provider) ai.Provider { return brokenArgs{p} }})
+		a.faux.SetResponses(calls("a"))
+		c := a.h.Root()
+		input := must(c.Accept(ctx, userText("hi"), agent.AcceptOptions{}))
+		if got := must(c.Drive(ctx)); got != core.Idle {
+			t.Fatalf("drive = %s; want idle", got)
+		}
+		gen, st := genOnly(t, ctx, a.h, c.ID)
+		if gen.Status != "failed" || !strings.Contains(st.Reason, "malformed") || !strings.Contains(st.Reason, "block 0's arguments is not JSON") {
+			t.Fatalf("generation %s, reason %q; want failed, the arguments named", gen.Status, st.Reason)
+		}
+		if r := a.result(ctx, c, input); r.Status != agent.InputFailed {
+			t.Fatalf("input = %+v; want failed", r)
+		}
+		if got := a.transcript(ctx, c.ID); slices.ContainsFunc(got, func(e string) bool { return strings.HasPrefix(e, "toolResult") }) {
+			t.Fatalf("transcript %v; want no call run", got)
+		}
+		if len(a.reports) > 0 {
+			t.Fatalf("reports %v; want none", a.reports)
 		}
 		a.faux.SetResponses(answer("fine now"))
 		if got := must(c.Prompt(ctx, userText("again"), agent.AcceptOptions{})); got == nil || got.Model[0].Content.TextOf() != "fine now" {

@@ -310,6 +310,26 @@ var rejectCases = []rejectCase{
 			return x
 		},
 		names: func(f *rejectFixture, x *tx) []string { return []string{"entry " + n(x.first), "not valid JSON"} }},
+	// A message held as given must be what a store reads back from disk.
+	{name: "AnEntryWhoseCallArgumentsAreSpaced", index: 0,
+		batch: func(s *store, f *rejectFixture) *tx {
+			x := s.tx()
+			m := ai.Message{Role: ai.RoleAssistant, Content: ai.Blocks(ai.ToolCall("c1", "f", json.RawMessage(`{"a": 1}`)))}
+			x.entryWith(storage.Entry{ConversationID: f.conv, Kind: "assistant", Model: []ai.Message{m}})
+			return x
+		},
+		names: func(f *rejectFixture, x *tx) []string {
+			return []string{"entry " + n(x.first), "model message 0", "block 0's arguments is not as json.Marshal writes it"}
+		}},
+	{name: "AnEntryWhoseMessageHasAnUnknownRole", index: 0,
+		batch: func(s *store, f *rejectFixture) *tx {
+			x := s.tx()
+			x.entryWith(storage.Entry{ConversationID: f.conv, Kind: "user", Model: []ai.Message{{Role: "robot"}}})
+			return x
+		},
+		names: func(f *rejectFixture, x *tx) []string {
+			return []string{"entry " + n(x.first), "model message 0", `unknown message role "robot"`}
+		}},
 	{name: "AnEntryWithAnEmptyModel", index: 0,
 		batch: func(s *store, f *rejectFixture) *tx {
 			x := s.tx()
