@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -37,6 +38,12 @@ import (
 //     no block hook of its tool surely ran, and one blocked by hook N was
 //     blocked by a hook that may have run, with no block hook of its tool
 //     before N in handler order surely run.
+//   - A call that runs runs with the model's arguments as the args hooks
+//     of its tool left them: the list "hooks" in them names a set of such
+//     hooks that may have run, all that surely ran among them, in handler
+//     order (none: no such list), and the rest is the model's arguments,
+//     though other hooks answered too; an echo tool that settles done
+//     wrote its name and the arguments its running call recorded.
 //   - A call is offered when its tool was among the tools of the request
 //     its answer came from, and a call not offered never runs.
 //   - A collapse's execute declines only when a decline hook may have run,
@@ -54,6 +61,9 @@ const (
 	ruleSystemHooks oracleRule = "system-follows-its-hooks"
 	// ruleBlockHooks: a call is blocked exactly by its hooks.
 	ruleBlockHooks oracleRule = "a-call-is-blocked-by-its-hooks"
+	// ruleArgsHooks: a call runs with what its hooks made of the model's
+	// arguments.
+	ruleArgsHooks oracleRule = "a-call-runs-with-what-its-hooks-made-of-its-arguments"
 	// ruleOffered: a call is offered as its request offered its tool.
 	ruleOffered oracleRule = "a-call-is-offered-as-its-request"
 	// ruleCollapseHooks: a collapse is declined or summarized as its hooks
@@ -87,6 +97,9 @@ type hookWatch struct {
 	selection map[storage.ID]*[]string
 	offers    map[storage.ID][]string
 	offered   map[storage.ID]bool
+	// callArgs are each call's arguments as its model gave them, and
+	// runArgs those its running call recorded.
+	callArgs, runArgs map[storage.ID]json.RawMessage
 	// catalogTools are the definitions of the run's tools, in catalog order.
 	catalogTools []ai.Tool
 	// seen are the responses each conversation's after_response hooks
@@ -102,7 +115,8 @@ type seenResponse struct {
 
 func newHookWatch() hookWatch {
 	return hookWatch{invokedAt: map[storage.ID]uint64{}, selection: map[storage.ID]*[]string{},
-		offers: map[storage.ID][]string{}, offered: map[storage.ID]bool{}, seen: map[storage.ID][]seenResponse{}}
+		offers: map[storage.ID][]string{}, offered: map[storage.ID]bool{}, seen: map[storage.ID][]seenResponse{},
+		callArgs: map[storage.ID]json.RawMessage{}, runArgs: map[storage.ID]json.RawMessage{}}
 }
 
 // responseSeen notes the response hook saw.
@@ -411,7 +425,7 @@ func (o *oracle) hookStreaming(inv core.Invocation, ok bool, w storage.Write, r 
 	}
 	_, sections, tools := foldSystem(entries)
 	o.hooks.offers[w.ID] = toolNames(tools)
-	spans, sure := o.handlers(conv, from, func(s hookSpan) bool { return s.effect != "block" })
+	spans, sure := o.handlers(conv, from, func(s hookSpan) bool { return systemEffect(s.effect) })
 	sel, known := o.hooks.selection[w.ID]
 	if !known {
 		// Created in a commit the oracle never saw (one a restart left
@@ -448,6 +462,15 @@ func spanIDs(spans []hookSpan) []int {
 // never running.
 func (o *oracle) hookCall(inv core.Invocation, ok bool, w storage.Write, by string, seq storage.ID) error {
 	running := w.Type == storage.WritePatch && w.Status == "running"
+	if running {
+		var st agent.ToolState
+		if json.Unmarshal(w.State, &st) == nil {
+			o.hooks.runArgs[w.ID] = st.Args
+		}
+	}
+	if err := o.echoed(w, by, seq); err != nil {
+		return err
+	}
 	if running && !o.hooks.offered[w.ID] {
 		if _, known := o.hooks.offered[w.ID]; known {
 			return o.fail(broke(ruleOffered, "%s ran call task %d of %s, not offered to the model, at %d", by, w.ID, o.tools[w.ID], seq))
@@ -466,6 +489,11 @@ func (o *oracle) hookCall(inv core.Invocation, ok bool, w storage.Write, by stri
 			return nil
 		}
 		tool = st.Call.Name
+	}
+	if running {
+		if err := o.hookArgs(w, from, tool, by, seq); err != nil {
+			return err
+		}
 	}
 	blockedBy := -1
 	if w.Type == storage.WriteSettle {
@@ -500,6 +528,76 @@ func (o *oracle) hookCall(inv core.Invocation, ok bool, w storage.Write, by stri
 	if blockedBy >= 0 {
 		return o.fail(broke(ruleBlockHooks, "%s settled call task %d of %s blocked by hook %d at %d; only hooks %v may have run for it",
 			by, w.ID, tool, blockedBy, seq, spanIDs(spans)))
+	}
+	return nil
+}
+
+// hookArgs holds the arguments call task w's execute runs it with (the
+// patch that runs it) to the args hooks of its tool that may have run in
+// an invocation started at tick from.
+func (o *oracle) hookArgs(w storage.Write, from uint64, tool, by string, seq storage.ID) error {
+	model, known := o.hooks.callArgs[w.ID]
+	if !known {
+		return nil
+	}
+	ran, rest, err := argsHooked(o.hooks.runArgs[w.ID])
+	var want map[string]any
+	if err != nil || json.Unmarshal(model, &want) != nil || !reflect.DeepEqual(rest, want) {
+		return o.fail(broke(ruleArgsHooks, "%s ran call task %d of %s at %d with the arguments %s; its model gave %s",
+			by, w.ID, tool, seq, o.hooks.runArgs[w.ID], model))
+	}
+	spans, sure := o.handlers(o.convs[w.ID], from, func(s hookSpan) bool { return s.effect == "args" && s.tool == tool })
+	next := 0
+	for i, s := range spans {
+		if next < len(ran) && ran[next] == s.id {
+			next++
+			continue
+		}
+		if sure[i] {
+			return o.fail(broke(ruleArgsHooks, "%s ran call task %d of %s at %d with arguments hooks %v rewrote, though hook %d, which rewrites them in conversation %d, surely ran (hooks %v apply, in that order)",
+				by, w.ID, tool, seq, ran, s.id, o.convs[w.ID], spanIDs(spans)))
+		}
+	}
+	if next < len(ran) {
+		return o.fail(broke(ruleArgsHooks, "%s ran call task %d of %s at %d with arguments hooks %v rewrote; only hooks %v may have run for it, in that order",
+			by, w.ID, tool, seq, ran, spanIDs(spans)))
+	}
+	return nil
+}
+
+// argsHooked reads arguments the args hooks may have rewritten: the hooks
+// their list names, and the rest of them.
+func argsHooked(args json.RawMessage) (ran []int, rest map[string]any, err error) {
+	if err := json.Unmarshal(args, &rest); err != nil {
+		return nil, nil, err
+	}
+	if list, ok := rest[argsHooksMember]; ok {
+		delete(rest, argsHooksMember)
+		raw, _ := json.Marshal(list)
+		if err := json.Unmarshal(raw, &ran); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ran, rest, nil
+}
+
+// echoed holds an echo tool's call that settles done, not an error, to
+// having written its name and the arguments its running call recorded.
+func (o *oracle) echoed(w storage.Write, by string, seq storage.ID) error {
+	tool := o.tools[w.ID]
+	args, ran := o.hooks.runArgs[w.ID]
+	if w.Type != storage.WriteSettle || w.Status != "done" || (tool != "a" && tool != "b") || !ran {
+		return nil
+	}
+	var st agent.ToolState
+	if json.Unmarshal(w.State, &st) != nil || st.Output == nil || st.Output.IsError {
+		return nil
+	}
+	text := outputText(st.Output)
+	saw, named := strings.CutPrefix(text, tool)
+	var got, want any
+	if !named || json.Unmarshal([]byte(saw), &got) != nil || json.Unmarshal(args, &want) != nil || !reflect.DeepEqual(got, want) {
+		return o.fail(broke(ruleArgsHooks, "%s settled call task %d of %s at %d with the output %q; it ran with the arguments %s", by, w.ID, tool, seq, text, args))
 	}
 	return nil
 }

@@ -227,6 +227,80 @@ func TestCallsFollowTheirBlockHooksAndOffers(t *testing.T) {
 	}
 }
 
+// A call runs with what its tool's args hooks made of the model's
+// arguments: the hooks that surely ran, and any that may have, in handler
+// order, and nothing else changed; an echo tool writes what it ran with.
+func TestCallsRunWithWhatTheirArgsHooksMade(t *testing.T) {
+	running := func(args string) storage.Write {
+		st, _ := json.Marshal(map[string]any{"args": json.RawMessage(args)})
+		return storage.Write{Type: storage.WritePatch, ID: 7, Status: "running", State: st}
+	}
+	settled := func(text string, isError bool) storage.Write {
+		out := agent.ToolOutputState{Content: []ai.Block{ai.Text(text)}}
+		out.IsError = isError
+		st, _ := json.Marshal(map[string]any{"output": out})
+		return storage.Write{Type: storage.WriteSettle, ID: 7, Status: "done", State: st}
+	}
+	cases := []struct {
+		name   string
+		late   bool // hook 2 is registered after the call's execute started: it may have run
+		ws     []storage.Write
+		broken bool
+	}{
+		{name: "the session's hook, then the conversation's", ws: []storage.Write{running(`{"n":1,"hooks":[3,2]}`)}},
+		{name: "the conversation's first", ws: []storage.Write{running(`{"n":1,"hooks":[2,3]}`)}, broken: true},
+		{name: "one left out", ws: []storage.Write{running(`{"n":1,"hooks":[3]}`)}, broken: true},
+		{name: "one left out that may not have run", late: true, ws: []storage.Write{running(`{"n":1,"hooks":[3]}`)}},
+		{name: "a hook of another tool", ws: []storage.Write{running(`{"n":1,"hooks":[3,2,4]}`)}, broken: true},
+		{name: "unhooked", ws: []storage.Write{running(`{"n":1}`)}, broken: true},
+		{name: "the model's arguments changed", ws: []storage.Write{running(`{"n":2,"hooks":[3,2]}`)}, broken: true},
+		{name: "no arguments", ws: []storage.Write{running(`null`)}, broken: true},
+		{name: "echoes what it ran with", ws: []storage.Write{running(`{"n":1,"hooks":[3,2]}`), settled(`a{"hooks":[3,2],"n":1}`, false)}},
+		{name: "echoes the model's", ws: []storage.Write{running(`{"n":1,"hooks":[3,2]}`), settled(`a{"n":1}`, false)}, broken: true},
+		{name: "fails", ws: []storage.Write{running(`{"n":1,"hooks":[3,2]}`), settled(`cut short`, true)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := hookedOracle()
+			o.kinds[7], o.convs[7], o.tools[7] = agent.ToolKindName, 1, "a"
+			o.hooks.offered[7] = true
+			o.hooks.callArgs[7] = json.RawMessage(`{"n": 1}`)
+			o.hookOn(hookSpan{id: 3, effect: "args", tool: "a"})
+			o.hookOn(hookSpan{id: 4, conv: 1, effect: "args", tool: "b"})
+			if !tc.late {
+				o.hookOn(hookSpan{id: 2, conv: 1, effect: "args", tool: "a"})
+			}
+			inv := core.Invocation{Task: 7, ConversationID: 1, Method: core.MethodExecute}
+			_ = o.invocation(inv, false)
+			if tc.late {
+				o.hookOn(hookSpan{id: 2, conv: 1, effect: "args", tool: "a"})
+			}
+			var err error
+			for _, w := range tc.ws {
+				if err = o.hookCall(inv, true, w, "a test", 20); err != nil {
+					break
+				}
+			}
+			holdsOrBreaks(t, err, ruleArgsHooks, tc.broken)
+		})
+	}
+}
+
+// hookArgs adds its hook to the end of the arguments' list, and refuses
+// arguments that are not an object, naming its hook.
+func TestHookArgsAppendsItsNumber(t *testing.T) {
+	got, err := hookArgs(2, json.RawMessage(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = hookArgs(5, got); err != nil || string(got) != `{"hooks":[2,5],"n":1}` {
+		t.Fatalf("hookArgs twice = %s, %v; want {\"hooks\":[2,5],\"n\":1}", got, err)
+	}
+	if _, err := hookArgs(3, json.RawMessage(`[1]`)); err == nil || !strings.Contains(err.Error(), "hook 3") {
+		t.Fatalf("hookArgs of an array: %v; want an error naming hook 3", err)
+	}
+}
+
 // A collapse declines only when a decline hook may have run; it publishes
 // the summary of the last summary hook of a set that may have run, or the
 // summarizer's when none did; its summarizer request carries the last

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,8 +22,8 @@ import (
 // before_collapse and after_response, harness-wide or for one
 // conversation and, with subtree, the conversations it owns. The hook
 // rules (hookrule.go) hold what each generation told its model and each
-// response it showed, each tool call's block and each collapse's
-// decision, to the hooks that applied to it.
+// response it showed, each tool call's block and the arguments it ran
+// with, and each collapse's decision, to the hooks that applied to it.
 
 // hostHook is a hook a hook line registered: what its handler does and
 // where it applies. Registration is the host process's: a reopened
@@ -58,6 +59,11 @@ func hookDescription(id int, tool string) string {
 // hookBlock is the reason a block hook gives for refusing a call.
 func hookBlock(id int) string { return "hook " + strconv.Itoa(id) }
 
+// systemEffect reports whether a hook effect is a system_instructions one.
+func systemEffect(effect string) bool {
+	return effect == "section" || effect == "drop" || effect == "describe"
+}
+
 // collapseEffect reports whether a hook effect is a before_collapse one.
 func collapseEffect(effect string) bool {
 	return effect == "decline" || effect == "summary" || effect == "instruct"
@@ -71,6 +77,27 @@ func hookSummary(id int) string { return fmt.Sprintf("Hook %d sums it all up.", 
 
 // hookInstructions are the instructions an instruct hook gives.
 func hookInstructions(id int) string { return fmt.Sprintf("keep what hook %d asks for", id) }
+
+// hookArgs are a call's arguments as args hook id leaves them: its number
+// added to the end of their list "hooks".
+func hookArgs(id int, args json.RawMessage) (json.RawMessage, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(args, &members); err != nil {
+		return nil, fmt.Errorf("hook %d: arguments %s: %w", id, args, err)
+	}
+	var ran []int
+	if raw, ok := members[argsHooksMember]; ok {
+		if err := json.Unmarshal(raw, &ran); err != nil {
+			return nil, fmt.Errorf("hook %d: arguments %s: %q: %w", id, args, argsHooksMember, err)
+		}
+	}
+	members[argsHooksMember], _ = json.Marshal(append(ran, id))
+	return json.Marshal(members)
+}
+
+// argsHooksMember is the member of a call's arguments that lists the args
+// hooks that rewrote them, in order.
+const argsHooksMember = "hooks"
 
 // hookLine registers the hook a hook line describes, or removes the one an
 // unhook line picks.
@@ -165,6 +192,20 @@ func (e *env) register(ctx context.Context, h *hostHook) error {
 			}
 			return &agent.BeforeToolOutput{Block: &agent.ToolBlock{Reason: hookBlock(h.id)}}, nil
 		}), opts)
+	case h.effect == "args":
+		h.off = hooks.On(agent.ToolKind, agent.HookBeforeTool, core.Hook(func(ctx context.Context, in agent.BeforeToolInput) (*agent.BeforeToolOutput, error) {
+			if err := e.hookWork(ctx, h); err != nil {
+				return nil, err
+			}
+			if in.ToolName != h.tool {
+				return &agent.BeforeToolOutput{}, nil // an answer that changes nothing
+			}
+			args, err := hookArgs(h.id, in.Args)
+			if err != nil {
+				return nil, err
+			}
+			return &agent.BeforeToolOutput{Args: args}, nil
+		}), opts)
 	case h.effect == "request":
 		h.off = hooks.On(agent.GenerationKind, agent.HookBeforeRequest, core.Hook(func(ctx context.Context, in agent.BeforeRequestInput) (agent.BeforeRequestOutput, error) {
 			if err := e.hookWork(ctx, h); err != nil {
@@ -257,10 +298,14 @@ func drawHooks(p *program, seed uint64) {
 	if p.shell {
 		tools = append(tools, "bash")
 	}
-	effects := []string{"section", "section", "drop", "describe", "block", "block", "decline", "summary", "instruct", "instruct"}
+	effects := []string{"section", "section", "drop", "describe", "block", "block", "args", "args", "decline", "summary", "instruct", "instruct"}
 	draw := func() string {
 		effect := effects[rng.IntN(len(effects))]
-		if script.HookNamesTool(effect) {
+		switch {
+		case effect == "args":
+			// The echo tools, whose output shows the arguments they saw.
+			effect += ":" + tools[rng.IntN(2)]
+		case script.HookNamesTool(effect):
 			effect += ":" + tools[rng.IntN(len(tools))]
 		}
 		return effect
@@ -284,6 +329,10 @@ func drawHooks(p *program, seed uint64) {
 			// A session hook blocking the same tool runs first, and its
 			// reason is the one a call gets.
 			p.lines = slices.Insert(p.lines, at+1, progLine{op: "hook", args: []string{"session", effect}})
+		}
+		if tool, ok := strings.CutPrefix(effect, "args:"); ok {
+			// A call for it to rewrite, and one it must leave alone.
+			p.lines = slices.Insert(p.lines, at+1, progLine{op: "respond", args: []string{"calls", tool + "," + tools[(slices.Index(tools, tool)+1)%2]}})
 		}
 		if collapseEffect(effect) {
 			// A collapse for it to decide.

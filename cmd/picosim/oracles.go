@@ -93,6 +93,10 @@ const (
 	// ends there (§5.5): its post_tools settles stopped and creates no
 	// generation.
 	ruleTerminate oracleRule = "terminate-stops-the-turn"
+	// ruleHandoff: an exchange whose tools asked for one handoff goes on
+	// from it, the handoff first (§5.5); one whose tools asked for two
+	// different ones fails.
+	ruleHandoff oracleRule = "an-exchange-hands-off-as-its-tools-ask"
 	// ruleWaitsItsTurn: a generation that waits to retry or to poll a
 	// deferred answer (§8.2) commits nothing from its execute before the
 	// time it waits for, and a poll waits the handle's interval (the
@@ -164,6 +168,7 @@ type oracle struct {
 	background map[storage.ID]bool            // background tasks
 	budgets    map[storage.ID]int             // generation or collapse → its attempts (maxAttempts)
 	stopping   map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
+	handoffs   map[storage.ID]string          // settled tool tasks → the handoff each asked for ("": none)
 	convs      map[storage.ID]storage.ID      // task → its conversation
 	heads      map[storage.ID]storage.ID      // conversation → the newest head entry written to it
 	waiting    map[storage.ID]time.Time       // generation → the time its retry or poll may go out
@@ -236,7 +241,7 @@ func newOracle() *oracle {
 	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
 		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, candidates: map[storage.ID]bool{}, starts: map[string]bool{},
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
-		stopping: map[storage.ID]bool{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
+		stopping: map[storage.ID]bool{}, handoffs: map[storage.ID]string{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[string]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
@@ -359,7 +364,14 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 			// uncertain): its state names the call.
 			o.tools[t.ID] = call.Call.Name
 			o.typedCall(t.ID, call.Call)
+			o.hooks.callArgs[t.ID] = call.Call.Arguments
 			o.subagentLaunch(t.ID, call, t.ConversationID)
+		}
+		if t.Kind == agent.ToolKindName && !t.Live() {
+			o.toolOutcome(t.ID, t.State)
+		}
+		if t.Kind == agent.ToolKindName && json.Unmarshal(t.State, &call) == nil && call.Args != nil {
+			o.hooks.runArgs[t.ID] = call.Args // its running call's, maybe recorded unseen
 		}
 		// A commit that failed as the process stopped may have created,
 		// settled or marked it.
@@ -649,6 +661,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				o.tools[w.Task.ID] = call.Call.Name
 				o.subagentMade(w.Task.ID, call.Call, seq)
 				o.typedCall(w.Task.ID, call.Call)
+				o.hooks.callArgs[w.Task.ID] = call.Call.Arguments
 				o.subagentLaunch(w.Task.ID, call, w.Task.ConversationID)
 				var spill spillArgs
 				if _, ok := spillTools[call.Call.Name]; ok && json.Unmarshal(call.Call.Arguments, &spill) == nil {
@@ -1104,20 +1117,18 @@ func (o *oracle) continues(b storage.CommitBatch) bool {
 	return false
 }
 
-// terminate checks a settlement against the turn-ending rule: a tool call
-// that settles asking to terminate is remembered, and the post_tools of
-// its exchange must settle stopped, in a commit that starts no generation.
+// terminate checks a settlement against the turn-ending rule and the
+// handoff rule: a tool call's outcome (whether it asked to terminate the
+// turn, the handoff it asked for) is remembered; the post_tools of its
+// exchange must settle stopped, done, in a commit that starts no
+// generation when one of its tools terminated the turn; failed, stopped,
+// starting none when no tool did and two asked for different handoffs;
+// and otherwise go on, not stopped, its commit appending the one handoff
+// asked for before any other entry of the conversation.
 func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
 	switch o.kinds[w.ID] {
 	case agent.ToolKindName:
-		var st struct {
-			Output *struct {
-				Terminate bool `json:"terminate"`
-			} `json:"output"`
-		}
-		if json.Unmarshal(w.State, &st) == nil && st.Output != nil && st.Output.Terminate {
-			o.stopping[w.ID] = true
-		}
+		o.toolOutcome(w.ID, w.State)
 	case agent.PostToolsKindName:
 		var st struct {
 			Tools   []storage.ID `json:"tools"`
@@ -1126,21 +1137,73 @@ func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, se
 		if w.Status == "aborted" || json.Unmarshal(w.State, &st) != nil {
 			return nil
 		}
+		generates := slices.ContainsFunc(b.Writes, func(x storage.Write) bool {
+			return x.Type == storage.WriteTask && x.Task != nil && x.Task.Kind == agent.GenerationKindName
+		})
 		for _, tool := range st.Tools {
 			if !o.stopping[tool] {
 				continue
 			}
-			if !st.Stopped {
-				return o.fail(broke(ruleTerminate, "%s settled post_tools %d %s at %d, not stopped, though its tool %d terminated the turn", by, w.ID, w.Status, seq, tool))
+			if !st.Stopped || w.Status != "done" {
+				return o.fail(broke(ruleTerminate, "%s settled post_tools %d %s at %d, stopped: %t, though its tool %d terminated the turn", by, w.ID, w.Status, seq, st.Stopped, tool))
 			}
+			if generates {
+				return o.fail(broke(ruleTerminate, "%s settled post_tools %d at %d with a new generation, though its tool %d terminated the turn", by, w.ID, seq, tool))
+			}
+			return nil
+		}
+		var handoffs []string
+		for _, tool := range st.Tools {
+			h, known := o.handoffs[tool]
+			if !known {
+				return nil // settled in a commit the oracle never saw
+			}
+			if h != "" && !slices.Contains(handoffs, h) {
+				handoffs = append(handoffs, h)
+			}
+		}
+		switch {
+		case len(handoffs) > 1:
+			if !st.Stopped || w.Status != "failed" || generates {
+				return o.fail(broke(ruleHandoff, "%s settled post_tools %d %s at %d (stopped: %t, a new generation: %t), though its tools asked for the handoffs %q, which conflict",
+					by, w.ID, w.Status, seq, st.Stopped, generates, handoffs))
+			}
+		case st.Stopped:
+			return o.fail(broke(ruleHandoff, "%s settled post_tools %d %s at %d stopped, though no tool of it terminated the turn and its handoffs %q do not conflict", by, w.ID, w.Status, seq, handoffs))
+		case len(handoffs) == 1:
+			conv := o.convs[w.ID]
 			for _, x := range b.Writes {
-				if x.Type == storage.WriteTask && x.Task != nil && x.Task.Kind == agent.GenerationKindName {
-					return o.fail(broke(ruleTerminate, "%s settled post_tools %d at %d with a new generation, though its tool %d terminated the turn", by, w.ID, seq, tool))
+				if x.Type != storage.WriteEntry || x.Entry == nil || x.Entry.ConversationID != conv {
+					continue
 				}
+				var data core.HandoffData
+				if x.Entry.Kind != core.HandoffKind.Kind() || json.Unmarshal(x.Entry.Data, &data) != nil || data.Text != handoffs[0] {
+					return o.fail(broke(ruleHandoff, "%s settled post_tools %d at %d appending a %s entry to conversation %d first, not the handoff %q its tool asked for", by, w.ID, seq, x.Entry.Kind, conv, handoffs[0]))
+				}
+				return nil
 			}
+			return o.fail(broke(ruleHandoff, "%s settled post_tools %d at %d without the handoff %q its tool asked for", by, w.ID, seq, handoffs[0]))
 		}
 	}
 	return nil
+}
+
+// toolOutcome remembers what a tool call's settled state asks of its
+// exchange: to terminate the turn, a handoff ("" for none).
+func (o *oracle) toolOutcome(id storage.ID, state json.RawMessage) {
+	var st struct {
+		Output *struct {
+			Terminate bool   `json:"terminate"`
+			Handoff   string `json:"handoff"`
+		} `json:"output"`
+	}
+	if json.Unmarshal(state, &st) != nil || st.Output == nil {
+		return
+	}
+	if st.Output.Terminate {
+		o.stopping[id] = true
+	}
+	o.handoffs[id] = st.Output.Handoff
 }
 
 // invocation checks a method call's start or return.

@@ -241,6 +241,63 @@ func TestOracleTerminateStopsTheTurn(t *testing.T) {
 	wantRule(t, play(exchange(true, main1(kindWrite(6, agent.GenerationKindName), postSettle(true)))), ruleTerminate)
 }
 
+// An exchange whose tools ask for one handoff goes on from it, the
+// handoff its commit's first entry; two different ones fail the turn;
+// the same one twice is one.
+func TestOracleAnExchangeHandsOffAsItsToolsAsk(t *testing.T) {
+	kindWrite := func(id storage.ID, kind string) storage.Write {
+		return storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: id, Kind: kind, Status: "planned"}}
+	}
+	toolSettle := func(id storage.ID, handoff string) storage.Write {
+		raw, _ := json.Marshal(map[string]any{"output": map[string]any{"terminate": false, "handoff": handoff}})
+		return storage.Write{Type: storage.WriteSettle, ID: id, Status: "done", State: raw}
+	}
+	postSettle := func(status string, stopped bool) storage.Write {
+		st := map[string]any{"tools": []storage.ID{1, 2}}
+		if stopped {
+			st["stopped"] = true
+		}
+		raw, _ := json.Marshal(st)
+		return storage.Write{Type: storage.WriteSettle, ID: 3, Status: status, State: raw}
+	}
+	entry := func(kind, text string) storage.Write {
+		raw, _ := json.Marshal(core.HandoffData{Text: text})
+		return storage.Write{Type: storage.WriteEntry, Entry: &storage.Entry{Kind: kind, Data: raw}}
+	}
+	exchange := func(h1, h2 string, last ...storage.Write) []step {
+		return []step{
+			{first: 1, batch: main1(kindWrite(1, agent.ToolKindName), kindWrite(2, agent.ToolKindName), kindWrite(3, agent.PostToolsKindName))},
+			{first: 4, batch: main1(toolSettle(1, h1))},
+			{first: 5, batch: main1(toolSettle(2, h2))},
+			{first: 6, batch: main1(last...)},
+		}
+	}
+	next := kindWrite(9, agent.GenerationKindName)
+	for name, steps := range map[string][]step{
+		"no handoff":              exchange("", "", next, postSettle("done", false)),
+		"one, first":              exchange("", "afresh", entry("handoff", "afresh"), entry("notice", ""), next, postSettle("done", false)),
+		"the same one twice":      exchange("afresh", "afresh", entry("handoff", "afresh"), next, postSettle("done", false)),
+		"two different ones fail": exchange("afresh", "anew", postSettle("failed", true)),
+	} {
+		if err := play(steps); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for name, steps := range map[string][]step{
+		"one, left out":              exchange("afresh", "", next, postSettle("done", false)),
+		"one, after a notice":        exchange("afresh", "", entry("notice", ""), entry("handoff", "afresh"), next, postSettle("done", false)),
+		"one, another text":          exchange("afresh", "", entry("handoff", "anew"), next, postSettle("done", false)),
+		"two, going on":              exchange("afresh", "anew", entry("handoff", "anew"), next, postSettle("done", false)),
+		"two, stopped but done":      exchange("afresh", "anew", postSettle("done", true)),
+		"two, failed but generating": exchange("afresh", "anew", next, postSettle("failed", true)),
+		"none, stopped":              exchange("", "", postSettle("failed", true)),
+	} {
+		if err := play(steps); err == nil || !strings.Contains(err.Error(), string(ruleHandoff)) {
+			t.Errorf("%s: %v; want %s broken", name, err, ruleHandoff)
+		}
+	}
+}
+
 func TestOracleInputLandsAtItsBoundary(t *testing.T) {
 	// Input 2 is queued in conversation 1's inbox; task 3 is a post_tools,
 	// task 4 a generation; the last commit lands or cancels the input.

@@ -387,7 +387,9 @@ var (
 // section of its own (system_instructions); drop:TOOL and describe:TOOL
 // take a tool out of the tools merged so far or give it a description of
 // the hook's (system_instructions, which then names the tools); block:TOOL
-// refuses every call of the tool (before_tool); decline, summary and
+// refuses every call of the tool, and args:TOOL adds the hook's number to
+// the list "hooks" in the arguments of each (before_tool; to other tools'
+// calls it answers with an output that changes nothing); decline, summary and
 // instruct decline a collapse, supply its summary, or give the summarizer
 // instructions of the hook's (before_collapse); request adds a user
 // message of the hook's to the end of a generation's request
@@ -404,11 +406,11 @@ var (
 // section and describes its tool after itself. unhook N removes the Nth of
 // the hooks still registered, taken modulo how many. Hooks are the host
 // process's: a reopened session has its host register them again.
-var HookEffects = []string{"section", "drop", "describe", "block", "decline", "summary", "instruct", "request", "observe"}
+var HookEffects = []string{"section", "drop", "describe", "block", "args", "decline", "summary", "instruct", "request", "observe"}
 
 // HookNamesTool reports whether a hook effect names a tool.
 func HookNamesTool(effect string) bool {
-	return effect == "drop" || effect == "describe" || effect == "block"
+	return effect == "drop" || effect == "describe" || effect == "block" || effect == "args"
 }
 
 // checkHook validates a hook line: hook TARGET EFFECT [subtree].
@@ -421,9 +423,9 @@ func checkHook(l Line) error {
 	effect, tool, named := strings.Cut(l.Args[1], ":")
 	switch {
 	case !slices.Contains(HookEffects, effect):
-		return fmt.Errorf("hook: effect %q: want section, drop:TOOL, describe:TOOL or block:TOOL", l.Args[1])
+		return fmt.Errorf("hook: effect %q: want one of %v, with :TOOL after drop, describe, block and args", l.Args[1], HookEffects)
 	case HookNamesTool(effect) != named || named && tool == "":
-		return fmt.Errorf("hook: effect %q: drop, describe and block name a tool; section, decline, summary, instruct and request none", l.Args[1])
+		return fmt.Errorf("hook: effect %q: drop, describe, block and args name a tool; section, decline, summary, instruct, request and observe none", l.Args[1])
 	case len(l.Args) == 3 && l.Args[2] != "subtree":
 		return fmt.Errorf("hook: third argument %q: want subtree", l.Args[2])
 	case len(l.Args) == 3 && l.Args[0] == "session":
