@@ -71,7 +71,7 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 				return err
 			}
 			settled := "done"
-			if status == InputFailed {
+			if status == InputFailed && !plant.On("posttools-conflict-settles-done") {
 				settled = "failed"
 			}
 			tx.Settle(task.ID, settled, map[string]any{"stopped": true, "reason": reason})

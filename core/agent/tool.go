@@ -287,7 +287,7 @@ func beforeTool(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, c
 				block = &ToolBlock{Reason: fmt.Sprintf("before_tool failed: %v", err)}
 			case ok && out.Block != nil:
 				block = out.Block
-			case ok && out.Args != nil:
+			case ok && (out.Args != nil || plant.On("before-tool-empty-clears-args")):
 				in.Args = out.Args
 			}
 			return in

@@ -509,7 +509,8 @@ var names = []string{
 	"delete-refuses-idle", "input-refused-from-any-invocation", "abort-may-queue-input",
 	"subagent-depth-off-by-one", "subagent-depth-one-level", "session-watch-drops-values",
 	"tool-limits-retain-unread", "generation-after-collapse-unwritten", "message-tool-name-unread",
-	"hint-keeps-first-key",
+	"hint-keeps-first-key", "before-tool-empty-clears-args", "posttools-conflict-settles-done",
+	"entry-model-kept-as-given",
 }
 
 // Names are the planted bugs, for the measuring test.
