@@ -236,6 +236,9 @@ func (cfg Config) Get(ctx context.Context) (map[string]json.RawMessage, error) {
 			}
 			if ok {
 				out[name] = v.Value
+				if plant.On("config-get-first-only") {
+					return nil
+				}
 			}
 		}
 		return nil

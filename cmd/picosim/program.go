@@ -62,6 +62,8 @@ import (
 // hook TARGET EFFECT [subtree] (EFFECT one of script.HookEffects)
 // registers a hook (hooks.go; TARGET session, a conversation, or cN/child,
 // the newest child a call of cN made) and unhook N removes one.
+// settings CONV KIND NAME JSON writes one value of a kind's configuration
+// through its typed view and reads the view back (settingsrule.go).
 //
 // --drop numbers the lines the way the run reaches them: the respond lines
 // first (all answers are queued before anything else happens), then the
@@ -353,6 +355,7 @@ func drawProgram(seed uint64) *program {
 	drawHostTxs(p, seed)
 	drawShapes(p, seed)
 	drawFailingCommands(p, seed)
+	drawSettings(p, seed)
 	return p
 }
 
@@ -1433,6 +1436,8 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			return err
 		}
 		return e.oracle.conversationsChecked(ctx, e.h.Store(), l.String())
+	case "settings":
+		return e.settingsLine(ctx, g.conv(l.args[0]), l)
 	case "reset":
 		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
 		if err != nil {

@@ -106,6 +106,7 @@ var Arity = map[string][2]int{
 	"value":         {4, 5},
 	"list":          {4, 5},
 	"hook":          {2, 3},
+	"settings":      {4, 4},
 	"unhook":        {1, 1},
 }
 
@@ -351,6 +352,13 @@ func (l Line) Check() error {
 		if n, err := strconv.Atoi(l.Args[1]); err != nil || n < 1 || n > ShapeStepsMax {
 			return fmt.Errorf("shape: steps %q: want 1 to %d", l.Args[1], ShapeStepsMax)
 		}
+	case "settings":
+		if !slices.Contains(SettingsKinds, l.Args[1]) {
+			return fmt.Errorf("settings: kind %q: want one of %s", l.Args[1], strings.Join(SettingsKinds, ", "))
+		}
+		if !json.Valid([]byte(l.Args[3])) {
+			return fmt.Errorf("settings: value %q is not JSON", l.Args[3])
+		}
 	case "hook":
 		if err := checkHook(l); err != nil {
 			return err
@@ -433,6 +441,12 @@ func checkHook(l Line) error {
 	}
 	return nil
 }
+
+// SettingsKinds are the kinds whose configuration a settings line writes
+// through its typed view (§5.2), then reads back whole:
+//
+//	settings CONV KIND NAME JSON
+var SettingsKinds = []string{"generation", "collapse"}
 
 // StateOps are what a value line and a list line do, each with whether
 // it takes an argument: a value is set to JSON or deleted; a list gets a
