@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -16,7 +17,8 @@ import (
 // its batches created and did not delete (§2.1), each as created: the
 // whole list, each conversation's forks (ScanConversations by Parent),
 // the conversations its tasks own (by OwnedFrom: an owner task of that
-// conversation), and each deleted one is gone for GetConversations too.
+// conversation), and each deleted one is gone for GetConversations too,
+// its transcript and newest head refused as a bad query.
 // It is checked after every delete a program makes, and at a run's end;
 // the harness's paged listing (Harness.Conversations, with the
 // conversations owned by nobody too) after every action of a program that
@@ -220,6 +222,13 @@ func conversationsProblem(ctx context.Context, store storage.Storage, t *transcr
 	for _, id := range gone {
 		if _, ok := found[id]; ok {
 			return fmt.Sprintf("conversation %d, deleted, is still there for GetConversations", id), nil
+		}
+		// A read of its transcript or its head is a bad query.
+		if _, err := store.ScanEntries(ctx, storage.EntryQuery{Cursor: storage.Cursor{Limit: 1}, ConversationID: id}); !errors.Is(err, storage.ErrBadQuery) {
+			return fmt.Sprintf("conversation %d, deleted, has its transcript read (%v), not refused as a bad query", id, err), nil
+		}
+		if _, _, err := store.NewestHead(ctx, id, 0); !errors.Is(err, storage.ErrBadQuery) {
+			return fmt.Sprintf("conversation %d, deleted, has its newest head read (%v), not refused as a bad query", id, err), nil
 		}
 	}
 	return "", nil

@@ -13,7 +13,8 @@ import (
 )
 
 // listsDeleted is a store whose conversation reads still list one deleted
-// conversation: in whole scans, by Parent, or for GetConversations.
+// conversation: in whole scans, by Parent, or for GetConversations; or
+// that reads its transcript or its head as if it were there.
 type listsDeleted struct {
 	*memory.Store
 	gone  storage.Conversation
@@ -40,10 +41,25 @@ func (s listsDeleted) GetConversations(ctx context.Context, ids []storage.ID) (m
 	return got, err
 }
 
+func (s listsDeleted) ScanEntries(ctx context.Context, q storage.EntryQuery) (storage.Page[*storage.Entry], error) {
+	if s.where == "entries" && q.ConversationID == s.gone.ID {
+		return storage.Page[*storage.Entry]{}, nil
+	}
+	return s.Store.ScanEntries(ctx, q)
+}
+
+func (s listsDeleted) NewestHead(ctx context.Context, conv, at storage.ID) (*storage.Entry, bool, error) {
+	if s.where == "head" && conv == s.gone.ID {
+		return nil, false, nil
+	}
+	return s.Store.NewestHead(ctx, conv, at)
+}
+
 // The conversations a session lists are those its batches created and
 // did not delete: a store that agrees passes; one that still lists a
-// deleted fork (whole, among its parent's forks, or by id) breaks the
-// rule, as does one that lost an owned conversation.
+// deleted fork (whole, among its parent's forks, or by id), or reads its
+// transcript or head rather than refuse the query, breaks the rule, as
+// does one that lost an owned conversation.
 func TestTheConversationRuleHoldsWhatTheSessionLists(t *testing.T) {
 	ctx := context.Background()
 	fork := storage.Conversation{ID: 3, Parent: &storage.ParentRef{ConversationID: 1, At: 2}}
@@ -74,7 +90,7 @@ func TestTheConversationRuleHoldsWhatTheSessionLists(t *testing.T) {
 	if err := o.conversationsChecked(ctx, store, "the test"); err != nil {
 		t.Fatalf("the store that agrees: %v", err)
 	}
-	for _, where := range []string{"scan", "forks", "get"} {
+	for _, where := range []string{"scan", "forks", "get", "entries", "head"} {
 		o.first = nil
 		var oe *oracleError
 		err := o.conversationsChecked(ctx, listsDeleted{Store: store, gone: fork, where: where}, "the test")

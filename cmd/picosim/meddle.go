@@ -303,8 +303,21 @@ func (e *env) newWorkOnDriver(ctx context.Context, task *storage.Task, rt *core.
 	var child storage.ID
 	var keepers []storage.ID
 	defer func() {
+		var left []storage.ID
 		for _, k := range keepers {
-			_ = e.h.AbortTask(context.WithoutCancel(ctx), k)
+			err := e.h.AbortTask(context.WithoutCancel(ctx), k)
+			if errors.Is(err, core.ErrTaskCancelled) || errors.Is(err, core.ErrStaleInvocation) {
+				left = append(left, k)
+			}
+		}
+		if len(left) > 0 && e.hostCtx != nil {
+			// Marked meanwhile, the execute may commit nothing more (an
+			// abort of its own included): the host ends what it left.
+			e.s.Runtime().Go(e.hostCtx, "meddler-cleanup:"+strconv.FormatInt(int64(task.ID), 10), func(ctx context.Context) {
+				for _, k := range left {
+					_ = e.h.AbortTask(ctx, k)
+				}
+			})
 		}
 	}()
 	if _, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {

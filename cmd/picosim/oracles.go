@@ -128,6 +128,10 @@ const (
 	// mid-line) keeps nothing of its batch: the store's last sequence, its
 	// files and what it answers of the batch's records are as before it.
 	ruleFailedWrite oracleRule = "a-failed-write-keeps-nothing"
+	// ruleIdleHoldsNothing: a session with no live task holds no drive
+	// or task waiter (Harness.Stats): every wait ended with the work it
+	// waited for.
+	ruleIdleHoldsNothing oracleRule = "an-idle-session-holds-no-waiter"
 )
 
 // committer names who committed a batch: a task's method, or a host.

@@ -1587,5 +1587,12 @@ func (g *programRun) idle(ctx context.Context) error {
 	if derr != nil || result != core.Idle {
 		return fmt.Errorf("the liveness drive = %q, %v; want idle", result, derr)
 	}
-	return nil
+	if !g.e.idleChecked() {
+		return nil
+	}
+	in, err := h.Inspect(ctx)
+	if err != nil {
+		return err
+	}
+	return g.e.idleHoldsNothing(ctx, in)
 }
