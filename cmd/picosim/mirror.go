@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/storage"
 	"github.com/pico-go/pico/storage/memory"
 )
@@ -150,6 +151,24 @@ func logging(ctx context.Context, handle storage.Storage, log *mirrorLog) *logge
 	return &logged{Storage: handle, log: log, on: ok}
 }
 
+// edgeQueries asks store reads at the edges of their cursors: a zero
+// cursor (the default page), limits past the maximum or below one, a
+// start past every id. A mirrored store holds each answer, or refusal, to
+// memory's (compare); the answers themselves are not looked at here.
+func edgeQueries(ctx context.Context, store storage.Storage) {
+	cursors := []storage.Cursor{{}, {Limit: storage.PageLimitMax + 1}, {Limit: -1}, {Limit: 1, After: 1 << 40}}
+	for _, c := range cursors {
+		_, _ = store.ScanEntries(ctx, storage.EntryQuery{Cursor: c, ConversationID: root})
+		_, _ = store.ScanTasks(ctx, storage.TaskQuery{Cursor: c})
+		_, _ = store.ScanConversations(ctx, storage.ConversationQuery{Cursor: c})
+		// Lists and namespaces most runs fill: every answer's usage, every
+		// input's result.
+		_, _ = store.ReadList(ctx, agent.UsageList.Address, storage.ListQuery{Cursor: c})
+		_, _ = store.ReadList(ctx, agent.InboxList.In(root).Address, storage.ListQuery{Cursor: c})
+		_, _ = store.ScanValues(ctx, storage.ValueQuery{Scope: storage.ConversationScope(root), Namespace: agent.InputResultValue.Namespace, Limit: c.Limit})
+	}
+}
+
 // disagree breaks the rule once; the mirror stops comparing.
 func (m *mirrored) disagree(read string, args any, disk, mem any) {
 	what, ok := args.(string)
@@ -193,11 +212,20 @@ var mirrorCmp = []cmp.Option{cmpopts.EquateEmpty()}
 
 // compare holds one read's two answers to each other.
 func compare[T any](ctx context.Context, m *mirrored, read string, args any, disk T, diskErr error, ask func(*memory.Store) (T, error)) {
-	if m.mem == nil || diskErr != nil || ctx.Err() != nil {
+	refused := errors.Is(diskErr, storage.ErrBadQuery)
+	if m.mem == nil || diskErr != nil && !refused || ctx.Err() != nil {
 		return
 	}
 	mem, err := ask(m.mem)
 	switch {
+	case refused && !errors.Is(err, storage.ErrBadQuery):
+		// A query the disk refuses as bad, memory must refuse alike.
+		var answer any = mem
+		if err != nil {
+			answer = err.Error()
+		}
+		m.disagree(read, args, diskErr.Error(), answer)
+	case refused:
 	case err != nil:
 		m.disagree(read, args, disk, err.Error())
 	case !reflect.DeepEqual(mem, disk) && !cmp.Equal(mem, disk, mirrorCmp...): // cmp is slow; most answers are deeply equal

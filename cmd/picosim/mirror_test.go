@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -102,6 +103,57 @@ func TestMirrorSkipsReadsTheDiskFailed(t *testing.T) {
 	}
 	if o.first != nil {
 		t.Fatalf("a read under an ended context was compared: %v", o.first)
+	}
+}
+
+// refusing is a store that refuses every transcript read as a bad query,
+// or answers it with nothing, as told.
+type refusing struct {
+	storage.Storage
+	refuse, empty bool
+}
+
+func (s *refusing) ScanEntries(ctx context.Context, q storage.EntryQuery) (storage.Page[*storage.Entry], error) {
+	switch {
+	case s.refuse:
+		return storage.Page[*storage.Entry]{}, fmt.Errorf("%w: refused", storage.ErrBadQuery)
+	case s.empty:
+		return storage.Page[*storage.Entry]{}, nil
+	}
+	return s.Storage.ScanEntries(ctx, q)
+}
+
+// A query the disk refuses as bad, memory must refuse too, and one memory
+// refuses the disk must not answer; both refusing is agreement.
+func TestMirrorHoldsRefusalsToMemorys(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name          string
+		limit         int
+		refuse, empty bool
+		broken        bool
+	}{
+		{name: "both refuse", limit: storage.PageLimitMax + 1, refuse: true},
+		{name: "the disk refuses a good query", limit: 2, refuse: true, broken: true},
+		{name: "the disk answers a bad one", limit: storage.PageLimitMax + 1, empty: true, broken: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOracle()
+			disk := &refusing{Storage: memory.New(), refuse: false}
+			m := mirror(ctx, disk, &mirrorLog{}, o)
+			for _, b := range mirrorHistory() {
+				if _, err := m.Commit(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			disk.refuse, disk.empty = tc.refuse, tc.empty
+			_, _ = m.ScanEntries(ctx, storage.EntryQuery{ConversationID: 1, Cursor: storage.Cursor{Limit: tc.limit}})
+			if tc.broken {
+				wantRule(t, o.first, ruleBackendsAgree)
+			} else if o.first != nil {
+				t.Fatalf("both refused, yet %v", o.first)
+			}
+		})
 	}
 }
 

@@ -1171,7 +1171,7 @@ func (g *programRun) do(ctx context.Context, l progLine) error {
 	e := g.e
 	err := g.act(ctx, l)
 	switch {
-	case err == nil && (l.op == "fork" || l.op == "spawn" || l.op == "delete" || l.op == "boundary"):
+	case err == nil && (l.op == "fork" || l.op == "spawn" || l.op == "delete" || l.op == "boundary") && !e.stopping():
 		return e.oracle.listingChecked(ctx, e.h.Conversations, l.String())
 	case err == nil:
 		return nil
@@ -1434,6 +1434,9 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 				return e.oracle.fail(broke(ruleConversations, "%s was refused, though no task was ever made in conversation %d or what it owns: %v", l.String(), id, err))
 			}
 			return err
+		}
+		if e.stopping() {
+			return nil
 		}
 		return e.oracle.conversationsChecked(ctx, e.h.Store(), l.String())
 	case "settings":
