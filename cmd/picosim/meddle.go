@@ -116,6 +116,12 @@ func (e *env) driveOwnScope(ctx context.Context, h *core.Harness, conv storage.I
 	if err != nil {
 		return
 	}
+	// The check a verb that commits before it drives makes first must
+	// refuse alike.
+	var self *core.SelfWaitError
+	if err := c.CheckDrive(ctx); !errors.As(err, &self) && !sessionGone(ctx, err) {
+		_ = e.oracle.fail(broke(ruleNoSelfDrive, "%s checked a drive of its own conversation %d, answered %v; want a *core.SelfWaitError", by, conv, err))
+	}
 	bounded, cancel := context.WithCancel(ctx)
 	defer cancel()
 	d := e.startHelperDrive(bounded, c, "self-drive")

@@ -510,7 +510,7 @@ var names = []string{
 	"subagent-depth-off-by-one", "subagent-depth-one-level", "session-watch-drops-values",
 	"tool-limits-retain-unread", "generation-after-collapse-unwritten", "message-tool-name-unread",
 	"hint-keeps-first-key", "before-tool-empty-clears-args", "posttools-conflict-settles-done",
-	"entry-model-kept-as-given", "config-get-first-only",
+	"entry-model-kept-as-given", "config-get-first-only", "check-drive-never-refuses",
 }
 
 // Names are the planted bugs, for the measuring test.
