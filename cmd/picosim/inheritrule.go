@@ -222,5 +222,14 @@ func drawInherits(p *program, seed uint64) {
 	if rng.IntN(2) == 0 {
 		block = append(block, progLine{op: "spawn", args: []string{"c0", "carry on", string(agent.SpawnInherit)}})
 	}
+	if rng.IntN(2) == 0 {
+		// The host spawns a child that inherits while the root's answer's
+		// calls run: that exchange is in flight, and the child must not
+		// have it.
+		block = append(block, progLine{op: "respond", args: []string{"calls", "work:slow,a"}},
+			progLine{op: "accept", args: []string{"c0", "look again"}}, progLine{op: "drive-async", args: []string{"c0"}},
+			progLine{op: "sleep", args: []string{[]string{"50", "1000"}[rng.IntN(2)]}},
+			progLine{op: "spawn", args: []string{"c0", "peek", string(agent.SpawnInherit)}})
+	}
 	p.lines = append(block, p.lines...)
 }
