@@ -95,7 +95,8 @@ const (
 	ruleTerminate oracleRule = "terminate-stops-the-turn"
 	// ruleHandoff: an exchange whose tools asked for one handoff goes on
 	// from it, the handoff first (§5.5); one whose tools asked for two
-	// different ones fails.
+	// different ones fails; one that goes on selects the tools its calls
+	// added; and a work call asks for what its arguments told it to.
 	ruleHandoff oracleRule = "an-exchange-hands-off-as-its-tools-ask"
 	// ruleWaitsItsTurn: a generation that waits to retry or to poll a
 	// deferred answer (§8.2) commits nothing from its execute before the
@@ -173,6 +174,7 @@ type oracle struct {
 	budgets    map[storage.ID]int             // generation or collapse → its attempts (maxAttempts)
 	stopping   map[storage.ID]bool            // tool tasks that settled asking to terminate the turn
 	handoffs   map[storage.ID]string          // settled tool tasks → the handoff each asked for ("": none)
+	added      map[storage.ID][]string        // settled tool tasks → the tools each asked to add
 	convs      map[storage.ID]storage.ID      // task → its conversation
 	heads      map[storage.ID]storage.ID      // conversation → the newest head entry written to it
 	waiting    map[storage.ID]time.Time       // generation → the time its retry or poll may go out
@@ -245,7 +247,7 @@ func newOracle() *oracle {
 	return &oracle{settled: map[storage.ID]bool{}, marked: map[storage.ID]bool{},
 		terminal: map[string]agent.InputStatus{}, active: map[storage.ID]core.Method{}, notices: map[storage.ID]bool{}, candidates: map[storage.ID]bool{}, starts: map[string]bool{},
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
-		stopping: map[storage.ID]bool{}, handoffs: map[storage.ID]string{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
+		stopping: map[storage.ID]bool{}, handoffs: map[storage.ID]string{}, added: map[storage.ID][]string{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[string]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
@@ -1133,6 +1135,9 @@ func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, se
 	switch o.kinds[w.ID] {
 	case agent.ToolKindName:
 		o.toolOutcome(w.ID, w.State)
+		if err := o.worked(w, by, seq); err != nil {
+			return err
+		}
 	case agent.PostToolsKindName:
 		var st struct {
 			Tools   []storage.ID `json:"tools"`
@@ -1156,7 +1161,7 @@ func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, se
 			}
 			return nil
 		}
-		var handoffs []string
+		var handoffs, added []string
 		for _, tool := range st.Tools {
 			h, known := o.handoffs[tool]
 			if !known {
@@ -1165,6 +1170,10 @@ func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, se
 			if h != "" && !slices.Contains(handoffs, h) {
 				handoffs = append(handoffs, h)
 			}
+			added = append(added, o.added[tool]...)
+		}
+		if err := o.toolsAdded(w, b, st.Stopped, added, by, seq); err != nil {
+			return err
 		}
 		switch {
 		case len(handoffs) > 1:
@@ -1192,13 +1201,71 @@ func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, se
 	return nil
 }
 
+// toolsAdded holds the commit b that settles post_tools w to the tools its
+// calls asked to add: an exchange that goes on selects them all for the
+// conversation in that commit; one that stops, or whose calls asked for
+// none, leaves the selection alone.
+func (o *oracle) toolsAdded(w storage.Write, b storage.CommitBatch, stopped bool, added []string, by string, seq storage.ID) error {
+	conv := o.convs[w.ID]
+	var selected []string
+	set := false
+	for _, x := range b.Writes {
+		if x.Type == storage.WriteValueSet && x.Addr != nil && x.Addr.Namespace == agent.SelectedToolsValue.Namespace && x.Addr.Scope == storage.ConversationScope(conv) {
+			set = true
+			_ = json.Unmarshal(x.Value, &selected)
+		}
+	}
+	switch {
+	case (stopped || len(added) == 0) && set:
+		return o.fail(broke(ruleHandoff, "%s settled post_tools %d at %d selecting %q, though its exchange %s", by, w.ID, seq, selected,
+			map[bool]string{true: "stopped", false: "asked to add no tool"}[stopped]))
+	case !stopped && len(added) > 0 && !set:
+		return o.fail(broke(ruleHandoff, "%s settled post_tools %d at %d without selecting the tools %q its calls added", by, w.ID, seq, added))
+	case !stopped && len(added) > 0:
+		for _, n := range added {
+			if count := len(slices.DeleteFunc(slices.Clone(selected), func(s string) bool { return s != n })); count != 1 {
+				return o.fail(broke(ruleHandoff, "%s settled post_tools %d at %d selecting %q, not the tools %q its calls added, each once", by, w.ID, seq, selected, added))
+			}
+		}
+	}
+	return nil
+}
+
+// worked holds a work call that settles done, not an error, to what its
+// arguments asked (kit.WorkTool): its text says what it did, and it asks
+// to terminate the turn, for the handoff "start afresh", or to add the
+// tool b exactly when it was asked to.
+func (o *oracle) worked(w storage.Write, by string, seq storage.ID) error {
+	args, known := o.hooks.callArgs[w.ID]
+	if w.Type != storage.WriteSettle || w.Status != "done" || o.tools[w.ID] != "work" || !known {
+		return nil
+	}
+	var st agent.ToolState
+	var asked struct{ Do string }
+	if json.Unmarshal(w.State, &st) != nil || st.Output == nil || st.Output.IsError || json.Unmarshal(args, &asked) != nil {
+		return nil
+	}
+	out := st.Output
+	var want []string
+	if asked.Do == "addTools" {
+		want = []string{"b"}
+	}
+	if outputText(out) != "worked: "+asked.Do || out.Terminate != (asked.Do == "terminate") ||
+		(out.Handoff == "start afresh") != (asked.Do == "handoff") || out.Handoff != "" && asked.Do != "handoff" || !slices.Equal(out.AddedTools, want) {
+		return o.fail(broke(ruleHandoff, "%s settled work call %d (%s) at %d with %q, terminate %t, handoff %q, added tools %q; it was asked to %q",
+			by, w.ID, args, seq, outputText(out), out.Terminate, out.Handoff, out.AddedTools, asked.Do))
+	}
+	return nil
+}
+
 // toolOutcome remembers what a tool call's settled state asks of its
 // exchange: to terminate the turn, a handoff ("" for none).
 func (o *oracle) toolOutcome(id storage.ID, state json.RawMessage) {
 	var st struct {
 		Output *struct {
-			Terminate bool   `json:"terminate"`
-			Handoff   string `json:"handoff"`
+			Terminate  bool     `json:"terminate"`
+			Handoff    string   `json:"handoff"`
+			AddedTools []string `json:"addedTools"`
 		} `json:"output"`
 	}
 	if json.Unmarshal(state, &st) != nil || st.Output == nil {
@@ -1208,6 +1275,7 @@ func (o *oracle) toolOutcome(id storage.ID, state json.RawMessage) {
 		o.stopping[id] = true
 	}
 	o.handoffs[id] = st.Output.Handoff
+	o.added[id] = st.Output.AddedTools
 }
 
 // invocation checks a method call's start or return.

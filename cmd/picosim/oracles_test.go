@@ -298,6 +298,83 @@ func TestOracleAnExchangeHandsOffAsItsToolsAsk(t *testing.T) {
 	}
 }
 
+// An exchange that goes on selects the tools its calls added, each once;
+// one whose calls added none leaves the selection alone.
+func TestOracleAnExchangeSelectsTheToolsItsCallsAdd(t *testing.T) {
+	kindWrite := func(id storage.ID, kind string) storage.Write {
+		return storage.Write{Type: storage.WriteTask, Task: &storage.Task{ID: id, Kind: kind, Status: "planned", ConversationID: 1}}
+	}
+	toolSettle := func(id storage.ID, added ...string) storage.Write {
+		raw, _ := json.Marshal(map[string]any{"output": map[string]any{"terminate": false, "addedTools": added}})
+		return storage.Write{Type: storage.WriteSettle, ID: id, Status: "done", State: raw}
+	}
+	post := func() storage.Write {
+		raw, _ := json.Marshal(map[string]any{"tools": []storage.ID{1, 2}})
+		return storage.Write{Type: storage.WriteSettle, ID: 3, Status: "done", State: raw}
+	}
+	selection := func(names string) storage.Write {
+		a := agent.SelectedToolsValue.In(1).Address
+		return storage.Write{Type: storage.WriteValueSet, Addr: &a, Value: json.RawMessage(names)}
+	}
+	exchange := func(added []string, last ...storage.Write) []step {
+		return []step{
+			{first: 1, batch: main1(kindWrite(1, agent.ToolKindName), kindWrite(2, agent.ToolKindName), kindWrite(3, agent.PostToolsKindName))},
+			{first: 4, batch: main1(toolSettle(1, added...))},
+			{first: 5, batch: main1(toolSettle(2))},
+			{first: 6, batch: main1(last...)},
+		}
+	}
+	next := kindWrite(9, agent.GenerationKindName)
+	for name, steps := range map[string][]step{
+		"none added":       exchange(nil, next, post()),
+		"b added, once":    exchange([]string{"b"}, selection(`["a","work","b"]`), next, post()),
+		"b added, as kept": exchange([]string{"b"}, selection(`["b","a"]`), next, post()),
+	} {
+		if err := play(steps); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for name, steps := range map[string][]step{
+		"b added, not selected": exchange([]string{"b"}, next, post()),
+		"b added, left out":     exchange([]string{"b"}, selection(`["a","work"]`), next, post()),
+		"b added, twice":        exchange([]string{"b"}, selection(`["a","b","b"]`), next, post()),
+		"none added, selected":  exchange(nil, selection(`["a","b"]`), next, post()),
+	} {
+		if err := play(steps); err == nil || !strings.Contains(err.Error(), string(ruleHandoff)) {
+			t.Errorf("%s: %v; want %s broken", name, err, ruleHandoff)
+		}
+	}
+}
+
+// A work call that settles done did what its arguments asked, no more.
+func TestOracleAWorkCallDoesWhatItIsAsked(t *testing.T) {
+	settle := func(out map[string]any) storage.Write {
+		raw, _ := json.Marshal(map[string]any{"output": out})
+		return storage.Write{Type: storage.WriteSettle, ID: 7, Status: "done", State: raw}
+	}
+	text := func(s string) []ai.Block { return []ai.Block{ai.Text(s)} }
+	for _, tc := range []struct {
+		do     string
+		out    map[string]any
+		broken bool
+	}{
+		{"ok", map[string]any{"content": text("worked: ok")}, false},
+		{"addTools", map[string]any{"content": text("worked: addTools"), "addedTools": []string{"b"}}, false},
+		{"addTools", map[string]any{"content": text("worked: addTools")}, true},
+		{"handoff", map[string]any{"content": text("worked: handoff"), "handoff": "start afresh"}, false},
+		{"handoff", map[string]any{"content": text("worked: handoff")}, true},
+		{"terminate", map[string]any{"content": text("worked: terminate"), "terminate": true}, false},
+		{"ok", map[string]any{"content": text("worked: ok"), "terminate": true}, true},
+		{"ok", map[string]any{"content": text("worked: slow")}, true},
+		{"throw", map[string]any{"content": text("the work failed"), "isError": true}, false},
+	} {
+		o := newOracle()
+		o.kinds[7], o.tools[7] = agent.ToolKindName, "work"
+		o.hooks.callArgs[7] = json.RawMessage(`{"do":"` + tc.do + `"}`)
+		holdsOrBreaks(t, o.worked(settle(tc.out), "a test", 9), ruleHandoff, tc.broken)
+	}
+}
+
 func TestOracleInputLandsAtItsBoundary(t *testing.T) {
 	// Input 2 is queued in conversation 1's inbox; task 3 is a post_tools,
 	// task 4 a generation; the last commit lands or cancels the input.

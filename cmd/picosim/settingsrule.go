@@ -172,7 +172,9 @@ func membersText(m map[string]json.RawMessage) string {
 const settingsSeeds = 7
 
 // drawnSettings are what a settings line writes: values the session
-// takes, a threshold it refuses, and names the kinds do not declare.
+// takes, a threshold it refuses, and names the kinds do not declare (no
+// selection of tools: the selection rule holds every run to keeping the
+// catalog).
 var drawnSettings = [][3]string{
 	{"generation", "thinking", `"low"`}, {"generation", "thinking", `"high"`},
 	{"generation", "budgetMs", "30000"}, {"generation", "budgetMs", "120000"},
