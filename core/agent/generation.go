@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -732,5 +733,26 @@ func durablePartial(ctx context.Context, rt *core.TaskRuntime) (*ai.Message, err
 	if err != nil {
 		return nil, fmt.Errorf("agent: task %d frames: %w", rt.TaskID(), err)
 	}
-	return m, nil
+	return publishable(m), nil
+}
+
+// publishable is the partial m less the blocks no store could read back
+// (a tool call the stream never gave an id), which an entry may not hold
+// (ai.Message.Canonical); nil when nothing of it could be published.
+func publishable(m *ai.Message) *ai.Message {
+	if m == nil {
+		return nil
+	}
+	if _, err := m.Canonical(); err == nil {
+		return m
+	}
+	out := *m
+	out.Content.Blocks = slices.DeleteFunc(slices.Clone(m.Content.Blocks), func(b ai.Block) bool {
+		_, err := ai.Message{Role: ai.RoleAssistant, Content: ai.Blocks(b)}.Canonical()
+		return err != nil
+	})
+	if _, err := out.Canonical(); err != nil {
+		return nil
+	}
+	return &out
 }
