@@ -1223,12 +1223,23 @@ func (o *oracle) toolsAdded(w storage.Write, b storage.CommitBatch, stopped bool
 		return o.fail(broke(ruleHandoff, "%s settled post_tools %d at %d without selecting the tools %q its calls added", by, w.ID, seq, added))
 	case !stopped && len(added) > 0:
 		for _, n := range added {
-			if count := len(slices.DeleteFunc(slices.Clone(selected), func(s string) bool { return s != n })); count != 1 {
+			if count := countOf(selected, n); count != 1 {
 				return o.fail(broke(ruleHandoff, "%s settled post_tools %d at %d selecting %q, not the tools %q its calls added, each once", by, w.ID, seq, selected, added))
 			}
 		}
 	}
 	return nil
+}
+
+// countOf is how many times s holds v.
+func countOf(s []string, v string) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
 
 // worked holds a work call that settles done, not an error, to what its
@@ -1246,12 +1257,15 @@ func (o *oracle) worked(w storage.Write, by string, seq storage.ID) error {
 		return nil
 	}
 	out := st.Output
-	var want []string
-	if asked.Do == "addTools" {
-		want = []string{"b"}
+	var added []string
+	var handoff string
+	switch asked.Do {
+	case "addTools":
+		added = []string{"b"}
+	case "handoff":
+		handoff = "start afresh"
 	}
-	if outputText(out) != "worked: "+asked.Do || out.Terminate != (asked.Do == "terminate") ||
-		(out.Handoff == "start afresh") != (asked.Do == "handoff") || out.Handoff != "" && asked.Do != "handoff" || !slices.Equal(out.AddedTools, want) {
+	if outputText(out) != "worked: "+asked.Do || out.Terminate != (asked.Do == "terminate") || out.Handoff != handoff || !slices.Equal(out.AddedTools, added) {
 		return o.fail(broke(ruleHandoff, "%s settled work call %d (%s) at %d with %q, terminate %t, handoff %q, added tools %q; it was asked to %q",
 			by, w.ID, args, seq, outputText(out), out.Terminate, out.Handoff, out.AddedTools, asked.Do))
 	}
@@ -1259,7 +1273,7 @@ func (o *oracle) worked(w storage.Write, by string, seq storage.ID) error {
 }
 
 // toolOutcome remembers what a tool call's settled state asks of its
-// exchange: to terminate the turn, a handoff ("" for none).
+// exchange: to terminate the turn, a handoff ("" for none), tools to add.
 func (o *oracle) toolOutcome(id storage.ID, state json.RawMessage) {
 	var st struct {
 		Output *struct {

@@ -58,6 +58,7 @@ func (e *env) settingsLine(ctx context.Context, conv storage.ID, l progLine) err
 	before := store.LastSeq()
 	err = cfg.Set(ctx, map[string]any{name: value})
 	_, known := declared[name]
+	refusedBy := settingRefused(l.args[1], name, value)
 	switch {
 	case err != nil && sessionGone(ctx, err):
 		return err
@@ -69,9 +70,9 @@ func (e *env) settingsLine(ctx context.Context, conv storage.ID, l progLine) err
 			return e.oracle.fail(broke(ruleSettings, "%s: a refused setting committed (the store went from %d to %d)", l, before, store.LastSeq()))
 		}
 		err = nil
-	case settingRefused(l.args[1], name, value) != "":
-		if rule := core.RuleOf(err); rule != settingRefused(l.args[1], name, value) {
-			return e.oracle.fail(broke(ruleSettings, "%s returned %v; want it refused by %s", l, err, settingRefused(l.args[1], name, value)))
+	case refusedBy != "":
+		if rule := core.RuleOf(err); rule != refusedBy {
+			return e.oracle.fail(broke(ruleSettings, "%s returned %v; want it refused by %s", l, err, refusedBy))
 		}
 		err = nil
 	case err != nil:
