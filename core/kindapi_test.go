@@ -834,3 +834,44 @@ func TestCheckJSONHoldsHandWrittenCodecsToEncodingJSON(t *testing.T) {
 		t.Errorf("Marshal with the check off = %s; want the appender's bytes", got)
 	}
 }
+
+func TestValueAsWrittenReadsTheCommitsOwnWritesBeforeCommittedState(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		h := must(core.Open(ctx, memory.New(), core.Options{Runtime: s.Runtime(), CheckInvariants: true}))
+		c := h.Root()
+		addr := forbidden.In(c.ID).Address
+		other := storage.ConversationValue[string]("plugin.other", storage.Sticky).In(c.ID).Address
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error { tx.SetValue(forbidden.Address, "committed"); return nil }))
+		read := func(tx *core.Tx, a storage.Address) string {
+			t.Helper()
+			v, ok, err := tx.ValueAsWritten(a)
+			if err != nil {
+				t.Fatalf("ValueAsWritten(%s) = %v", a, err)
+			}
+			if !ok {
+				return "absent"
+			}
+			return string(v)
+		}
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			steps := []struct{ did, want string }{{"nothing", `"committed"`}}
+			got := []string{read(tx.Tx, addr)}
+			tx.SetValue(forbidden.Address, "first")
+			tx.SetValue(forbidden.Address, "second")
+			steps, got = append(steps, struct{ did, want string }{"two sets", `"second"`}), append(got, read(tx.Tx, addr))
+			tx.DeleteValue(forbidden.Address)
+			steps, got = append(steps, struct{ did, want string }{"a delete after them", "absent"}), append(got, read(tx.Tx, addr))
+			tx.SetValue(other, "elsewhere")
+			steps, got = append(steps, struct{ did, want string }{"a set of another address", "absent"}), append(got, read(tx.Tx, addr))
+			for i, s := range steps {
+				if got[i] != s.want {
+					t.Errorf("after %s: ValueAsWritten = %s; want %s", s.did, got[i], s.want)
+				}
+			}
+			if v, ok, _ := tx.GetValue(addr, 0); !ok || string(v.Value) != `"committed"` {
+				t.Errorf("GetValue in the commit = %s, %v; want the committed value still", v.Value, ok)
+			}
+			return nil
+		}))
+	})
+}

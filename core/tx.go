@@ -288,6 +288,24 @@ func (tx *Tx) GetValue(addr storage.Address, at storage.ID) (storage.Version, bo
 	return tx.store.GetValue(tx.ctx, tx.bind(addr), at)
 }
 
+// ValueAsWritten reads the value at addr as this commit leaves it so far:
+// the commit's own last write there (absent after a delete), else the
+// committed current value. A plan that writes state and then reads it back
+// reads with this (a spawn sets its child's configuration, then the child's
+// first generation captures it); GetValue reads committed state only.
+func (tx *Tx) ValueAsWritten(addr storage.Address) (json.RawMessage, bool, error) {
+	addr = tx.bind(addr)
+	ref := addr.Ref()
+	for i := len(tx.writes) - 1; i >= 0; i-- {
+		w := &tx.writes[i]
+		if (w.Type == storage.WriteValueSet || w.Type == storage.WriteValueDelete) && w.Addr.Ref() == ref {
+			return w.Value, w.Type == storage.WriteValueSet, nil
+		}
+	}
+	v, ok, err := tx.store.GetValue(tx.ctx, addr, 0)
+	return v.Value, ok, err
+}
+
 // ReadList reads a committed list.
 func (tx *Tx) ReadList(addr storage.Address, q storage.ListQuery) (storage.Page[storage.Element], error) {
 	return tx.store.ReadList(tx.ctx, tx.bind(addr), q)

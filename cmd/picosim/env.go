@@ -153,6 +153,7 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 			opts.TokenSize = faux.TokenSize{Min: prog.chunk, Max: prog.chunk}
 		}
 		opts.Price = fauxPrice(prog.price)
+		opts.Models = fauxModels
 		opts.Deferred = drawDeferred(spec.seed)
 		opts.TokensPerSecond = drawPace(spec.seed)
 	}
@@ -318,7 +319,7 @@ func (e *env) open(ctx context.Context) error {
 		swarm = e.program().swarmOptions()
 	}
 	e.oracle.limits, e.oracle.retryDelay = swarm.limits, swarm.retry.Delay
-	e.oracle.catalog, e.oracle.window = nil, sharedWindow(e.faux.Models())
+	e.oracle.catalog, e.oracle.window, e.oracle.models = nil, sharedWindow(e.faux.Models()), e.faux.Models()
 	for _, t := range tools {
 		e.oracle.catalog = append(e.oracle.catalog, t.Definition.Name)
 	}
@@ -799,6 +800,7 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 		}
 		if r.e.oracle.commit(inv, byTask, rng, b) == nil {
 			_ = r.e.oracle.placed(ctx, r.Storage, b, rng, committer(inv, byTask))
+			_ = r.e.oracle.configCaptured(ctx, r.Storage, b, rng, committer(inv, byTask))
 			if aborts && !byTask {
 				_ = r.e.oracle.aborted(set, b, rng, committer(inv, byTask))
 			}

@@ -211,6 +211,12 @@ type oracle struct {
 	summaries map[storage.ID]expectedSummary
 	// attempts are the generations' current attempts (usagerule.go).
 	attempts map[storage.ID]int
+	// configs are the generations' captured configurations, and models
+	// the models the run's provider serves (nil: models are not checked)
+	// (modelrule.go).
+	configs     map[storage.ID]agent.GenerationConfig
+	turnConfigs map[storage.ID]agent.GenerationConfig // a turn's first input → what its first generation captured
+	models      []ai.Model
 	// retryDelay is the session's retry policy's first delay (the
 	// harness's default when the run sets none).
 	retryDelay time.Duration
@@ -250,7 +256,7 @@ func newOracle() *oracle {
 		stopping: map[storage.ID]bool{}, handoffs: map[storage.ID]string{}, added: map[storage.ID][]string{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[string]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
-		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{},
+		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{}, configs: map[storage.ID]agent.GenerationConfig{}, turnConfigs: map[storage.ID]agent.GenerationConfig{},
 		waitsFor: map[storage.ID]storage.ID{}, jobEnds: map[storage.ID]jobEnd{}, jobCalls: map[storage.ID]jobCall{}, callStart: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
 		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}, frames: map[storage.ID][]ai.Frame{}}
 }
@@ -412,6 +418,7 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 	clear(o.requests) // the old process's attempts ended with it
 	clear(o.summaries)
 	o.resyncAttempts(tasks)
+	o.resyncConfigs(tasks)
 	for _, c := range convs {
 		if !slices.Contains(o.created, c.ID) {
 			o.owners[c.ID] = c.Owner
@@ -737,6 +744,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			case w.Addr.Namespace == agent.UsageList.Namespace && json.Unmarshal(w.Value, &row) == nil:
 				o.usage(row)
 				if err := o.usageRow(row, b, by, seq); err != nil {
+					return err
+				}
+				if err := o.usageModel(row, by, seq); err != nil {
 					return err
 				}
 				if budget, known := o.budgets[row.TaskID]; known && (row.Outcome == "retry" || row.Outcome == "interrupted") && row.Attempt >= budget {

@@ -255,7 +255,7 @@ func (o *oracle) request(req ai.Request) error {
 		return o.fail(broke(ruleRequest, "generation %d offered conversation %d's model the tools %v; its context at %d folds to %v",
 			want.task, n, toolNames(req.Tools), want.at, toolNames(want.tools)))
 	}
-	return nil
+	return o.modelAsked(want.task, req)
 }
 
 // requestHooked reports whether msgs are want's messages followed by the

@@ -12,6 +12,8 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -182,7 +184,13 @@ var drawnSettings = [][3]string{
 	{"collapse", "keepRecent", "20000"}, {"collapse", "keepRecent", "0"},
 	{"collapse", "threshold", "0.9"}, {"collapse", "threshold", "2"},
 	{"generation", "temperature", "1"}, {"collapse", "keep", "3"},
+	{"generation", "model", `{"modelId":"faux-2"}`}, {"generation", "model", `{"provider":"faux","modelId":"faux-1"}`},
+	{"generation", "model", `{"modelId":"faux-9"}`}, {"generation", "profile", `"terse"`},
 }
+
+// fauxModels are the models a generated run's provider serves: a settings
+// line may name either, or one nobody serves (faux-9), whose turns fail.
+var fauxModels = []ai.Model{{ID: faux.DefaultModelID}, {ID: "faux-2"}}
 
 // drawSettings gives every settingsSeeds-th seed's program one to three
 // settings lines at random places, from a generator of their own.

@@ -41,6 +41,12 @@ type expectedSummary struct {
 	// cannot weigh them.
 	options      []string
 	optionsKnown bool
+	// model is the model the collapse's configuration resolves to, and
+	// thinking its thinking level; modelKnown false when the rule does
+	// not know the models served (modelrule.go).
+	model      ai.Model
+	thinking   string
+	modelKnown bool
 }
 
 // summarizerStarts notes, at a collapse's patch to summarizing, the
@@ -70,7 +76,14 @@ func (o *oracle) summarizerStarts(w storage.Write) {
 			want = append(want, m)
 		}
 	}
-	o.summaries[w.ID] = expectedSummary{task: w.ID, conv: conv, at: st.At, through: st.Through, messages: want, instructions: st.Instructions}
+	model, served := servedModel(o.models, st.Model)
+	if o.models != nil && !served {
+		// Nobody serves the collapse's model: it fails before asking, and
+		// a request that follows matches no projection.
+		return
+	}
+	o.summaries[w.ID] = expectedSummary{task: w.ID, conv: conv, at: st.At, through: st.Through, messages: want, instructions: st.Instructions,
+		model: model, thinking: st.Thinking, modelKnown: o.models != nil}
 }
 
 // prefix is conversation conv's context at at, and the length of its
@@ -168,6 +181,9 @@ func summarizerProblem(req ai.Request, want expectedSummary) string {
 		return "it is not a system prompt, the prefix and a user request"
 	case !sameOrEmpty(ms[1:len(ms)-1], want.messages):
 		return "the prefix projects to " + describeMessages(want.messages)
+	case want.modelKnown && (req.Model.ID != want.model.ID || req.Model.Provider != want.model.Provider || req.ThinkingLevel != want.thinking):
+		return fmt.Sprintf("it asks model %s/%s thinking %q; the collapse's configuration names %s/%s thinking %q",
+			req.Model.Provider, req.Model.ID, req.ThinkingLevel, want.model.Provider, want.model.ID, want.thinking)
 	case want.optionsKnown && len(want.options) == 0:
 		return "a hook that surely ran declined the collapse or supplied its summary"
 	case want.optionsKnown && !slices.ContainsFunc(want.options, func(s string) bool { return strings.Contains(ms[len(ms)-1].Content.TextOf(), s) }):

@@ -369,6 +369,9 @@ func (c *config) startCollapse(tx *core.Tx, conv storage.ID, reason CollapseReas
 	}
 	st := CollapseState{Reason: reason, At: cx.Through, Through: cut.through, FirstRetained: cut.firstRetained,
 		Model: gen.Model, Thinking: gen.Thinking, Instructions: instructions, MaxAttempts: c.retry.attempts(), Successor: successor}
+	if plant.On("collapse-on-default-model") {
+		st.Model = ModelRef{}
+	}
 	if cx.Head != nil {
 		st.Head = cx.Head.ID
 	}

@@ -55,7 +55,8 @@ type GenerationConfig struct {
 	BudgetMs      int64    `json:"budgetMs"`
 }
 
-// readConfig reads a conversation's generation config from committed state.
+// readConfig reads a conversation's generation config as the commit leaves
+// it so far: what it wrote (a spawn's inherited values), else committed state.
 func readConfig(tx *core.Tx, conv storage.ID) (GenerationConfig, error) {
 	var c GenerationConfig
 	var err error
@@ -64,13 +65,18 @@ func readConfig(tx *core.Tx, conv storage.ID) (GenerationConfig, error) {
 			return
 		}
 		addr.Scope.ID = conv
-		v, ok, e := tx.GetValue(addr, 0)
+		v, ok, e := tx.ValueAsWritten(addr)
+		if plant.On("config-reads-committed-only") {
+			var committed storage.Version
+			committed, ok, e = tx.GetValue(addr, 0)
+			v = committed.Value
+		}
 		if e != nil {
 			err = e
 			return
 		}
 		if ok {
-			if e := json.Unmarshal(v.Value, into); e != nil {
+			if e := json.Unmarshal(v, into); e != nil {
 				err = fmt.Errorf("agent: config %s: %w", addr, e)
 			}
 		}
@@ -115,7 +121,7 @@ func (m *Models) Resolve(ref ModelRef) (ai.Model, ai.Provider, error) {
 	if m != nil {
 		for _, s := range m.sources {
 			for _, model := range s.Models {
-				if ref == (ModelRef{}) || (model.ID == ref.ModelID && (ref.Provider == "" || model.Provider == ref.Provider)) {
+				if ref == (ModelRef{}) || (model.ID == ref.ModelID && (ref.Provider == "" || model.Provider == ref.Provider)) || plant.On("model-resolves-to-default") {
 					return model, s.Provider, nil
 				}
 			}

@@ -526,10 +526,10 @@ func TestRunRecoversAcrossARestart(t *testing.T) {
 // system entries, and mistakes refused with nothing written.
 func TestHostSpawnInitializesTheChild(t *testing.T) {
 	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
-		a := openAgent(t, ctx, s, agentOptions{})
+		a := openAgent(t, ctx, s, agentOptions{faux: faux.Options{Models: []ai.Model{{ID: "faux-1"}, {ID: "faux-2"}}}})
 		c := a.h.Root()
 		a.turns(ctx, c, "one", "two")
-		must(0, must(c.Settings()).Set(ctx, map[string]any{"thinking": "low", "profile": "auditor"}))
+		must(0, must(c.Settings()).Set(ctx, map[string]any{"thinking": "low", "profile": "auditor", "model": agent.ModelRef{ModelID: "faux-2"}}))
 		a.faux.AppendResponses(turnAnswer("child answer"))
 		child, input := genMust2(c.Spawn(ctx, agent.SpawnOptions{
 			Prompt: userText("go on alone"), Context: agent.SpawnInherit,
@@ -544,6 +544,18 @@ func TestHostSpawnInitializesTheChild(t *testing.T) {
 		settings := must(must(cc.Settings()).Get(ctx))
 		if string(settings["thinking"]) != `"low"` || string(settings["selectedTools"]) != `["a"]` || settings["profile"] != nil {
 			t.Fatalf("the child's settings %s; want thinking inherited, tools set, profile absent", settings)
+		}
+		// The child's first turn, created in the spawn's commit, asks with
+		// what that commit gave it, not with the defaults of a child that
+		// had no values yet.
+		reqs := a.faux.Requests()
+		first := reqs[len(reqs)-1]
+		var offered []string
+		for _, tool := range first.Tools {
+			offered = append(offered, tool.Name)
+		}
+		if first.Model.ID != "faux-2" || first.ThinkingLevel != "low" || !slices.Equal(offered, []string{"a"}) {
+			t.Fatalf("the child's first request asked %s thinking %q offering %v; want faux-2, low, [a]", first.Model.ID, first.ThinkingLevel, offered)
 		}
 		want := []string{"handoff:one", "user:go on alone", "system:system", "assistant:child answer"}
 		if diff := cmp.Diff(want, a.transcript(ctx, child)); diff != "" {

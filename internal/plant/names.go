@@ -511,6 +511,7 @@ var names = []string{
 	"tool-limits-retain-unread", "generation-after-collapse-unwritten", "message-tool-name-unread",
 	"hint-keeps-first-key", "before-tool-empty-clears-args", "posttools-conflict-settles-done",
 	"entry-model-kept-as-given", "config-get-first-only", "check-drive-never-refuses",
+	"config-reads-committed-only", "model-resolves-to-default", "collapse-on-default-model",
 }
 
 // Names are the planted bugs, for the measuring test.
