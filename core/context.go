@@ -255,18 +255,15 @@ func (c *Context) Request() ([]ai.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One pass finds each call's first result; a second emits the messages
-	// with results placed. Nothing is copied twice: a request is rebuilt
-	// every turn, so its cost is the context's size and no more.
-	results := map[string]*ai.Message{}
+	// One pass pairs each call with its result; a second emits the
+	// messages with results placed. Nothing is copied twice: a request is
+	// rebuilt every turn, so its cost is the context's size and no more.
+	pairs := newCallPairs()
 	size := 0
 	for _, ce := range c.Entries {
 		size += len(ce.Messages)
 		for i := range ce.Messages {
-			m := &ce.Messages[i]
-			if _, dup := results[m.ToolCallID]; m.Role == ai.RoleToolResult && !dup {
-				results[m.ToolCallID] = m
-			}
+			pairs.add(&ce.Messages[i])
 		}
 	}
 	out := make([]ai.Message, 0, size)
@@ -289,39 +286,109 @@ func (c *Context) Request() ([]ai.Message, error) {
 		case (subsumed || ce.Entry.ID < epoch) && SystemKind.Is(ce.Entry):
 			continue // subsumed, or of the epoch before the head
 		}
-		for _, m := range ce.Messages {
+		for i := range ce.Messages {
+			m := &ce.Messages[i]
 			switch {
 			case m.Role == ai.RoleToolResult:
 				continue // placed with its call, or dropped as an orphan
-			case m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError || m.StopReason == ai.StopAborted):
+			case !answers(m):
 				continue
 			}
-			out = append(out, m)
+			out = append(out, *m)
 			if m.Role == ai.RoleAssistant {
-				out = placeToolResults(out, m, results)
+				out = pairs.place(out, m, false)
 			}
 		}
 	}
 	return out, nil
 }
 
-// placeToolResults appends the results of an assistant message's calls in
-// call order, each result once, supplying an error result for a call
-// without one.
-func placeToolResults(out []ai.Message, m ai.Message, results map[string]*ai.Message) []ai.Message {
+// answers reports whether m is a message a request keeps: anything but an
+// assistant message that ended in an error or was aborted, which never
+// makes tool calls (§2.2).
+func answers(m *ai.Message) bool {
+	return m.Role != ai.RoleAssistant || m.StopReason != ai.StopError && m.StopReason != ai.StopAborted
+}
+
+// callSlot is one call of one assistant message: its result goes there.
+type callSlot struct {
+	m  *ai.Message
+	id string
+}
+
+// callPairs pairs tool results with the calls they answer, in context
+// order: a result answers the newest assistant message before it that
+// made a call of its id and has no result for it yet. Providers may use
+// a call id again in a later answer (many number their calls per answer),
+// so an id names a call only together with the answer that made it. A
+// call's first result is its result; a result with no such call before it
+// is an orphan, dropped.
+type callPairs struct {
+	open    map[string]*ai.Message // call id → the answer whose call of it awaits a result
+	results map[callSlot]*ai.Message
+}
+
+func newCallPairs() callPairs {
+	return callPairs{open: map[string]*ai.Message{}, results: map[callSlot]*ai.Message{}}
+}
+
+// add takes the next message of the context.
+func (p callPairs) add(m *ai.Message) {
+	switch {
+	case m.Role == ai.RoleAssistant && answers(m):
+		for _, b := range m.Content.Blocks {
+			if b.Type == ai.BlockToolCall && !(plant.On("call-id-answered-once") && p.answered(b.ID)) {
+				p.open[b.ID] = m // a newer call of the id takes the results after it
+			}
+		}
+	case m.Role == ai.RoleToolResult:
+		if a, ok := p.open[m.ToolCallID]; ok {
+			p.results[callSlot{a, m.ToolCallID}] = m
+			delete(p.open, m.ToolCallID)
+		}
+	}
+}
+
+// answered reports whether a call of id has a result (for a planted bug:
+// a session where an id names one call).
+func (p callPairs) answered(id string) bool {
+	for slot := range p.results {
+		if slot.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// awaits reports whether a call of m may still be answered by a result
+// added later: its projection is not final.
+func (p callPairs) awaits(m *ai.Message) bool {
 	for _, b := range m.Content.Blocks {
+		if b.Type == ai.BlockToolCall && p.open[b.ID] == m {
+			return true
+		}
+	}
+	return false
+}
+
+// place appends the results of assistant message m's calls in call order,
+// supplying an error result for a call without one (a fork cut its
+// exchange, §3.2) unless skipMissing. An answer that names one id twice
+// gets its result once, at the first call.
+func (p callPairs) place(out []ai.Message, m *ai.Message, skipMissing bool) []ai.Message {
+	for i, b := range m.Content.Blocks {
 		if b.Type != ai.BlockToolCall {
 			continue
 		}
-		if r, ok := results[b.ID]; ok && r != nil {
+		r, ok := p.results[callSlot{m, b.ID}]
+		if ok && !slices.ContainsFunc(m.Content.Blocks[:i], func(c ai.Block) bool { return c.Type == ai.BlockToolCall && c.ID == b.ID }) {
 			out = append(out, *r)
-			results[b.ID] = nil // used
-			continue
+		} else if !skipMissing {
+			out = append(out, ai.Message{
+				Role: ai.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name,
+				Content: ai.Blocks(ai.Text(missingResultText)), IsError: ai.Bool(true), Timestamp: m.Timestamp,
+			})
 		}
-		out = append(out, ai.Message{
-			Role: ai.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name,
-			Content: ai.Blocks(ai.Text(missingResultText)), IsError: ai.Bool(true), Timestamp: m.Timestamp,
-		})
 	}
 	return out
 }

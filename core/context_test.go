@@ -363,6 +363,36 @@ func TestToolResultsFollowTheirCallInCallOrder(t *testing.T) {
 	}
 }
 
+// Providers may number their calls per answer, so a call id comes back in
+// later answers: a result answers the newest call of its id before it, and
+// an answer still waiting for its result gets the missing one, never an
+// older answer's.
+func TestAToolCallIDUsedAgainIsAnsweredByTheResultsAfterItsAnswer(t *testing.T) {
+	f := newFixture(t)
+	conv := f.conversation()
+	f.user(conv, "go")
+	f.commit(func(tx *core.Tx) { core.AppendAssistant(tx, conv, assistantMsg("first", call("A"), call("B"))) })
+	f.commit(func(tx *core.Tx) { core.AppendToolResult(tx, conv, nil, toolResult("B", "b1")) })
+	f.commit(func(tx *core.Tx) { core.AppendToolResult(tx, conv, nil, toolResult("A", "a1")) })
+	f.commit(func(tx *core.Tx) { core.AppendAssistant(tx, conv, assistantMsg("second", call("A"))) })
+	f.commit(func(tx *core.Tx) { core.AppendToolResult(tx, conv, nil, toolResult("A", "a2")) })
+	f.commit(func(tx *core.Tx) { core.AppendToolResult(tx, conv, nil, toolResult("A", "a2 again")) })
+	f.commit(func(tx *core.Tx) { core.AppendAssistant(tx, conv, assistantMsg("twice", call("D"), call("D"))) })
+	f.commit(func(tx *core.Tx) { core.AppendToolResult(tx, conv, nil, toolResult("D", "d")) })
+	f.commit(func(tx *core.Tx) { core.AppendAssistant(tx, conv, assistantMsg("third", call("A"), call("B"))) })
+	req, err := f.context(conv, 0).Request()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"user:go", "assistant:first", "toolResult:a1@A", "toolResult:b1@B",
+		"assistant:second", "toolResult:a2@A",
+		"assistant:twice", "toolResult:d@D", "toolResult:No result provided@D",
+		"assistant:third", "toolResult:No result provided@A", "toolResult:No result provided@B"}
+	if got := messageTexts(req); !slices.Equal(got, want) {
+		t.Fatalf("request = %v\nwant      %v", got, want)
+	}
+}
+
 // A head starts a new epoch (§8.2) even when a summary keeps the old
 // baseline in its tail: that baseline was the old epoch's, so the fold has
 // none until the next turn writes one, and no request carries the old one.

@@ -117,20 +117,19 @@ func (h *Harness) rememberContext(conv storage.ID, cc *contextCache) {
 }
 
 // projection is the part of a conversation's request projection that can no
-// longer change as entries are appended: every assistant in it has a known
-// first result for each of its calls (a later result for the same call is
-// never the first), and the newest baseline is known. Requests copy it and
-// project only the tail after it, so a turn's projection work is the copy,
-// not a re-derivation. A new baseline, a head or an edit starts it over.
+// longer change as entries are appended: no call of an assistant in it
+// awaits a result (each has its result, or a newer answer took its id), and
+// the newest baseline is known. Requests copy it and project only the tail
+// after it, so a turn's projection work is the copy, not a re-derivation. A
+// new baseline, a head or an edit starts it over.
 type projection struct {
-	scanned  int                    // entries indexed into results and baseline
-	results  map[string]*ai.Message // first tool result per call id
-	baseline *ContextEntry          // newest baseline among scanned entries
-	epoch    storage.ID             // the head's id: older system entries are the last epoch's
-	done     int                    // entries folded into body
-	body     []ai.Message           // the baseline slot, then the stable body
-	passed   bool                   // body has passed the baseline entry
-	used     map[string]bool        // calls placed in body
+	scanned  int           // entries paired into pairs and searched for the baseline
+	pairs    callPairs     // the calls and results of the scanned entries
+	baseline *ContextEntry // newest baseline among scanned entries
+	epoch    storage.ID    // the head's id: older system entries are the last epoch's
+	done     int           // entries folded into body
+	body     []ai.Message  // the baseline slot, then the stable body
+	passed   bool          // body has passed the baseline entry
 }
 
 // request projects the cached context plus pending (entries about to be
@@ -138,7 +137,7 @@ type projection struct {
 func (cc *contextCache) request(pending []ContextEntry) ([]ai.Message, error) {
 	p := cc.proj
 	if p == nil {
-		p = &projection{results: map[string]*ai.Message{}, used: map[string]bool{}, epoch: newSystemFolder(cc.head).epoch}
+		p = &projection{pairs: newCallPairs(), epoch: newSystemFolder(cc.head).epoch}
 		cc.proj = p
 	}
 	for ; p.scanned < len(cc.entries); p.scanned++ {
@@ -151,14 +150,11 @@ func (cc *contextCache) request(pending []ContextEntry) ([]ai.Message, error) {
 			if d.Baseline {
 				b := *ce
 				p.baseline = &b
-				p.done, p.body, p.passed, p.used = 0, nil, false, map[string]bool{}
+				p.done, p.body, p.passed = 0, nil, false
 			}
 		}
 		for i := range ce.Messages {
-			m := &ce.Messages[i]
-			if _, seen := p.results[m.ToolCallID]; m.Role == ai.RoleToolResult && !seen {
-				p.results[m.ToolCallID] = m
-			}
+			p.pairs.add(&ce.Messages[i])
 		}
 	}
 	for _, ce := range pending {
@@ -179,7 +175,7 @@ func (cc *contextCache) request(pending []ContextEntry) ([]ai.Message, error) {
 		if !p.resolved(ce) {
 			break
 		}
-		p.body = p.project(p.body, ce, &p.passed, p.used, nil)
+		p.body = p.project(p.body, ce, &p.passed)
 	}
 	if p.done == len(cc.entries) && len(pending) == 0 {
 		// Nothing after the stable body: the request shares it. The full
@@ -193,37 +189,31 @@ func (cc *contextCache) request(pending []ContextEntry) ([]ai.Message, error) {
 	}
 	out := make([]ai.Message, len(p.body), len(p.body)+2*(len(cc.entries)-p.done+len(pending)))
 	copy(out, p.body)
-	passed, tailUsed := p.passed, map[string]bool{}
+	passed := p.passed
 	for _, ce := range cc.entries[p.done:] {
-		out = p.project(out, ce, &passed, p.used, tailUsed)
+		out = p.project(out, ce, &passed)
 	}
 	for _, ce := range pending {
-		out = p.project(out, ce, &passed, p.used, tailUsed)
+		out = p.project(out, ce, &passed)
 	}
 	return out, nil
 }
 
-// resolved reports whether every call of the entry's assistant messages has
-// a known first result, which makes its projection final.
+// resolved reports whether no call of the entry's assistant messages awaits
+// a result, which makes its projection final.
 func (p *projection) resolved(ce ContextEntry) bool {
-	for _, m := range ce.Messages {
-		if m.Role != ai.RoleAssistant {
-			continue
-		}
-		for _, b := range m.Content.Blocks {
-			if _, ok := p.results[b.ID]; b.Type == ai.BlockToolCall && !ok {
-				return false
-			}
+	for i := range ce.Messages {
+		if m := &ce.Messages[i]; m.Role == ai.RoleAssistant && p.pairs.awaits(m) {
+			return false
 		}
 	}
 	return true
 }
 
 // project appends one context entry's request messages, as Request's loop
-// does: the baseline and subsumed system entries are skipped, results are
-// placed with their calls (each once: used holds the stable placements,
-// tail the ones of this request only).
-func (p *projection) project(out []ai.Message, ce ContextEntry, passed *bool, used, tail map[string]bool) []ai.Message {
+// does: the baseline and subsumed system entries are skipped, and results
+// are placed with their calls.
+func (p *projection) project(out []ai.Message, ce ContextEntry, passed *bool) []ai.Message {
 	switch {
 	case p.baseline != nil && ce.Entry == p.baseline.Entry:
 		*passed = true
@@ -231,35 +221,17 @@ func (p *projection) project(out []ai.Message, ce ContextEntry, passed *bool, us
 	case (p.baseline != nil && !*passed || ce.Entry.ID < p.epoch) && SystemKind.Is(ce.Entry):
 		return out // subsumed, or of the epoch before the head
 	}
-	for _, m := range ce.Messages {
+	for i := range ce.Messages {
+		m := &ce.Messages[i]
 		switch {
 		case m.Role == ai.RoleToolResult:
 			continue
 		case m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError && !plant.On("request-keeps-failed-answer") || m.StopReason == ai.StopAborted && !plant.On("context-cache-keeps-aborted")):
 			continue
 		}
-		out = append(out, m)
-		if m.Role != ai.RoleAssistant {
-			continue
-		}
-		for _, b := range m.Content.Blocks {
-			if b.Type != ai.BlockToolCall {
-				continue
-			}
-			r, ok := p.results[b.ID]
-			if ok && !used[b.ID] && (tail == nil || !tail[b.ID]) {
-				out = append(out, *r)
-			} else if !plant.On("request-skips-missing-result") {
-				out = append(out, ai.Message{
-					Role: ai.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name,
-					Content: ai.Blocks(ai.Text(missingResultText)), IsError: ai.Bool(true), Timestamp: m.Timestamp,
-				})
-			}
-			if tail != nil {
-				tail[b.ID] = true
-			} else {
-				used[b.ID] = true
-			}
+		out = append(out, *m)
+		if m.Role == ai.RoleAssistant {
+			out = p.pairs.place(out, m, plant.On("request-skips-missing-result"))
 		}
 	}
 	return out

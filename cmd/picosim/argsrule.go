@@ -229,7 +229,7 @@ func (e *env) typedToolFor() agent.Tool {
 		Definition: ai.Tool{Name: typedTool, Description: "takes typed arguments", Parameters: typedSchema},
 		Replay:     agent.ReplaySafe,
 		Execute: func(ctx context.Context, call string, args json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
-			e.ran(typedTool, call, agent.ReplaySafe)
+			e.ran(typedTool, call, rt.TaskID(), agent.ReplaySafe)
 			if at := typedFailures(args); len(at) > 0 {
 				return e.oracle.fail(broke(ruleArgs, "tool %s ran call %s with arguments %s, which fail at %v", typedTool, call, args, at))
 			}

@@ -58,19 +58,17 @@ func (o *oracle) cutChecked(b storage.CommitBatch, r storage.Range, by string) e
 		if before != nil {
 			lo = before.Head
 		}
-		calls := map[string]*storage.Entry{}
+		calls := map[string]*storage.Entry{} // call id → the newest answer so far that called it
 		for _, v := range vis {
 			if v.ID >= lo && v.Kind == "assistant" && len(v.Model) > 0 && v.Model[0].Role == ai.RoleAssistant {
 				for _, c := range v.Model[0].ToolCalls() {
 					calls[c.ID] = v
 				}
 			}
-		}
-		for _, v := range vis {
 			if v.Kind != "tool_result" || v.ID < lo || e.Kind == "tool_result" && v != e {
 				continue
 			}
-			call, ok := calls[v.Key]
+			call, ok := calls[v.Key] // a result answers the newest call of its id before it
 			if ok && (call.ID < head.Head) != (v.ID < head.Head) {
 				return o.fail(broke(ruleCut, "%s wrote entry %d in %d–%d: conversation %d's summary %d keeps from %d, and so splits call %s (entry %d) from its result (entry %d)",
 					by, e.ID, r.First, r.Last, e.ConversationID, head.ID, head.Head, v.Key, call.ID, v.ID))

@@ -71,7 +71,7 @@ type env struct {
 	fileWrites map[string]int
 	// onceRan counts the runs of each call of a tool that must never be
 	// replayed, over every process of the run.
-	onceRan map[string]int
+	onceRan map[storage.ID]int
 	// batches counts the commits that reached the first handle.
 	batches int
 	// actions counts the host actions reached (see host).
@@ -836,7 +836,7 @@ func (e *env) echo(name string, replay agent.ReplayPolicy) agent.Tool {
 		Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: json.RawMessage(`{"type":"object"}`)},
 		Replay:     replay,
 		Execute: func(ctx context.Context, call string, args json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
-			e.ran(name, call, replay)
+			e.ran(name, call, rt.TaskID(), replay)
 			if e.meddles() {
 				e.meddleAsTool(ctx, rt.TaskRuntime, name, call)
 			}
@@ -854,18 +854,19 @@ func (e *env) echo(name string, replay agent.ReplayPolicy) agent.Tool {
 	}
 }
 
-// ran notes that tool name ran call: its place in toolOrder and, for a
-// tool that is never replayed, its count, a second run being a failure.
-func (e *env) ran(name, call string, replay agent.ReplayPolicy) {
+// ran notes that tool name ran call, of task: its place in toolOrder and,
+// for a tool that is never replayed, its count, a second run being a
+// failure. A call is its task: its id may come back in another answer.
+func (e *env) ran(name, call string, task storage.ID, replay agent.ReplayPolicy) {
 	e.toolOrder = append(e.toolOrder, name)
 	if replay != agent.ReplayNever {
 		return
 	}
 	if e.onceRan == nil {
-		e.onceRan = map[string]int{}
+		e.onceRan = map[storage.ID]int{}
 	}
-	if e.onceRan[call]++; e.onceRan[call] > 1 {
-		_ = e.oracle.fail(broke(ruleReplayNever, "tool %s, which is never replayed, ran call %s %d times", name, call, e.onceRan[call]))
+	if e.onceRan[task]++; e.onceRan[task] > 1 {
+		_ = e.oracle.fail(broke(ruleReplayNever, "tool %s, which is never replayed, ran call %s (task %d) %d times", name, call, task, e.onceRan[task]))
 	}
 }
 

@@ -105,7 +105,8 @@ type fileRun struct {
 }
 
 // fileEnv counts the writes that reach each file through the tools, and
-// those of each call (its context names it).
+// those of each call (its context names its task: a call id may come back
+// in another answer or conversation).
 type fileEnv struct {
 	agent.ExecutionEnv
 	e *env
@@ -118,8 +119,8 @@ func (f fileEnv) WriteFile(ctx context.Context, path string, data []byte) error 
 	err := f.ExecutionEnv.WriteFile(ctx, path, data)
 	if err == nil {
 		f.e.fileWrites[path]++
-		if call, ok := ctx.Value(fileCallKey{}).(string); ok {
-			f.e.fileWrites[call+"\x00"+path]++
+		if task, ok := ctx.Value(fileCallKey{}).(storage.ID); ok {
+			f.e.fileWrites[fmt.Sprintf("%d\x00%s", task, path)]++
 		}
 	}
 	return err
@@ -135,13 +136,14 @@ func (e *env) fileTool(t agent.Tool) agent.Tool {
 		_ = json.Unmarshal(args, &a)
 		r := &fileRun{tool: t.Definition.Name, path: a.Path, args: args}
 		r.before, r.existed = e.proc.Files()[a.Path]
-		own := call + "\x00" + a.Path
+		task := rt.TaskID()
+		own := fmt.Sprintf("%d\x00%s", task, a.Path)
 		w0, own0 := e.fileWrites[a.Path], e.fileWrites[own]
-		err := run(context.WithValue(ctx, fileCallKey{}, call), call, args, out, rt)
+		err := run(context.WithValue(ctx, fileCallKey{}, task), call, args, out, rt)
 		r.after, r.exists = e.proc.Files()[a.Path]
 		r.others = e.fileWrites[a.Path] - w0 - (e.fileWrites[own] - own0)
 		r.returned, r.interrupted = true, ctx.Err() != nil
-		e.oracle.fileRuns[call] = r
+		e.oracle.fileRuns[task] = r
 		return err
 	}
 	return t
@@ -159,8 +161,8 @@ func (o *oracle) fileSettled(w storage.Write, by string, seq storage.ID) error {
 	if json.Unmarshal(w.State, &st) != nil || st.Output == nil {
 		return nil
 	}
-	r := o.fileRuns[st.Call.ID]
-	delete(o.fileRuns, st.Call.ID)
+	r := o.fileRuns[w.ID]
+	delete(o.fileRuns, w.ID)
 	if r == nil || !r.returned || r.interrupted || w.Status != "done" {
 		return nil
 	}

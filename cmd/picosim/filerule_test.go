@@ -79,7 +79,7 @@ func TestAFileToolDoesWhatItSays(t *testing.T) {
 			o.tools[7] = tc.run.tool
 			r := tc.run
 			r.path, r.returned = "f", true
-			o.fileRuns["c1"] = &r
+			o.fileRuns[7] = &r
 			holdsOrBreaks(t, o.fileSettled(tc.w, "a test", 20), ruleFiles, tc.broken)
 		})
 	}

@@ -137,13 +137,6 @@ func (o *oracle) inheritance(how spawnIntent, through storage.ID) ([]ai.Message,
 		}
 	}
 	answered := map[string]bool{}
-	for _, ce := range cx {
-		for _, m := range ce.Messages {
-			if m.Role == ai.RoleToolResult {
-				answered[m.ToolCallID] = true
-			}
-		}
-	}
 	answer := func(m ai.Message) bool {
 		return m.Role == ai.RoleAssistant && m.StopReason != ai.StopError && m.StopReason != ai.StopAborted
 	}
@@ -151,6 +144,13 @@ func (o *oracle) inheritance(how spawnIntent, through storage.ID) ([]ai.Message,
 		at := slices.IndexFunc(cx[i].Messages, answer)
 		if e := o.transcripts.entry(how.parent, cx[i].ID); at < 0 || e == nil || e.Kind != core.AssistantKind.Kind() {
 			continue // a head's messages are complete: a request projected them
+		}
+		for _, later := range cx[i+1:] { // an earlier result answers an earlier call of the id
+			for _, m := range later.Messages {
+				if m.Role == ai.RoleToolResult {
+					answered[m.ToolCallID] = true
+				}
+			}
 		}
 		if slices.ContainsFunc(cx[i].Messages[at].ToolCalls(), func(c ai.Block) bool { return !answered[c.ID] }) {
 			cx = cx[:i]

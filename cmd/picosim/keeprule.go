@@ -214,8 +214,20 @@ func (o *oracle) nothingToCollapse(conv, pos storage.ID) error {
 // when it makes no collapse.
 func planKeep(cx []ruleEntry, entries []*storage.Entry, keep int64) (through, first storage.ID, ok bool) {
 	var units []keepUnit
-	results := map[string]int{} // call id → the index of its result
-	system := -1                // the first system entry not yet in a unit
+	// A result answers the newest unit before it that called its id (an id
+	// may come back in a later answer), once.
+	type unitCall struct {
+		unit int
+		id   string
+	}
+	caller := map[string]int{}    // call id → the newest unit that called it
+	results := map[unitCall]int{} // a unit's call → the index of its result
+	system := -1                  // the first system entry not yet in a unit
+	called := func(u int, calls []string) {
+		for _, c := range calls {
+			caller[c] = u
+		}
+	}
 	for i, e := range entries {
 		msgs := cx[i].Messages
 		switch e.Kind {
@@ -225,7 +237,11 @@ func planKeep(cx []ruleEntry, entries []*storage.Entry, keep int64) (through, fi
 			}
 			continue
 		case core.ToolResultKind.Kind():
-			results[e.Key] = i
+			if u, ok := caller[e.Key]; ok {
+				if _, first := results[unitCall{u, e.Key}]; !first {
+					results[unitCall{u, e.Key}] = i
+				}
+			}
 			if len(units) > 0 && system < 0 {
 				units[len(units)-1].last = i
 				continue
@@ -240,6 +256,7 @@ func planKeep(cx []ruleEntry, entries []*storage.Entry, keep int64) (through, fi
 		}
 		if n := len(units); answer && n > 0 && !units[n-1].answered {
 			units[n-1].last, units[n-1].answered, units[n-1].calls, system = i, true, calls, -1
+			called(n-1, calls)
 			continue
 		}
 		u := keepUnit{first: i, last: i, answered: answer, calls: calls}
@@ -247,6 +264,7 @@ func planKeep(cx []ruleEntry, entries []*storage.Entry, keep int64) (through, fi
 			u.first, system = system, -1
 		}
 		units = append(units, u)
+		called(len(units)-1, calls)
 	}
 	if system >= 0 && len(units) > 0 {
 		units[len(units)-1].last = len(entries) - 1
@@ -275,7 +293,7 @@ func planKeep(cx []ruleEntry, entries []*storage.Entry, keep int64) (through, fi
 		end, whole := units[k-1].last, true
 		for i, u := range units[:k] {
 			for _, call := range u.calls {
-				at, answered := results[call]
+				at, answered := results[unitCall{i, call}]
 				whole = whole && !(answered && at > end) && (answered || i != newestExchange)
 			}
 		}

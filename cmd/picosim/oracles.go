@@ -186,7 +186,7 @@ type oracle struct {
 	launches   map[storage.ID]spawnIntent     // subagent run or spawn task → how it makes its child (inheritrule.go)
 	hostSpawn  spawnIntent                    // the host's spawn under way, if any
 	jobTimes   map[storage.ID]*jobTime        // job → its schedule as followed (jobrule.go)
-	fileRuns   map[string]*fileRun            // file tool call → its last run (filerule.go)
+	fileRuns   map[storage.ID]*fileRun        // file tool call's task → its last run (filerule.go)
 	subagents  subagentWatch                  // the subagent tool's calls and children (subagentrule.go)
 	settings   map[settingKey][]settingWrite  // conversations' collapse settings as written (keeprule.go)
 	// manualKeep is the keepRecent a host's manual collapse passes while
@@ -255,7 +255,7 @@ func newOracle() *oracle {
 		kinds: map[storage.ID]string{}, modes: map[storage.ID]agent.InputMode{}, budgets: map[storage.ID]int{},
 		stopping: map[storage.ID]bool{}, handoffs: map[storage.ID]string{}, added: map[storage.ID][]string{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
-		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[string]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
+		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[storage.ID]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{}, configs: map[storage.ID]agent.GenerationConfig{}, turnConfigs: map[storage.ID]agent.GenerationConfig{},
 		waitsFor: map[storage.ID]storage.ID{}, jobEnds: map[storage.ID]jobEnd{}, jobCalls: map[storage.ID]jobCall{}, callStart: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
 		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}, frames: map[storage.ID][]ai.Frame{}}

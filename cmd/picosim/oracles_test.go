@@ -441,20 +441,27 @@ func TestOracleRetryBudget(t *testing.T) {
 }
 
 func TestOracleReplayNeverRunsOnce(t *testing.T) {
-	run := func(replay agent.ReplayPolicy, calls ...string) error {
+	type run struct {
+		call string
+		task storage.ID
+	}
+	check := func(replay agent.ReplayPolicy, runs ...run) error {
 		e := &env{oracle: newOracle()}
-		for _, call := range calls {
-			e.ran("b", call, replay)
+		for _, r := range runs {
+			e.ran("b", r.call, r.task, replay)
 		}
 		return e.oracle.first
 	}
-	if err := run(agent.ReplayNever, "call-1", "call-2"); err != nil {
+	if err := check(agent.ReplayNever, run{"call-1", 5}, run{"call-2", 6}); err != nil {
 		t.Fatalf("two calls once each: %v", err)
 	}
-	if err := run(agent.ReplaySafe, "call-1", "call-1"); err != nil {
+	if err := check(agent.ReplayNever, run{"call-1", 5}, run{"call-1", 9}); err != nil {
+		t.Fatalf("one id in two answers, once each: %v", err)
+	}
+	if err := check(agent.ReplaySafe, run{"call-1", 5}, run{"call-1", 5}); err != nil {
 		t.Fatalf("a safe tool run twice: %v", err)
 	}
-	wantRule(t, run(agent.ReplayNever, "call-1", "call-1"), ruleReplayNever)
+	wantRule(t, check(agent.ReplayNever, run{"call-1", 5}, run{"call-1", 5}), ruleReplayNever)
 }
 
 func TestOracleNoStaleSummary(t *testing.T) {

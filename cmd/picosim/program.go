@@ -1102,10 +1102,14 @@ func (g *programRun) response(l progLine) answer {
 	type call struct{ id, tool, arg string }
 	var calls []call
 	var a answer
-	for _, name := range strings.Split(l.args[1], ",") {
+	for i, name := range strings.Split(l.args[1], ",") {
 		g.calls++
+		id := fmt.Sprintf("call-%d", g.calls)
+		if g.e.spec.seed%reusedIDSeeds == 0 {
+			id = fmt.Sprintf("call-%d", i+1)
+		}
 		tool, arg, _ := strings.Cut(name, ":")
-		calls = append(calls, call{fmt.Sprintf("call-%d", g.calls), tool, arg})
+		calls = append(calls, call{id, tool, arg})
 		own := !strings.HasSuffix(arg, ":other")
 		cmd := strings.TrimSuffix(arg, ":inherit")
 		a.child = a.child || own && tool == agent.SubagentToolName && cmd != "run" && cmd != "spawn"
@@ -1155,6 +1159,12 @@ func (g *programRun) response(l progLine) answer {
 	}
 	return a
 }
+
+// reusedIDSeeds is how often a run's model numbers its calls per answer, as
+// many providers do, so that call ids come back in later answers and in
+// other conversations: every third seed from 3 (not the golden traces'
+// seed 1). Every other run numbers them across the run.
+const reusedIDSeeds = 3
 
 // conv resolves "cN" to a conversation the program made (script.Nth).
 func (g *programRun) conv(a string) storage.ID {

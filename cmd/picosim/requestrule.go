@@ -25,8 +25,10 @@ import (
 //   - an assistant message that ended in an error or was aborted is left
 //     out, and every tool result where it stands;
 //   - after each assistant message come the results of its calls, in call
-//     order: the first result of each call in the context, once, or, for
-//     a call without one, an error result saying none was provided;
+//     order: a result answers the newest assistant message before it that
+//     called its id and has no result for it yet (an id may come back in a
+//     later answer), once; a call without one gets an error result saying
+//     none was provided;
 //   - a result whose call is not there is dropped;
 //   - the tools are those the baseline and the system entries after it
 //     add, less those they remove, each entry's removals before its
@@ -109,15 +111,31 @@ func (t *transcripts) project(conv storage.ID, cx []ruleEntry) ([]ai.Message, []
 	if len(entries) > 0 && entries[0].IsHead() {
 		epoch = entries[0].ID
 	}
-	results := map[string]ai.Message{}
-	for _, ce := range cx {
-		for _, m := range ce.Messages {
-			if _, seen := results[m.ToolCallID]; m.Role == ai.RoleToolResult && !seen {
-				results[m.ToolCallID] = m
+	// A result answers the newest answer before it that called its id and
+	// has no result for it yet (a provider may use an id again in a later
+	// answer); a call's answer is named by its entry and message index.
+	type call struct {
+		entry, msg int
+		id         string
+	}
+	failed := func(m ai.Message) bool { return m.StopReason == ai.StopError || m.StopReason == ai.StopAborted }
+	awaiting := map[string]call{}
+	results := map[call]ai.Message{}
+	for i, ce := range cx {
+		for j, m := range ce.Messages {
+			switch {
+			case m.Role == ai.RoleAssistant && !failed(m):
+				for _, b := range m.ToolCalls() {
+					awaiting[b.ID] = call{i, j, b.ID}
+				}
+			case m.Role == ai.RoleToolResult:
+				if c, ok := awaiting[m.ToolCallID]; ok {
+					results[c] = m
+					delete(awaiting, m.ToolCallID)
+				}
 			}
 		}
 	}
-	used := map[string]bool{}
 	var out []ai.Message
 	if baseline >= 0 {
 		out = append(out, cx[baseline].Messages...)
@@ -126,19 +144,20 @@ func (t *transcripts) project(conv storage.ID, cx []ruleEntry) ([]ai.Message, []
 		if e := entries[i]; i == baseline || system(e) && (e.ID < epoch || i < baseline) {
 			continue
 		}
-		for _, m := range ce.Messages {
-			if m.Role == ai.RoleToolResult || m.Role == ai.RoleAssistant && (m.StopReason == ai.StopError || m.StopReason == ai.StopAborted) {
+		for j, m := range ce.Messages {
+			if m.Role == ai.RoleToolResult || m.Role == ai.RoleAssistant && failed(m) {
 				continue
 			}
 			out = append(out, m)
 			if m.Role != ai.RoleAssistant {
 				continue
 			}
+			used := map[string]bool{}
 			for _, b := range m.Content.Blocks {
 				if b.Type != ai.BlockToolCall {
 					continue
 				}
-				if r, ok := results[b.ID]; ok && !used[b.ID] {
+				if r, ok := results[call{i, j, b.ID}]; ok && !used[b.ID] {
 					used[b.ID] = true
 					out = append(out, r)
 					continue

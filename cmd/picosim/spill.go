@@ -129,7 +129,7 @@ func (e *env) spillTool(name string) agent.Tool {
 		Output:     spillTools[name],
 		Replay:     replay,
 		Execute: func(ctx context.Context, call string, raw json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
-			e.ran(name, call, replay)
+			e.ran(name, call, rt.TaskID(), replay)
 			var args spillArgs
 			if err := json.Unmarshal(raw, &args); err != nil {
 				return err

@@ -390,6 +390,7 @@ type cutUnit struct {
 	first, last int      // indexes into the range entries
 	answered    bool     // it holds an assistant entry
 	calls       []string // the assistant's call ids
+	resultAt    []int    // per call, the index of its result, -1 for none
 	tokens      int64
 }
 
@@ -411,7 +412,7 @@ func planCut(cx *core.Context, keepRecent int64) (cut, bool) {
 	if cx.Head != nil && len(entries) > 0 {
 		entries = entries[1:]
 	}
-	units, results := cutUnits(entries)
+	units := cutUnits(entries)
 	if len(units) < 2 {
 		return cut{}, false
 	}
@@ -437,18 +438,28 @@ func planCut(cx *core.Context, keepRecent int64) (cut, bool) {
 	// Cut at the first valid boundary at or after keep: summarizing more
 	// is safe, splitting an exchange is not.
 	for i := keep; i < len(units); i++ {
-		if cutValid(units, i, results, lastExchange) {
+		if cutValid(units, i, lastExchange) {
 			return cut{through: entries[units[i-1].last].Entry.ID, firstRetained: entries[units[i].first].Entry.ID}, true
 		}
 	}
 	return cut{}, false
 }
 
-// cutUnits groups range entries into units and indexes the tool results by
-// call id.
-func cutUnits(entries []core.ContextEntry) ([]cutUnit, map[string]int) {
+// cutUnits groups range entries into units and finds each call's result:
+// the first result of its id after it and before a newer call of the id (a
+// provider may use an id again in a later answer).
+func cutUnits(entries []core.ContextEntry) []cutUnit {
 	var units []cutUnit
-	results := map[string]int{}
+	type callAt struct{ unit, call int }
+	open := map[string]callAt{} // call id → the newest call of it still without a result
+	answer := func(u int, m ai.Message) {
+		units[u].calls = callIDs(m)
+		units[u].resultAt = make([]int, len(units[u].calls))
+		for j, id := range units[u].calls {
+			units[u].resultAt[j] = -1
+			open[id] = callAt{u, j}
+		}
+	}
 	system := -1 // the first system entry waiting for its unit
 	for i, ce := range entries {
 		e := ce.Entry
@@ -459,7 +470,19 @@ func cutUnits(entries []core.ContextEntry) ([]cutUnit, map[string]int) {
 			}
 			continue
 		case e.Kind == core.ToolResultKind.Kind():
-			results[e.Key] = i
+			if c, ok := open[e.Key]; ok {
+				units[c.unit].resultAt[c.call] = i
+				delete(open, e.Key)
+			}
+			if plant.On("cut-result-by-id-alone") {
+				for u := range units { // every call of the id takes the newest result
+					for j, id := range units[u].calls {
+						if id == e.Key {
+							units[u].resultAt[j] = i
+						}
+					}
+				}
+			}
 			if len(units) > 0 && system < 0 {
 				units[len(units)-1].last = i
 				continue
@@ -470,17 +493,17 @@ func cutUnits(entries []core.ContextEntry) ([]cutUnit, map[string]int) {
 			// An answer stays with what it answers: the input before it.
 			u := &units[len(units)-1]
 			u.last, u.answered, system = i, true, -1
-			u.calls = callIDs(ce.Messages[0])
+			answer(len(units)-1, ce.Messages[0])
 			continue
 		}
 		u := cutUnit{first: i, last: i, answered: assistant}
 		if system >= 0 {
 			u.first, system = system, -1
 		}
-		if assistant {
-			u.calls = callIDs(ce.Messages[0])
-		}
 		units = append(units, u)
+		if assistant {
+			answer(len(units)-1, ce.Messages[0])
+		}
 	}
 	if system >= 0 && len(units) > 0 {
 		units[len(units)-1].last = len(entries) - 1 // trailing system entries go with the newest unit
@@ -490,7 +513,7 @@ func cutUnits(entries []core.ContextEntry) ([]cutUnit, map[string]int) {
 			units[i].tokens += EstimateTokens(ce.Messages...)
 		}
 	}
-	return units, results
+	return units
 }
 
 // cutValid reports whether the units before keep can be summarized: every
@@ -499,12 +522,11 @@ func cutUnits(entries []core.ContextEntry) ([]cutUnit, map[string]int) {
 // check: an edit targets an earlier entry (§7.3), so one in the prefix
 // edits the prefix, which the summarizer reads as edited, and one kept
 // that targets the prefix is a no-op once the summary heads the context.
-func cutValid(units []cutUnit, keep int, results map[string]int, lastExchange int) bool {
+func cutValid(units []cutUnit, keep int, lastExchange int) bool {
 	end := units[keep-1].last
 	for i, u := range units[:keep] {
-		for _, call := range u.calls {
-			at, ok := results[call]
-			if (ok && at > end) || (!ok && i == lastExchange) {
+		for _, at := range u.resultAt {
+			if ok := at >= 0; (ok && at > end) || (!ok && i == lastExchange) {
 				return false
 			}
 		}

@@ -159,17 +159,13 @@ func inheritedContext(tx *core.Tx, parent, before storage.ID) ([]ai.Message, sto
 			entries = entries[:i]
 		}
 	}
-	// The exchange in flight, the newest answer whose calls are not all
-	// answered, is not complete: cut before its assistant. Older answers
-	// are complete, or were cut by a fork, which a request repairs (§3.2);
-	// an answer that failed or was aborted is no exchange: its calls never
-	// run (§2.2), and a request leaves it out.
+	// The exchange in flight, the newest answer whose calls do not all have
+	// a result after it, is not complete: cut before its assistant. Older
+	// answers are complete, or were cut by a fork, which a request repairs
+	// (§3.2); an answer that failed or was aborted is no exchange: its calls
+	// never run (§2.2), and a request leaves it out. A result before the
+	// answer answers an older call that used the same id.
 	answered := map[string]bool{}
-	for _, ce := range entries {
-		if ce.Entry.Kind == core.ToolResultKind.Kind() {
-			answered[ce.Entry.Key] = true
-		}
-	}
 	for i := len(entries) - 1; i >= 0; i-- {
 		m := entries[i].Messages
 		if len(m) == 0 || entries[i].Entry.Kind != core.AssistantKind.Kind() && !plant.On("inherit-head-read-as-answer") || m[0].Role != ai.RoleAssistant {
@@ -177,6 +173,15 @@ func inheritedContext(tx *core.Tx, parent, before storage.ID) ([]ai.Message, sto
 		}
 		if stop := m[0].StopReason; (stop == ai.StopError || stop == ai.StopAborted) && !plant.On("inherit-cut-at-failed-answer") {
 			continue
+		}
+		after := entries[i+1:]
+		if plant.On("inherit-answered-by-any-result") {
+			after = entries
+		}
+		for _, ce := range after {
+			if ce.Entry.Kind == core.ToolResultKind.Kind() {
+				answered[ce.Entry.Key] = true
+			}
 		}
 		if slices.ContainsFunc(m[0].ToolCalls(), func(b ai.Block) bool { return !answered[b.ID] }) {
 			entries = entries[:i]

@@ -512,6 +512,7 @@ var names = []string{
 	"hint-keeps-first-key", "before-tool-empty-clears-args", "posttools-conflict-settles-done",
 	"entry-model-kept-as-given", "config-get-first-only", "check-drive-never-refuses",
 	"config-reads-committed-only", "model-resolves-to-default", "collapse-on-default-model",
+	"call-id-answered-once", "cut-result-by-id-alone", "inherit-answered-by-any-result",
 }
 
 // Names are the planted bugs, for the measuring test.
