@@ -1206,6 +1206,28 @@ func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, se
 				return nil
 			}
 			return o.fail(broke(ruleHandoff, "%s settled post_tools %d at %d without the handoff %q its tool asked for", by, w.ID, seq, handoffs[0]))
+		default:
+			return o.noHandoff(w, b, by, seq)
+		}
+	}
+	return nil
+}
+
+// noHandoff holds the commit b that settles post_tools w, whose tools
+// asked for no handoff, to appending none to its conversation but an
+// input's own placement (a queued handoff input lands at the boundary).
+func (o *oracle) noHandoff(w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
+	placements := map[storage.ID]bool{}
+	for _, x := range b.Writes {
+		var res agent.InputResult
+		if x.Type == storage.WriteValueSet && x.Addr != nil && x.Addr.Namespace == agent.InputResultValue.Namespace && json.Unmarshal(x.Value, &res) == nil && res.PlacementEntryID > 0 {
+			placements[res.PlacementEntryID] = true
+		}
+	}
+	conv := o.convs[w.ID]
+	for _, x := range b.Writes {
+		if x.Type == storage.WriteEntry && x.Entry != nil && x.Entry.ConversationID == conv && x.Entry.Kind == core.HandoffKind.Kind() && !placements[x.Entry.ID] {
+			return o.fail(broke(ruleHandoff, "%s settled post_tools %d at %d appending handoff %d to conversation %d, though no tool of it asked for one", by, w.ID, seq, x.Entry.ID, conv))
 		}
 	}
 	return nil

@@ -273,24 +273,35 @@ func TestOracleAnExchangeHandsOffAsItsToolsAsk(t *testing.T) {
 		}
 	}
 	next := kindWrite(9, agent.GenerationKindName)
+	placedInput := func(entry storage.ID) storage.Write {
+		addr := agent.InputResultValue.Address
+		addr.Key = "5"
+		raw, _ := json.Marshal(agent.InputResult{Status: agent.InputPlaced, PlacementEntryID: entry})
+		return storage.Write{Type: storage.WriteValueSet, Addr: &addr, Value: raw}
+	}
+	queued := entry("handoff", "queued")
+	queued.Entry.ID = 7
 	for name, steps := range map[string][]step{
-		"no handoff":              exchange("", "", next, postSettle("done", false)),
-		"one, first":              exchange("", "afresh", entry("handoff", "afresh"), entry("notice", ""), next, postSettle("done", false)),
-		"the same one twice":      exchange("afresh", "afresh", entry("handoff", "afresh"), next, postSettle("done", false)),
-		"two different ones fail": exchange("afresh", "anew", postSettle("failed", true)),
+		"no handoff":                          exchange("", "", next, postSettle("done", false)),
+		"none, a queued handoff input placed": exchange("", "", placedInput(7), queued, next, postSettle("done", false)),
+		"one, first":                          exchange("", "afresh", entry("handoff", "afresh"), entry("notice", ""), next, postSettle("done", false)),
+		"the same one twice":                  exchange("afresh", "afresh", entry("handoff", "afresh"), next, postSettle("done", false)),
+		"two different ones fail":             exchange("afresh", "anew", postSettle("failed", true)),
 	} {
 		if err := play(steps); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
 	for name, steps := range map[string][]step{
-		"one, left out":              exchange("afresh", "", next, postSettle("done", false)),
-		"one, after a notice":        exchange("afresh", "", entry("notice", ""), entry("handoff", "afresh"), next, postSettle("done", false)),
-		"one, another text":          exchange("afresh", "", entry("handoff", "anew"), next, postSettle("done", false)),
-		"two, going on":              exchange("afresh", "anew", entry("handoff", "anew"), next, postSettle("done", false)),
-		"two, stopped but done":      exchange("afresh", "anew", postSettle("done", true)),
-		"two, failed but generating": exchange("afresh", "anew", next, postSettle("failed", true)),
-		"none, stopped":              exchange("", "", postSettle("failed", true)),
+		"one, left out":                        exchange("afresh", "", next, postSettle("done", false)),
+		"one, after a notice":                  exchange("afresh", "", entry("notice", ""), entry("handoff", "afresh"), next, postSettle("done", false)),
+		"one, another text":                    exchange("afresh", "", entry("handoff", "anew"), next, postSettle("done", false)),
+		"two, going on":                        exchange("afresh", "anew", entry("handoff", "anew"), next, postSettle("done", false)),
+		"two, stopped but done":                exchange("afresh", "anew", postSettle("done", true)),
+		"two, failed but generating":           exchange("afresh", "anew", next, postSettle("failed", true)),
+		"none, stopped":                        exchange("", "", postSettle("failed", true)),
+		"none, a handoff anyway":               exchange("", "", entry("handoff", ""), next, postSettle("done", false)),
+		"none, an input's handoff and another": exchange("", "", placedInput(7), queued, entry("handoff", "x"), next, postSettle("done", false)),
 	} {
 		if err := play(steps); err == nil || !strings.Contains(err.Error(), string(ruleHandoff)) {
 			t.Errorf("%s: %v; want %s broken", name, err, ruleHandoff)

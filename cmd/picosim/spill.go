@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +112,34 @@ func spillCapture(n int, limits agent.OutputLimits) *agent.Truncation {
 		ShownLines: strings.Count(kept, "\n"), ShownBytes: len(kept), SpillPath: fmt.Sprintf("/spill/recipe-%d.txt", n)}
 }
 
+// spillImageRecipes is how often a recipe attaches images: every fourth
+// from 2, one or two, each after a chunk its own generator draws (after
+// that chunk's usage), so that an output carries images beside its window
+// and a restart may cut one off.
+const spillImageRecipes = 4
+
+// spillImage is an image a recipe attaches after chunk after.
+type spillImage struct {
+	after int
+	block ai.Block
+}
+
+// spillImages is recipe n's images in the order it attaches them.
+func spillImages(n int) []spillImage {
+	chunks := spillChunks(n)
+	if n%spillImageRecipes != 2 {
+		return nil
+	}
+	rng := seededRNG(uint64(n), "spill images")
+	imgs := make([]spillImage, 1+rng.IntN(2))
+	for i := range imgs {
+		imgs[i] = spillImage{after: rng.IntN(len(chunks)),
+			block: ai.Block{Type: ai.BlockImage, MimeType: "image/png", Data: fmt.Sprintf("iVBORw0KGgo%dx%d", n, i)}}
+	}
+	slices.SortStableFunc(imgs, func(a, b spillImage) int { return a.after - b.after })
+	return imgs
+}
+
 // spillCalls reports whether a program's answers call a spill tool.
 func (p *program) spillCalls() bool {
 	for _, l := range p.lines {
@@ -145,6 +175,11 @@ func (e *env) spillTool(name string) agent.Tool {
 					out.Write(c)
 				}
 				out.Usage(spillChunkUsage) // a tool's usage rows count too
+				for _, img := range spillImages(args.Recipe) {
+					if img.after == i {
+						out.Image(img.block)
+					}
+				}
 			}
 			if c := spillCapture(args.Recipe, spillTools[name]); c != nil {
 				out.Capture(*c)
@@ -255,6 +290,9 @@ func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string,
 				why = spillUsageMismatch(out.Usage, k, complete)
 			}
 			if why == "" {
+				why = spillImagesMismatch(out.Content, got, call.args.Recipe, k, complete)
+			}
+			if why == "" {
 				return o.spillEntry(w, b, by, seq, call, out)
 			}
 			whyNot = append(whyNot, fmt.Sprintf("after %d of %d chunks: %s", k, len(chunks), why))
@@ -282,6 +320,54 @@ func spillUsageMismatch(usage *ai.Usage, k int, complete bool) string {
 		return ""
 	}
 	return fmt.Sprintf("usage of %d chunks, not %d", n, k)
+}
+
+// spillImagesMismatch says how an output's content differs from that of a
+// run of recipe n that wrote k chunks ("" when it does not): its text
+// first, left out only when empty and there are images, then the images
+// attached after the chunks written, whatever the window kept or a
+// replace dropped (images are never windowed); a run a restart ended may
+// have written its last chunk without the images after it, or with only
+// some.
+func spillImagesMismatch(content []ai.Block, text string, n, k int, complete bool) string {
+	var imgs []ai.Block
+	for _, b := range content {
+		if b.Type == ai.BlockImage {
+			imgs = append(imgs, b)
+		}
+	}
+	want := len(imgs)
+	if text != "" || len(imgs) == 0 {
+		want++ // the text block
+	}
+	if len(content) != want || want > len(imgs) && content[0].Type != ai.BlockText {
+		return fmt.Sprintf("its text, then its images (content %s)", blockTypes(content))
+	}
+	all := spillImages(n)
+	least, most := 0, 0
+	for _, img := range all {
+		if img.after < k-1 || complete && img.after < k {
+			least++
+		}
+		if img.after < k {
+			most++
+		}
+	}
+	for m := least; m <= most; m++ {
+		if len(imgs) == m && slices.EqualFunc(imgs, all[:m], func(a ai.Block, b spillImage) bool { return reflect.DeepEqual(a, b.block) }) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%d to %d of its %d images, in order (it has %d)", least, most, len(all), len(imgs))
+}
+
+// blockTypes names the types of a content's blocks.
+func blockTypes(content []ai.Block) string {
+	types := make([]string, len(content))
+	for i, b := range content {
+		types[i] = string(b.Type)
+	}
+	return "[" + strings.Join(types, " ") + "]"
 }
 
 // totalsOf is the truncation of an output that wrote written and kept
@@ -320,6 +406,23 @@ func (o *oracle) spillEntry(w storage.Write, b storage.CommitBatch, by string, s
 		var data agent.ToolResultData
 		if err := json.Unmarshal(e.Entry.Data, &data); err != nil || data.Truncation != out.Truncation || data.IsError != out.IsError {
 			return o.fail(broke(ruleToolOutput, "%s settled %s call %d at %d with truncation %+v; its result entry %d says %s", by, call.tool, w.ID, seq, out.Truncation, e.Entry.ID, e.Entry.Data))
+		}
+		// The model reads the output's images too, after its text.
+		var want, got []ai.Block
+		for _, b := range out.Content {
+			if b.Type == ai.BlockImage {
+				want = append(want, b)
+			}
+		}
+		for _, m := range e.Entry.Model {
+			for _, b := range m.Content.Blocks {
+				if b.Type == ai.BlockImage {
+					got = append(got, b)
+				}
+			}
+		}
+		if !sameOrEmpty(got, want) {
+			return o.fail(broke(ruleToolOutput, "%s settled %s call %d at %d with %d images; its result entry %d shows the model %d", by, call.tool, w.ID, seq, len(want), e.Entry.ID, len(got)))
 		}
 		return nil
 	}

@@ -215,7 +215,7 @@ drive c0
 func TestASpillRecipeStartsAgainAtItsReplace(t *testing.T) {
 	recipe := 0
 	for n := 1; recipe == 0; n++ {
-		if r := spillReplaces(n); r > 0 && strings.Join(spillChunks(n)[:r], "") != "" {
+		if r := spillReplaces(n); r > 0 && strings.Join(spillChunks(n)[:r], "") != "" && len(spillImages(n)) == 0 {
 			recipe = n
 		}
 	}
@@ -286,5 +286,48 @@ func TestASpillRecipeCapturesItsTotals(t *testing.T) {
 	}
 	if spillCapture(recipe+1, spillTools["spill-head"]) != nil {
 		t.Errorf("recipe %d captures; only every %dth does", recipe+1, spillCaptureRecipes)
+	}
+}
+
+// An output's images are all those attached after the chunks written (a run
+// a restart ended may lack its last chunk's), after its text, which is left
+// out only when empty.
+func TestTheToolOutputRuleHoldsImagesBesideTheWindow(t *testing.T) {
+	n := -1
+	for r := 2; n < 0; r += spillImageRecipes {
+		if imgs := spillImages(r); len(imgs) == 2 && imgs[0].after < imgs[1].after && imgs[0].after > 0 {
+			n = r
+		}
+	}
+	imgs, chunks := spillImages(n), len(spillChunks(n))
+	if len(spillImages(n+1)) != 0 {
+		t.Fatalf("recipe %d attaches images; only every %dth from 2 does", n+1, spillImageRecipes)
+	}
+	text := ai.Text("kept")
+	first, second := imgs[0].block, imgs[1].block
+	for _, tc := range []struct {
+		name     string
+		content  []ai.Block
+		text     string
+		k        int
+		complete bool
+		broken   bool
+	}{
+		{"every image after the text", []ai.Block{text, first, second}, "kept", chunks, true, false},
+		{"no text block when it is empty", []ai.Block{first, second}, "", chunks, true, false},
+		{"an empty text block before the images", []ai.Block{ai.Text(""), first, second}, "", chunks, true, true},
+		{"an image missing from a whole run", []ai.Block{text, first}, "kept", chunks, true, true},
+		{"the images out of order", []ai.Block{text, second, first}, "kept", chunks, true, true},
+		{"an image before the text", []ai.Block{first, text, second}, "kept", chunks, true, true},
+		{"a run cut before the first image's chunk", []ai.Block{text}, "kept", imgs[0].after, false, false},
+		{"a run cut after the first image's chunk, without it", []ai.Block{text}, "kept", imgs[0].after + 1, false, false},
+		{"a run cut after the first image's chunk, with it", []ai.Block{text, first}, "kept", imgs[0].after + 1, false, false},
+		{"a run cut later, without the first", []ai.Block{text}, "kept", imgs[0].after + 2, false, true},
+		{"an image of a chunk not written", []ai.Block{text, first}, "kept", imgs[0].after, false, true},
+	} {
+		got := spillImagesMismatch(tc.content, tc.text, n, tc.k, tc.complete)
+		if (got != "") != tc.broken {
+			t.Errorf("%s: %q; want a mismatch %v", tc.name, got, tc.broken)
+		}
 	}
 }

@@ -119,7 +119,7 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 			tx.SetValue(SelectedToolsValue.Address, selected)
 		}
 		late := plant.On("posttools-handoff-after-input")
-		if handoff != "" && !late {
+		if handoff != "" && !late || plant.On("posttools-hands-off-unasked") {
 			core.AppendHandoff(tx.Tx, conv, handoff, ai.UserText(handoff, rt.Now().UnixMilli()))
 		}
 		joins := []InputMode{ModeSteer}

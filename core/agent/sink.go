@@ -270,6 +270,9 @@ func (f *outputFold) result(details any, failure error) ToolOutputState {
 func toolResultMessage(call ai.Block, st ToolOutputState, ts int64) ai.Message {
 	content := make([]ai.Block, len(st.Content))
 	copy(content, st.Content)
+	if plant.On("tool-result-drops-images") {
+		content = slices.DeleteFunc(content, func(b ai.Block) bool { return b.Type == ai.BlockImage })
+	}
 	if len(st.Diags) > 0 {
 		var b strings.Builder
 		b.WriteString("<harness>\n")
