@@ -25,7 +25,7 @@
 //   - collapse.go: the collapse scenarios (§8.4): collapse under a turn, the overflow chain, a stale summary.
 //   - conform.go: `picosim conform --port CMD`: the data scenarios run on another port and compared.
 //   - contextrule.go: the oracle context-derives-by-the-rule: the context rule (§2.2) derived from own entries and parents alone.
-//   - oracles.go also holds an-exchange-hands-off-as-its-tools-ask (one handoff asked for lands first in the post_tools commit; two different ones fail the turn), state-members-once (a task state names each member once), retry-waits-its-backoff (a rate-limited retry waits the policy's backoff), retry-budget (a rate-limited or interrupted attempt of a generation or collapse retries only within its budget) and writes-land-at-every-boundary (not where a turn is handed over to a collapse).
+//   - oracles.go also holds an-exchange-hands-off-as-its-tools-ask (one handoff asked for lands first in the post_tools commit; two different ones fail the turn; none asked for, none appended), an-exchange-adds-to-the-selection (the selection before it, or the catalog, then the added tools), state-members-once (a task state names each member once), retry-waits-its-backoff (a rate-limited retry waits the policy's backoff), retry-budget (a rate-limited or interrupted attempt of a generation or collapse retries only within its budget) and writes-land-at-every-boundary (not where a turn is handed over to a collapse).
 //   - convrule.go: the oracle conversations-by-the-rule: the conversations listed (whole, by parent, by owner) are those the batches created and did not delete.
 //   - cutrule.go: the oracle a-summary-keeps-exchanges-whole: a collapse's cut never separates a call from its result.
 //   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict; and the oracle reports-have-a-reason (the harness reports only a fault of the session).
@@ -69,7 +69,8 @@
 //   - subagentrule.go: the oracle subagent-answers-for-its-child: each subagent command names its own child, the input it gave or the child's latest, and answers with the entry that ended it; a status lists the child's newest entries.
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
-//   - usagerule.go: the oracles usage-row-is-its-attempts (a generation's usage row is its current attempt's, a done one its answer's usage) and tool-usage-row-is-its-output (a call's settlement records its output's usage, aborted or not).
+//   - usagerule.go: the oracles usage-row-is-its-attempts (a generation's usage row is its current attempt's, a done one its answer's usage), usage-row-names-its-outcome (done, failed, overflow, stale, retry, interrupted, deferred or aborted, as the commit that records it says) and tool-usage-row-is-its-output (a call's settlement records its output's usage, aborted or not).
+//   - modelrule.go: the oracle a-generation-asks-the-model-its-conversation-names (a generation captures its conversation's configuration as it is made, a retry its turn's; its requests ask that model with that thinking level; a collapse and its summarizer likewise; a subagent's child holds its parent's).
 //   - watchrule.go: the oracle task-update-carries-the-previous-task: a watch's task_update names, as previous, the task as that watch last showed it.
 //   - transcriptrule.go: the oracle transcripts-by-the-rule: every transcript scan and newest head, derived from the batches alone.
 //

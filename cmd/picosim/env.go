@@ -801,6 +801,7 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 		if r.e.oracle.commit(inv, byTask, rng, b) == nil {
 			_ = r.e.oracle.placed(ctx, r.Storage, b, rng, committer(inv, byTask))
 			_ = r.e.oracle.configCaptured(ctx, r.Storage, b, rng, committer(inv, byTask))
+			_ = r.e.oracle.selectionAdded(ctx, r.Storage, rng)
 			if aborts && !byTask {
 				_ = r.e.oracle.aborted(set, b, rng, committer(inv, byTask))
 			}
@@ -859,6 +860,9 @@ func (e *env) echo(name string, replay agent.ReplayPolicy) agent.Tool {
 // failure. A call is its task: its id may come back in another answer.
 func (e *env) ran(name, call string, task storage.ID, replay agent.ReplayPolicy) {
 	e.toolOrder = append(e.toolOrder, name)
+	if e.oracle.notOffered(task) {
+		_ = e.oracle.fail(broke(ruleOffered, "tool %s ran call %s (task %d), which its request did not offer", name, call, task))
+	}
 	if replay != agent.ReplayNever {
 		return
 	}

@@ -389,6 +389,13 @@ func (o *oracle) hookTask(inv core.Invocation, ok bool, t *storage.Task, by stri
 	return nil
 }
 
+// notOffered reports whether tool call task was made for a tool its
+// request did not offer: such a call settles as an error without running.
+func (o *oracle) notOffered(task storage.ID) bool {
+	offered, known := o.hooks.offered[task]
+	return known && !offered
+}
+
 // selectionOf reads a generation's tool selection from its state (nil:
 // every tool).
 func selectionOf(state json.RawMessage) (*[]string, bool) {

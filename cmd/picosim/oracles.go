@@ -121,10 +121,11 @@ const (
 	// ruleWaitOnEnded: waiting for a task that has ended returns at once
 	// (§8.6: the job tool's wait on a job that exited before the call).
 	ruleWaitOnEnded oracleRule = "a-wait-on-an-ended-task-returns"
-	// ruleSelectionKeepsTools: a tool selection written for a conversation
-	// keeps every tool of the catalog (nothing in a run removes one): a
-	// tool's addTools adds to what the model was offered (§5.5).
-	ruleSelectionKeepsTools oracleRule = "selection-keeps-tools"
+	// ruleSelectionAdds: an exchange whose tools add tools selects what its
+	// conversation selected before its commit (the catalog when nothing),
+	// then each added tool it lacked, in order (§5.5): addTools adds to what
+	// the model was offered, whatever the host narrowed it to.
+	ruleSelectionAdds oracleRule = "an-exchange-adds-to-the-selection"
 	// ruleFailedWrite: a commit whose write failed (the disk filled
 	// mid-line) keeps nothing of its batch: the store's last sequence, its
 	// files and what it answers of the batch's records are as before it.
@@ -214,6 +215,9 @@ type oracle struct {
 	// configs are the generations' captured configurations, and models
 	// the models the run's provider serves (nil: models are not checked)
 	// (modelrule.go).
+	// adding is the selection the commit being checked wrote for the tools
+	// its exchange added, checked against the store (selectionAdded).
+	adding      *addedTools
 	configs     map[storage.ID]agent.GenerationConfig
 	turnConfigs map[storage.ID]agent.GenerationConfig // a turn's first input → what its first generation captured
 	models      []ai.Model
@@ -514,6 +518,7 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 	}
 	o.last = r.Last
 	o.hooks.tick++
+	o.adding = nil
 	by := committer(inv, ok)
 	if ok {
 		if err := o.reach(inv.Task, b, by, r); err != nil {
@@ -749,6 +754,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				if err := o.usageModel(row, by, seq); err != nil {
 					return err
 				}
+				if err := o.usageOutcome(inv, ok, row, b, by, seq); err != nil {
+					return err
+				}
 				if budget, known := o.budgets[row.TaskID]; known && (row.Outcome == "retry" || row.Outcome == "interrupted") && row.Attempt >= budget {
 					return o.fail(broke(ruleRetryBudget, "%s retried %s %d's attempt %d (%s) at %d; its budget is %d attempts", by, o.kinds[row.TaskID], row.TaskID, row.Attempt, row.Outcome, seq, budget))
 				}
@@ -759,12 +767,6 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 		case storage.WriteValueSet, storage.WriteValueDelete:
 			o.settingWritten(w, seq)
-			if w.Addr != nil && w.Addr.Namespace == agent.SelectedToolsValue.Namespace {
-				if err := o.selection(w, by, seq); err != nil {
-					return err
-				}
-				continue
-			}
 			if w.Addr == nil || w.Addr.Namespace != agent.InputResultValue.Namespace {
 				continue
 			}
@@ -1095,20 +1097,6 @@ func (o *oracle) boundary(input storage.ID, res agent.InputResult, kind, by stri
 	return nil
 }
 
-// selection checks a tool selection against the catalog.
-func (o *oracle) selection(w storage.Write, by string, seq storage.ID) error {
-	var selected []string
-	if o.catalog == nil || w.Type != storage.WriteValueSet || json.Unmarshal(w.Value, &selected) != nil {
-		return nil
-	}
-	for _, name := range o.catalog {
-		if !slices.Contains(selected, name) {
-			return o.fail(broke(ruleSelectionKeepsTools, "%s selected %v for conversation %d at %d, without tool %s", by, selected, w.Addr.Scope.ID, seq, name))
-		}
-	}
-	return nil
-}
-
 // continuation names, for boundary, a generation that settled done but
 // kept its input group for an on_yield continuation: a boundary inside the
 // turn, where write and steer input land and followUp waits (§8.2).
@@ -1259,6 +1247,48 @@ func (o *oracle) toolsAdded(w storage.Write, b storage.CommitBatch, stopped bool
 				return o.fail(broke(ruleHandoff, "%s settled post_tools %d at %d selecting %q, not the tools %q its calls added, each once", by, w.ID, seq, selected, added))
 			}
 		}
+		o.adding = &addedTools{postTools: w.ID, conv: conv, added: added, selected: selected, by: by, seq: seq}
+	}
+	return nil
+}
+
+// addedTools is a post_tools commit's selection of the tools its calls
+// added, for selectionAdded to hold to what the store held before.
+type addedTools struct {
+	postTools, conv storage.ID
+	added, selected []string
+	by              string
+	seq             storage.ID
+}
+
+// selectionAdded holds the selection the commit at r (just made) wrote for
+// the tools its exchange added to the rule, against what store held for
+// the conversation before the commit. A store that fails to answer gives
+// no verdict.
+func (o *oracle) selectionAdded(ctx context.Context, store storage.Storage, r storage.Range) error {
+	a := o.adding
+	o.adding = nil
+	if a == nil || o.hooks.catalogTools == nil {
+		return nil
+	}
+	addr := agent.SelectedToolsValue.In(a.conv).Address
+	v, ok, err := store.GetValue(ctx, addr, r.First-1)
+	if err != nil {
+		return nil
+	}
+	want := toolNames(o.hooks.catalogTools) // the harness's registration order
+	if ok && json.Unmarshal(v.Value, &want) != nil {
+		return nil
+	}
+	before := slices.Clone(want)
+	for _, n := range a.added {
+		if !slices.Contains(want, n) {
+			want = append(want, n)
+		}
+	}
+	if !slices.Equal(a.selected, want) {
+		return o.fail(broke(ruleSelectionAdds, "%s settled post_tools %d at %d selecting %q for conversation %d; it selected %q before, and the calls added %q",
+			a.by, a.postTools, a.seq, a.selected, a.conv, before, a.added))
 	}
 	return nil
 }

@@ -475,6 +475,20 @@ func TestOracleReplayNeverRunsOnce(t *testing.T) {
 	wantRule(t, check(agent.ReplayNever, run{"call-1", 5}, run{"call-1", 5}), ruleReplayNever)
 }
 
+// A call made for a tool its request did not offer settles without
+// running.
+func TestOracleACallNotOfferedNeverRuns(t *testing.T) {
+	e := &env{oracle: newOracle()}
+	e.oracle.hooks.offered[5], e.oracle.hooks.offered[6] = true, false
+	e.ran("a", "call-1", 5, agent.ReplaySafe)
+	e.ran("a", "call-1", 7, agent.ReplaySafe) // a call the oracle never saw made
+	if err := e.oracle.first; err != nil {
+		t.Fatalf("offered calls: %v", err)
+	}
+	e.ran("b", "call-2", 6, agent.ReplaySafe)
+	wantRule(t, e.oracle.first, ruleOffered)
+}
+
 func TestOracleNoStaleSummary(t *testing.T) {
 	published := func(headAt storage.ID) error {
 		// Collapse 2 of conversation 1 captured its context at 2; a head
@@ -657,18 +671,54 @@ func TestOracleContinuationIsNoTurnEnd(t *testing.T) {
 	wantRule(t, run(agent.ModeFollowUp, true), ruleInputBoundary)
 }
 
-func TestOracleSelectionKeepsTools(t *testing.T) {
-	run := func(selected ...string) error {
-		o := newOracle()
-		o.catalog = []string{"a", "b"}
-		a := agent.SelectedToolsValue.In(1).Address
+// An exchange that adds tools selects what its conversation selected
+// before, or the catalog, then each added tool it lacked, in order.
+func TestOracleAnExchangeAddsToTheSelection(t *testing.T) {
+	ctx := context.Background()
+	addr := agent.SelectedToolsValue.In(1).Address
+	check := func(before []string, added, selected []string) error {
+		store := memory.New()
+		ws := []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}}}
+		if before != nil {
+			raw, _ := json.Marshal(before)
+			ws = append(ws, storage.Write{Type: storage.WriteValueSet, Addr: &addr, Value: raw})
+		}
+		for _, w := range ws {
+			if _, err := store.Commit(ctx, main1(w)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		raw, _ := json.Marshal(selected)
-		return o.commit(core.Invocation{}, false, storage.Range{First: 1, Last: 1}, main1(storage.Write{Type: storage.WriteValueSet, Addr: &a, Value: raw}))
+		r, err := store.Commit(ctx, main1(storage.Write{Type: storage.WriteValueSet, Addr: &addr, Value: raw}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := newOracle()
+		o.hooks.catalogTools = []ai.Tool{{Name: "a"}, {Name: "b"}, {Name: "work"}}
+		o.adding = &addedTools{postTools: 9, conv: 1, added: added, selected: selected, by: "task 9's execute", seq: r.First}
+		return o.selectionAdded(ctx, store, r)
 	}
-	if err := run("a", "b", "work"); err != nil {
-		t.Errorf("the catalog and an added tool: %v", err)
+	for name, err := range map[string]error{
+		"the catalog and one more":      check(nil, []string{"c"}, []string{"a", "b", "work", "c"}),
+		"the catalog already has it":    check(nil, []string{"b"}, []string{"a", "b", "work"}),
+		"a narrowed selection and more": check([]string{"work"}, []string{"b", "a"}, []string{"work", "b", "a"}),
+		"an empty selection and one":    check([]string{}, []string{"b"}, []string{"b"}),
+	} {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
-	wantRule(t, run("b", "work"), ruleSelectionKeepsTools)
+	for name, err := range map[string]error{
+		"the catalog, not the narrowed selection": check([]string{"work"}, []string{"b"}, []string{"a", "b", "work"}),
+		"the added tool first":                    check([]string{"work"}, []string{"b"}, []string{"b", "work"}),
+		"a tool of the selection dropped":         check(nil, []string{"c"}, []string{"a", "work", "c"}),
+		"an added tool left out":                  check([]string{"a"}, []string{"b"}, []string{"a"}),
+	} {
+		var oe *oracleError
+		if !errors.As(err, &oe) || oe.Rule != ruleSelectionAdds {
+			t.Errorf("%s: %v; want %s broken", name, err, ruleSelectionAdds)
+		}
+	}
 }
 
 func TestOracleTasksReachOnlyTheirOwn(t *testing.T) {

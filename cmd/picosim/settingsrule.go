@@ -175,9 +175,9 @@ func membersText(m map[string]json.RawMessage) string {
 const settingsSeeds = 7
 
 // drawnSettings are what a settings line writes: values the session
-// takes, a threshold it refuses, and names the kinds do not declare (no
-// selection of tools: the selection rule holds every run to keeping the
-// catalog).
+// takes (among them models and narrowed tool selections, an empty one
+// included, so that a model calls tools it was not offered), a threshold
+// it refuses, and names the kinds do not declare.
 var drawnSettings = [][3]string{
 	{"generation", "thinking", `"low"`}, {"generation", "thinking", `"high"`},
 	{"generation", "budgetMs", "30000"}, {"generation", "budgetMs", "120000"},
@@ -186,6 +186,8 @@ var drawnSettings = [][3]string{
 	{"generation", "temperature", "1"}, {"collapse", "keep", "3"},
 	{"generation", "model", `{"modelId":"faux-2"}`}, {"generation", "model", `{"provider":"faux","modelId":"faux-1"}`},
 	{"generation", "model", `{"modelId":"faux-9"}`}, {"generation", "profile", `"terse"`},
+	{"generation", "selectedTools", `["work","a"]`}, {"generation", "selectedTools", `["b"]`},
+	{"generation", "selectedTools", `[]`},
 }
 
 // fauxModels are the models a generated run's provider serves: a settings

@@ -249,8 +249,8 @@ type spillCall struct {
 // abort mark; one the budget refused never ran.
 func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string, seq storage.ID) error {
 	call, ok := o.spills[w.ID]
-	if !ok {
-		return nil
+	if !ok || o.notOffered(w.ID) {
+		return nil // a call not offered never runs (hookrule.go)
 	}
 	var st struct {
 		Output *agent.ToolOutputState `json:"output"`

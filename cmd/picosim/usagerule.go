@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/storage"
 )
@@ -103,6 +105,63 @@ func (o *oracle) toolUsage(w storage.Write, b storage.CommitBatch, by string, se
 	if r := rows[0]; r.Kind != agent.ToolKindName || r.Outcome != w.Status || r.ConversationID != o.convs[w.ID] || !reflect.DeepEqual(r.Usage, st.Output.Usage) {
 		return o.fail(broke(ruleToolUsage, "%s settled tool call %d %s at %d with usage %+v; its row says %s, %s, conversation %d, %+v",
 			by, w.ID, w.Status, seq, st.Output.Usage, r.Kind, r.Outcome, r.ConversationID, r.Usage))
+	}
+	return nil
+}
+
+// ruleUsageOutcome: a generation's or collapse's usage row names what its
+// attempt came to, as the commit that records it says (§8.2): an abort's
+// row "aborted"; a retry a restart forced (the recover's patch to
+// retry_wait) "interrupted", one a rate limit forced "retry"; a deferred
+// answer "deferred"; a settlement done "done"; one failed "overflow" when
+// a collapse took the turn over, "stale" when a newer head made the
+// summary moot, else "failed".
+const ruleUsageOutcome oracleRule = "usage-row-names-its-outcome"
+
+// usageOutcome holds a generation's or collapse's usage row, appended at
+// seq in batch b by its own invocation inv, to the rule.
+func (o *oracle) usageOutcome(inv core.Invocation, byTask bool, row agent.UsageRow, b storage.CommitBatch, by string, seq storage.ID) error {
+	if !byTask || inv.Task != row.TaskID || row.Kind != agent.GenerationKindName && row.Kind != agent.CollapseKindName {
+		return nil
+	}
+	var w *storage.Write
+	for i := range b.Writes {
+		if x := &b.Writes[i]; (x.Type == storage.WritePatch || x.Type == storage.WriteSettle) && x.ID == row.TaskID {
+			w = x
+		}
+	}
+	if w == nil {
+		return nil
+	}
+	var st struct {
+		Reason  string `json:"reason"`
+		Failure string `json:"failure"`
+	}
+	_ = json.Unmarshal(w.State, &st)
+	var want string
+	switch {
+	case inv.Method == core.MethodAbort:
+		want = "aborted"
+	case w.Type == storage.WritePatch && w.Status == "retry_wait" && inv.Method == core.MethodRecover:
+		want = "interrupted"
+	case w.Type == storage.WritePatch && w.Status == "retry_wait":
+		want = "retry"
+	case w.Type == storage.WritePatch && w.Status == "deferred":
+		want = "deferred"
+	case w.Type == storage.WriteSettle && w.Status == "done":
+		want = "done"
+	case w.Type == storage.WriteSettle && w.Status == "failed" && strings.HasPrefix(st.Reason, "overflow:"):
+		want = "overflow"
+	case w.Type == storage.WriteSettle && w.Status == "failed" && st.Failure == agent.CollapseStale:
+		want = agent.CollapseStale
+	case w.Type == storage.WriteSettle && w.Status == "failed":
+		want = "failed"
+	default:
+		return nil
+	}
+	if row.Outcome != want {
+		return o.fail(broke(ruleUsageOutcome, "%s recorded %s %d's usage at %d as %q, in a commit that %s it %s; want %q",
+			by, row.Kind, row.TaskID, seq, row.Outcome, map[storage.WriteType]string{storage.WritePatch: "patches", storage.WriteSettle: "settles"}[w.Type], w.Status, want))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
@@ -92,5 +93,55 @@ func TestAToolSettlementRecordsItsOutputsUsage(t *testing.T) {
 			o.kinds[8], o.convs[8] = agent.ToolKindName, 1
 			holdsOrBreaks(t, o.toolUsage(tc.b.Writes[len(tc.b.Writes)-1], tc.b, "a test", 20), ruleToolUsage, tc.broken)
 		})
+	}
+}
+
+// A generation's or collapse's usage row names what its commit made of the
+// attempt.
+func TestTheUsageOutcomeRuleReadsTheCommit(t *testing.T) {
+	patch := func(status string) storage.Write {
+		return storage.Write{Type: storage.WritePatch, ID: 6, Status: status, State: json.RawMessage(`{}`)}
+	}
+	settle := func(status, state string) storage.Write {
+		return storage.Write{Type: storage.WriteSettle, ID: 6, Status: status, State: json.RawMessage(state)}
+	}
+	check := func(kind string, method core.Method, outcome string, w storage.Write) error {
+		row := agent.UsageRow{TaskID: 6, Kind: kind, Outcome: outcome}
+		return newOracle().usageOutcome(core.Invocation{Task: 6, Method: method}, true, row, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{w}}, "task 6", 9)
+	}
+	gen, col := agent.GenerationKindName, agent.CollapseKindName
+	cases := []struct {
+		kind    string
+		method  core.Method
+		w       storage.Write
+		outcome string
+	}{
+		{gen, core.MethodExecute, settle("done", `{}`), "done"},
+		{gen, core.MethodExecute, settle("failed", `{"reason":"the provider refused"}`), "failed"},
+		{gen, core.MethodExecute, settle("failed", `{"reason":"overflow: too long"}`), "overflow"},
+		{gen, core.MethodExecute, patch("retry_wait"), "retry"},
+		{gen, core.MethodRecover, patch("retry_wait"), "interrupted"},
+		{gen, core.MethodExecute, patch("deferred"), "deferred"},
+		{gen, core.MethodAbort, settle("failed", `{"reason":"aborted"}`), "aborted"},
+		{col, core.MethodExecute, settle("failed", `{"failure":"stale"}`), "stale"},
+		{col, core.MethodExecute, settle("failed", `{"failure":"summarizer"}`), "failed"},
+		{col, core.MethodRecover, patch("retry_wait"), "interrupted"},
+	}
+	outcomes := []string{"done", "failed", "overflow", "retry", "interrupted", "deferred", "aborted", "stale"}
+	for _, c := range cases {
+		for _, o := range outcomes {
+			err := check(c.kind, c.method, o, c.w)
+			if o == c.outcome && err != nil {
+				t.Errorf("%s %s %s %s as %q: %v", c.kind, c.method, c.w.Type, c.w.Status, o, err)
+			}
+			var oe *oracleError
+			if o != c.outcome && (!errors.As(err, &oe) || oe.Rule != ruleUsageOutcome) {
+				t.Errorf("%s %s %s %s as %q: %v; want %s broken", c.kind, c.method, c.w.Type, c.w.Status, o, err, ruleUsageOutcome)
+			}
+		}
+	}
+	// A row another invocation records, or a tool's, is not the rule's.
+	if err := newOracle().usageOutcome(core.Invocation{Task: 7}, true, agent.UsageRow{TaskID: 6, Kind: gen, Outcome: "x"}, storage.CommitBatch{Writes: []storage.Write{patch("retry_wait")}}, "task 7", 9); err != nil {
+		t.Errorf("another task's commit: %v", err)
 	}
 }

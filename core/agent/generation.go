@@ -625,6 +625,9 @@ func (k generationKind) Recover(ctx context.Context, task *storage.Task, rt *cor
 				// reported: unknown, never zero.
 				row := k.attemptRow(task, st, model, partial)
 				row.Outcome = "interrupted"
+				if plant.On("recover-row-says-retry") {
+					row.Outcome = "retry"
+				}
 				if err := recordUsage(tx.Tx, *row); err != nil {
 					return err
 				}

@@ -106,7 +106,7 @@ func (k postToolsKind) Execute(ctx context.Context, task *storage.Task, rt *core
 				return err
 			}
 			selected = gen.SelectedTools
-			if selected == nil && !plant.On("addtools-from-empty") {
+			if selected == nil && !plant.On("addtools-from-empty") || plant.On("addtools-from-catalog") {
 				selected = cfg.tools.order
 			}
 			selected = slices.Clone(selected)

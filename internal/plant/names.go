@@ -513,7 +513,7 @@ var names = []string{
 	"entry-model-kept-as-given", "config-get-first-only", "check-drive-never-refuses",
 	"config-reads-committed-only", "model-resolves-to-default", "collapse-on-default-model",
 	"call-id-answered-once", "cut-result-by-id-alone", "inherit-answered-by-any-result",
-	"posttools-hands-off-unasked", "tool-result-drops-images",
+	"posttools-hands-off-unasked", "tool-result-drops-images", "recover-row-says-retry", "addtools-from-catalog",
 }
 
 // Names are the planted bugs, for the measuring test.
