@@ -133,7 +133,8 @@ func noticeSays(e *storage.Entry, d agent.JobNoticeData, out string) string {
 // past its due time moves on to the first grid time ahead before it runs,
 // and nothing else moves a due time. The rule follows each job from the
 // batches (and, after a reopen, from the store: any due time is on the
-// grid) and checks every commit against the virtual clock.
+// grid) and checks every commit against the virtual clock. And a spec a
+// program draws, every one valid, starts: StartJob refuses none.
 const ruleSchedule oracleRule = "a-job-keeps-its-time"
 
 // jobTime is what the schedule rule follows of one job.

@@ -1504,8 +1504,14 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			return err
 		}
 		id, err := c.StartJob(ctx, kit.JobSpec(l.args, e.s.Runtime().Now()))
-		if err == nil {
+		var bad *agent.JobSpecError
+		switch {
+		case err == nil:
 			return e.oracle.hostMade("StartJob", agent.JobKindName, c.ID, id)
+		case errors.As(err, &bad):
+			// Every spec a program draws is valid (an interval for each
+			// catch-up policy, delays and reruns within bounds).
+			return e.oracle.fail(broke(ruleSchedule, "%s: StartJob refused its spec: %v", l, err))
 		}
 		return err
 	}
