@@ -337,6 +337,8 @@ func (e *env) open(ctx context.Context) error {
 	}
 	if handle == e.first {
 		e.firstH = e.h
+	} else if e.meddles() {
+		e.abortOrphanedKeepers(ctx)
 	}
 	e.oracle.hooks.catalogTools = e.h.Tools(nil) // with the built-in tools the harness adds
 	if e.spec.sc.generated && e.spec.seed%yieldSeeds == 0 {

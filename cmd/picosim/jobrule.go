@@ -140,7 +140,7 @@ const ruleSchedule oracleRule = "a-job-keeps-its-time"
 // jobTime is what the schedule rule follows of one job.
 type jobTime struct {
 	every, notBefore int64 // ms; notBefore 0: due at once
-	catchUp          string
+	catchUp, rerun   string
 	runs             int
 	status           string
 }
@@ -151,7 +151,28 @@ func (o *oracle) jobMade(t *storage.Task) {
 	if t.Kind != agent.JobKindName || json.Unmarshal(t.State, &st) != nil {
 		return
 	}
-	o.jobTimes[t.ID] = &jobTime{every: st.Every, notBefore: st.NotBefore, catchUp: st.CatchUp, runs: st.Runs, status: t.Status}
+	o.jobTimes[t.ID] = &jobTime{every: st.Every, notBefore: st.NotBefore, catchUp: st.CatchUp, rerun: st.Rerun, runs: st.Runs, status: t.Status}
+}
+
+// jobStarted holds job id, which a host's StartJob of spec made at now,
+// to the spec: its state records the interval, the catch-up policy, the
+// due time and whether it may run again after a restart, as asked.
+func (o *oracle) jobStarted(l progLine, id storage.ID, spec agent.JobSpec) error {
+	j := o.jobTimes[id]
+	if j == nil {
+		return nil // made in a commit the oracle did not see
+	}
+	want := jobTime{every: spec.Every.Milliseconds(), catchUp: spec.CatchUp}
+	if !spec.NotBefore.IsZero() {
+		want.notBefore = spec.NotBefore.UnixMilli()
+	}
+	if spec.RerunSafe {
+		want.rerun = "safe"
+	}
+	if got := (jobTime{every: j.every, notBefore: j.notBefore, catchUp: j.catchUp, rerun: j.rerun}); got != want {
+		return o.fail(broke(ruleSchedule, "%s: StartJob made job %d recording %+v; its spec asks %+v", l, id, got, want))
+	}
+	return nil
 }
 
 // jobTimed holds w, a write of a job at seq, to the schedule rule.

@@ -191,3 +191,32 @@ func TestSchedulesAreDrawnForTheirSeeds(t *testing.T) {
 		t.Fatal("no program in 60 seeds starts a schedule")
 	}
 }
+
+// A job a host starts records what its spec asked.
+func TestTheScheduleRuleHoldsAJobToItsSpec(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	spec := agent.JobSpec{Cmd: "backup", Every: 2 * time.Second, CatchUp: agent.CatchUpSkip, RerunSafe: true, NotBefore: now.Add(time.Second)}
+	check := func(st agent.JobState) error {
+		o := newOracle()
+		raw, _ := json.Marshal(st)
+		o.jobMade(&storage.Task{ID: 9, Kind: agent.JobKindName, State: raw})
+		return o.jobStarted(progLine{op: "job", args: []string{"backup"}}, 9, spec)
+	}
+	kept := agent.JobState{Cmd: "backup", Every: 2000, CatchUp: agent.CatchUpSkip, Rerun: "safe", NotBefore: now.Add(time.Second).UnixMilli()}
+	if err := check(kept); err != nil {
+		t.Fatalf("a job as asked: %v", err)
+	}
+	for name, change := range map[string]func(*agent.JobState){
+		"no rerun":       func(s *agent.JobState) { s.Rerun = "" },
+		"no catch-up":    func(s *agent.JobState) { s.CatchUp = "" },
+		"another period": func(s *agent.JobState) { s.Every = 1000 },
+		"due at once":    func(s *agent.JobState) { s.NotBefore = 0 },
+	} {
+		st := kept
+		change(&st)
+		var oe *oracleError
+		if err := check(st); !errors.As(err, &oe) || oe.Rule != ruleSchedule {
+			t.Errorf("%s: %v; want %s broken", name, err, ruleSchedule)
+		}
+	}
+}

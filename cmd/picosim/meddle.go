@@ -393,6 +393,35 @@ func (e *env) newWorkOnDriver(ctx context.Context, task *storage.Task, rt *core.
 	}
 }
 
+// abortOrphanedKeepers aborts, from a helper actor, the keepers a stopped
+// process's meddlers left: the cleanup that was to abort each one
+// (newWorkOnDriver's) ended with that process, and a keeper holds its
+// conversation an hour, so the session could not be idle before then.
+func (e *env) abortOrphanedKeepers(ctx context.Context) {
+	if e.hostCtx == nil {
+		return
+	}
+	in, err := e.h.Inspect(ctx)
+	if err != nil {
+		return
+	}
+	var keepers []storage.ID
+	for _, t := range append(in.Start, in.Inflight...) {
+		if t.Kind == meddlerStatuses.Name && isKeeper(t) {
+			keepers = append(keepers, t.ID)
+		}
+	}
+	if len(keepers) == 0 {
+		return
+	}
+	h := e.h
+	e.s.Runtime().Go(e.hostCtx, "keeper-cleanup", func(ctx context.Context) {
+		for _, k := range keepers {
+			_ = h.AbortTask(ctx, k)
+		}
+	})
+}
+
 // keeperEnded reports whether keeper has ended (a read that fails says
 // it has: nothing can be judged then).
 func (e *env) keeperEnded(ctx context.Context, keeper storage.ID) bool {

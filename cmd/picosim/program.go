@@ -1503,10 +1503,14 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		id, err := c.StartJob(ctx, kit.JobSpec(l.args, e.s.Runtime().Now()))
+		spec := kit.JobSpec(l.args, e.s.Runtime().Now())
+		id, err := c.StartJob(ctx, spec)
 		var bad *agent.JobSpecError
 		switch {
 		case err == nil:
+			if err := e.oracle.jobStarted(l, id, spec); err != nil {
+				return err
+			}
 			return e.oracle.hostMade("StartJob", agent.JobKindName, c.ID, id)
 		case errors.As(err, &bad):
 			// Every spec a program draws is valid (an interval for each

@@ -33,6 +33,7 @@ func (o *oracle) resyncAttempts(tasks []*storage.Task) {
 	for _, t := range tasks {
 		if t.Kind == agent.GenerationKindName {
 			o.attemptStarted(storage.Write{Status: "streaming", ID: t.ID, State: t.State})
+			o.genStatus[t.ID] = t.Status
 		}
 	}
 }
@@ -164,4 +165,46 @@ func (o *oracle) usageOutcome(inv core.Invocation, byTask bool, row agent.UsageR
 			by, row.Kind, row.TaskID, seq, row.Outcome, map[storage.WriteType]string{storage.WritePatch: "patches", storage.WriteSettle: "settles"}[w.Type], w.Status, want))
 	}
 	return nil
+}
+
+// abortRows holds batch b's generation settlements by their abort to the
+// outcome rule's other half: an abort records the usage row of the attempt
+// it cuts short (outcome aborted) exactly when the generation was
+// streaming, an attempt under way; one waiting to start or retry has none
+// to record. Then it notes each generation's status as b leaves it.
+func (o *oracle) abortRows(inv core.Invocation, byTask bool, b storage.CommitBatch, by string, r storage.Range) error {
+	for i, w := range b.Writes {
+		status, known := o.genStatus[w.ID]
+		if !byTask || inv.Method != core.MethodAbort || w.Type != storage.WriteSettle || w.ID != inv.Task || !known || o.kinds[w.ID] != agent.GenerationKindName {
+			continue
+		}
+		rows := 0
+		for _, x := range b.Writes {
+			var row agent.UsageRow
+			if x.Type == storage.WriteListAppend && x.Addr != nil && *x.Addr == agent.UsageList.Address && json.Unmarshal(x.Value, &row) == nil && row.TaskID == w.ID {
+				rows++
+			}
+		}
+		if want := b2n(status == "streaming"); rows != want {
+			return o.fail(broke(ruleUsageOutcome, "%s settled generation %d, %s, at %d with %d usage rows; want %d",
+				by, w.ID, status, r.First+storage.ID(i), rows, want))
+		}
+	}
+	for _, w := range b.Writes {
+		switch {
+		case w.Type == storage.WriteTask && w.Task != nil && w.Task.Kind == agent.GenerationKindName:
+			o.genStatus[w.Task.ID] = w.Task.Status
+		case (w.Type == storage.WritePatch || w.Type == storage.WriteSettle) && w.Status != "" && o.kinds[w.ID] == agent.GenerationKindName:
+			o.genStatus[w.ID] = w.Status
+		}
+	}
+	return nil
+}
+
+// b2n is 1 for true, 0 for false.
+func b2n(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -145,3 +145,43 @@ func TestTheUsageOutcomeRuleReadsTheCommit(t *testing.T) {
 		t.Errorf("another task's commit: %v", err)
 	}
 }
+
+// An abort records the cut attempt's usage row exactly when the generation
+// was streaming.
+func TestAnAbortRecordsTheAttemptItCuts(t *testing.T) {
+	row := func() storage.Write {
+		raw, _ := json.Marshal(agent.UsageRow{TaskID: 6, Kind: agent.GenerationKindName, Outcome: "aborted"})
+		a := agent.UsageList.Address
+		return storage.Write{Type: storage.WriteListAppend, Addr: &a, Value: raw}
+	}
+	check := func(status string, rows int) error {
+		o := newOracle()
+		o.kinds[6] = agent.GenerationKindName
+		if err := o.abortRows(core.Invocation{}, false, main1(storage.Write{Type: storage.WritePatch, ID: 6, Status: status}), "a host", storage.Range{First: 1, Last: 1}); err != nil {
+			t.Fatal(err)
+		}
+		ws := []storage.Write{}
+		for range rows {
+			ws = append(ws, row())
+		}
+		ws = append(ws, storage.Write{Type: storage.WriteSettle, ID: 6, Status: "failed", State: json.RawMessage(`{"reason":"aborted"}`)})
+		return o.abortRows(core.Invocation{Task: 6, Method: core.MethodAbort}, true, main1(ws...), "task 6's abort", storage.Range{First: 2, Last: storage.ID(1 + len(ws))})
+	}
+	for _, ok := range []struct {
+		status string
+		rows   int
+	}{{"streaming", 1}, {"retry_wait", 0}, {"planned", 0}, {"deferred", 0}} {
+		if err := check(ok.status, ok.rows); err != nil {
+			t.Errorf("%s with %d rows: %v", ok.status, ok.rows, err)
+		}
+	}
+	for _, bad := range []struct {
+		status string
+		rows   int
+	}{{"streaming", 0}, {"retry_wait", 1}, {"streaming", 2}} {
+		var oe *oracleError
+		if err := check(bad.status, bad.rows); !errors.As(err, &oe) || oe.Rule != ruleUsageOutcome {
+			t.Errorf("%s with %d rows: %v; want %s broken", bad.status, bad.rows, err, ruleUsageOutcome)
+		}
+	}
+}

@@ -142,7 +142,7 @@ func (s JobSpec) state() (JobState, error) {
 	if !s.NotBefore.IsZero() {
 		st.NotBefore = s.NotBefore.UnixMilli()
 	}
-	if s.RerunSafe {
+	if s.RerunSafe && !plant.On("job-rerun-unrecorded") {
 		st.Rerun = "safe"
 	}
 	return st, nil
