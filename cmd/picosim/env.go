@@ -286,7 +286,8 @@ func (e *env) open(ctx context.Context) error {
 	}
 	store := &recorded{Storage: inner, e: e, counts: handle == e.first}
 	e.store = store
-	tools := []agent.Tool{e.echo("a", agent.ReplaySafe), e.echo("b", agent.ReplayNever)}
+	// b declares no replay policy: the harness's default, never, holds it.
+	tools := []agent.Tool{e.echo("a", agent.ReplaySafe), e.echo("b", "")}
 	var execEnv agent.ExecutionEnv
 	shell := e.spec.sc.shell
 	if e.spec.sc.generated {
@@ -320,8 +321,10 @@ func (e *env) open(ctx context.Context) error {
 	}
 	e.oracle.limits, e.oracle.retryDelay = swarm.limits, swarm.retry.Delay
 	e.oracle.catalog, e.oracle.window, e.oracle.models = nil, sharedWindow(e.faux.Models()), e.faux.Models()
+	e.oracle.replays = map[string]agent.ReplayPolicy{}
 	for _, t := range tools {
 		e.oracle.catalog = append(e.oracle.catalog, t.Definition.Name)
+		e.oracle.replays[t.Definition.Name] = t.Replay
 	}
 	e.h, err = agent.Open(ctx, store, agent.Options{Runtime: e.s.Runtime(), Tools: tools, Env: execEnv, CheckInvariants: true,
 		TaskKinds:     []core.TaskKind{e.meddlerKind(), e.shaperKind()},
@@ -835,11 +838,15 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 // process that reopens with the call interrupted settles it without
 // running it again (§8.3).
 func (e *env) echo(name string, replay agent.ReplayPolicy) agent.Tool {
+	policy := replay
+	if policy == "" {
+		policy = agent.ReplayNever // what a tool that declares none gets (§8.3)
+	}
 	return agent.Tool{
 		Definition: ai.Tool{Name: name, Description: "echo " + name, Parameters: json.RawMessage(`{"type":"object"}`)},
 		Replay:     replay,
 		Execute: func(ctx context.Context, call string, args json.RawMessage, out *agent.ToolOutput, rt *agent.ToolRuntime) error {
-			e.ran(name, call, rt.TaskID(), replay)
+			e.ran(name, call, rt.TaskID(), policy)
 			if e.meddles() {
 				e.meddleAsTool(ctx, rt.TaskRuntime, name, call)
 			}

@@ -554,6 +554,10 @@ func badWrites(f badFacts) []badWrite {
 			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{n + 2}})
 			tx.Task(meddlerStatuses, core.TaskSpec{Background: true})
 		}},
+		{core.RuleDependency, "a task after an earlier id that is no task", func(tx *core.ConversationTx) {
+			n := tx.Entry(core.NoticeKind, note(core.EntryDraft{}))
+			tx.Task(meddlerStatuses, core.TaskSpec{Background: true, After: []storage.ID{n}})
+		}},
 		{core.RuleBadPayload, "a value that is not JSON", func(tx *core.ConversationTx) {
 			tx.SetValue(storage.ConversationValue[int]("picosim.meddled.sticky", storage.Sticky).Address, json.RawMessage(`{"open":`))
 		}},

@@ -83,7 +83,8 @@ const (
 	// generation or collapse has attempts left (§8.2); its last one fails.
 	ruleRetryBudget oracleRule = "retry-budget"
 	// ruleReplayNever: a call of a tool that is never replayed runs at most
-	// once, whatever restarts interrupt it (§8.3).
+	// once, whatever restarts interrupt it (§8.3), and its state records
+	// the policy its tool declares (never, for a tool that declares none).
 	ruleReplayNever oracleRule = "replay-never-runs-once"
 	// ruleStaleSummary: a collapse publishes its summary only if no head
 	// landed in its conversation after the context it summarized was
@@ -234,6 +235,8 @@ type oracle struct {
 	// catalog are the tools the run's harness registers (nil: selections
 	// are not checked).
 	catalog []string
+	// replays are the replay policies the run's own tools declare, by name.
+	replays map[string]agent.ReplayPolicy
 	// limits are the session's budget limits, spent what the run has
 	// spent against them (budgetrule.go).
 	limits agent.BudgetLimits
@@ -650,6 +653,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 			if o.kinds[w.ID] == agent.ToolKindName {
 				if err := o.hookCall(inv, ok, w, by, seq); err != nil {
+					return err
+				}
+				if err := o.replayRecorded(w, by, seq); err != nil {
 					return err
 				}
 				if err := o.argsCall(inv, ok, w, by, seq); err != nil {
@@ -1294,6 +1300,28 @@ func (o *oracle) selectionAdded(ctx context.Context, store storage.Storage, r st
 	if !slices.Equal(a.selected, want) {
 		return o.fail(broke(ruleSelectionAdds, "%s settled post_tools %d at %d selecting %q for conversation %d; it selected %q before, and the calls added %q",
 			a.by, a.postTools, a.seq, a.selected, a.conv, before, a.added))
+	}
+	return nil
+}
+
+// replayRecorded holds a tool call's write w, at seq, to the rule's
+// second half: the write that starts the call (the first to record its
+// arguments) records the replay policy its tool declares (replays; a tool
+// that declares none is never replayed).
+func (o *oracle) replayRecorded(w storage.Write, by string, seq storage.ID) error {
+	var st struct {
+		Args   json.RawMessage    `json:"args"`
+		Replay agent.ReplayPolicy `json:"replay"`
+	}
+	want, known := o.replays[o.tools[w.ID]]
+	if !known || w.Type != storage.WritePatch || json.Unmarshal(w.State, &st) != nil || len(st.Args) == 0 {
+		return nil
+	}
+	if want == "" {
+		want = agent.ReplayNever
+	}
+	if st.Replay != want {
+		return o.fail(broke(ruleReplayNever, "%s started call %d of %s at %d recording the replay policy %q; its tool declares %q", by, w.ID, o.tools[w.ID], seq, st.Replay, want))
 	}
 	return nil
 }

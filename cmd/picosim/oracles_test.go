@@ -475,6 +475,29 @@ func TestOracleReplayNeverRunsOnce(t *testing.T) {
 	wantRule(t, check(agent.ReplayNever, run{"call-1", 5}, run{"call-1", 5}), ruleReplayNever)
 }
 
+// The commit that starts a call records its tool's replay policy, never
+// for a tool that declares none.
+func TestOracleACallRecordsItsToolsReplayPolicy(t *testing.T) {
+	check := func(tool, state string) error {
+		o := newOracle()
+		o.replays = map[string]agent.ReplayPolicy{"a": agent.ReplaySafe, "b": ""}
+		o.tools[5] = tool
+		return o.replayRecorded(storage.Write{Type: storage.WritePatch, ID: 5, Status: "running", State: json.RawMessage(state)}, "task 5", 9)
+	}
+	for name, err := range map[string]error{
+		"a declared policy":     check("a", `{"args":{},"replay":"safe"}`),
+		"the default, never":    check("b", `{"args":{},"replay":"never"}`),
+		"a patch of no start":   check("b", `{"output":{}}`),
+		"a tool of the harness": check("bash", `{"args":{}}`),
+	} {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	wantRule(t, check("a", `{"args":{},"replay":"never"}`), ruleReplayNever)
+	wantRule(t, check("b", `{"args":{}}`), ruleReplayNever)
+}
+
 // A call made for a tool its request did not offer settles without
 // running.
 func TestOracleACallNotOfferedNeverRuns(t *testing.T) {
@@ -926,7 +949,7 @@ func TestBadWritesAreRefusedByTheirRule(t *testing.T) {
 		last := e.h.Store().LastSeq()
 		got := e.tryBadWrites(ctx, root)
 		want := []core.Rule{core.RuleStateAfterEntry, core.RuleUnknownEntryKind, core.RuleUnknownTaskKind, core.RuleDependency,
-			core.RuleDependency, core.RuleDependency, core.RuleBadPayload, core.RuleInvalidUTF8, core.RuleInvalidUTF8,
+			core.RuleDependency, core.RuleDependency, core.RuleDependency, core.RuleBadPayload, core.RuleInvalidUTF8, core.RuleInvalidUTF8,
 			agent.RuleCollapseSetting, agent.RuleCollapseSetting, agent.RuleCollapseSetting, core.RuleUnknownConv, core.RuleHeadNotVisible, core.RuleEditTarget, core.RuleScratchInMain,
 			core.RuleBadAddress, core.RuleUnknownTask, core.RuleUnknownStatus, core.RuleSettleNotTerminal, core.RulePatchTerminal,
 			core.RuleDependencyTree, core.RuleTaskTerminal,

@@ -250,7 +250,7 @@ func (k toolKind) Execute(ctx context.Context, task *storage.Task, rt *core.Task
 		return settleToolError(ctx, rt, task, st, fmt.Errorf("blocked: %s", block.Reason), &ToolOutputState{ToolResultData: ToolResultData{Terminate: block.Terminate}})
 	}
 	replay := tool.Replay
-	if replay == "" {
+	if replay == "" && !plant.On("tool-replay-default-unrecorded") {
 		replay = ReplayNever
 	}
 	var spent *BudgetError
