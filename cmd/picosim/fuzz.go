@@ -395,7 +395,13 @@ func (f *fuzzer) try(ctx context.Context, spec runSpec) {
 		return
 	}
 	fd := finding{res: again}
-	fd.smallest, fd.failure, err = shrink(ctx, spec, res.Error)
+	if stalledRun(res.Error) {
+		// Every candidate would take stallLimit to judge: the case is kept
+		// as found.
+		fd.smallest, fd.failure, err = spec, res.Error, nil
+	} else {
+		fd.smallest, fd.failure, err = shrink(ctx, spec, res.Error)
+	}
 	if err != nil && !errors.As(err, &ie) {
 		f.halt(err)
 		return
@@ -435,14 +441,18 @@ func (f *fuzzer) writeTraces(ctx context.Context, fd *finding, trace []byte) err
 		return err
 	}
 	var smallest bytes.Buffer
-	var ie *interrupted
-	traced := fd.smallest
-	traced.untraced = false
-	switch _, err := runScenario(ctx, traced, &smallest); {
-	case errors.As(err, &ie):
-		return nil
-	case err != nil:
-		return err
+	if stalledRun(fd.failure) {
+		smallest.Write(trace) // kept as found: the same run, not judged again
+	} else {
+		var ie *interrupted
+		traced := fd.smallest
+		traced.untraced = false
+		switch _, err := runScenario(ctx, traced, &smallest); {
+		case errors.As(err, &ie):
+			return nil
+		case err != nil:
+			return err
+		}
 	}
 	if fd.smallestTrace, err = writeArtifact(f.cfg.out, name+"-smallest.jsonl", smallest.Bytes()); err != nil {
 		return &fieldError{"--out", err}

@@ -296,3 +296,23 @@ func TestFuzzTakesAFailureNamingItsDirectoryAsDeterministic(t *testing.T) {
 		t.Fatalf("fatal %v, %d findings; want one finding with its trace", f.fatal, len(f.findings))
 	}
 }
+
+// A run whose actor loops without ever reaching a scheduling point cannot
+// be stopped; it is given up as stalled once it has made no decision for
+// stallLimit of real time, so that fuzz reports it instead of hanging.
+// (The one test that needs the wall clock: a stall is real time passing.)
+func TestARunThatNeverYieldsIsGivenUpAsStalled(t *testing.T) {
+	defer func(old time.Duration) { stallLimit = old }(stallLimit)
+	stallLimit = 50 * time.Millisecond
+	var release atomic.Bool
+	defer release.Store(true) // the abandoned run then finishes on its own
+	spin := scenario{name: "spin", run: func(ctx context.Context, e *env) error {
+		for !release.Load() { // no scheduling point: the baton never comes back
+		}
+		return nil
+	}}
+	res, err := runScenario(context.Background(), runSpec{sc: spin, seed: 1, backend: "memory", strategy: "random", untraced: true}, nil)
+	if err != nil || res.OK || !strings.Contains(res.Error, "stalled: no scheduling decision") {
+		t.Fatalf("runScenario = %+v, %v; want a run failed as stalled", res, err)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/internal/jsonvalue"
@@ -229,20 +231,33 @@ func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error)
 		tr = sim.NewTrace(trace, false)
 	}
 	var e *env
+	var steps atomic.Int64 // the decisions made, for the stall watch
 	opts := sim.Options{Seed: spec.seed, Strategy: strat, Trace: tr}
-	if spec.inspect != nil {
-		opts.OnStep = func(step int) {
-			if e != nil {
-				spec.inspect(e, step)
-			}
+	opts.OnStep = func(step int) {
+		steps.Store(int64(step))
+		if spec.inspect != nil && e != nil {
+			spec.inspect(e, step)
 		}
 	}
 	s := sim.New(opts)
-	runErr := s.Run(context.Background(), func(ctx context.Context) {
-		s.Record("header", traceHeader{Format: traceFormat, runIdentity: spec.identity()})
-		e = newEnv(s, spec, dir)
-		e.playAndJudge(ctx, &res)
-	})
+	var runErr error
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		runErr = s.Run(context.Background(), func(ctx context.Context) {
+			s.Record("header", traceHeader{Format: traceFormat, runIdentity: spec.identity()})
+			e = newEnv(s, spec, dir)
+			e.playAndJudge(ctx, &res)
+		})
+	}()
+	if stalled := watchStall(ran, &steps); stalled != nil {
+		// The actor that holds the baton runs on and on without yielding
+		// (a loop that never reaches a scheduling point): nothing can stop
+		// it, so the run is given up, its goroutines left behind.
+		res := newResult(spec)
+		res.Error = stalled.Error()
+		return res, nil
+	}
 	if runErr != nil && e != nil {
 		e.counts(&res) // the run stopped before playAndJudge could count
 	}
@@ -262,6 +277,40 @@ func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error)
 		res.OK = true
 	}
 	return res, spec.checkReached(res.Actions)
+}
+
+// stallLimit is how long, in real time, a run may go without a scheduling
+// decision before it is given up as stalled. A simulated step is a few
+// microseconds of work; only an actor that never yields takes this long.
+var stallLimit = 2 * time.Minute
+
+// stallPrefix begins a stalled run's failure.
+const stallPrefix = "stalled: no scheduling decision for"
+
+// stalledRun reports whether failure is a run given up as stalled.
+func stalledRun(failure string) bool { return strings.HasPrefix(failure, stallPrefix) }
+
+// watchStall waits for ran to close and returns nil, or returns the stall
+// when the run makes no scheduling decision (steps stays put) for
+// stallLimit of real time. It is the one place a run looks at the wall
+// clock, and it never changes a run that yields: it only gives up on one
+// that does not.
+func watchStall(ran <-chan struct{}, steps *atomic.Int64) error {
+	tick := time.NewTicker(stallLimit / 8)
+	defer tick.Stop()
+	last, since := steps.Load(), time.Now()
+	for {
+		select {
+		case <-ran:
+			return nil
+		case now := <-tick.C:
+			if n := steps.Load(); n != last {
+				last, since = n, now
+			} else if now.Sub(since) >= stallLimit {
+				return fmt.Errorf("%s %s of real time after step %d (an actor looping without yielding?)", stallPrefix, stallLimit, n)
+			}
+		}
+	}
 }
 
 // runFailure is how a run the simulator stopped failed, in one line when
