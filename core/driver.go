@@ -92,6 +92,9 @@ type invocation struct {
 	held   []*invocation
 	// preview is the task's preview (nil for a kind without one).
 	preview *taskPreview
+	// holds is how the line names this invocation while one of its calls
+	// holds it (Line.hold), made once instead of at every call.
+	holds lineHolder
 }
 
 type invocationKey struct{}
@@ -748,6 +751,7 @@ func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *a
 	cctx, cancel := context.WithCancel(spanCtx)
 	inv.ctx, inv.cancel, inv.span = context.WithValue(cctx, invocationKey{}, inv), cancel, span
 	inv.admitted = admit(inv.ctx, inv)
+	inv.holds.inv = inv
 	d.running[lt.task.ID] = inv
 	d.invocations++
 	inv.name, inv.parent = fmt.Sprintf("task%d.%s", lt.task.ID, m), parent

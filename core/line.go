@@ -31,15 +31,56 @@ type Line struct {
 	// harness is the session the line serves, nil for a bare line: a Tx
 	// reaches the cached contexts and the driver's busy counts through it.
 	harness *Harness
-	// writes is where a plan builds its writes, kept from one plan to the
-	// next (the line runs one at a time) unless it grew past
-	// lineWritesMax: a batch gets a copy of just its writes, where growing
-	// each plan's own slice by doubling cost twice that.
-	writes []storage.Write
+	// spare is the transaction the last plan built, kept for the next one
+	// (the line runs one plan at a time, and a plan never keeps its Tx):
+	// its write buffer and its maps are emptied rather than made again. A
+	// batch gets a copy of just its writes, where growing each plan's own
+	// slice by doubling cost twice that.
+	spare *Tx
 }
 
-// lineWritesMax bounds the write buffer a line keeps between plans.
+// lineWritesMax bounds the write buffer, and the number of records a map,
+// of the transaction a line keeps between plans.
 const lineWritesMax = 64
+
+// tx returns a transaction to build a plan with, the spare one if the line
+// kept one.
+func (l *Line) tx(ctx context.Context) *Tx {
+	tx := l.spare
+	if tx == nil {
+		return newTx(ctx, l.store, l.kinds)
+	}
+	l.spare = nil
+	*tx = Tx{
+		ctx: ctx, store: l.store, kinds: l.kinds, base: l.store.LastSeq(), writes: tx.writes,
+		tasks: tx.tasks, taskAt: tx.taskAt, convs: tx.convs, entries: tx.entries,
+	}
+	return tx
+}
+
+// keep empties tx for the next plan and keeps it, unless it grew large.
+// What its writes and maps pointed to is the batch's now, or nobody's.
+func (l *Line) keep(tx *Tx) {
+	clear(tx.writes)
+	if cap(tx.writes) > lineWritesMax {
+		return
+	}
+	tx.writes = tx.writes[:0]
+	tx.tasks, tx.taskAt = emptied(tx.tasks), emptied(tx.taskAt)
+	tx.convs, tx.entries = emptied(tx.convs), emptied(tx.entries)
+	tx.ctx, tx.h, tx.err, tx.traces, tx.held = nil, nil, nil, nil, nil
+	l.spare = tx
+}
+
+// emptied returns m cleared, or nil if it held more than lineWritesMax
+// records.
+func emptied[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) > lineWritesMax {
+		return nil
+	}
+	clear(m)
+	return m
+}
 
 // LineOptions configures a line. Every hook runs on the line.
 type LineOptions struct {
@@ -192,14 +233,9 @@ func (l *Line) locked(admitted context.Context, scratchTask storage.ID, plan fun
 			return storage.Range{}, nil, err
 		}
 	}
-	tx := newTx(admitted, l.store, l.kinds)
-	tx.scratchTask, tx.h, tx.writes = scratchTask, l.harness, l.writes[:0]
-	defer func() {
-		clear(tx.writes) // what they point to is the batch's now, or nobody's
-		if cap(tx.writes) <= lineWritesMax {
-			l.writes = tx.writes[:0]
-		}
-	}()
+	tx := l.tx(admitted)
+	tx.scratchTask, tx.h = scratchTask, l.harness
+	defer l.keep(tx)
 	if err := plan(tx); err != nil {
 		return storage.Range{}, nil, err
 	}
@@ -297,12 +333,20 @@ type lineHolder struct {
 	inv   *invocation
 }
 
+// anonymousHolder is a caller that is no invocation, on a runtime that
+// names no actor: nothing can recognize it as nested.
+var anonymousHolder lineHolder
+
 func (l *Line) hold(ctx context.Context) {
-	h := &lineHolder{inv: invocationOf(ctx)}
-	if ar, ok := l.rt.(ActorRuntime); ok {
-		h.actor = ar.Actor()
+	inv := invocationOf(ctx)
+	switch ar, ok := l.rt.(ActorRuntime); {
+	case ok:
+		l.holder.Store(&lineHolder{actor: ar.Actor(), inv: inv})
+	case inv != nil:
+		l.holder.Store(&inv.holds)
+	default:
+		l.holder.Store(&anonymousHolder)
 	}
-	l.holder.Store(h)
 }
 
 func (l *Line) release() {

@@ -79,3 +79,9 @@ func (b *batchMap[K, V]) deleteFunc(drop func(K) bool) {
 	clear(b.pairs[len(kept):])
 	b.pairs = kept
 }
+
+// reset empties b for another batch, keeping the room its pairs had.
+func (b *batchMap[K, V]) reset() {
+	clear(b.pairs)
+	b.pairs, b.m = b.pairs[:0], nil
+}

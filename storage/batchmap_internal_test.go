@@ -6,16 +6,16 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestBatchMapIsAMap holds batchMap to a Go map over random sets, gets and
-// deletes, with enough keys to cross from pairs to a map and back to reads
-// of both forms.
+// TestBatchMapIsAMap holds batchMap to a Go map over random sets, gets,
+// deletes and resets (a pooled checker's next batch), with enough keys to
+// cross from pairs to a map and back to reads of both forms.
 func TestBatchMapIsAMap(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		var b batchMap[int, int]
 		want := map[int]int{}
 		key := rapid.IntRange(0, 3*batchMapPairsMax)
 		for i, n := 0, rapid.IntRange(1, 8*batchMapPairsMax).Draw(rt, "ops"); i < n; i++ {
-			switch op := rapid.IntRange(0, 9).Draw(rt, "op"); {
+			switch op := rapid.IntRange(0, 10).Draw(rt, "op"); {
 			case op < 6:
 				k, v := key.Draw(rt, "k"), rapid.Int().Draw(rt, "v")
 				b.set(k, v)
@@ -27,6 +27,9 @@ func TestBatchMapIsAMap(t *testing.T) {
 				if got != w || ok != wok {
 					rt.Fatalf("get(%d) = %d, %v; want %d, %v", k, got, ok, w, wok)
 				}
+			case op == 10:
+				b.reset()
+				clear(want)
 			default:
 				mod := rapid.IntRange(2, 5).Draw(rt, "mod")
 				drop := func(k int) bool { return k%mod == 0 }

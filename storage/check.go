@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/pico-go/pico/internal/jsonvalue"
 	"github.com/pico-go/pico/internal/plant"
@@ -35,8 +36,7 @@ type Lookup interface {
 // batch count), task roles, and JSON payloads. It runs no kind code and knows
 // no kind. A nil error means the batch can be applied without failing.
 func CheckBatch(ctx context.Context, l Lookup, lastSeq ID, batch CommitBatch) error {
-	c := &checker{ctx: ctx, l: l, lastSeq: lastSeq}
-	return c.check(batch)
+	return checkWith(ctx, l, lastSeq, batch, false)
 }
 
 // CheckDecodedBatch is CheckBatch for a batch decoded from JSON text (a
@@ -44,8 +44,20 @@ func CheckBatch(ctx context.Context, l Lookup, lastSeq ID, batch CommitBatch) er
 // and state, an entry's data, a task's state) as JSON, so they are not
 // scanned again. Every other rule is CheckBatch's.
 func CheckDecodedBatch(ctx context.Context, l Lookup, lastSeq ID, batch CommitBatch) error {
-	c := &checker{ctx: ctx, l: l, lastSeq: lastSeq, decoded: true}
-	return c.check(batch)
+	return checkWith(ctx, l, lastSeq, batch, true)
+}
+
+// checkers keeps checkers between batches: a commit would otherwise make a
+// checker and the pair lists of its maps anew.
+var checkers = sync.Pool{New: func() any { return new(checker) }}
+
+func checkWith(ctx context.Context, l Lookup, lastSeq ID, batch CommitBatch, decoded bool) error {
+	c := checkers.Get().(*checker)
+	c.ctx, c.l, c.lastSeq, c.decoded = ctx, l, lastSeq, decoded
+	err := c.check(batch)
+	c.reset()
+	checkers.Put(c)
+	return err
 }
 
 type statePolicy struct{ rewind, list bool }
@@ -71,6 +83,19 @@ type checker struct {
 	// decoded is set for a batch whose raw values a JSON decoder parsed
 	// (CheckDecodedBatch).
 	decoded bool
+}
+
+// reset empties c for another batch; it keeps nothing of the last one.
+func (c *checker) reset() {
+	c.ctx, c.l = nil, nil
+	c.convs.reset()
+	c.tasks.reset()
+	c.entries.reset()
+	c.policy.reset()
+	c.elems.reset()
+	c.cleared.reset()
+	c.created.reset()
+	c.owns = c.owns[:0]
 }
 
 func (c *checker) check(batch CommitBatch) error {
