@@ -750,7 +750,9 @@ func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *a
 	}
 	cctx, cancel := context.WithCancel(spanCtx)
 	inv.ctx, inv.cancel, inv.span = context.WithValue(cctx, invocationKey{}, inv), cancel, span
-	inv.admitted = admit(inv.ctx, inv)
+	// spanCtx is inv.ctx's values without its cancellation: admitted as
+	// admit would make it from inv.ctx.
+	inv.admitted = context.WithValue(spanCtx, invocationKey{}, inv)
 	inv.holds.inv = inv
 	d.running[lt.task.ID] = inv
 	d.invocations++
