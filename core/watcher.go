@@ -498,7 +498,7 @@ func (h *Harness) watchEvents(ctx context.Context, batch storage.CommitBatch, r 
 		for _, w := range h.watchers[conv] {
 			events := slices.Clone(common)
 			for _, c := range w.valueChanges(ce.values) {
-				events = append(events, ConversationEvent{Type: EventValue, Addr: c.key, Value: c.value, Deleted: c.deleted})
+				events = append(events, ConversationEvent{Type: EventValue, Addr: c.key, Value: c.value, Deleted: c.deleted && !plant.On("watch-delete-sends-value")})
 			}
 			for i := range events {
 				events[i].ReadAt = r.Last

@@ -69,6 +69,7 @@
 //   - subagentrule.go: the oracle subagent-answers-for-its-child: each subagent command names its own child, the input it gave or the child's latest, and answers with the entry that ended it; a status lists the child's newest entries.
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
+//   - failrule.go: the oracle a-failed-generation-keeps-its-answer: a generation that fails after its request appends its model's answer in the settling commit and names it; one that fails before any request, or hands an overflow to a collapse, appends none.
 //   - usagerule.go: the oracles usage-row-is-its-attempts (a generation's usage row is its current attempt's, a done one its answer's usage), usage-row-names-its-outcome (done, failed, overflow, stale, retry, interrupted, deferred or aborted, as the commit that records it says) and tool-usage-row-is-its-output (a call's settlement records its output's usage, aborted or not).
 //   - modelrule.go: the oracle a-generation-asks-the-model-its-conversation-names (a generation captures its conversation's configuration as it is made, a retry its turn's; its requests ask that model with that thinking level; a collapse and its summarizer likewise; a subagent's child holds its parent's).
 //   - watchrule.go: the oracle task-update-carries-the-previous-task: a watch's task_update names, as previous, the task as that watch last showed it.
@@ -86,6 +87,7 @@
 // hand-written transcript, the harness's too, and requests held to it),
 // answerrule_test.go (a done result's answer, and what is not one),
 // usagerule_test.go (a usage row's attempt, conversation and usage),
+// failrule_test.go (failed generations' answers kept, dropped and misnamed),
 // cutrule_test.go (summaries that split an exchange, and that do not),
 // summarizerrule_test.go (summarizer requests held to their prefix),
 // convrule_test.go (stores that still list a deleted conversation caught),

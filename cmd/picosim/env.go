@@ -351,7 +351,7 @@ func (e *env) open(ctx context.Context) error {
 		return err
 	}
 	// The root's events go into the trace, so a replay compares them too.
-	w, err := e.h.Watch(ctx, root, core.WatchOptions{Tail: 1})
+	w, err := e.h.Watch(ctx, root, rootWatched)
 	if err != nil {
 		return err
 	}
@@ -673,7 +673,7 @@ func (e *env) invariants(ctx context.Context) error {
 	if e.waited != nil {
 		return e.waited
 	}
-	if err := e.checkWatch(ctx, e.watch, root, 1); err != nil {
+	if err := e.checkWatch(ctx, e.watch, root, rootWatched); err != nil {
 		return err
 	}
 	if e.oracle.first != nil {

@@ -542,6 +542,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 	if err := o.transition(b, by, r); err != nil {
 		return err
 	}
+	if err := o.failedAnswers(inv, ok, b, by, r); err != nil {
+		return err
+	}
 	if err := o.abortRows(inv, ok, b, by, r); err != nil {
 		return err
 	}
@@ -1499,6 +1502,22 @@ func sessionWatched() []storage.Address {
 	return out
 }
 
+// hostWatched are the conversation values of the host's value lines
+// (stateNames) in conv, which every watch of a run follows besides its
+// kinds' configuration: deleting one, or a rewind that leaves it unset,
+// sends an event saying the value is gone, which a client's fold must
+// drop.
+func hostWatched(conv storage.ID) []storage.Address {
+	var out []storage.Address
+	for _, st := range stateNames {
+		if st.op == "value" && st.target == "c" {
+			ns, key, _ := strings.Cut(st.name, "/")
+			out = append(out, storage.Address{Scope: storage.ConversationScope(conv), Namespace: ns, Key: key})
+		}
+	}
+	return out
+}
+
 // checkSessionWatch holds a live session watch to a fresh capture, as
 // checkWatch does a conversation watch.
 func (e *env) checkSessionWatch(ctx context.Context, w *core.SessionWatchHandle) error {
@@ -1539,14 +1558,14 @@ const watchChecksMax = 20
 // it gets a virtual millisecond, in which every runnable actor (its own
 // included) runs before time moves. If nothing committed meanwhile, the
 // two must then agree; if something did, the capture is taken again.
-func (e *env) checkWatch(ctx context.Context, w *core.WatchHandle, conv storage.ID, tail int) error {
+func (e *env) checkWatch(ctx context.Context, w *core.WatchHandle, conv storage.ID, opts core.WatchOptions) error {
 	if w == nil || e.h == nil {
 		return nil
 	}
 	return holdToCapture(e, ctx, fmt.Sprintf("the watch of conversation %d", conv), w.View,
 		func() (*core.ConversationView, error) {
 			last := e.h.Store().LastSeq()
-			fresh, err := e.h.Watch(ctx, conv, core.WatchOptions{Tail: tail})
+			fresh, err := e.h.Watch(ctx, conv, opts)
 			if err != nil {
 				return nil, err
 			}

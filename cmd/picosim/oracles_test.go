@@ -140,7 +140,7 @@ func TestOracleWatchFoldEqualsAFreshCapture(t *testing.T) {
 		if err := e.play(ctx); err != nil {
 			intact = err
 		}
-		intact = errors.Join(intact, e.checkWatch(ctx, e.watch, root, 1))
+		intact = errors.Join(intact, e.checkWatch(ctx, e.watch, root, rootWatched))
 		sw, err := e.h.WatchSession(ctx)
 		if err != nil {
 			intact = err
@@ -152,7 +152,7 @@ func TestOracleWatchFoldEqualsAFreshCapture(t *testing.T) {
 		gotSession = e.checkSessionWatch(ctx, sw)
 		v := e.watch.View()
 		v.Entries = v.Entries[:0]
-		got = e.checkWatch(ctx, e.watch, root, 1)
+		got = e.checkWatch(ctx, e.watch, root, rootWatched)
 		_ = e.h.Close(ctx)
 		e.endHolds()
 	})

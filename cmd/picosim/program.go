@@ -1345,7 +1345,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		return err
 	case "watch":
 		conv := g.conv(l.args[0])
-		w, err := e.h.Watch(ctx, conv, core.WatchOptions{Tail: g.p.tail})
+		w, err := e.h.Watch(ctx, conv, core.WatchOptions{Tail: g.p.tail, Values: hostWatched(conv)})
 		if err != nil {
 			return err
 		}
@@ -1548,7 +1548,7 @@ func (g *programRun) drive(ctx context.Context, conv storage.ID) error {
 // capture.
 func (g *programRun) checkWatches(ctx context.Context) error {
 	for i, w := range g.watches {
-		if err := g.e.checkWatch(ctx, w, g.tails[i], g.p.tail); err != nil {
+		if err := g.e.checkWatch(ctx, w, g.tails[i], core.WatchOptions{Tail: g.p.tail, Values: hostWatched(g.tails[i])}); err != nil {
 			return err
 		}
 	}

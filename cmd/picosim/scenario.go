@@ -74,6 +74,11 @@ func toolCalls(names ...string) faux.Step {
 
 const root storage.ID = 1
 
+// rootWatched is how every run watches the root: with its newest entry,
+// and following the host's conversation values besides its kinds'
+// configuration (hostWatched).
+var rootWatched = core.WatchOptions{Tail: 1, Values: hostWatched(root)}
+
 // turn accepts text in the root, drives it to idle and expects the input
 // done.
 func (e *env) turn(ctx context.Context, text string) error {

@@ -575,7 +575,7 @@ func (k generationKind) fail(ctx context.Context, rt *core.TaskRuntime, task *st
 			}
 		}
 		state := map[string]any{"reason": reason}
-		if m != nil {
+		if m != nil && !plant.On("generation-fail-drops-answer") {
 			state["assistant"] = core.AppendAssistant(tx.Tx, conv, *m)
 		}
 		inputs := st.Inputs

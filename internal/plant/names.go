@@ -514,7 +514,8 @@ var names = []string{
 	"config-reads-committed-only", "model-resolves-to-default", "collapse-on-default-model",
 	"call-id-answered-once", "cut-result-by-id-alone", "inherit-answered-by-any-result",
 	"posttools-hands-off-unasked", "tool-result-drops-images", "recover-row-says-retry", "addtools-from-catalog",
-	"job-rerun-unrecorded", "tool-replay-default-unrecorded",
+	"job-rerun-unrecorded", "tool-replay-default-unrecorded", "generation-fail-drops-answer",
+	"watch-delete-sends-value",
 }
 
 // Names are the planted bugs, for the measuring test.
