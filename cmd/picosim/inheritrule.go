@@ -233,3 +233,31 @@ func drawInherits(p *program, seed uint64) {
 	}
 	p.lines = append(block, p.lines...)
 }
+
+// reusedInheritSeeds is how often, among the seeds whose model numbers its
+// calls per answer (reusedIDSeeds), a drawn program has a host spawn
+// inherit while an answer that uses its ids again runs: every fourth of
+// them (every twelfth seed from 12).
+const reusedInheritSeeds = 4
+
+// drawReusedInherits has such a program begin, from a generator of its
+// own, with a turn of the root with two calls, a second whose answer calls
+// a slow tool and another under the same two ids, and a host spawn that
+// inherits while the slow call runs: the ids have results, but before the
+// answer in flight, which therefore is not complete and must not be
+// inherited. Random programs line this up about once in 1,500 seeds.
+func drawReusedInherits(p *program, seed uint64) {
+	if seed%reusedIDSeeds != 0 || seed/reusedIDSeeds%reusedInheritSeeds != 0 {
+		return
+	}
+	rng := seededRNG(seed, "reused inherits")
+	block := []progLine{
+		{op: "respond", args: []string{"calls", "a,b"}}, {op: "respond", args: []string{"text", "done"}},
+		{op: "accept", args: []string{"c0", "look"}}, {op: "drive", args: []string{"c0"}},
+		{op: "respond", args: []string{"calls", []string{"work:slow,a", "b,work:slow"}[rng.IntN(2)]}},
+		{op: "accept", args: []string{"c0", "look again"}}, {op: "drive-async", args: []string{"c0"}},
+		{op: "sleep", args: []string{[]string{"50", "1000", "2000"}[rng.IntN(3)]}},
+		{op: "spawn", args: []string{"c0", "peek", string(agent.SpawnInherit)}},
+	}
+	p.lines = append(block, p.lines...)
+}

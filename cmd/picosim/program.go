@@ -341,6 +341,7 @@ func drawProgram(seed uint64) *program {
 	drawSpills(p, seed)
 	drawTypedCalls(p, seed)
 	drawInherits(p, seed)
+	drawReusedInherits(p, seed)
 	drawSchedules(p, seed)
 	drawFileCalls(p, seed)
 	drawPrompts(p, seed)
