@@ -214,6 +214,22 @@ func TestBadPayloadsAreTypedErrorsNamingTheField(t *testing.T) {
 	}
 }
 
+// A payload is read up to a mebibyte, that one included (a hook may pad
+// what it sends); one byte more is refused before it is decoded.
+func TestAPayloadIsBoundedAtAMebibyte(t *testing.T) {
+	const max = 1 << 20
+	event := `{"session_id":"x","hook_event_name":"SessionStart","source":"clear"}`
+	padded := func(n int) []byte { return []byte(event + strings.Repeat(" ", n-len(event))) }
+	if e, err := boundary.Parse(boundary.Claude, padded(max)); err != nil || e.SessionID != "x" {
+		t.Fatalf("a payload of exactly %d bytes: %+v, %v; want it read", max, e, err)
+	}
+	_, err := boundary.Parse(boundary.Claude, padded(max+1))
+	var pe *boundary.PayloadError
+	if !errors.As(err, &pe) || pe.Field != "" || !strings.Contains(pe.Reason, "1048577 bytes") {
+		t.Fatalf("a payload of %d bytes: %v; want a PayloadError naming its size", max+1, err)
+	}
+}
+
 // The state is JSON, so a host can keep it between deliveries, and a
 // SessionEnd(clear) waiting for its start survives the round trip.
 func TestStateRoundTrips(t *testing.T) {
