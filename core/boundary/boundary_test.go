@@ -209,6 +209,18 @@ func TestBadPayloadsAreTypedErrorsNamingTheField(t *testing.T) {
 			t.Errorf("Parse(%s, %s) = %v; want a PayloadError on field %q", tc.provider, tc.payload, err, tc.field)
 		}
 	}
+	// The message names the provider, and the field when there is one.
+	for _, tc := range []struct {
+		err  *boundary.PayloadError
+		want string
+	}{
+		{&boundary.PayloadError{Provider: boundary.Gemini, Reason: "not JSON"}, "boundary: gemini payload: not JSON"},
+		{&boundary.PayloadError{Provider: boundary.Claude, Field: "source", Reason: `"reboot" is no source`}, `boundary: claude payload: source: "reboot" is no source`},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q; want %q", got, tc.want)
+		}
+	}
 	if _, _, err := boundary.Classify(boundary.State{}, boundary.Event{Provider: boundary.Claude, Name: "SessionStart", Source: "reboot", SessionID: "x"}, boundary.Policy{}); err == nil {
 		t.Error("Classify accepted an event Parse would refuse")
 	}
