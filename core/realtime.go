@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 
@@ -19,6 +20,15 @@ var _ Runtime = realRuntime{}
 func (realRuntime) Now() time.Time { return time.Now() }
 
 func (realRuntime) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		// Nothing to wait for: a scheduling point (runtime.Gosched) and
+		// ctx's error, without a timer and the park until it fires.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		runtime.Gosched()
+		return nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
