@@ -66,7 +66,7 @@
 //   - summarizerrule.go: the oracles summarizer-sees-the-prefix (what a collapse sends its summarizer is the prefix it captured, projected as a request is) and summary-keeps-what-follows-the-prefix (a summary's head is the entry after that prefix).
 //   - sqlite_cgo.go, sqlite_nocgo.go: whether this build can run SQLite, and SQLite's errors that are the machine's.
 //   - subagent.go: the subagent scenarios (§8.5): a run across a restart, a spawned child an abort spares and stop cancels, runs nested to the depth bound.
-//   - subagentrule.go: the oracle subagent-answers-for-its-child: each subagent command names its own child, the input it gave or the child's latest, and answers with the entry that ended it; a status lists the child's newest entries.
+//   - subagentrule.go: the oracle subagent-answers-for-its-child: each subagent command names its own child, the input it gave or the child's latest, and answers with the entry that ended it; a status lists the child's newest entries; and the oracle a-spawn-is-refused-only-for-bad-options: a host spawn is refused with a SpawnError exactly when its context mode is neither fresh nor inherit (every seventh seed from 5 draws such spawns).
 //   - suite.go: the default run: every scenario over seeds 1 to 50, each replayed, even seeds with faults.
 //   - sweep.go: the demo's seeded sweep of a three-stage task pipeline, each seed replayed by digest.
 //   - failrule.go: the oracle a-failed-generation-keeps-its-answer: a generation that fails after its request appends its model's answer in the settling commit and names it; one that fails before any request, or hands an overflow to a collapse, appends none.

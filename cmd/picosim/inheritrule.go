@@ -261,3 +261,25 @@ func drawReusedInherits(p *program, seed uint64) {
 	}
 	p.lines = append(block, p.lines...)
 }
+
+// badSpawnSeeds is how often a drawn program has the host spawn with a
+// context mode that is neither fresh nor inherit (every seventh seed from
+// 5, not the golden traces' seed 1).
+const badSpawnSeeds = 7
+
+// drawBadSpawns has such a program begin with a spawn of the root whose
+// context is no mode, and gives half its other spawns one: each must be
+// refused with a SpawnError, and only those (ruleSpawnOptions).
+func drawBadSpawns(p *program, seed uint64) {
+	if seed%badSpawnSeeds != 5 {
+		return
+	}
+	rng := seededRNG(seed, "bad spawns")
+	modes := []string{"everything", "Inherit", "none"}
+	for i, l := range p.lines {
+		if l.op == "spawn" && len(l.args) == 2 && rng.IntN(2) == 0 {
+			p.lines[i].args = append(slices.Clone(l.args), modes[rng.IntN(len(modes))])
+		}
+	}
+	p.lines = append([]progLine{{op: "spawn", args: []string{"c0", "look", modes[rng.IntN(len(modes))]}}}, p.lines...)
+}

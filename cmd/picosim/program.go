@@ -40,7 +40,9 @@ import (
 //
 // respond lines queue the model's answers in order (text, calls NAMES,
 // rate-limited, deferred, overflow, fail, aborted, slow MS TEXT); every
-// line is one host action. A call is a tool's name with what it does:
+// line is one host action; spawn CONV TEXT [MODE] takes any word for the
+// context mode, one other than fresh or inherit being the harness's to
+// refuse. A call is a tool's name with what it does:
 // work:throw, bash:serve, spill-head:RECIPE[:fail] (spill.go), subagent:spawn; subagent:send|status|wait|stop
 // and job:status|output|wait|stop name the asking conversation's newest
 // child or job, and with ":other" appended another conversation's, which
@@ -342,6 +344,7 @@ func drawProgram(seed uint64) *program {
 	drawTypedCalls(p, seed)
 	drawInherits(p, seed)
 	drawReusedInherits(p, seed)
+	drawBadSpawns(p, seed)
 	drawSchedules(p, seed)
 	drawFileCalls(p, seed)
 	drawPrompts(p, seed)
@@ -1471,6 +1474,9 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		e.oracle.hostSpawns(g.conv(l.args[0]), opts.Context)
 		child, input, err := c.Spawn(ctx, opts)
 		e.oracle.hostSpawns(0, "")
+		if rerr := e.oracle.spawnRefusal(g.conv(l.args[0]), opts.Context, err); rerr != nil {
+			return rerr
+		}
 		if err == nil {
 			g.convs = append(g.convs, child)
 			e.remember(child, input)

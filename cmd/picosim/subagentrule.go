@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -300,4 +301,26 @@ func outputText(out *agent.ToolOutputState) string {
 		}
 	}
 	return ""
+}
+
+// ruleSpawnOptions: a host spawn is refused for its options exactly when
+// they are bad (§8.5): a context other than fresh or inherit is a
+// *agent.SpawnError naming the parent; options a program draws otherwise
+// are good, and a SpawnError for them is the harness refusing what it
+// must take.
+const ruleSpawnOptions oracleRule = "a-spawn-is-refused-only-for-bad-options"
+
+// spawnRefusal holds a host spawn from parent with context mode, which
+// returned err, to the rule.
+func (o *oracle) spawnRefusal(parent storage.ID, mode agent.SpawnContext, err error) error {
+	bad := mode != "" && mode != agent.SpawnFresh && mode != agent.SpawnInherit
+	var se *agent.SpawnError
+	refused := errors.As(err, &se)
+	switch {
+	case bad && (!refused || se.ConversationID != parent):
+		return o.fail(broke(ruleSpawnOptions, "the host's spawn from conversation %d with context %q returned %v; want a SpawnError naming the conversation", parent, mode, err))
+	case !bad && refused:
+		return o.fail(broke(ruleSpawnOptions, "the host's spawn from conversation %d with context %q was refused: %v", parent, mode, err))
+	}
+	return nil
 }

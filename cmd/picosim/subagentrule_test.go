@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -144,5 +145,32 @@ func TestTheSubagentToolRefusesOnlyWhatItMay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			holdsOrBreaks(t, subagentRun().subagentSettled(tc.w, "a test", 90), ruleSubagent, tc.broken)
 		})
+	}
+}
+
+// A host spawn is refused for a context mode that is none, with a
+// SpawnError naming its conversation, and only then.
+func TestASpawnIsRefusedOnlyForBadOptions(t *testing.T) {
+	refusal := &agent.SpawnError{ConversationID: 1, Err: errors.New("context: want fresh or inherit")}
+	for _, tc := range []struct {
+		mode agent.SpawnContext
+		err  error
+		ok   bool
+	}{
+		{"", nil, true}, {agent.SpawnFresh, nil, true}, {agent.SpawnInherit, nil, true},
+		{agent.SpawnInherit, core.ErrClosed, true}, // refused, but not for its options
+		{"everything", refusal, true},
+		{"everything", nil, false},
+		{"everything", &agent.SpawnError{ConversationID: 2, Err: errors.New("context")}, false},
+		{"everything", core.ErrClosed, false},
+		{agent.SpawnInherit, refusal, false},
+		{"", refusal, false},
+	} {
+		o := newOracle()
+		err := o.spawnRefusal(1, tc.mode, tc.err)
+		var oe *oracleError
+		if tc.ok && err != nil || !tc.ok && (!errors.As(err, &oe) || oe.Rule != ruleSpawnOptions) {
+			t.Errorf("spawn with context %q returning %v: %v; want a violation: %v", tc.mode, tc.err, err, !tc.ok)
+		}
 	}
 }

@@ -316,10 +316,6 @@ func (l Line) Check() error {
 		if _, err := JobOf(l); err != nil {
 			return err
 		}
-	case "spawn":
-		if len(l.Args) == 3 && l.Args[2] != "fresh" && l.Args[2] != "inherit" {
-			return fmt.Errorf("spawn: context %q: want fresh or inherit", l.Args[2])
-		}
 	case "drive-for":
 		if n, err := strconv.Atoi(l.Args[1]); err != nil || n < 0 {
 			return fmt.Errorf("drive-for: %q: want a number of virtual ms", l.Args[1])

@@ -80,7 +80,7 @@ func (o SpawnOptions) check(parent storage.ID) error {
 	switch {
 	case len(o.Prompt.Blocks) == 0:
 		return &SpawnError{ConversationID: parent, Err: errors.New("no prompt")}
-	case o.Context != "" && o.Context != SpawnFresh && o.Context != SpawnInherit:
+	case o.Context != "" && o.Context != SpawnFresh && o.Context != SpawnInherit && !plant.On("spawn-context-unchecked"):
 		return &SpawnError{ConversationID: parent, Err: fmt.Errorf("context %q: want %q or %q", o.Context, SpawnFresh, SpawnInherit)}
 	}
 	for _, a := range append(slices.Clone(o.Inherit), setAddrs(o.Set)...) {

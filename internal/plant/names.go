@@ -515,7 +515,7 @@ var names = []string{
 	"call-id-answered-once", "cut-result-by-id-alone", "inherit-answered-by-any-result",
 	"posttools-hands-off-unasked", "tool-result-drops-images", "recover-row-says-retry", "addtools-from-catalog",
 	"job-rerun-unrecorded", "tool-replay-default-unrecorded", "generation-fail-drops-answer",
-	"watch-delete-sends-value",
+	"watch-delete-sends-value", "spawn-context-unchecked",
 }
 
 // Names are the planted bugs, for the measuring test.
