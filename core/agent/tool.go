@@ -535,13 +535,22 @@ var noOutputJSON = func() []byte {
 	return raw
 }()
 
+// noOutputValue is noOutputJSON as a preview value, parsed once.
+var noOutputValue = func() any {
+	v, err := delta.ParseValue(noOutputJSON)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
+
 // noOutputPreview is a fresh preview of no output, or err when there is
 // one.
 func noOutputPreview(err error) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return delta.ParseValue(noOutputJSON)
+	return delta.Clone(noOutputValue), nil
 }
 
 // toolPreview is the preview of a tool's output after ops: its output

@@ -169,6 +169,12 @@ func aKind(v any) string {
 	}
 }
 
+// Clone returns a copy of the value v whose objects and arrays are its
+// own, for Apply to change while v stays as it is; scalars are immutable
+// and shared. A value parsed once and cloned for each use costs a fraction
+// of parsing it each time.
+func Clone(v any) any { return cloneValue(v) }
+
 // cloneValue copies every container of v; scalars are immutable and shared.
 func cloneValue(v any) any {
 	switch x := v.(type) {

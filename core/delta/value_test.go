@@ -31,3 +31,31 @@ func TestValueOfIsTheJSONOfAGoValueParsed(t *testing.T) {
 		t.Fatal("a value without a JSON form was accepted")
 	}
 }
+
+// A clone is the same value with containers of its own: applying ops to it
+// leaves the original as it was.
+func TestACloneIsTheValueWithContainersOfItsOwn(t *testing.T) {
+	orig, err := delta.ParseValue([]byte(`{"content":[{"type":"text","text":"a"}],"n":1,"flags":{"on":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep, _ := delta.ParseValue([]byte(`{"content":[{"type":"text","text":"a"}],"n":1,"flags":{"on":true}}`))
+	c := delta.Clone(orig)
+	if diff := cmp.Diff(orig, c); diff != "" {
+		t.Fatalf("clone differs (-orig +clone):\n%s", diff)
+	}
+	changed, err := delta.Apply(c, []delta.Op{
+		delta.Append(delta.Path{"content", 0, "text"}, "bc"),
+		delta.Set(delta.Path{"flags", "on"}, false),
+		delta.Set(delta.Path{"n"}, json.Number("2")),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(keep, orig); diff != "" {
+		t.Fatalf("applying to the clone changed the original (-before +after):\n%s", diff)
+	}
+	if got := changed.(map[string]any)["content"].([]any)[0].(map[string]any)["text"]; got != "abc" {
+		t.Fatalf("the clone's text is %v; want abc", got)
+	}
+}
