@@ -185,7 +185,7 @@ func (h *Harness) sessionEvents(ctx context.Context, batch storage.CommitBatch, 
 	for _, w := range h.sessionWatchers {
 		events := slices.Clone(common)
 		for _, c := range w.valueChanges(values) {
-			if c.key != totalsKey || usage.UsageRows.Namespace == "" { // usage events carry the totals
+			if c.key != totalsKey || usage.UsageRows.Namespace == "" || plant.On("session-totals-as-value") { // usage events carry the totals
 				events = append(events, SessionEvent{Type: SessionEventValue, Addr: c.key, Value: c.value, Deleted: c.deleted})
 			}
 		}

@@ -1366,6 +1366,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			if ev.Type == core.SessionEventFault && ev.Error == core.ErrWatchLagging.Error() {
 				_, _ = w.Resnapshot(ctx)
 			}
+			e.oracle.sessionEventSeen(ev)
 		})
 	case "unwatch", "resnapshot":
 		if len(g.watches) == 0 {

@@ -208,3 +208,16 @@ func b2n(b bool) int {
 	}
 	return 0
 }
+
+// ruleUsageEvents: a session watch delivers the usage totals with the
+// usage events that change them, each carrying the totals as its batch
+// left them, and never as a value event of their own (core.Watched): the
+// totals would reach a client twice per row.
+const ruleUsageEvents oracleRule = "usage-totals-ride-usage-events"
+
+// sessionEventSeen holds one event a session watch delivered to the rule.
+func (o *oracle) sessionEventSeen(ev core.SessionEvent) {
+	if ev.Type == core.SessionEventValue && ev.Addr == agent.UsageTotals.Address.String() {
+		_ = o.fail(broke(ruleUsageEvents, "a session watch delivered the usage totals as a value event at %d; they ride the usage events", ev.ReadAt))
+	}
+}

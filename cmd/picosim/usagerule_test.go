@@ -185,3 +185,24 @@ func TestAnAbortRecordsTheAttemptItCuts(t *testing.T) {
 		}
 	}
 }
+
+// The usage totals reach a session watch inside usage events only; any
+// other value may come as a value event.
+func TestUsageTotalsRideUsageEvents(t *testing.T) {
+	totals := agent.UsageTotals.Address.String()
+	for _, ev := range []core.SessionEvent{
+		{Type: core.SessionEventUsage, Addr: totals, Row: json.RawMessage(`{}`), Totals: json.RawMessage(`{}`)},
+		{Type: core.SessionEventValue, Addr: agent.BudgetUsedValue.Address.String(), Value: json.RawMessage(`{}`)},
+	} {
+		o := newOracle()
+		if o.sessionEventSeen(ev); o.first != nil {
+			t.Errorf("%s event of %s: %v", ev.Type, ev.Addr, o.first)
+		}
+	}
+	o := newOracle()
+	o.sessionEventSeen(core.SessionEvent{Type: core.SessionEventValue, Addr: totals, Value: json.RawMessage(`{}`), ReadAt: 9})
+	var oe *oracleError
+	if !errors.As(o.first, &oe) || oe.Rule != ruleUsageEvents {
+		t.Errorf("the totals as a value event: %v; want a %s violation", o.first, ruleUsageEvents)
+	}
+}
