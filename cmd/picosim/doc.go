@@ -38,6 +38,7 @@
 //   - help.go: the top-level usage text.
 //   - keeprule.go: the oracle collapse-keeps-its-recent-tokens: a manual collapse cuts its context where the conversation's keepRecent puts the cut, derived on its own.
 //   - jobs.go: the job scenarios (§8.3, §8.6): a bash call outliving its budget, a schedule across a restart, an abort killing a job.
+//   - failhooks.go: failing hooks (hook TARGET fail), a handler failing by an error or a panic at every point that reports and skips a failure; the oracle a-failed-hook-is-reported: each failure is reported as a HookError of its task and point before its invocation commits again (every sixth seed from 4 draws them).
 //   - hooks.go: the host's hooks (hook and unhook lines): system_instructions and before_tool handlers scoped to the session, a conversation or its subtree, registered again after every reopen; the generator's hook programs.
 //   - hookrule.go: the oracles system-follows-its-hooks (an attempt's context tells the model what the hooks that may have run ask for, in handler order), a-call-is-blocked-by-its-hooks, a-call-runs-with-what-its-hooks-made-of-its-arguments (the args hooks that may have run, in handler order, and what an echo tool wrote), a-call-is-offered-as-its-request and a-collapse-follows-its-hooks (declined, summarized and instructed as the before_collapse hooks that may have run say).
 //   - systemrule.go: the oracle a-system-entry-says-what-changed: a generation's system entry is the change from the system its context told to the one it tells after it, derived on its own (a baseline only without one, a delta never empty, in place or from the first difference on), and its model message carries that change.
@@ -88,6 +89,7 @@
 // answerrule_test.go (a done result's answer, and what is not one),
 // usagerule_test.go (a usage row's attempt, conversation and usage),
 // failrule_test.go (failed generations' answers kept, dropped and misnamed),
+// failhooks_test.go (hook failures reported, and reports that answer none),
 // cutrule_test.go (summaries that split an exchange, and that do not),
 // summarizerrule_test.go (summarizer requests held to their prefix),
 // convrule_test.go (stores that still list a deleted conversation caught),

@@ -366,7 +366,8 @@ func (e *env) open(ctx context.Context) error {
 
 // ruleReports: the harness reports a failure it carries on past (§9.4:
 // Options.Report, session watches' report events) only for a reason: a
-// fault of the session. No hook of picosim's fails, no listener of its
+// fault of the session or a failing hook's failure (failhooks.go). No
+// other hook of picosim's fails, no listener of its
 // panics, and every event a watch receives folds, so a hook error (a
 // cancellation reported as a hook's failure among them), a listener's
 // panic or an event that does not fold is the harness's mistake.
@@ -377,6 +378,10 @@ func (e *env) reported(err error) {
 	var fe *core.FaultError
 	if errors.As(err, &fe) {
 		return
+	}
+	var he *core.HookError
+	if errors.As(err, &he) && e.oracle.hookReported(he) {
+		return // a failing hook's (failhooks.go)
 	}
 	_ = e.oracle.fail(broke(ruleReports, "the harness reported %v", err))
 }

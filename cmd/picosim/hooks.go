@@ -156,6 +156,7 @@ func (e *env) openHooks(ctx context.Context) error {
 // gone, and with it what its after_response handlers saw.
 func (e *env) closeHooks() {
 	clear(e.oracle.hooks.seen)
+	e.oracle.hookFailures = nil // their invocations ended with the process
 	for _, h := range e.hooks {
 		if h.off != nil {
 			h.off = nil
@@ -215,6 +216,8 @@ func (e *env) register(ctx context.Context, h *hostHook) error {
 			req.Messages = append(slices.Clip(req.Messages), hookNote(h.id))
 			return agent.BeforeRequestOutput{Request: &req}, nil
 		}), opts)
+	case h.effect == "fail":
+		e.registerFailing(hooks, h, opts)
 	case h.effect == "observe":
 		h.off = hooks.On(agent.GenerationKind, agent.HookAfterResponse, core.Hook(func(ctx context.Context, in agent.AfterResponseInput) (any, error) {
 			e.oracle.responseSeen(h.id, in)

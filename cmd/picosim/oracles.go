@@ -247,6 +247,9 @@ type oracle struct {
 	adapters     map[boundary.Provider]adapterModel
 	// hooks is what the hook rules follow (hookrule.go).
 	hooks hookWatch
+	// hookFailures are the failures failing hooks returned that the
+	// harness has not reported yet (failhooks.go).
+	hookFailures []hookFailure
 	// frames are each live generation's frames of its current attempt
 	// (framerule.go).
 	frames map[storage.ID][]ai.Frame
@@ -540,6 +543,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		}
 	}
 	if err := o.transition(b, by, r); err != nil {
+		return err
+	}
+	if err := o.failuresReported(inv, ok, by, r); err != nil {
 		return err
 	}
 	if err := o.failedAnswers(inv, ok, b, by, r); err != nil {

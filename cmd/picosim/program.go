@@ -355,6 +355,7 @@ func drawProgram(seed uint64) *program {
 	drawBoundaryInputs(p, seed)
 	drawMidStreamReads(p, seed)
 	drawHooks(p, seed)
+	drawFailingHooks(p, seed)
 	drawThresholds(p, seed)
 	drawHostTxs(p, seed)
 	drawShapes(p, seed)

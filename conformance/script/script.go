@@ -398,7 +398,9 @@ var (
 // instructions of the hook's (before_collapse); request adds a user
 // message of the hook's to the end of a generation's request
 // (before_request); observe notes each response a generation's model gave
-// (after_response).
+// (after_response); fail has a handler fail at every point that reports
+// and skips a failure (system_instructions, before_request,
+// after_response, after_tool, before_collapse).
 //
 //	hook TARGET EFFECT [subtree]
 //	unhook N
@@ -410,7 +412,7 @@ var (
 // section and describes its tool after itself. unhook N removes the Nth of
 // the hooks still registered, taken modulo how many. Hooks are the host
 // process's: a reopened session has its host register them again.
-var HookEffects = []string{"section", "drop", "describe", "block", "args", "decline", "summary", "instruct", "request", "observe"}
+var HookEffects = []string{"section", "drop", "describe", "block", "args", "decline", "summary", "instruct", "request", "observe", "fail"}
 
 // HookNamesTool reports whether a hook effect names a tool.
 func HookNamesTool(effect string) bool {
@@ -429,7 +431,7 @@ func checkHook(l Line) error {
 	case !slices.Contains(HookEffects, effect):
 		return fmt.Errorf("hook: effect %q: want one of %v, with :TOOL after drop, describe, block and args", l.Args[1], HookEffects)
 	case HookNamesTool(effect) != named || named && tool == "":
-		return fmt.Errorf("hook: effect %q: drop, describe, block and args name a tool; section, decline, summary, instruct, request and observe none", l.Args[1])
+		return fmt.Errorf("hook: effect %q: drop, describe, block and args name a tool; section, decline, summary, instruct, request, observe and fail none", l.Args[1])
 	case len(l.Args) == 3 && l.Args[2] != "subtree":
 		return fmt.Errorf("hook: third argument %q: want subtree", l.Args[2])
 	case len(l.Args) == 3 && l.Args[0] == "session":

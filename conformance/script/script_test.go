@@ -54,11 +54,11 @@ fork c0 3 carry=ns/k:sticky,other:rewind abort
 
 // Hook lines of every shape parse.
 func TestHookLinesParse(t *testing.T) {
-	p, err := Parse(Magic + "\nhook session section\nhook c-1/child block:work subtree\nhook c0 describe:a\nhook c0 instruct subtree\nunhook -1\n")
+	p, err := Parse(Magic + "\nhook session section\nhook c-1/child block:work subtree\nhook c0 describe:a\nhook c0 instruct subtree\nunhook -1\nhook c0 fail subtree\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Lines) != 5 || p.Lines[1].Args[2] != "subtree" || p.Lines[4].Op != "unhook" {
+	if len(p.Lines) != 6 || p.Lines[1].Args[2] != "subtree" || p.Lines[4].Op != "unhook" || p.Lines[5].Args[1] != "fail" {
 		t.Fatalf("Parse read %+v", p.Lines)
 	}
 }

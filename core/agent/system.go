@@ -55,7 +55,9 @@ func (c *config) systemInstructions(ctx context.Context, rt *core.TaskRuntime, c
 	in, err := core.RunHookChain(ctx, rt, generationHooks, HookSystemInstructions, in,
 		func(in SystemInstructionsInput, out SystemInstructionsOutput, ok bool, err error) SystemInstructionsInput {
 			if err != nil {
-				rt.Report(&core.HookError{Kind: GenerationKindName, Point: HookSystemInstructions, Task: rt.TaskID(), Err: err})
+				if !plant.On("system-hook-failure-unreported") {
+					rt.Report(&core.HookError{Kind: GenerationKindName, Point: HookSystemInstructions, Task: rt.TaskID(), Err: err})
+				}
 				return in
 			}
 			if ok {

@@ -516,7 +516,7 @@ var names = []string{
 	"posttools-hands-off-unasked", "tool-result-drops-images", "recover-row-says-retry", "addtools-from-catalog",
 	"job-rerun-unrecorded", "tool-replay-default-unrecorded", "generation-fail-drops-answer",
 	"watch-delete-sends-value", "spawn-context-unchecked",
-	"session-totals-as-value",
+	"session-totals-as-value", "system-hook-failure-unreported",
 }
 
 // Names are the planted bugs, for the measuring test.
