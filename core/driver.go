@@ -310,6 +310,9 @@ func (d *driver) removeLive(id storage.ID) {
 // every link on it is known; a link dropped since (its owner settled and
 // nothing pinned it) is read again.
 func (d *driver) loadLinks(ctx context.Context, convs []storage.ID) error {
+	if !slices.ContainsFunc(convs, func(c storage.ID) bool { owner, known := d.convOwner[c]; return !known || owner != 0 }) {
+		return nil // every one known to be owned by no task: nothing to load
+	}
 	store := d.h.line.Store()
 	frontier := slices.Clone(convs)
 	for range ownershipLinksMax {

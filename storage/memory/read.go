@@ -103,8 +103,11 @@ type segment[T any] struct {
 // reads return a handful (an inbox, a task's frames), so the slice starts
 // small and grows as a long page needs.
 func page[T any](c storage.Cursor, readAt ID, walk func(fn func(T) bool), idOf func(T) ID) storage.Page[T] {
-	items := make([]T, 0, min(c.Limit+1, 8))
+	var items []T // an empty page allocates nothing (NewPage)
 	walk(func(x T) bool {
+		if items == nil {
+			items = make([]T, 0, min(c.Limit+1, 8))
+		}
 		items = append(items, x)
 		return len(items) <= c.Limit
 	})
