@@ -59,6 +59,8 @@ func TestTheInvariantCheckerFiresOnACorruptedIndex(t *testing.T) {
 		{"task-waiters", func(d *driver, _, _ storage.ID) {
 			d.tasksW[4242] = []*waiter{{target: 4242, ev: d.h.rt.NewEvent("stray")}}
 		}},
+		{"previews", func(d *driver, _, _ storage.ID) { d.h.previews = map[storage.ID]*taskPreview{4242: {}} }},
+		{"previews", func(d *driver, _, _ storage.ID) { d.h.published = map[storage.ID]bool{4242: true} }},
 	}
 	for _, tc := range corruptions {
 		t.Run(tc.invariant, func(t *testing.T) {

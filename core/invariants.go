@@ -209,6 +209,18 @@ func (d *driver) checkWaitersIndex(broken func(name, format string, args ...any)
 			return broken("running", "slot %d holds an invocation of task %d", id, inv.task)
 		}
 	}
+	// A task's preview, and the mark that it was published, go with it
+	// when it settles.
+	for _, id := range sortedIDs(d.h.previews) {
+		if _, live := d.live[id]; !live {
+			return broken("previews", "task %d holds a preview but is not live", id)
+		}
+	}
+	for _, id := range sortedIDs(d.h.published) {
+		if _, live := d.live[id]; !live {
+			return broken("previews", "task %d is marked published but is not live", id)
+		}
+	}
 	return nil
 }
 
