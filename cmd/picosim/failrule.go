@@ -27,7 +27,7 @@ func (o *oracle) failedAnswers(inv core.Invocation, byTask bool, b storage.Commi
 		return nil
 	}
 	for i, w := range b.Writes {
-		status, known := o.genStatus[w.ID]
+		status, known := o.statuses[w.ID]
 		if w.Type != storage.WriteSettle || w.ID != inv.Task || w.Status != "failed" || !known {
 			continue
 		}

@@ -25,7 +25,7 @@ func TestAFailedGenerationKeepsItsAnswer(t *testing.T) {
 	execute := core.Invocation{Task: 6, ConversationID: 1, Method: core.MethodExecute}
 	check := func(inv core.Invocation, status string, writes ...storage.Write) error {
 		o := newOracle()
-		o.kinds[6], o.convs[6], o.genStatus[6] = agent.GenerationKindName, 1, status
+		o.kinds[6], o.convs[6], o.statuses[6] = agent.GenerationKindName, 1, status
 		return o.failedAnswers(inv, true, storage.CommitBatch{Kind: storage.BatchMain, Writes: writes}, "task 6's execute", storage.Range{First: 20, Last: 20 + storage.ID(len(writes)) - 1})
 	}
 	for name, tc := range map[string]struct {

@@ -295,3 +295,26 @@ func drawSchedules(p *program, seed uint64) {
 		p.lines = slices.Insert(p.lines, at, block...)
 	}
 }
+
+// ruleJobRunEnd: a run that a kill or a loss cuts short has no exit code:
+// the settled state keeps the run's output as scratch held it, and leaves
+// no code, not even an earlier run's of the same schedule.
+const ruleJobRunEnd oracleRule = "a-cut-run-has-no-exit-code"
+
+// jobRunsEnded holds batch b's settlements of running jobs, killed or
+// lost, to the rule. It runs before abortRows notes the statuses b leaves.
+func (o *oracle) jobRunsEnded(inv core.Invocation, byTask bool, b storage.CommitBatch, by string, r storage.Range) error {
+	for i, w := range b.Writes {
+		if w.Type != storage.WriteSettle || o.kinds[w.ID] != agent.JobKindName || o.statuses[w.ID] != agent.JobRunning ||
+			w.Status != agent.JobKilled && w.Status != agent.JobLost {
+			continue
+		}
+		var st struct {
+			ExitCode *int `json:"exitCode"`
+		}
+		if json.Unmarshal(w.State, &st) == nil && st.ExitCode != nil {
+			return o.fail(broke(ruleJobRunEnd, "%s settled running job %d %s at %d with exit code %d", by, w.ID, w.Status, r.First+storage.ID(i), *st.ExitCode))
+		}
+	}
+	return nil
+}

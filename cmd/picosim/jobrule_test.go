@@ -220,3 +220,28 @@ func TestTheScheduleRuleHoldsAJobToItsSpec(t *testing.T) {
 		}
 	}
 }
+
+// A running job that is killed or lost settles without an exit code; a
+// planned one keeps its last run's, and a run that exited has its own.
+func TestACutRunHasNoExitCode(t *testing.T) {
+	check := func(before, status, state string) error {
+		o := newOracle()
+		o.kinds[4], o.statuses[4] = agent.JobKindName, before
+		b := storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WriteSettle, ID: 4, Status: status, State: json.RawMessage(state)}}}
+		return o.jobRunsEnded(core.Invocation{Task: 4, Method: core.MethodAbort}, true, b, "task 4's abort", storage.Range{First: 9, Last: 9})
+	}
+	for _, tc := range [][3]string{
+		{agent.JobRunning, agent.JobKilled, `{"exitCode":null}`},
+		{agent.JobRunning, agent.JobLost, `{}`},
+		{agent.JobPlanned, agent.JobKilled, `{"exitCode":1}`},
+		{agent.JobRunning, agent.JobExited, `{"exitCode":0}`},
+	} {
+		if err := check(tc[0], tc[1], tc[2]); err != nil {
+			t.Errorf("%s job settled %s with %s: %v", tc[0], tc[1], tc[2], err)
+		}
+	}
+	var oe *oracleError
+	if err := check(agent.JobRunning, agent.JobKilled, `{"exitCode":0}`); !errors.As(err, &oe) || oe.Rule != ruleJobRunEnd {
+		t.Errorf("a killed run keeping a code: %v; want a %s violation", err, ruleJobRunEnd)
+	}
+}

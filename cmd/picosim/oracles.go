@@ -211,10 +211,10 @@ type oracle struct {
 	// summaries are the collapses' attempts' projected summarizer
 	// requests (summarizerrule.go).
 	summaries map[storage.ID]expectedSummary
-	// attempts are the generations' current attempts, and genStatus their
-	// statuses (usagerule.go).
-	attempts  map[storage.ID]int
-	genStatus map[storage.ID]string
+	// attempts are the generations' current attempts, and statuses the
+	// generations' and jobs' statuses (usagerule.go).
+	attempts map[storage.ID]int
+	statuses map[storage.ID]string
 	// configs are the generations' captured configurations, and models
 	// the models the run's provider serves (nil: models are not checked)
 	// (modelrule.go).
@@ -268,7 +268,7 @@ func newOracle() *oracle {
 		stopping: map[storage.ID]bool{}, handoffs: map[storage.ID]string{}, added: map[storage.ID][]string{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[storage.ID]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
-		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{}, genStatus: map[storage.ID]string{}, configs: map[storage.ID]agent.GenerationConfig{}, turnConfigs: map[storage.ID]agent.GenerationConfig{},
+		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{}, statuses: map[storage.ID]string{}, configs: map[storage.ID]agent.GenerationConfig{}, turnConfigs: map[storage.ID]agent.GenerationConfig{},
 		waitsFor: map[storage.ID]storage.ID{}, jobEnds: map[storage.ID]jobEnd{}, jobCalls: map[storage.ID]jobCall{}, callStart: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
 		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}, frames: map[storage.ID][]ai.Frame{}}
 }
@@ -546,6 +546,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		return err
 	}
 	if err := o.failuresReported(inv, ok, by, r); err != nil {
+		return err
+	}
+	if err := o.jobRunsEnded(inv, ok, b, by, r); err != nil {
 		return err
 	}
 	if err := o.failedAnswers(inv, ok, b, by, r); err != nil {

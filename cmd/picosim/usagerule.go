@@ -27,13 +27,17 @@ func (o *oracle) attemptStarted(w storage.Write) {
 	}
 }
 
-// resyncAttempts reads the generations' current attempts from a restarted
-// process's store, which may hold starts the oracle never saw commit.
+// resyncAttempts reads the generations' current attempts, and theirs and
+// the jobs' statuses, from a restarted process's store, which may hold
+// starts the oracle never saw commit.
 func (o *oracle) resyncAttempts(tasks []*storage.Task) {
 	for _, t := range tasks {
-		if t.Kind == agent.GenerationKindName {
+		switch t.Kind {
+		case agent.GenerationKindName:
 			o.attemptStarted(storage.Write{Status: "streaming", ID: t.ID, State: t.State})
-			o.genStatus[t.ID] = t.Status
+			o.statuses[t.ID] = t.Status
+		case agent.JobKindName:
+			o.statuses[t.ID] = t.Status
 		}
 	}
 }
@@ -174,7 +178,7 @@ func (o *oracle) usageOutcome(inv core.Invocation, byTask bool, row agent.UsageR
 // to record. Then it notes each generation's status as b leaves it.
 func (o *oracle) abortRows(inv core.Invocation, byTask bool, b storage.CommitBatch, by string, r storage.Range) error {
 	for i, w := range b.Writes {
-		status, known := o.genStatus[w.ID]
+		status, known := o.statuses[w.ID]
 		if !byTask || inv.Method != core.MethodAbort || w.Type != storage.WriteSettle || w.ID != inv.Task || !known || o.kinds[w.ID] != agent.GenerationKindName {
 			continue
 		}
@@ -192,10 +196,10 @@ func (o *oracle) abortRows(inv core.Invocation, byTask bool, b storage.CommitBat
 	}
 	for _, w := range b.Writes {
 		switch {
-		case w.Type == storage.WriteTask && w.Task != nil && w.Task.Kind == agent.GenerationKindName:
-			o.genStatus[w.Task.ID] = w.Task.Status
-		case (w.Type == storage.WritePatch || w.Type == storage.WriteSettle) && w.Status != "" && o.kinds[w.ID] == agent.GenerationKindName:
-			o.genStatus[w.ID] = w.Status
+		case w.Type == storage.WriteTask && w.Task != nil && (w.Task.Kind == agent.GenerationKindName || w.Task.Kind == agent.JobKindName):
+			o.statuses[w.Task.ID] = w.Task.Status
+		case (w.Type == storage.WritePatch || w.Type == storage.WriteSettle) && w.Status != "" && (o.kinds[w.ID] == agent.GenerationKindName || o.kinds[w.ID] == agent.JobKindName):
+			o.statuses[w.ID] = w.Status
 		}
 	}
 	return nil

@@ -458,7 +458,9 @@ func (k jobKind) end(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 		}
 		o := f.result(nil, nil)
 		out = &o
-		st.ExitCode = nil
+		if !plant.On("job-cut-run-keeps-code") {
+			st.ExitCode = nil
+		}
 	}
 	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 		noticed := status
@@ -469,7 +471,7 @@ func (k jobKind) end(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 			return err
 		}
 		state := map[string]any{"output": out}
-		if task.Status == JobRunning {
+		if task.Status == JobRunning && !plant.On("job-cut-run-keeps-code") {
 			state["exitCode"] = nil
 		}
 		endRun(tx, task.ID, st, status, state, rt.Now())
