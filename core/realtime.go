@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"time"
 
@@ -21,13 +20,11 @@ func (realRuntime) Now() time.Time { return time.Now() }
 
 func (realRuntime) Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
-		// Nothing to wait for: a scheduling point (runtime.Gosched) and
-		// ctx's error, without a timer and the park until it fires.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		runtime.Gosched()
-		return nil
+		// Nothing to wait for: ctx's error, without a timer and the park
+		// until it fires. (Yielding here with runtime.Gosched cost a fifth
+		// of a faux turn's wall time: the goroutine went to the global
+		// queue and woke the other processor.)
+		return ctx.Err()
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
