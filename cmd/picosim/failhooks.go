@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pico-go/pico/core"
@@ -14,12 +16,15 @@ import (
 
 // Failing hooks (hook TARGET fail): a handler at every point whose failure
 // the harness reports and skips (system_instructions, before_request,
-// after_response, after_tool, before_collapse) that fails, by an error for
-// a hook with an odd id and by a panic for one with an even id. The hook
-// rules see them contribute nothing, as a skipped handler must; the rule
-// below holds the harness to reporting each failure, as a HookError of its
-// task and point, before the invocation that ran it commits again, and
-// reports-have-a-reason to reporting no other.
+// after_response, after_tool, before_collapse), and at before_tool, whose
+// failure blocks the call (it fails closed), that fails, by an error for a
+// hook with an odd id and by a panic for one with an even id. The hook
+// rules see them contribute nothing where a failure is skipped, and block
+// every call where it blocks (blockRule); the rule below holds the harness
+// to reporting each failure, as a HookError of its task and point, before
+// the invocation that ran it commits again, and reports-have-a-reason to
+// reporting no other. A before_tool failure after another handler blocked
+// the call goes unreported, so the rule takes its report but asks none.
 
 // ruleHookFailures: a handler's failure is reported, once, before its
 // invocation's next commit.
@@ -32,6 +37,7 @@ type hookFailure struct {
 	method   core.Method
 	point    string
 	panicked bool
+	optional bool // its report may not come (a before_tool failure)
 }
 
 // errHookFails is what a failing hook with an odd id returns.
@@ -44,7 +50,7 @@ func (e *env) registerFailing(hooks core.ScopedHooks, h *hostHook, opts core.Hoo
 			return err // the invocation's cancellation, which it hands on
 		}
 		if inv, ok := core.InvocationOf(ctx); ok {
-			e.oracle.hookFailed(hookFailure{task: inv.Task, method: inv.Method, point: point, panicked: h.id%2 == 0})
+			e.oracle.hookFailed(hookFailure{task: inv.Task, method: inv.Method, point: point, panicked: h.id%2 == 0, optional: point == agent.HookBeforeTool})
 		}
 		if h.id%2 == 0 {
 			panic(fmt.Sprintf("hook %d panics at %s", h.id, point))
@@ -60,6 +66,9 @@ func (e *env) registerFailing(hooks core.ScopedHooks, h *hostHook, opts core.Hoo
 		}), opts),
 		hooks.On(agent.GenerationKind, agent.HookAfterResponse, core.Hook(func(ctx context.Context, _ agent.AfterResponseInput) (any, error) {
 			return nil, fail(ctx, agent.HookAfterResponse)
+		}), opts),
+		hooks.On(agent.ToolKind, agent.HookBeforeTool, core.Hook(func(ctx context.Context, _ agent.BeforeToolInput) (*agent.BeforeToolOutput, error) {
+			return nil, fail(ctx, agent.HookBeforeTool)
 		}), opts),
 		hooks.On(agent.ToolKind, agent.HookAfterTool, core.Hook(func(ctx context.Context, _ agent.AfterToolInput) (any, error) {
 			return nil, fail(ctx, agent.HookAfterTool)
@@ -104,7 +113,7 @@ func (o *oracle) failuresReported(inv core.Invocation, byTask bool, by string, r
 		return nil
 	}
 	for _, f := range o.hookFailures {
-		if f.task == inv.Task && f.method == inv.Method {
+		if f.task == inv.Task && f.method == inv.Method && !f.optional {
 			return o.fail(broke(ruleHookFailures, "%s committed at %d without reporting the failure of its %s hook", by, r.First, f.point))
 		}
 	}
@@ -128,3 +137,20 @@ func drawFailingHooks(p *program, seed uint64) {
 		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), progLine{op: "hook", args: args})
 	}
 }
+
+// failBlocked is the failing hook a call's blocked output names ("blocked:
+// before_tool failed: hook N at before_tool: ..." or, for a panic,
+// "...panicked: hook N panics at before_tool"), or -1.
+func failBlocked(text string) int {
+	rest, ok := strings.CutPrefix(text, "blocked: before_tool failed: ")
+	if !ok {
+		return -1
+	}
+	if m := failBlockedID.FindStringSubmatch(rest); m != nil {
+		id, _ := strconv.Atoi(m[1])
+		return id
+	}
+	return -1
+}
+
+var failBlockedID = regexp.MustCompile(`hook (\d+) (?:at|panics at) before_tool`)

@@ -64,3 +64,19 @@ func TestAFailedHookIsReportedBeforeItsInvocationCommits(t *testing.T) {
 		t.Errorf("a commit before the report: %v; want a %s violation", err, ruleHookFailures)
 	}
 }
+
+// A call a failing hook blocked names the hook, whether it failed by an
+// error or a panic; other outputs name none.
+func TestFailBlockedNamesTheFailingHook(t *testing.T) {
+	for text, want := range map[string]int{
+		"blocked: before_tool failed: hook 3 at before_tool: the host's hook fails":                  3,
+		"blocked: before_tool failed: hook tool.before_tool panicked: hook 12 panics at before_tool": 12,
+		"blocked: hook 3": -1,
+		"blocked: before_tool failed: denied by policy": -1,
+		"worked: hook 3 at before_tool":                 -1,
+	} {
+		if got := failBlocked(text); got != want {
+			t.Errorf("failBlocked(%q) = %d; want %d", text, got, want)
+		}
+	}
+}

@@ -510,15 +510,19 @@ func (o *oracle) hookCall(inv core.Invocation, ok bool, w storage.Write, by stri
 		if json.Unmarshal(w.State, &st) != nil || st.Output == nil {
 			return nil
 		}
-		reason, blocked := strings.CutPrefix(outputText(st.Output), "blocked: hook ")
-		if !blocked {
+		text := outputText(st.Output)
+		reason, blocked := strings.CutPrefix(text, "blocked: hook ")
+		if blockedBy = failBlocked(text); !blocked && blockedBy < 0 {
 			return nil
 		}
-		fmt.Sscanf(reason, "%d", &blockedBy)
+		if blocked {
+			fmt.Sscanf(reason, "%d", &blockedBy)
+		}
 	} else if !running {
 		return nil
 	}
-	spans, sure := o.handlers(o.convs[w.ID], from, func(s hookSpan) bool { return s.effect == "block" && s.tool == tool })
+	// A failing hook blocks every call (it fails closed, failhooks.go).
+	spans, sure := o.handlers(o.convs[w.ID], from, func(s hookSpan) bool { return s.effect == "block" && s.tool == tool || s.effect == "fail" })
 	for i, s := range spans {
 		if s.id == blockedBy {
 			return nil

@@ -260,6 +260,9 @@ func (o *oracle) spillSettled(w storage.Write, b storage.CommitBatch, by string,
 	}
 	out := st.Output
 	got := outputText(out)
+	if failBlocked(got) >= 0 {
+		return nil // a failing hook blocked it, and it never ran (hookrule.go)
+	}
 	limits := spillTools[call.tool]
 	chunks := spillChunks(call.args.Recipe)
 	complete := w.Status == "done" && (!out.IsError || call.args.Fail && strings.HasSuffix(got, spillFailure))

@@ -400,7 +400,8 @@ var (
 // (before_request); observe notes each response a generation's model gave
 // (after_response); fail has a handler fail at every point that reports
 // and skips a failure (system_instructions, before_request,
-// after_response, after_tool, before_collapse).
+// after_response, after_tool, before_collapse) and at before_tool, where
+// the failure blocks the call.
 //
 //	hook TARGET EFFECT [subtree]
 //	unhook N

@@ -284,7 +284,9 @@ func beforeTool(ctx context.Context, rt *core.TaskRuntime, task *storage.Task, c
 			case block != nil && !plant.On("hook-block-takes-last"):
 			case err != nil:
 				rt.Report(&core.HookError{Kind: ToolKindName, Point: HookBeforeTool, Task: task.ID, Err: err})
-				block = &ToolBlock{Reason: fmt.Sprintf("before_tool failed: %v", err)}
+				if !plant.On("before-tool-fails-open") {
+					block = &ToolBlock{Reason: fmt.Sprintf("before_tool failed: %v", err)}
+				}
 			case ok && out.Block != nil:
 				block = out.Block
 			case ok && (out.Args != nil || plant.On("before-tool-empty-clears-args")):
