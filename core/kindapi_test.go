@@ -873,5 +873,13 @@ func TestValueAsWrittenReadsTheCommitsOwnWritesBeforeCommittedState(t *testing.T
 			}
 			return nil
 		}))
+		// A commit's very first write is its own too.
+		must(c.Commit(ctx, func(tx *core.ConversationTx) error {
+			tx.SetValue(forbidden.Address, "only")
+			if got := read(tx.Tx, addr); got != `"only"` {
+				t.Errorf("after the commit's first write: ValueAsWritten = %s; want \"only\"", got)
+			}
+			return nil
+		}))
 	})
 }
