@@ -55,6 +55,11 @@ const (
 	ruleMarkedWrite oracleRule = "write-after-mark"
 	// ruleOneInvocation: a task has at most one method running at a time.
 	ruleOneInvocation oracleRule = "one-invocation"
+	// ruleRecoverAfterRestart: recover is for a task a stopped process
+	// left in flight; a built-in kind's execute that returns leaves its
+	// task settled, waiting or pending again, never in flight for the
+	// same process to recover.
+	ruleRecoverAfterRestart oracleRule = "recover-only-after-a-restart"
 	// ruleInputResult: an input's result, once terminal, never changes.
 	ruleInputResult oracleRule = "terminal-input-result"
 	// ruleWatchFold: a live watch's folded view equals a fresh capture.
@@ -247,6 +252,9 @@ type oracle struct {
 	adapters     map[boundary.Provider]adapterModel
 	// hooks is what the hook rules follow (hookrule.go).
 	hooks hookWatch
+	// executedHere are the tasks an execute of the current process ran
+	// and returned from (ruleRecoverAfterRestart).
+	executedHere map[storage.ID]bool
 	// hookFailures are the failures failing hooks returned that the
 	// harness has not reported yet (failhooks.go).
 	hookFailures []hookFailure
@@ -268,7 +276,8 @@ func newOracle() *oracle {
 		stopping: map[storage.ID]bool{}, handoffs: map[storage.ID]string{}, added: map[storage.ID][]string{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[storage.ID]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
-		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{}, statuses: map[storage.ID]string{}, configs: map[storage.ID]agent.GenerationConfig{}, turnConfigs: map[storage.ID]agent.GenerationConfig{},
+		executedHere: map[storage.ID]bool{},
+		transcripts:  newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{}, statuses: map[storage.ID]string{}, configs: map[storage.ID]agent.GenerationConfig{}, turnConfigs: map[storage.ID]agent.GenerationConfig{},
 		waitsFor: map[storage.ID]storage.ID{}, jobEnds: map[storage.ID]jobEnd{}, jobCalls: map[storage.ID]jobCall{}, callStart: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
 		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}, frames: map[storage.ID][]ai.Frame{}}
 }
@@ -429,6 +438,7 @@ func (o *oracle) resync(ctx context.Context, store storage.Storage) error {
 	}
 	clear(o.requests) // the old process's attempts ended with it
 	clear(o.summaries)
+	clear(o.executedHere)
 	o.resyncAttempts(tasks)
 	o.resyncConfigs(tasks)
 	for _, c := range convs {
@@ -1403,6 +1413,9 @@ func (o *oracle) toolOutcome(id storage.ID, state json.RawMessage) {
 func (o *oracle) invocation(inv core.Invocation, returned bool) error {
 	if returned {
 		delete(o.active, inv.Task)
+		if inv.Method == core.MethodExecute {
+			o.executedHere[inv.Task] = true
+		}
 		if at, waited := o.startedAt[inv.Task]; waited {
 			delete(o.startedAt, inv.Task)
 			if took := o.now().Sub(at); took > promptAbortBound {
@@ -1419,6 +1432,9 @@ func (o *oracle) invocation(inv core.Invocation, returned bool) error {
 	}
 	if m, running := o.active[inv.Task]; running {
 		return o.fail(broke(ruleOneInvocation, "task %d's %s started while its %s was still running", inv.Task, inv.Method, m))
+	}
+	if inv.Method == core.MethodRecover && o.executedHere[inv.Task] {
+		return o.fail(broke(ruleRecoverAfterRestart, "task %d's recover started in the process whose execute of it returned: that execute left it %s", inv.Task, o.statuses[inv.Task]))
 	}
 	o.active[inv.Task] = inv.Method
 	if _, ok := o.jobCalls[inv.Task]; ok && inv.Method == core.MethodExecute {

@@ -1025,3 +1025,29 @@ func TestAToolDrivingItsOwnScopeIsRefused(t *testing.T) {
 		t.Fatal("no tool drove its own conversation on a meddling seed")
 	}
 }
+
+// Recover is for a task a stopped process left in flight: one whose
+// execute returned in this process must not be recovered by it, and may
+// be after a restart.
+func TestRecoverRunsOnlyAfterARestart(t *testing.T) {
+	o := newOracle()
+	o.statuses[5] = "streaming"
+	exec := core.Invocation{Task: 5, ConversationID: 1, Method: core.MethodExecute}
+	recover := core.Invocation{Task: 5, ConversationID: 1, Method: core.MethodRecover}
+	if err := errors.Join(o.invocation(recover, false), o.invocation(recover, true)); err != nil {
+		t.Fatalf("a recover before any execute in the process: %v", err)
+	}
+	if err := errors.Join(o.invocation(exec, false), o.invocation(exec, true)); err != nil {
+		t.Fatal(err)
+	}
+	var oe *oracleError
+	if err := o.invocation(recover, false); !errors.As(err, &oe) || oe.Rule != ruleRecoverAfterRestart {
+		t.Fatalf("a recover after the process's own execute returned: %v; want a %s violation", err, ruleRecoverAfterRestart)
+	}
+	o = newOracle()
+	_ = errors.Join(o.invocation(exec, false), o.invocation(exec, true))
+	clear(o.executedHere) // what a restart does (resync)
+	if err := o.invocation(recover, false); err != nil {
+		t.Fatalf("a recover after a restart: %v", err)
+	}
+}

@@ -436,7 +436,7 @@ func (k generationKind) overflow(ctx context.Context, rt *core.TaskRuntime, cfg 
 		tx.Settle(task.ID, "failed", map[string]any{"reason": "overflow: " + m.ErrorMessage, "collapse": collapse})
 		return nil
 	})
-	if err != nil || handed {
+	if err != nil || handed || plant.On("overflow-unsettled") {
 		return err
 	}
 	return k.fail(ctx, rt, task, st, m, "context overflow: "+m.ErrorMessage+"; nothing to collapse", &row)

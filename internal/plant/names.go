@@ -517,7 +517,7 @@ var names = []string{
 	"job-rerun-unrecorded", "tool-replay-default-unrecorded", "generation-fail-drops-answer",
 	"watch-delete-sends-value", "spawn-context-unchecked",
 	"session-totals-as-value", "system-hook-failure-unreported",
-	"job-cut-run-keeps-code", "before-tool-fails-open",
+	"job-cut-run-keeps-code", "before-tool-fails-open", "overflow-unsettled",
 }
 
 // Names are the planted bugs, for the measuring test.
