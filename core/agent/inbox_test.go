@@ -1598,5 +1598,19 @@ func TestEachInputResultVisitsEveryResultAndNamesABadKey(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `"not-an-id"`) {
 			t.Fatalf("EachInputResult = %v; want an error naming the key", err)
 		}
+		// More results than a page holds, the last page full: every one is
+		// visited.
+		many := memory.New()
+		writes := []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}}}
+		for i := range 2 * storage.PageLimitMax {
+			a := agent.InputResultValue.In(1).WithKey(strconv.Itoa(2 + i)).Address
+			writes = append(writes, storage.Write{Type: storage.WriteValueSet, Addr: &a, Value: json.RawMessage(`{"status":"done"}`)})
+		}
+		must(many.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: writes}))
+		n := 0
+		must(0, agent.EachInputResult(ctx, many, 1, func(storage.ID, agent.InputResult, json.RawMessage) { n++ }))
+		if n != 2*storage.PageLimitMax {
+			t.Fatalf("EachInputResult visited %d of %d results", n, 2*storage.PageLimitMax)
+		}
 	})
 }
