@@ -163,6 +163,9 @@ func newEnv(s *sim.Sim, spec runSpec, dir string) *env {
 	}
 	e := &env{s: s, spec: spec, dir: dir, faux: p, oracle: newOracle()}
 	e.oracle.now = s.Runtime().Now
+	if ar, ok := s.Runtime().(core.ActorRuntime); ok {
+		e.oracle.actor = ar.Actor
+	}
 	e.oracle.exactClock = !slices.ContainsFunc(spec.plan.Faults, func(f fault.Fault) bool { return f.Kind == fault.Hold })
 	if spec.tracer == nil && spec.seed%spanSeeds == 0 {
 		e.spans = newRunSpans(spec.seed)

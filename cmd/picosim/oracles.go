@@ -235,7 +235,12 @@ type oracle struct {
 	// now is the run's clock (nil: waits are not checked). exactClock says
 	// a commit lands at the virtual time its plan ran: no held commit
 	// lets time pass while a plan waits for the line.
-	now        func() time.Time
+	now func() time.Time
+	// actor names the actor running now (nil outside a simulation), and
+	// servedTo what kind of answer each actor's last request got
+	// (ruleRetryCause).
+	actor      func() any
+	servedTo   map[any]string
 	exactClock bool
 	// catalog are the tools the run's harness registers (nil: selections
 	// are not checked).
@@ -276,8 +281,8 @@ func newOracle() *oracle {
 		stopping: map[storage.ID]bool{}, handoffs: map[storage.ID]string{}, added: map[storage.ID][]string{}, convs: map[storage.ID]storage.ID{}, heads: map[storage.ID]storage.ID{},
 		queued: map[storage.ID]storage.ID{}, background: map[storage.ID]bool{}, waiting: map[storage.ID]time.Time{}, groups: map[storage.ID][]storage.ID{},
 		owners: map[storage.ID]storage.ID{}, tools: map[storage.ID]string{}, spills: map[storage.ID]spillCall{}, typedAt: map[storage.ID][]string{}, launches: map[storage.ID]spawnIntent{}, jobTimes: map[storage.ID]*jobTime{}, fileRuns: map[storage.ID]*fileRun{}, subagents: newSubagentWatch(), settings: map[settingKey][]settingWrite{}, markedAt: map[storage.ID]time.Time{},
-		executedHere: map[storage.ID]bool{},
-		transcripts:  newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{}, statuses: map[storage.ID]string{}, configs: map[storage.ID]agent.GenerationConfig{}, turnConfigs: map[storage.ID]agent.GenerationConfig{},
+		executedHere: map[storage.ID]bool{}, servedTo: map[any]string{},
+		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{}, statuses: map[storage.ID]string{}, configs: map[storage.ID]agent.GenerationConfig{}, turnConfigs: map[storage.ID]agent.GenerationConfig{},
 		waitsFor: map[storage.ID]storage.ID{}, jobEnds: map[storage.ID]jobEnd{}, jobCalls: map[storage.ID]jobCall{}, callStart: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
 		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}, frames: map[storage.ID][]ai.Frame{}}
 }
@@ -556,6 +561,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 		return err
 	}
 	if err := o.failuresReported(inv, ok, by, r); err != nil {
+		return err
+	}
+	if err := o.retriesCaused(inv, ok, b, by, r); err != nil {
 		return err
 	}
 	if err := o.jobRunsEnded(inv, ok, b, by, r); err != nil {

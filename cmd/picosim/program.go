@@ -356,6 +356,7 @@ func drawProgram(seed uint64) *program {
 	drawMidStreamReads(p, seed)
 	drawHooks(p, seed)
 	drawFailingHooks(p, seed)
+	drawSummarizerFailures(p, seed)
 	drawThresholds(p, seed)
 	drawHostTxs(p, seed)
 	drawShapes(p, seed)
@@ -1046,6 +1047,9 @@ func (g *programRun) respondAll() error {
 // conversation, and what the asker must have for it to be its answer.
 type answer struct {
 	step func(asker storage.ID) faux.Step
+	// kind is its respond line's kind (text, rate-limited, fail, ...), ""
+	// for the plain answers after the program's.
+	kind string
 	// child and job say the answer names the asker's own child or job,
 	// otherJob another conversation's job.
 	child, job, otherJob bool
@@ -1060,11 +1064,14 @@ const answerPassesMax = 3
 // next is the answer to req: the first queued one its asker has what it
 // names for or that was held back long enough, else the first.
 func (g *programRun) next(req ai.Request) (faux.Step, error) {
-	n, err := strconv.ParseInt(strings.TrimPrefix(req.SessionID, "conversation-"), 10, 64)
-	if err != nil {
-		return faux.Step{}, fmt.Errorf("a request without its conversation: %q", req.SessionID)
+	var asker storage.ID // 0: a collapse's summarizer, whose request names no conversation
+	if req.SessionID != "" {
+		n, err := strconv.ParseInt(strings.TrimPrefix(req.SessionID, "conversation-"), 10, 64)
+		if err != nil {
+			return faux.Step{}, fmt.Errorf("a request without its conversation: %q", req.SessionID)
+		}
+		asker = storage.ID(n)
 	}
-	asker := storage.ID(n)
 	if len(g.answers) == 0 {
 		return faux.Step{}, errors.New("no answer is left")
 	}
@@ -1082,10 +1089,17 @@ func (g *programRun) next(req ai.Request) (faux.Step, error) {
 	}
 	a := g.answers[i]
 	g.answers = slices.Delete(g.answers, i, i+1)
+	g.e.oracle.served(a.kind) // on the asking actor: Stream runs the step here
 	return a.step(asker), nil
 }
 
 func (g *programRun) response(l progLine) answer {
+	a := g.answerTo(l)
+	a.kind = l.args[0]
+	return a
+}
+
+func (g *programRun) answerTo(l progLine) answer {
 	fixed := func(s faux.Step) answer { return answer{step: func(storage.ID) faux.Step { return s }} }
 	switch l.args[0] {
 	case "text":

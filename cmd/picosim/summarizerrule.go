@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pico-go/pico/core/agent"
@@ -190,4 +191,32 @@ func summarizerProblem(req ai.Request, want expectedSummary) string {
 		return fmt.Sprintf("its request carries none of the instructions %q", want.options)
 	}
 	return ""
+}
+
+// summarizerFailureSeeds is how often a drawn program has a collapse's
+// summarizer answer with a failure (every eleventh seed from 7, not the
+// golden traces' seed 1).
+const summarizerFailureSeeds = 11
+
+// drawSummarizerFailures has such a program begin, from a generator of
+// its own, with two turns of the root and then a collapse of it whose
+// summarizer is answered with a failure, a rate limit or a cut answer:
+// a rate limit waits to retry, the others settle the collapse failed
+// (a-retry-follows-a-rate-limit), which random programs line up only when
+// a failing answer happens to reach a summarizer.
+func drawSummarizerFailures(p *program, seed uint64) {
+	if seed%summarizerFailureSeeds != 7 {
+		return
+	}
+	rng := seededRNG(seed, "summarizer failures")
+	block := []progLine{
+		{op: "respond", args: []string{"text", "done"}}, {op: "respond", args: []string{"text", "done again"}},
+		{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
+		{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
+		// Keep only the newest turn, so that there is something to sum up.
+		{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", strconv.Itoa(rng.IntN(20))}},
+		{op: "respond", args: []string{[]string{"fail", "fail", "rate-limited", "aborted"}[rng.IntN(4)]}},
+		{op: "collapse", args: []string{"c0"}}, {op: "drive", args: []string{"c0"}},
+	}
+	p.lines = append(block, p.lines...)
 }

@@ -225,3 +225,36 @@ func (o *oracle) sessionEventSeen(ev core.SessionEvent) {
 		_ = o.fail(broke(ruleUsageEvents, "a session watch delivered the usage totals as a value event at %d; they ride the usage events", ev.ReadAt))
 	}
 }
+
+// ruleRetryCause: an attempt waits to retry (retry_wait, from its own
+// execute) only after a rate limit (§8.2): a generation or a collapse's
+// summarizer whose answer failed otherwise settles failed. The program's
+// answers say what each asker was served (served, on the asker's actor);
+// a recover's retry after a restart is not an execute's.
+const ruleRetryCause oracleRule = "a-retry-follows-a-rate-limit"
+
+// served notes the kind of answer the current actor's request got.
+func (o *oracle) served(kind string) {
+	if o.actor != nil {
+		o.servedTo[o.actor()] = kind
+	}
+}
+
+// retriesCaused holds batch b's patches to retry_wait by their own execute
+// to the rule.
+func (o *oracle) retriesCaused(inv core.Invocation, byTask bool, b storage.CommitBatch, by string, r storage.Range) error {
+	if !byTask || inv.Method != core.MethodExecute || o.actor == nil {
+		return nil
+	}
+	kind, known := o.servedTo[o.actor()]
+	for i, w := range b.Writes {
+		if w.Type != storage.WritePatch || w.ID != inv.Task || w.Status != "retry_wait" || !known || kind == "" {
+			continue
+		}
+		if kind != "rate-limited" {
+			return o.fail(broke(ruleRetryCause, "%s patched %s %d to retry_wait at %d after its model answered %s, no rate limit",
+				by, o.kinds[w.ID], w.ID, r.First+storage.ID(i), kind))
+		}
+	}
+	return nil
+}

@@ -206,3 +206,38 @@ func TestUsageTotalsRideUsageEvents(t *testing.T) {
 		t.Errorf("the totals as a value event: %v; want a %s violation", o.first, ruleUsageEvents)
 	}
 }
+
+// An execute waits to retry only after its model's answer was a rate
+// limit; an answer the oracle did not see served, or a recover's retry,
+// is not judged.
+func TestARetryFollowsARateLimit(t *testing.T) {
+	actor := new(int)
+	retry := storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{{Type: storage.WritePatch, ID: 6, Status: "retry_wait"}}}
+	check := func(kind string, served bool, m core.Method) error {
+		o := newOracle()
+		o.kinds[6] = agent.CollapseKindName
+		o.actor = func() any { return actor }
+		if served {
+			o.served(kind)
+		}
+		return o.retriesCaused(core.Invocation{Task: 6, Method: m}, true, retry, "task 6's "+string(m), storage.Range{First: 9, Last: 9})
+	}
+	for _, tc := range []struct {
+		kind   string
+		served bool
+		m      core.Method
+	}{
+		{"rate-limited", true, core.MethodExecute}, {"fail", false, core.MethodExecute},
+		{"", true, core.MethodExecute}, {"fail", true, core.MethodRecover},
+	} {
+		if err := check(tc.kind, tc.served, tc.m); err != nil {
+			t.Errorf("%q served %v, %s: %v", tc.kind, tc.served, tc.m, err)
+		}
+	}
+	for _, kind := range []string{"fail", "aborted", "text"} {
+		var oe *oracleError
+		if err := check(kind, true, core.MethodExecute); !errors.As(err, &oe) || oe.Rule != ruleRetryCause {
+			t.Errorf("a retry after %q: %v; want a %s violation", kind, err, ruleRetryCause)
+		}
+	}
+}

@@ -712,7 +712,7 @@ func (k collapseKind) summarize(ctx context.Context, rt *core.TaskRuntime, task 
 	text := strings.TrimSpace(m.Content.TextOf())
 	switch {
 	case m.StopReason == ai.StopError || m.StopReason == ai.StopAborted:
-		if m.RawStopReason == ai.RawRateLimited && st.Attempt < st.MaxAttempts {
+		if (m.RawStopReason == ai.RawRateLimited || plant.On("collapse-retries-any-failure")) && st.Attempt < st.MaxAttempts {
 			row.Outcome = "retry"
 			_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
 				if err := recordUsage(tx.Tx, row); err != nil {
