@@ -1526,13 +1526,7 @@ func plainView(v *core.ConversationView) core.ConversationView {
 // spent, and the session values of its value lines (stateNames).
 func sessionWatched() []storage.Address {
 	out := []storage.Address{boundary.CurrentValue.Address, agent.BudgetUsedValue.Address}
-	for _, st := range stateNames {
-		if st.op == "value" && st.target == "session" {
-			ns, key, _ := strings.Cut(st.name, "/")
-			out = append(out, storage.Address{Scope: storage.SessionScope(), Namespace: ns, Key: key})
-		}
-	}
-	return out
+	return append(out, hostValues("session", storage.SessionScope())...)
 }
 
 // hostWatched are the conversation values of the host's value lines
@@ -1541,11 +1535,17 @@ func sessionWatched() []storage.Address {
 // sends an event saying the value is gone, which a client's fold must
 // drop.
 func hostWatched(conv storage.ID) []storage.Address {
+	return hostValues("c", storage.ConversationScope(conv))
+}
+
+// hostValues are the addresses, in scope, of the host's value lines
+// (stateNames) whose target is target ("session" or "c").
+func hostValues(target string, scope storage.Scope) []storage.Address {
 	var out []storage.Address
 	for _, st := range stateNames {
-		if st.op == "value" && st.target == "c" {
+		if st.op == "value" && st.target == target {
 			ns, key, _ := strings.Cut(st.name, "/")
-			out = append(out, storage.Address{Scope: storage.ConversationScope(conv), Namespace: ns, Key: key})
+			out = append(out, storage.Address{Scope: scope, Namespace: ns, Key: key})
 		}
 	}
 	return out
