@@ -1374,6 +1374,13 @@ func TestResultsStayPointReadableAfterFurtherTurns(t *testing.T) {
 		if !first[0].Status.Terminal() || first[0].ResultEntryID == first[1].ResultEntryID {
 			t.Fatalf("results %+v; want each turn resolved by its own answer", first)
 		}
+		// An id that names no input (an answer's entry, an id never minted)
+		// has no result: not found, and no error.
+		for _, id := range []storage.ID{first[0].ResultEntryID, 1 << 40} {
+			if r, ok, err := c.Result(ctx, id); err != nil || ok {
+				t.Fatalf("result of %d, no input: %+v, found %v, %v; want not found and no error", id, r, ok, err)
+			}
+		}
 		must(0, a.h.Close(ctx))
 	})
 }
