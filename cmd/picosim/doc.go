@@ -31,6 +31,7 @@
 //   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict; and the oracle reports-have-a-reason (the harness reports only a fault of the session).
 //   - exit.go: exit statuses and the errors that pick them (usage, environment, interruption); SIGINT and SIGTERM.
 //   - faults.go: reading --faults and --drop, the fault plans the suite and fuzz draw, and failure signatures.
+//   - filerule.go: the oracle a-file-tool-does-what-it-says: a read, write or edit call does to the files what its arguments say, and a new_context call asks for the handoff its message names; the generator's file calls (every third seed from 3, shell programs).
 //   - files.go: what picosim writes (0600 files, 0700 directories), temporary directories, the session file of a backend.
 //   - framerule.go: the oracle frames-replay-the-stream: a generation's durable frames reduce to the answer its attempt ends with (exactly, and streamed, for an answer; a prefix for a failure).
 //   - fuzz.go: `picosim fuzz`: seeds explored in parallel, failures shrunk to fewest faults, preemptions and actions.

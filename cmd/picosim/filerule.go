@@ -31,7 +31,9 @@ import (
 //   - write: the file holds the content;
 //   - edit: an empty old text, or one found other than exactly once, is an
 //     error and changes nothing; otherwise the file is what it was with
-//     that one occurrence replaced.
+//     that one occurrence replaced;
+//   - new_context: no error, and a handoff asked for with its message
+//     (what post_tools then does with it is an-exchange-hands-off-as-its-tools-ask's).
 //
 // A call another write to its file overlapped (a parallel call, a child's)
 // is not judged.
@@ -151,7 +153,7 @@ func (e *env) fileTool(t agent.Tool) agent.Tool {
 
 // fileSettled holds the settlement w of a file call, at seq, to the rule.
 func (o *oracle) fileSettled(w storage.Write, by string, seq storage.ID) error {
-	if w.Type != storage.WriteSettle || !fileTools[o.tools[w.ID]] || o.tools[w.ID] == "new_context" {
+	if w.Type != storage.WriteSettle || !fileTools[o.tools[w.ID]] {
 		return nil
 	}
 	var st struct {
@@ -167,6 +169,15 @@ func (o *oracle) fileSettled(w storage.Write, by string, seq storage.ID) error {
 		return nil
 	}
 	got := outputText(st.Output)
+	if r.tool == "new_context" {
+		var a struct{ Message string }
+		_ = json.Unmarshal(r.args, &a)
+		if st.Output.IsError || st.Output.Handoff != a.Message {
+			return o.fail(broke(ruleFiles, "%s: call %s of new_context %s at %d settled with error %v (%q), asking for the handoff %q; want no error and the handoff %q",
+				by, st.Call.ID, r.args, seq, st.Output.IsError, got, st.Output.Handoff, a.Message))
+		}
+		return nil
+	}
 	want, wantErr, after := fileExpected(r)
 	if r.others > 0 {
 		return nil // another call's write overlapped it

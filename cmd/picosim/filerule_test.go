@@ -49,13 +49,17 @@ func TestTheFileRuleReadsTheTools(t *testing.T) {
 
 // A file call's settlement is held to the rule: the right result passes;
 // a wrong read, a failure that should not be, a change a failed edit made,
-// break it; a call another write overlapped is not judged.
+// a new_context call not asking for its message, break it; a call another
+// write overlapped is not judged.
 func TestAFileToolDoesWhatItSays(t *testing.T) {
-	settle := func(text string, isError bool) storage.Write {
-		st, _ := json.Marshal(map[string]any{"call": map[string]string{"id": "c1"},
-			"output": agent.ToolOutputState{Content: []ai.Block{ai.Text(text)}, ToolResultData: agent.ToolResultData{IsError: isError}}})
+	settleAsking := func(text string, isError bool, handoff string) storage.Write {
+		out := agent.ToolOutputState{Content: []ai.Block{ai.Text(text)}, ToolResultData: agent.ToolResultData{IsError: isError}}
+		out.Handoff = handoff
+		st, _ := json.Marshal(map[string]any{"call": map[string]string{"id": "c1"}, "output": out})
 		return storage.Write{Type: storage.WriteSettle, ID: 7, Status: "done", State: st}
 	}
+	settle := func(text string, isError bool) storage.Write { return settleAsking(text, isError, "") }
+	newContext := json.RawMessage(`{"message":"start again"}`)
 	cases := []struct {
 		name   string
 		run    fileRun
@@ -70,6 +74,14 @@ func TestAFileToolDoesWhatItSays(t *testing.T) {
 			w: settle("edited f", false), broken: true},
 		{name: "a write that failed", run: fileRun{tool: "write", args: json.RawMessage(`{"path":"f","content":"x"}`), before: "", after: "x", existed: false, exists: true},
 			w: settle("disk full", true), broken: true},
+		{name: "a new context asking for its message", run: fileRun{tool: "new_context", args: newContext},
+			w: settleAsking("the context resets after this exchange", false, "start again")},
+		{name: "a new context asking for nothing", run: fileRun{tool: "new_context", args: newContext},
+			w: settle("the context resets after this exchange", false), broken: true},
+		{name: "a new context asking for another message", run: fileRun{tool: "new_context", args: newContext},
+			w: settleAsking("the context resets after this exchange", false, "start afresh"), broken: true},
+		{name: "a new context that failed", run: fileRun{tool: "new_context", args: newContext},
+			w: settleAsking("no", true, "start again"), broken: true},
 		{name: "overlapped", run: fileRun{tool: "read", args: json.RawMessage(`{"path":"f"}`), before: "a", after: "b", existed: true, exists: true, others: 1},
 			w: settle("b", false)},
 	}

@@ -138,7 +138,9 @@ func NewContextTool() Tool {
 	return builtinTool("new_context", "Start a fresh context after this exchange; message is what the new context begins with.",
 		`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"],"additionalProperties":false}`,
 		ReplaySafe, func(ctx context.Context, p params, out *ToolOutput, _ ExecutionEnv) error {
-			out.Handoff(p.Message)
+			if !plant.On("new-context-no-handoff") {
+				out.Handoff(p.Message)
+			}
 			out.Write("the context resets after this exchange")
 			return nil
 		})
