@@ -381,7 +381,8 @@ func (p callPairs) place(out []ai.Message, m *ai.Message, skipMissing bool) []ai
 			continue
 		}
 		r, ok := p.results[callSlot{m, b.ID}]
-		if ok && !slices.ContainsFunc(m.Content.Blocks[:i], func(c ai.Block) bool { return c.Type == ai.BlockToolCall && c.ID == b.ID }) {
+		if ok && (!slices.ContainsFunc(m.Content.Blocks[:i], func(c ai.Block) bool { return c.Type == ai.BlockToolCall && c.ID == b.ID }) ||
+			plant.On("result-at-every-call-of-an-id")) {
 			out = append(out, *r)
 		} else if !skipMissing {
 			out = append(out, ai.Message{

@@ -1124,7 +1124,10 @@ func (g *programRun) answerTo(l progLine) answer {
 	for i, name := range strings.Split(l.args[1], ",") {
 		g.calls++
 		id := fmt.Sprintf("call-%d", g.calls)
-		if g.e.spec.seed%reusedIDSeeds == 0 {
+		switch seed := g.e.spec.seed; {
+		case seed%reusedIDSeeds == 0 && seed/reusedIDSeeds%pairedIDSeeds == 2:
+			id = fmt.Sprintf("call-%d", i/2+1)
+		case seed%reusedIDSeeds == 0:
 			id = fmt.Sprintf("call-%d", i+1)
 		}
 		tool, arg, _ := strings.Cut(name, ":")
@@ -1184,6 +1187,12 @@ func (g *programRun) answerTo(l progLine) answer {
 // other conversations: every third seed from 3 (not the golden traces'
 // seed 1). Every other run numbers them across the run.
 const reusedIDSeeds = 3
+
+// pairedIDSeeds is how often, among those seeds, the model names each two
+// calls of an answer by one id, as some providers do: the first call of a
+// pair gets the result, the second an error result in every request
+// (§2.2's normalization), though both run. Seeds 6, 18, 30 and so on.
+const pairedIDSeeds = 4
 
 // conv resolves "cN" to a conversation the program made (script.Nth).
 func (g *programRun) conv(a string) storage.ID {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -453,7 +454,14 @@ func cutUnits(entries []core.ContextEntry) []cutUnit {
 	type callAt struct{ unit, call int }
 	open := map[string]callAt{} // call id → the newest call of it still without a result
 	answer := func(u int, m ai.Message) {
-		units[u].calls = callIDs(m)
+		// An answer that names an id twice has one call of it, as its
+		// context has: the first takes the result, the others an error.
+		units[u].calls = nil
+		for _, id := range callIDs(m) {
+			if !slices.Contains(units[u].calls, id) || plant.On("cut-id-twice-unanswered") {
+				units[u].calls = append(units[u].calls, id)
+			}
+		}
 		units[u].resultAt = make([]int, len(units[u].calls))
 		for j, id := range units[u].calls {
 			units[u].resultAt[j] = -1

@@ -161,3 +161,34 @@ func TestTheCutKeepsWhatFitsAndSomethingAlways(t *testing.T) {
 		}
 	})
 }
+
+// An answer that names one id twice has one call of it, as its context
+// has (the first call takes the result, the other an error): once that
+// result has landed, the exchange is whole and may be summarized, even as
+// the newest one; before, it may not.
+func TestAnAnswerNamingAnIDTwiceIsWholeOnceItsResultLands(t *testing.T) {
+	entry := func(id storage.ID, kind storage.Kinder, key string, m ai.Message) core.ContextEntry {
+		e := &storage.Entry{ID: id, Kind: kind.Kind(), Key: key, Model: []ai.Message{m}}
+		return core.ContextEntry{Entry: e, Messages: e.Model}
+	}
+	text := func(role ai.Role, s string) ai.Message { return ai.Message{Role: role, Content: ai.PlainText(s)} }
+	twice := ai.Message{Role: ai.RoleAssistant, Content: ai.Blocks(ai.ToolCall("c1", "t", []byte(`{}`)), ai.ToolCall("c1", "t", []byte(`{}`)))}
+	result := ai.Message{Role: ai.RoleToolResult, ToolCallID: "c1", Content: ai.PlainText("r")}
+	for _, results := range []int{0, 1, 2} {
+		cx := &core.Context{Entries: []core.ContextEntry{
+			entry(1, core.UserKind, "", text(ai.RoleUser, strings.Repeat("look ", 50))),
+			entry(2, core.AssistantKind, "", twice),
+		}}
+		for i := range results {
+			cx.Entries = append(cx.Entries, entry(storage.ID(3+i), core.ToolResultKind, "c1", result))
+		}
+		cx.Entries = append(cx.Entries,
+			entry(5, core.AssistantKind, "", text(ai.RoleAssistant, "done")),
+			entry(6, core.UserKind, "", text(ai.RoleUser, "again")),
+			entry(7, core.AssistantKind, "", text(ai.RoleAssistant, "ok")))
+		c, ok := planCut(cx, 0)
+		if want := results > 0; ok != want || ok && (c.through != 5 || c.firstRetained != 6) {
+			t.Errorf("with %d results of c1: cut %+v, %v; want a cut after 5 keeping from 6: %v", results, c, ok, want)
+		}
+	}
+}

@@ -518,7 +518,8 @@ var names = []string{
 	"watch-delete-sends-value", "spawn-context-unchecked",
 	"session-totals-as-value", "system-hook-failure-unreported",
 	"job-cut-run-keeps-code", "before-tool-fails-open", "overflow-unsettled",
-	"collapse-retries-any-failure", "new-context-no-handoff",
+	"collapse-retries-any-failure", "new-context-no-handoff", "cut-id-twice-unanswered",
+	"result-at-every-call-of-an-id",
 }
 
 // Names are the planted bugs, for the measuring test.
