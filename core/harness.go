@@ -329,7 +329,9 @@ func (h *Harness) Conversations(ctx context.Context, f ConversationFilter) (stor
 		if err != nil {
 			return p, err
 		}
-		readAt = p.ReadAt
+		if !plant.On("independent-page-read-at-nothing") {
+			readAt = p.ReadAt
+		}
 		items := p.Items
 		if backward && !plant.On("independent-backward-unreversed") {
 			items = slices.Clone(items)

@@ -123,11 +123,21 @@ func pageAll(ctx context.Context, list conversationLister, f core.ConversationFi
 		f.Before = math.MaxInt64
 	}
 	var pages [][]storage.Conversation
+	var readAt storage.ID
 	for n := 0; ; n++ {
 		p, err := list(ctx, f)
 		if err != nil {
 			return nil, "", err
 		}
+		// Every page says when it was read, and a session's sequence
+		// never goes back: its root was made before any read.
+		switch {
+		case p.ReadAt == 0:
+			return nil, fmt.Sprintf("gave page %d without the position it was read at", n+1), nil
+		case p.ReadAt < readAt:
+			return nil, fmt.Sprintf("gave page %d read at %d, after a page read at %d", n+1, p.ReadAt, readAt), nil
+		}
+		readAt = p.ReadAt
 		ids := make([]storage.ID, len(p.Items))
 		for i, c := range p.Items {
 			ids[i] = c.ID

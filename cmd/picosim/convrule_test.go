@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -110,8 +111,8 @@ func TestTheConversationRuleHoldsWhatTheSessionLists(t *testing.T) {
 
 // The harness's paged listing is held to the rule: a lister that pages
 // as it should passes, both ways, a few at a time; one whose pages never
-// continue, come unsorted, overlap, or leave an empty page before the end
-// breaks it.
+// continue, come unsorted, overlap, leave an empty page before the end,
+// say no read position or one before its previous page's breaks it.
 func TestThePagedListingIsHeldToTheRule(t *testing.T) {
 	ctx := context.Background()
 	o := newOracle()
@@ -151,6 +152,10 @@ func TestThePagedListingIsHeldToTheRule(t *testing.T) {
 				p.Next--
 			case bad == "empty page" && p.Next == 0 && len(p.Items) > 0 && f.After == 0 && f.Before == 0:
 				p.Items, p.Next = []storage.Conversation{}, p.Items[0].ID-1
+			case bad == "read at nothing" && f.Independent:
+				p.ReadAt = 0
+			case bad == "read earlier" && (f.After != 0 || f.Before != 0 && f.Before != math.MaxInt64):
+				p.ReadAt = 9
 			}
 			return p, nil
 		}
@@ -158,7 +163,7 @@ func TestThePagedListingIsHeldToTheRule(t *testing.T) {
 	if err := o.listingChecked(ctx, pages(""), "the test"); err != nil {
 		t.Fatalf("a listing that pages as it should: %v", err)
 	}
-	for _, bad := range []string{"never continues", "unsorted", "overlaps", "empty page"} {
+	for _, bad := range []string{"never continues", "unsorted", "overlaps", "empty page", "read at nothing", "read earlier"} {
 		o := *o
 		o.first = nil
 		holdsOrBreaks(t, o.listingChecked(ctx, pages(bad), "the test"), ruleConversations, true)

@@ -26,7 +26,7 @@
 //   - conform.go: `picosim conform --port CMD`: the data scenarios run on another port and compared.
 //   - contextrule.go: the oracle context-derives-by-the-rule: the context rule (§2.2) derived from own entries and parents alone.
 //   - oracles.go also holds an-exchange-hands-off-as-its-tools-ask (one handoff asked for lands first in the post_tools commit; two different ones fail the turn; none asked for, none appended), an-exchange-adds-to-the-selection (the selection before it, or the catalog, then the added tools), state-members-once (a task state names each member once), retry-waits-its-backoff (a rate-limited retry waits the policy's backoff), retry-budget (a rate-limited or interrupted attempt of a generation or collapse retries only within its budget) and writes-land-at-every-boundary (not where a turn is handed over to a collapse).
-//   - convrule.go: the oracle conversations-by-the-rule: the conversations listed (whole, by parent, by owner) are those the batches created and did not delete.
+//   - convrule.go: the oracle conversations-by-the-rule: the conversations listed (whole, by parent, by owner) are those the batches created and did not delete, and each page of the harness's listing says the position it was read at, never before its previous page's.
 //   - cutrule.go: the oracle a-summary-keeps-exchanges-whole: a collapse's cut never separates a call from its result.
 //   - env.go: a scenario's session: backend, fault handle, faux model and tools; reopening, host actions, the verdict; and the oracle reports-have-a-reason (the harness reports only a fault of the session).
 //   - exit.go: exit statuses and the errors that pick them (usage, environment, interruption); SIGINT and SIGTERM.

@@ -519,7 +519,7 @@ var names = []string{
 	"session-totals-as-value", "system-hook-failure-unreported",
 	"job-cut-run-keeps-code", "before-tool-fails-open", "overflow-unsettled",
 	"collapse-retries-any-failure", "new-context-no-handoff", "cut-id-twice-unanswered",
-	"result-at-every-call-of-an-id",
+	"result-at-every-call-of-an-id", "independent-page-read-at-nothing",
 }
 
 // Names are the planted bugs, for the measuring test.
