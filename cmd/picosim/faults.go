@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/sim/fault"
 )
 
@@ -124,7 +125,51 @@ func drawPlan(sc scenario, seed uint64, batches int, backend string) fault.Plan 
 	if rng.IntN(holdChance) == 0 {
 		p.Faults = append(p.Faults, fault.Fault{Name: "hold", Kind: fault.Hold, Commit: 1 + rng.IntN(max(batches, 1))})
 	}
+	if seed%settleFaultSeeds == 2 {
+		// The settle fault has the process's life to itself: no other
+		// crash or uncertain commit ends it first.
+		p.Faults = slices.DeleteFunc(p.Faults, func(f fault.Fault) bool { return f.Kind == fault.Crash || f.Kind == fault.Uncertain })
+		p.Faults = append(p.Faults, drawSettleFault(seed))
+	}
 	return p
+}
+
+// settleFaultSeeds is how often a drawn plan also has a fault that lands on
+// the commit ending a task of one of the agent's kinds (every fifth seed
+// from 2, not the golden traces' seed 1): a commit's ordinal among all
+// commits rarely falls on the one settling a collapse, whose recover then
+// has a candidate to publish, or on a job's end.
+const settleFaultSeeds = 5
+
+// settleKinds are the kinds a settle fault names.
+var settleKinds = []string{agent.GenerationKindName, agent.ToolKindName, agent.PostToolsKindName, agent.CollapseKindName, agent.JobKindName}
+
+// settleFaultKind is the kind of task whose settling commit the settle
+// fault of seed's plan hits: a stream of its own, so that a program can
+// give it a task of that kind to settle (drawSettledCollapse).
+func settleFaultKind(seed uint64) string {
+	return settleKinds[seededRNG(seed, "settle fault kind").IntN(len(settleKinds))]
+}
+
+// drawSettleFault draws seed's settle fault, on the first, second or
+// third commit that settles a task of its kind (the first for a collapse,
+// which a program makes few of): a crash (persisted or not) half the
+// time, else a failed or an uncertain commit.
+func drawSettleFault(seed uint64) fault.Fault {
+	rng := seededRNG(seed, "settle fault")
+	f := fault.Fault{Name: "settle", Kind: fault.Crash, Commit: 1 + rng.IntN(3), Settles: settleFaultKind(seed)}
+	if f.Settles == agent.CollapseKindName {
+		f.Commit = 1
+	}
+	switch rng.IntN(4) {
+	case 0:
+		f.Kind = fault.Fail
+	case 1:
+		f.Kind = fault.Uncertain
+	default:
+		f.Persist = rng.IntN(2) == 0
+	}
+	return f
 }
 
 // numbers are the digit runs a failure's signature leaves out.
@@ -134,4 +179,27 @@ var numbers = regexp.MustCompile(`[0-9]+`)
 // message without its ids, ordinals and durations, which shrinking changes.
 func signature(failure string) string {
 	return numbers.ReplaceAllString(failure, "N")
+}
+
+// drawSettledCollapse has the program of a seed whose settle fault hits a
+// collapse's settling commit begin, from a generator of its own, with two
+// turns of the root and a collapse of it that its model summarizes: the
+// fault then ends the process as the summary is published, or fails that
+// commit, and the reopened session recovers a collapse whose candidate
+// waits in its scratch (a-recovered-collapse-publishes-its-candidate),
+// which a crash at a commit counted among all of them hardly ever does.
+func drawSettledCollapse(p *program, seed uint64) {
+	if seed%settleFaultSeeds != 2 || settleFaultKind(seed) != agent.CollapseKindName {
+		return
+	}
+	rng := seededRNG(seed, "settled collapse")
+	block := []progLine{
+		{op: "respond", args: []string{"text", "done"}}, {op: "respond", args: []string{"text", "done again"}},
+		{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
+		{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
+		{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", strconv.Itoa(rng.IntN(20))}},
+		{op: "respond", args: []string{"text", "the summary"}},
+		{op: "collapse", args: []string{"c0"}}, {op: "drive", args: []string{"c0"}},
+	}
+	p.lines = append(block, p.lines...)
 }

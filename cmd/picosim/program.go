@@ -357,6 +357,7 @@ func drawProgram(seed uint64) *program {
 	drawHooks(p, seed)
 	drawFailingHooks(p, seed)
 	drawSummarizerFailures(p, seed)
+	drawSettledCollapse(p, seed)
 	drawThresholds(p, seed)
 	drawHostTxs(p, seed)
 	drawShapes(p, seed)

@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/pico-go/pico/storage"
 )
@@ -33,7 +34,11 @@ type admission struct {
 // Restart), ends a hold; a hold nobody releases is reported by the simulator as a
 // deadlock naming the event "fault:<name>".
 func (s *Storage) Commit(ctx context.Context, batch storage.CommitBatch) (storage.Range, error) {
-	a, err := s.admit(batch)
+	kinds, err := s.settledKinds(ctx, batch)
+	if err != nil {
+		return storage.Range{}, err
+	}
+	a, err := s.admit(batch, kinds)
 	if err != nil {
 		return storage.Range{}, err
 	}
@@ -57,8 +62,54 @@ func (s *Storage) Commit(ctx context.Context, batch storage.CommitBatch) (storag
 	return r, err
 }
 
-// admit counts the commit and picks the faults that select it.
-func (s *Storage) admit(batch storage.CommitBatch) (*admission, error) {
+// settledKinds lists the kinds of the tasks batch settles, each once, when
+// a fault of the plan selects by kind (nil otherwise): from the batch for a
+// task it creates, else from the inner store.
+func (s *Storage) settledKinds(ctx context.Context, batch storage.CommitBatch) ([]string, error) {
+	settled := settledTasks(batch)
+	if !s.kinds || len(settled) == 0 {
+		return nil, nil
+	}
+	created := map[storage.ID]string{}
+	var stored []storage.ID
+	for _, w := range batch.Writes {
+		if w.Type == storage.WriteTask && w.Task != nil {
+			created[w.Task.ID] = w.Task.Kind
+		}
+	}
+	for _, id := range settled {
+		if _, ok := created[id]; !ok {
+			stored = append(stored, id)
+		}
+	}
+	var kinds []string
+	add := func(k string) {
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	for _, id := range settled {
+		if k, ok := created[id]; ok {
+			add(k)
+		}
+	}
+	if len(stored) > 0 {
+		tasks, err := s.inner.GetTasks(ctx, stored)
+		if err != nil {
+			return nil, fmt.Errorf("fault: reading the kinds of the tasks a commit settles: %w", err)
+		}
+		for _, id := range stored {
+			if t := tasks[id]; t != nil {
+				add(t.Kind)
+			}
+		}
+	}
+	return kinds, nil
+}
+
+// admit counts the commit and picks the faults that select it; kinds are
+// the kinds of the tasks it settles, when the plan asks (settledKinds).
+func (s *Storage) admit(batch storage.CommitBatch, kinds []string) (*admission, error) {
 	first := s.inner.LastSeq() + 1
 	settled := settledTasks(batch)
 	s.mu.Lock()
@@ -76,10 +127,13 @@ func (s *Storage) admit(batch storage.CommitBatch) (*admission, error) {
 	if len(settled) > 0 {
 		s.settling++
 	}
+	for _, k := range kinds {
+		s.byKind[k]++
+	}
 	a := &admission{ordinal: s.commits, batch: batch.Kind, firstSeq: first, settled: settled}
 	for i := range s.plan.Faults {
 		f := &s.plan.Faults[i]
-		if !s.selects(f, batch.Kind, len(settled) > 0) {
+		if !s.selects(f, batch.Kind, len(settled) > 0, kinds) {
 			continue
 		}
 		switch {
@@ -96,11 +150,14 @@ func (s *Storage) admit(batch storage.CommitBatch) (*admission, error) {
 	return a, nil
 }
 
-// selects reports whether f selects the commit just counted. s.mu is held.
-func (s *Storage) selects(f *Fault, kind storage.BatchKind, settles bool) bool {
+// selects reports whether f selects the commit just counted, which settles
+// tasks of kinds (when the plan asks). s.mu is held.
+func (s *Storage) selects(f *Fault, kind storage.BatchKind, settles bool, kinds []string) bool {
 	switch {
 	case f.Batch != "" && f.Batch != kind:
 		return false
+	case f.Settles != "":
+		return slices.Contains(kinds, f.Settles) && s.byKind[f.Settles] == f.Commit
 	case f.Kind == UnlinkFail:
 		return settles && s.settling == f.Commit
 	case f.Batch == "":

@@ -28,6 +28,9 @@ var (
 	jobKind = core.KindFuncs{Statuses: core.Statuses{Name: "test_job", Initial: "planned", Roles: map[string]storage.TaskRole{
 		"planned": storage.RoleStart, "exited": storage.RoleTerminal,
 	}}}
+	stepKind = core.KindFuncs{Statuses: core.Statuses{Name: "test_step", Initial: "planned", Roles: map[string]storage.TaskRole{
+		"planned": storage.RoleStart, "exited": storage.RoleTerminal,
+	}}}
 )
 
 // process is one simulated process: a fault handle over a memory store that
@@ -41,8 +44,10 @@ type process struct {
 
 func newProcess(s *sim.Sim, inner *memory.Store, store *fault.Storage) *process {
 	kinds := core.NewKinds()
-	if err := kinds.AddTask(jobKind); err != nil {
-		panic(err)
+	for _, k := range []core.KindFuncs{jobKind, stepKind} {
+		if err := kinds.AddTask(k); err != nil {
+			panic(err)
+		}
 	}
 	return &process{s: s, inner: inner, store: store, line: core.NewLine(s.Runtime(), store, kinds, core.LineOptions{})}
 }
@@ -443,6 +448,53 @@ func TestOrdinalsCountCommitsOfTheSelectedBatchKind(t *testing.T) {
 	})
 }
 
+// A fault that names a task kind counts only the commits that settle a
+// task of that kind, one made in an earlier commit or in the same batch,
+// whatever else they settle.
+func TestSettlesCountsTheCommitsThatSettleATaskOfItsKind(t *testing.T) {
+	plan := fault.Plan{Faults: []fault.Fault{{Name: "second-job-end", Kind: fault.Fail, Commit: 2, Settles: "test_job"}}}
+	simulate(t, 1, plan, func(ctx context.Context, p *process) {
+		conv := p.conversation(ctx)
+		start := func(k core.KindFuncs) (id ID) {
+			must(p.line.Commit(ctx, func(tx *core.Tx) error {
+				id = tx.Task(k, core.TaskSpec{ConversationID: conv})
+				return nil
+			}))
+			return id
+		}
+		settle := func(ids ...ID) error {
+			_, err := p.line.Commit(ctx, func(tx *core.Tx) error {
+				for _, id := range ids {
+					tx.Settle(id, "exited", nil)
+				}
+				return nil
+			})
+			return err
+		}
+		first, step := start(jobKind), start(stepKind)
+		for _, id := range []ID{step, first} {
+			if err := settle(id); err != nil {
+				t.Fatalf("settling task %d: %v; only the second commit settling a test_job fails", id, err)
+			}
+		}
+		other := start(stepKind)
+		_, err := p.line.Commit(ctx, func(tx *core.Tx) error {
+			tx.Settle(other, "exited", nil)
+			tx.Settle(tx.Task(jobKind, core.TaskSpec{ConversationID: conv}), "exited", nil)
+			return nil
+		})
+		if !errors.Is(err, fault.ErrInjected) {
+			t.Fatalf("the commit that makes and settles the second test_job: %v; want the injected failure", err)
+		}
+		if f := p.store.Fired(); len(f) != 1 || f[0].Name != "second-job-end" || f[0].Commit != 7 {
+			t.Errorf("firings %+v; want second-job-end at the handle's commit 7", f)
+		}
+		if got := plan.Faults[0].String(); got != `fail "second-job-end" at settling test_job commit 2` {
+			t.Errorf("the fault reads %q", got)
+		}
+	})
+}
+
 func TestCloseLeavesTheDurableStoreToReopen(t *testing.T) {
 	simulate(t, 1, fault.Plan{}, func(ctx context.Context, p *process) {
 		conv := p.conversation(ctx)
@@ -522,13 +574,15 @@ func TestPlanJSONRoundTrips(t *testing.T) {
 		{Name: "reply-lost", Kind: fault.Uncertain, Commit: 3, Batch: storage.BatchMain},
 		{Name: "power-cut", Kind: fault.Crash, Commit: 4, Persist: true},
 		{Name: "stuck-unlink", Kind: fault.UnlinkFail, Commit: 1},
+		{Name: "end-of-b", Kind: fault.Crash, Commit: 2, Batch: storage.BatchMain, Settles: "b"},
 	}}
 	const canonical = `{"faults":[` +
 		`{"name":"paused","kind":"hold","commit":2},` +
 		`{"name":"refused","kind":"fail","commit":1,"batch":"scratch"},` +
 		`{"name":"reply-lost","kind":"uncertain","commit":3,"batch":"main"},` +
 		`{"name":"power-cut","kind":"crash","commit":4,"persist":true},` +
-		`{"name":"stuck-unlink","kind":"unlinkFail","commit":1}]}`
+		`{"name":"stuck-unlink","kind":"unlinkFail","commit":1},` +
+		`{"name":"end-of-b","kind":"crash","commit":2,"batch":"main","settles":"b"}]}`
 	if got := plan.String(); got != canonical {
 		t.Fatalf("plan.String() = %s; want %s", got, canonical)
 	}
@@ -565,6 +619,8 @@ func TestParsePlanNamesTheOffendingField(t *testing.T) {
 		{"name too long", `{"faults":[{"name":"` + long + `","kind":"fail","commit":1}]}`, 0, "name", "longer"},
 		{"unknown batch", `{"faults":[{"name":"a","kind":"fail","commit":1,"batch":"side"}]}`, 0, "batch", `"side"`},
 		{"unlink of scratch", `{"faults":[{"name":"a","kind":"unlinkFail","commit":1,"batch":"scratch"}]}`, 0, "batch", "settle"},
+		{"settles in scratch", `{"faults":[{"name":"a","kind":"crash","commit":1,"batch":"scratch","settles":"b"}]}`, 0, "batch", "settle"},
+		{"settles no kind", `{"faults":[{"name":"a","kind":"crash","commit":1,"settles":"two words"}]}`, 0, "settles", `"two words"`},
 		{"persist on fail", `{"faults":[{"name":"a","kind":"fail","commit":1,"persist":true}]}`, 0, "persist", "crash"},
 		{"unknown fault field", `{"faults":[{"name":"a","kind":"crash","commit":1,"persists":true}]}`, 0, "", `unknown field "persists"`},
 		{"unknown plan field", `{"fault":[]}`, 0, "", `unknown field "fault"`},

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pico-go/pico/storage"
 )
@@ -82,6 +84,12 @@ type Fault struct {
 	Kind   Kind              `json:"kind"`
 	Commit int               `json:"commit"`
 	Batch  storage.BatchKind `json:"batch,omitempty"`
+	// Settles, when set, names a task kind: Commit then counts only the
+	// commits that settle a task of that kind (one a batch both creates
+	// and settles included), so a fault can land on the commit that ends
+	// a generation, a tool call or a collapse, whatever came before it.
+	// Only main batches settle, so Batch is empty or main.
+	Settles string `json:"settles,omitempty"`
 	// Persist is for Crash only: whether the batch reached durable storage
 	// before the process died.
 	Persist bool `json:"persist,omitempty"`
@@ -110,7 +118,10 @@ func (f Fault) String() string {
 	if f.Batch != "" {
 		b.WriteString(string(f.Batch) + " ")
 	}
-	if f.Kind == UnlinkFail {
+	switch {
+	case f.Settles != "":
+		b.WriteString("settling " + f.Settles + " ")
+	case f.Kind == UnlinkFail:
 		b.WriteString("settling ")
 	}
 	fmt.Fprintf(&b, "commit %d", f.Commit)
@@ -192,6 +203,12 @@ func (p Plan) Validate() error {
 		}
 		if f.Kind == UnlinkFail && f.Batch == storage.BatchScratch {
 			return bad("batch", "unlinkFail selects a settle, and only main batches settle")
+		}
+		switch {
+		case f.Settles != "" && f.Batch == storage.BatchScratch:
+			return bad("batch", "the fault selects a commit settling %s, and only main batches settle", f.Settles)
+		case len(f.Settles) > NameLenMax || strings.ContainsFunc(f.Settles, unicode.IsSpace) || !utf8.ValidString(f.Settles):
+			return bad("settles", "%q is not a task kind's name", f.Settles)
 		}
 		if f.Persist && f.Kind != Crash {
 			return bad("persist", "only a crash persists or not; %s is %s", f.Kind, persistenceOf(f.Kind))

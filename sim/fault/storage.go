@@ -74,8 +74,13 @@ type Storage struct {
 	commits  int
 	byBatch  map[storage.BatchKind]int
 	settling int
-	fired    []Firing
-	closed   bool
+	// byKind counts the commits that settled a task of each kind, when a
+	// fault of the plan names one (Fault.Settles); kinds says whether any
+	// does, since only then does a commit look up its settled tasks.
+	byKind map[string]int
+	kinds  bool
+	fired  []Firing
+	closed bool
 	// uncertain is the error of the uncertain commit that poisoned the
 	// handle; Commit refuses while it is set.
 	uncertain error
@@ -124,8 +129,9 @@ func wrap(rt core.Runtime, inner storage.Storage, plan Plan, rec Recorder, disk 
 		rec = nopRecorder{}
 	}
 	plan.Faults = slices.Clone(plan.Faults) // the handle owns its plan
-	s := &Storage{rt: rt, inner: inner, plan: plan, rec: rec, disk: disk, holds: map[string]*hold{}, byBatch: map[storage.BatchKind]int{}}
+	s := &Storage{rt: rt, inner: inner, plan: plan, rec: rec, disk: disk, holds: map[string]*hold{}, byBatch: map[storage.BatchKind]int{}, byKind: map[string]int{}}
 	for _, f := range plan.Faults {
+		s.kinds = s.kinds || f.Settles != ""
 		if f.Kind == Hold {
 			s.holds[f.Name] = &hold{fault: f, held: rt.NewEvent("fault:" + f.Name + ":held"), release: rt.NewEvent("fault:" + f.Name)}
 		}
