@@ -126,3 +126,28 @@ func TestOracleToolAbortMarksItsChildren(t *testing.T) {
 		t.Fatalf("a call settled by its execute: %v", err)
 	}
 }
+
+// Half the child-abort programs (every childAbortSeeds-th seed from 3)
+// queue steer or followUp input in the root's newest child before they
+// abort; no other program names a child in an input line.
+func TestChildAbortsQueueInputInTheChild(t *testing.T) {
+	with := 0
+	for seed := uint64(1); seed <= 400; seed++ {
+		p := drawProgram(seed)
+		n := 0
+		for _, l := range p.lines {
+			if len(l.args) > 0 && l.args[0] == "c0/child" && (l.op == "steer" || l.op == "followup") {
+				n++
+			}
+		}
+		if n > 0 && seed%childAbortSeeds != 3 {
+			t.Fatalf("seed %d, no child-abort program, queues %d inputs in a child:\n%s", seed, n, p)
+		}
+		if n > 0 {
+			with++
+		}
+	}
+	if perSeeds := 400 / childAbortSeeds; with < perSeeds/4 || with > perSeeds*3/4 {
+		t.Fatalf("%d of %d child-abort programs queue input in the child; want about half", with, 400/childAbortSeeds)
+	}
+}

@@ -63,7 +63,8 @@ import (
 // lifecycle event (Claude's session start unless it names another).
 // hook TARGET EFFECT [subtree] (EFFECT one of script.HookEffects)
 // registers a hook (hooks.go; TARGET session, a conversation, or cN/child,
-// the newest child a call of cN made) and unhook N removes one.
+// the newest child a call of cN made) and unhook N removes one. The input
+// lines (accept, followup, steer, next-run, write) may name cN/child too.
 // settings CONV KIND NAME JSON writes one value of a kind's configuration
 // through its typed view and reads the view back (settingsrule.go).
 //
@@ -397,8 +398,16 @@ func drawChildAborts(p *program, seed uint64) {
 		{op: "abort-task", args: []string{strconv.Itoa(rng.IntN(3))}}, // the call, its child's turn, or the post_tools
 	}[rng.IntN(3)]
 	block = append(block, progLine{op: "accept", args: []string{"c0", "look"}}, progLine{op: "drive-async", args: []string{"c0"}},
-		progLine{op: "sleep", args: []string{[]string{"1", "50", "300"}[rng.IntN(3)]}}, abort)
-	p.lines = append(block, p.lines...)
+		progLine{op: "sleep", args: []string{[]string{"1", "50", "300"}[rng.IntN(3)]}})
+	// Half the time the newest child has steer or followUp input queued
+	// behind its slow turn, which a conversation abort of the root
+	// cancels there too (§6.3).
+	if rng.IntN(2) == 0 {
+		for _, op := range [][]string{{"steer"}, {"followup"}, {"steer", "followup"}}[rng.IntN(3)] {
+			block = append(block, progLine{op: op, args: []string{"c0/child", "and this"}})
+		}
+	}
+	p.lines = append(append(block, abort), p.lines...)
 }
 
 // subagentTalkSeeds is how often a drawn program talks to a subagent at
@@ -1201,6 +1210,21 @@ func (g *programRun) conv(a string) storage.ID {
 	return g.convs[script.Nth(n, len(g.convs))]
 }
 
+// inputConv resolves the conversation an input line names: cN, or
+// cN/child, the newest child a task of cN made (script.ChildInputOps),
+// which it is refused without.
+func (g *programRun) inputConv(a string) (storage.ID, error) {
+	target, child := strings.CutSuffix(a, "/child")
+	if !child {
+		return g.conv(a), nil
+	}
+	c, ok := g.e.oracle.ownChild(g.conv(target))
+	if !ok {
+		return 0, fmt.Errorf("conversation %d has no child a task of it made", g.conv(target))
+	}
+	return c, nil
+}
+
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 // do performs one host action. A rejection the harness names (a typed
@@ -1233,7 +1257,10 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 	rt := e.s.Runtime()
 	switch l.op {
 	case "accept", "followup":
-		conv := g.conv(l.args[0])
+		conv, err := g.inputConv(l.args[0])
+		if err != nil {
+			return err
+		}
 		c, err := e.h.Conversation(ctx, conv)
 		if err != nil {
 			return err
@@ -1260,7 +1287,11 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		return err
 	case "steer", "next-run", "write":
 		mode := map[string]agent.InputMode{"steer": agent.ModeSteer, "next-run": agent.ModeNextRun, "write": agent.ModeWrite}[l.op]
-		_, err := e.acceptInput(ctx, g.conv(l.args[0]), mode, l.args[1])
+		conv, err := g.inputConv(l.args[0])
+		if err != nil {
+			return err
+		}
+		_, err = e.acceptInput(ctx, conv, mode, l.args[1])
 		return err
 	case "cancel-queued":
 		conv := g.conv(l.args[0])

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -302,4 +304,45 @@ func drawnForSeeds(t *testing.T, op string, seeds uint64, want func(seed uint64)
 		}
 	}
 	return drawn
+}
+
+// Every settleFaultSeeds-th seed from 2 has a fault on the commit that
+// settles a task of one of the agent's kinds and no other fault that
+// ends the process; a generated program has a collapse of its own that
+// its model summarizes exactly when its fault names a collapse.
+func TestSettleFaultsAreDrawnForTheirSeeds(t *testing.T) {
+	sc, _ := findScenario("generated")
+	kinds := map[string]int{}
+	for seed := uint64(1); seed <= 200; seed++ {
+		plan := drawPlan(sc, seed, 300, "memory")
+		var settles []fault.Fault
+		ends := 0
+		for _, f := range plan.Faults {
+			if f.Settles != "" {
+				settles = append(settles, f)
+			}
+			if f.Kind == fault.Crash || f.Kind == fault.Uncertain {
+				ends++
+			}
+		}
+		if want := seed%settleFaultSeeds == 2; (len(settles) == 1) != want || len(settles) > 1 {
+			t.Fatalf("seed %d: settle faults %+v; want one %v", seed, settles, want)
+		}
+		if len(settles) == 0 {
+			continue
+		}
+		f := settles[0]
+		kinds[f.Settles]++
+		if ends > 1 || !slices.Contains(settleKinds, f.Settles) || f.Commit < 1 || f.Commit > 3 || f.Settles == agent.CollapseKindName && f.Commit != 1 {
+			t.Fatalf("seed %d: plan %s", seed, plan)
+		}
+		p := drawProgram(seed)
+		summarized := slices.ContainsFunc(p.lines, func(l progLine) bool { return l.op == "respond" && slices.Equal(l.args, []string{"text", "the summary"}) })
+		if f.Settles == agent.CollapseKindName != summarized {
+			t.Fatalf("seed %d: the fault settles %s; the program summarizes a collapse of its own %v:\n%s", seed, f.Settles, summarized, p)
+		}
+	}
+	if len(kinds) != len(settleKinds) {
+		t.Fatalf("settle faults named %v; want every one of %v", kinds, settleKinds)
+	}
 }

@@ -110,6 +110,11 @@ var Arity = map[string][2]int{
 	"unhook":        {1, 1},
 }
 
+// ChildInputOps are the ops that give input to a conversation and may
+// name cN/child: the newest child conversation a task of cN made (a
+// subagent's), which the program cannot name otherwise.
+var ChildInputOps = []string{"accept", "followup", "steer", "next-run", "write"}
+
 // ResponseKinds are what respond takes.
 var ResponseKinds = []string{"text", "calls", "rate-limited", "deferred", "overflow", "fail", "aborted", "slow"}
 
@@ -369,7 +374,11 @@ func (l Line) Check() error {
 		}
 	}
 	if !slices.Contains([]string{"respond", "sleep", "abort-task", "unwatch", "resnapshot", "job", "boundary", "process", "wait-job", "value", "list", "tx", "hook", "unhook"}, l.Op) && len(l.Args) > 0 {
-		if _, err := ConvIndex(l.Args[0]); err != nil {
+		conv := l.Args[0]
+		if slices.Contains(ChildInputOps, l.Op) {
+			conv = strings.TrimSuffix(conv, "/child")
+		}
+		if _, err := ConvIndex(conv); err != nil {
 			return err
 		}
 	}

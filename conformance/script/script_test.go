@@ -63,6 +63,23 @@ func TestHookLinesParse(t *testing.T) {
 	}
 }
 
+// Input lines may name a conversation's newest child (cN/child); no other
+// line but a hook may.
+func TestInputLinesNameAChild(t *testing.T) {
+	p, err := Parse(Magic + "\naccept c0/child look\nfollowup c-1/child more\nsteer c0/child now\nnext-run c0/child later\nwrite c2/child note\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Lines) != 5 || p.Lines[1].Args[0] != "c-1/child" || p.Lines[4].Op != "write" {
+		t.Fatalf("Parse read %+v", p.Lines)
+	}
+	for _, line := range []string{"abort c0/child", "drive c0/child", "accept c0/kid look", "steer x0/child now"} {
+		if _, err := Parse(Magic + "\n" + line + "\n"); err == nil {
+			t.Errorf("%q parsed", line)
+		}
+	}
+}
+
 // A spawn's context mode is any word: one other than fresh or inherit is
 // the harness's to refuse, so a script can ask that it is.
 func TestSpawnLinesTakeAnyMode(t *testing.T) {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"github.com/pico-go/pico/internal/plant"
 	"slices"
 
 	"github.com/pico-go/pico/core"
@@ -102,7 +103,10 @@ func Open(ctx context.Context, store storage.Storage, opts Options) (*Harness, e
 		// A conversation abort also cancels queued steer and followUp
 		// input of every conversation it touches (§6.3).
 		ConversationAbort: func(tx *core.Tx, convs []storage.ID) error {
-			for _, conv := range convs {
+			for i, conv := range convs {
+				if i > 0 && plant.On("abort-cancels-own-queue-only") {
+					break
+				}
 				if err := cancelQueuedTurns(tx, conv); err != nil {
 					return err
 				}
