@@ -28,3 +28,25 @@ func TestABadSchemaIsRefusedEveryTime(t *testing.T) {
 		t.Fatalf("the same name with a good schema: %v", err)
 	}
 }
+
+// A call with no arguments at all (a provider's for a tool without
+// parameters) is validated as the empty object: valid where the schema
+// requires nothing, refused naming the root where it requires a member.
+func TestEmptyArgumentsAreTheEmptyObject(t *testing.T) {
+	open, err := compileSchema("open-test", json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	needs, err := compileSchema("needs-test", json.RawMessage(`{"type":"object","required":["n"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []string{"", "  \n"} {
+		if err := open.validate(json.RawMessage(args)); err != nil {
+			t.Errorf("arguments %q where nothing is required: %v", args, err)
+		}
+		if err := needs.validate(json.RawMessage(args)); err == nil || strings.Contains(err.Error(), "not JSON") {
+			t.Errorf("arguments %q where n is required: %v; want the missing member named", args, err)
+		}
+	}
+}
