@@ -988,35 +988,43 @@ func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode agent.Input
 		if mode == agent.ModeWrite {
 			kind = core.NoticeKind.Kind()
 		}
-		e.give(id, kind, text)
+		e.give(conv, id, kind, text)
 	}
 	return id, err
 }
 
 // hostInput is what the host gave an input as: an entry's kind and text
 // (a user entry's message, a written notice's data).
-type hostInput struct{ kind, text string }
+type hostInput struct {
+	conv       storage.ID
+	kind, text string
+}
 
 // give notes what input id was given as, at its first acceptance (a
 // request id's repeat returns the first input, whatever it carried).
-func (e *env) give(id storage.ID, kind, text string) {
+func (e *env) give(conv, id storage.ID, kind, text string) {
 	if e.given == nil {
 		e.given = map[storage.ID]hostInput{}
 	}
 	if _, ok := e.given[id]; !ok {
-		e.given[id] = hostInput{kind, text}
+		e.given[id] = hostInput{conv, kind, text}
 	}
 }
 
 // rulePlacedAsGiven: an input placed in its conversation is the entry the
-// host gave: a user entry whose message says its text, or a notice whose
-// data is what was written.
+// host gave: a user entry whose message says its text, a notice whose
+// data is what was written, a reset that heads the context from itself,
+// or a handoff that does so saying its text.
 const rulePlacedAsGiven oracleRule = "a-placed-input-is-what-the-host-gave"
 
 // placedAsGiven holds every input the host gave that its result says was
 // placed to the rule, by reading the entry it names.
 func (e *env) placedAsGiven(ctx context.Context, store storage.Storage) error {
-	for _, conv := range slices.Sorted(maps.Keys(e.inputs)) {
+	convs := map[storage.ID]bool{}
+	for _, g := range e.given {
+		convs[g.conv] = true
+	}
+	for _, conv := range slices.Sorted(maps.Keys(convs)) {
 		var placed []storage.ID
 		at := map[storage.ID]storage.ID{}
 		if err := agent.EachInputResult(ctx, store, conv, func(input storage.ID, r agent.InputResult, _ json.RawMessage) {
@@ -1046,6 +1054,12 @@ func (e *env) placedAsGiven(ctx context.Context, store storage.Storage) error {
 				return broke(rulePlacedAsGiven, "input %d, written with the text %q, was placed as entry %d with data %s", in, g.text, ent.ID, ent.Data)
 			case g.kind == core.UserKind.Kind() && (len(ent.Model) != 1 || ent.Model[0].Content.TextOf() != g.text):
 				return broke(rulePlacedAsGiven, "input %d, given as %q, was placed as entry %d saying %v", in, g.text, ent.ID, ent.Model)
+			case (g.kind == core.ResetKind.Kind() || g.kind == core.HandoffKind.Kind()) && ent.Head != ent.ID:
+				return broke(rulePlacedAsGiven, "input %d, given as a %s, was placed as entry %d with head %d, not itself", in, g.kind, ent.ID, ent.Head)
+			case g.kind == core.ResetKind.Kind() && len(ent.Model) > 0:
+				return broke(rulePlacedAsGiven, "input %d, given as a reset, was placed as entry %d saying %v", in, ent.ID, ent.Model)
+			case g.kind == core.HandoffKind.Kind() && (len(ent.Model) != 1 || ent.Model[0].Content.TextOf() != g.text || !sameJSON(ent.Data, core.HandoffData{Text: g.text})):
+				return broke(rulePlacedAsGiven, "input %d, a handoff saying %q, was placed as entry %d saying %v with data %s", in, g.text, ent.ID, ent.Model, ent.Data)
 			}
 		}
 	}

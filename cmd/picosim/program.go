@@ -63,7 +63,8 @@ import (
 // lifecycle event (Claude's session start unless it names another).
 // hook TARGET EFFECT [subtree] (EFFECT one of script.HookEffects)
 // registers a hook (hooks.go; TARGET session, a conversation, or cN/child,
-// the newest child a call of cN made) and unhook N removes one. The input
+// the newest child a call of cN made) and unhook N removes one. reset
+// CONV [TEXT] resets the context, with TEXT a handoff that begins it. The input
 // lines (accept, followup, steer, next-run, write) may name cN/child too.
 // settings CONV KIND NAME JSON writes one value of a kind's configuration
 // through its typed view and reads the view back (settingsrule.go).
@@ -359,12 +360,30 @@ func drawProgram(seed uint64) *program {
 	drawFailingHooks(p, seed)
 	drawSummarizerFailures(p, seed)
 	drawSettledCollapse(p, seed)
+	drawHandoffs(p, seed)
 	drawThresholds(p, seed)
 	drawHostTxs(p, seed)
 	drawShapes(p, seed)
 	drawFailingCommands(p, seed)
 	drawSettings(p, seed)
 	return p
+}
+
+// handoffSeeds is how often a drawn program's resets are handoffs: every
+// fourth seed from 2, not the golden traces' seed 1.
+const handoffSeeds = 4
+
+// drawHandoffs makes every reset of such a program a handoff (reset CONV
+// TEXT): a head that starts the context with a message of the host's.
+func drawHandoffs(p *program, seed uint64) {
+	if seed%handoffSeeds != 2 {
+		return
+	}
+	for i, l := range p.lines {
+		if l.op == "reset" && len(l.args) == 1 {
+			p.lines[i].args = append(slices.Clone(l.args), "carry on from the plan")
+		}
+	}
 }
 
 // childAbortSeeds is how often a drawn program aborts the root while a
@@ -1282,7 +1301,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		}
 		if err == nil {
 			e.remember(conv, id)
-			e.give(id, core.UserKind.Kind(), l.args[1])
+			e.give(conv, id, core.UserKind.Kind(), l.args[1])
 		}
 		return err
 	case "steer", "next-run", "write":
@@ -1513,11 +1532,23 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 	case "settings":
 		return e.settingsLine(ctx, g.conv(l.args[0]), l)
 	case "reset":
-		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
+		conv := g.conv(l.args[0])
+		c, err := e.h.Conversation(ctx, conv)
 		if err != nil {
 			return err
 		}
-		_, _, err = c.Reset(ctx, "")
+		handoff := ""
+		if len(l.args) == 2 {
+			handoff = l.args[1]
+		}
+		input, _, err := c.Reset(ctx, handoff)
+		if err == nil {
+			kind := core.ResetKind.Kind()
+			if handoff != "" {
+				kind = core.HandoffKind.Kind()
+			}
+			e.give(conv, input, kind, handoff)
+		}
 		return err
 	case "spawn":
 		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))

@@ -337,12 +337,36 @@ func TestSettleFaultsAreDrawnForTheirSeeds(t *testing.T) {
 			t.Fatalf("seed %d: plan %s", seed, plan)
 		}
 		p := drawProgram(seed)
-		summarized := slices.ContainsFunc(p.lines, func(l progLine) bool { return l.op == "respond" && slices.Equal(l.args, []string{"text", "the summary"}) })
+		summarized := slices.ContainsFunc(p.lines, func(l progLine) bool {
+			return l.op == "respond" && slices.Equal(l.args, []string{"text", "the summary"})
+		})
 		if f.Settles == agent.CollapseKindName != summarized {
 			t.Fatalf("seed %d: the fault settles %s; the program summarizes a collapse of its own %v:\n%s", seed, f.Settles, summarized, p)
 		}
 	}
 	if len(kinds) != len(settleKinds) {
 		t.Fatalf("settle faults named %v; want every one of %v", kinds, settleKinds)
+	}
+}
+
+// The resets of every handoffSeeds-th seed's program from 2 are handoffs,
+// and no other program's are.
+func TestHandoffsAreDrawnForTheirSeeds(t *testing.T) {
+	handoffs := 0
+	for seed := uint64(1); seed <= 200; seed++ {
+		for _, l := range drawProgram(seed).lines {
+			if l.op != "reset" {
+				continue
+			}
+			if (len(l.args) == 2) != (seed%handoffSeeds == 2) {
+				t.Fatalf("seed %d: %s", seed, l)
+			}
+			if len(l.args) == 2 {
+				handoffs++
+			}
+		}
+	}
+	if handoffs == 0 {
+		t.Fatal("no program of 200 resets with a handoff")
 	}
 }

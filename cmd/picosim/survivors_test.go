@@ -109,7 +109,8 @@ func TestAWatchLagsOnlyPastItsBound(t *testing.T) {
 }
 
 // A placed input is the entry the host gave: its kind, a user entry's
-// text, a written notice's data.
+// text, a written notice's data, a reset's or a handoff's head at itself
+// and a handoff's message.
 func TestAPlacedInputIsWhatTheHostGave(t *testing.T) {
 	ctx := context.Background()
 	store := memory.New()
@@ -120,11 +121,16 @@ func TestAPlacedInputIsWhatTheHostGave(t *testing.T) {
 	}
 	user, _ := json.Marshal(map[string]string{})
 	notice, _ := json.Marshal(map[string]string{"text": "w"})
+	handoff, _ := json.Marshal(core.HandoffData{Text: "go"})
 	if _, err := store.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
 		{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
 		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 2, ConversationID: 1, Kind: core.UserKind.Kind(), Data: user, Model: []ai.Message{ai.UserText("hi", 0)}}},
 		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 3, ConversationID: 1, Kind: core.NoticeKind.Kind(), Data: notice}},
-		result(10, 2), result(11, 3),
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 4, ConversationID: 1, Kind: core.ResetKind.Kind(), Head: 4}},
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 5, ConversationID: 1, Kind: core.ResetKind.Kind()}},
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 6, ConversationID: 1, Kind: core.HandoffKind.Kind(), Head: 6, Data: handoff, Model: []ai.Message{ai.UserText("go", 0)}}},
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 7, ConversationID: 1, Kind: core.HandoffKind.Kind(), Head: 7, Data: handoff, Model: []ai.Message{ai.UserText("stop", 0)}}},
+		result(10, 2), result(11, 3), result(12, 4), result(13, 5), result(14, 6), result(15, 7),
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,10 +139,14 @@ func TestAPlacedInputIsWhatTheHostGave(t *testing.T) {
 		given  map[storage.ID]hostInput
 		broken bool
 	}{
-		{"as given", map[storage.ID]hostInput{10: {core.UserKind.Kind(), "hi"}, 11: {core.NoticeKind.Kind(), "w"}}, false},
-		{"a user entry saying something else", map[storage.ID]hostInput{10: {core.UserKind.Kind(), "bye"}}, true},
-		{"a notice with other data", map[storage.ID]hostInput{11: {core.NoticeKind.Kind(), "x"}}, true},
-		{"an entry of another kind", map[storage.ID]hostInput{11: {core.UserKind.Kind(), "w"}}, true},
+		{"as given", map[storage.ID]hostInput{10: {1, core.UserKind.Kind(), "hi"}, 11: {1, core.NoticeKind.Kind(), "w"},
+			12: {1, core.ResetKind.Kind(), ""}, 14: {1, core.HandoffKind.Kind(), "go"}}, false},
+		{"a user entry saying something else", map[storage.ID]hostInput{10: {1, core.UserKind.Kind(), "bye"}}, true},
+		{"a notice with other data", map[storage.ID]hostInput{11: {1, core.NoticeKind.Kind(), "x"}}, true},
+		{"an entry of another kind", map[storage.ID]hostInput{11: {1, core.UserKind.Kind(), "w"}}, true},
+		{"a reset without its head", map[storage.ID]hostInput{13: {1, core.ResetKind.Kind(), ""}}, true},
+		{"a handoff saying something else", map[storage.ID]hostInput{15: {1, core.HandoffKind.Kind(), "go"}}, true},
+		{"a handoff with other data", map[storage.ID]hostInput{14: {1, core.HandoffKind.Kind(), "stop"}}, true},
 		{"an input the host did not give", map[storage.ID]hostInput{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

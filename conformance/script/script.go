@@ -93,7 +93,7 @@ var Arity = map[string][2]int{
 	"reopen":        {0, 0},
 	"shutdown":      {0, 0},
 	"collapse":      {1, 2},
-	"reset":         {1, 1},
+	"reset":         {1, 2},
 	"delete":        {1, 1},
 	"job":           {1, 5},
 	"wait-job":      {1, 1},

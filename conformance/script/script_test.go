@@ -80,6 +80,20 @@ func TestInputLinesNameAChild(t *testing.T) {
 	}
 }
 
+// A reset may carry a handoff's text.
+func TestResetLinesTakeAHandoff(t *testing.T) {
+	p, err := Parse(Magic + "\nreset c0\nreset c-1 \"carry on\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Lines) != 2 || len(p.Lines[0].Args) != 1 || p.Lines[1].Args[1] != "carry on" {
+		t.Fatalf("Parse read %+v", p.Lines)
+	}
+	if _, err := Parse(Magic + "\nreset c0 a b\n"); err == nil {
+		t.Error("a reset with three arguments parsed")
+	}
+}
+
 // A spawn's context mode is any word: one other than fresh or inherit is
 // the harness's to refuse, so a script can ask that it is.
 func TestSpawnLinesTakeAnyMode(t *testing.T) {

@@ -520,7 +520,7 @@ var names = []string{
 	"job-cut-run-keeps-code", "before-tool-fails-open", "overflow-unsettled",
 	"collapse-retries-any-failure", "new-context-no-handoff", "cut-id-twice-unanswered",
 	"result-at-every-call-of-an-id", "independent-page-read-at-nothing",
-	"abort-cancels-own-queue-only",
+	"abort-cancels-own-queue-only", "queued-head-dropped",
 }
 
 // Names are the planted bugs, for the measuring test.
