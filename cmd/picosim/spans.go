@@ -5,10 +5,13 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pico-go/pico/core/agent"
+	"github.com/pico-go/pico/core/ai"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -16,8 +19,10 @@ import (
 // and holds them to DESIGN §9's shape when it is judged, so the fuzzer
 // explores telemetry with everything else: a turn's span is a root, an
 // invocation is under its turn or a root of its own, every parent was
-// started, nothing ends before it starts, and a turn that ended (not
-// merely closed unfinished) ended because its inputs' results are terminal.
+// started, nothing ends before it starts, a turn that ended (not merely
+// closed unfinished) ended because its inputs' results are terminal, in
+// error exactly when its first input failed, and a provider call's span
+// is in error exactly when its answer stopped on an error.
 
 // spanSeeds: one seed in spanSeeds records its spans. Recording costs a
 // run about an eighth of its time; every third seed keeps the fuzzer's
@@ -69,12 +74,21 @@ func (r *runSpans) check(ctx context.Context, store storage.Storage) error {
 			if err := turnEnded(ctx, store, s); err != nil {
 				return err
 			}
+		case s.Name() == "pico.provider.call":
+			// A call whose answer stopped on an error ends in error; one
+			// that ended otherwise with an answer does not.
+			reason := spanAttr(s, "gen_ai.response.finish_reason").AsString()
+			failed := s.Status().Code == codes.Error
+			if reason != "" && failed != (reason == string(ai.StopError)) {
+				return broke(ruleSpanTree, "a provider call's span ends with status %v and finish reason %q; it is in error exactly when the answer stopped on one", s.Status().Code, reason)
+			}
 		}
 	}
 	return nil
 }
 
-// turnEnded checks that an ended turn's inputs have terminal results.
+// turnEnded checks that an ended turn's inputs have terminal results, and
+// that the turn is in error exactly when its first input failed.
 func turnEnded(ctx context.Context, store storage.Storage, turn sdktrace.ReadOnlySpan) error {
 	conv := storage.ID(spanAttr(turn, "pico.conversation.id").AsInt64())
 	results, err := inputResults(ctx, store, conv)
@@ -85,6 +99,13 @@ func turnEnded(ctx context.Context, store storage.Storage, turn sdktrace.ReadOnl
 		r, ok := results[storage.ID(in)]
 		if !ok || !r.Status.Terminal() {
 			return broke(ruleSpanTree, "the turn of input %d in conversation %d ended, but the input is %q", in, conv, r.Status)
+		}
+	}
+	if ins := spanAttr(turn, "pico.inputs").AsInt64Slice(); len(ins) > 0 {
+		first := results[storage.ID(ins[0])]
+		if failed := turn.Status().Code == codes.Error; failed != (first.Status == agent.InputFailed) {
+			return broke(ruleSpanTree, "the turn of input %d in conversation %d ended with status %v, and the input is %q; a turn is in error exactly when its input failed",
+				ins[0], conv, turn.Status().Code, first.Status)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pico-go/pico/core"
@@ -67,6 +68,25 @@ func TestSpanTreeCheckRefusesWhatATurnIsNot(t *testing.T) {
 		{"a turn that ended for an input never accepted", `ended, but the input is ""`, func(tr trace.Tracer) {
 			_, turn := tr.Start(ctx, "pico.turn", turnAttrs(999))
 			turn.End()
+		}},
+		{"a turn in error for an input that is done", "in error exactly when its input failed", func(tr trace.Tracer) {
+			_, turn := tr.Start(ctx, "pico.turn", turnAttrs(int64(input)))
+			turn.SetStatus(codes.Error, "no")
+			turn.End()
+		}},
+		{"a provider call that stopped on an error, not in error", "exactly when the answer stopped on one", func(tr trace.Tracer) {
+			_, call := tr.Start(ctx, "pico.provider.call", trace.WithAttributes(attribute.String("gen_ai.response.finish_reason", "error")))
+			call.End()
+		}},
+		{"a provider call in error that stopped", "exactly when the answer stopped on one", func(tr trace.Tracer) {
+			_, call := tr.Start(ctx, "pico.provider.call", trace.WithAttributes(attribute.String("gen_ai.response.finish_reason", "stop")))
+			call.SetStatus(codes.Error, "no")
+			call.End()
+		}},
+		{"a provider call that stopped on an error, in error", "", func(tr trace.Tracer) {
+			_, call := tr.Start(ctx, "pico.provider.call", trace.WithAttributes(attribute.String("gen_ai.response.finish_reason", "error")))
+			call.SetStatus(codes.Error, "the provider refused")
+			call.End()
 		}},
 		{"a turn closed unfinished", "", func(tr trace.Tracer) {
 			_, turn := tr.Start(ctx, "pico.turn", turnAttrs(999), trace.WithAttributes(attribute.Bool("pico.trace.unfinished", true)))

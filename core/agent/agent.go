@@ -3,11 +3,11 @@ package agent
 import (
 	"context"
 	"errors"
-	"github.com/pico-go/pico/internal/plant"
 	"slices"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 	"go.opentelemetry.io/otel/trace"
 )

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -59,7 +60,7 @@ func endTurn(tx *core.Tx, conv storage.ID, inputs []storage.ID, outcome InputRes
 		return
 	}
 	var err error
-	if outcome.Status == InputFailed {
+	if outcome.Status == InputFailed && !plant.On("failed-turn-trace-ok") {
 		err = fmt.Errorf("input %s: %s", outcome.Status, outcome.Reason)
 	}
 	tx.EndTrace(turnKey(conv, inputs[0]), err)
@@ -116,7 +117,7 @@ func endProviderSpan(span trace.Span, final *ai.Message, err error) {
 			attribute.Int64("gen_ai.usage.cache_write_tokens", u.CacheWrite),
 		)
 	}
-	if final.StopReason == ai.StopError {
+	if final.StopReason == ai.StopError && !plant.On("provider-span-error-unset") {
 		span.SetStatus(codes.Error, final.ErrorMessage)
 	}
 }

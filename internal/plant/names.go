@@ -520,7 +520,8 @@ var names = []string{
 	"job-cut-run-keeps-code", "before-tool-fails-open", "overflow-unsettled",
 	"collapse-retries-any-failure", "new-context-no-handoff", "cut-id-twice-unanswered",
 	"result-at-every-call-of-an-id", "independent-page-read-at-nothing",
-	"abort-cancels-own-queue-only", "queued-head-dropped",
+	"abort-cancels-own-queue-only", "queued-head-dropped", "provider-span-error-unset",
+	"failed-turn-trace-ok",
 }
 
 // Names are the planted bugs, for the measuring test.
