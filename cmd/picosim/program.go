@@ -366,7 +366,23 @@ func drawProgram(seed uint64) *program {
 	drawShapes(p, seed)
 	drawFailingCommands(p, seed)
 	drawSettings(p, seed)
+	drawExactOutput(p, seed) // last: its turn must be the program's first
 	return p
+}
+
+// drawExactOutput gives half the limit seeds' sessions without an output
+// limit, from a generator of its own, one of exactly what their first
+// answer writes: the program begins with a turn answered "done", one
+// token, and the session may write one. The next query then meets the
+// limit exactly, where an off-by-one lets it through (budget-holds),
+// which the drawn limits of two to nine tokens seldom line up.
+func drawExactOutput(p *program, seed uint64) {
+	if seed%limitSeeds != 0 || p.limits.OutputTokens != 0 || seededRNG(seed, "exact output").IntN(2) != 0 {
+		return
+	}
+	p.limits.OutputTokens = 1
+	block := []progLine{{op: "respond", args: []string{"text", "done"}}, {op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}}}
+	p.lines = append(block, p.lines...)
 }
 
 // handoffSeeds is how often a drawn program's resets are handoffs: every

@@ -370,3 +370,22 @@ func TestHandoffsAreDrawnForTheirSeeds(t *testing.T) {
 		t.Fatal("no program of 200 resets with a handoff")
 	}
 }
+
+// Half the limit seeds' sessions without a drawn output limit may write
+// exactly what their first turn's answer writes, and that turn comes first.
+func TestExactOutputLimitsAreDrawnForTheirSeeds(t *testing.T) {
+	exact := 0
+	for seed := uint64(1); seed <= 300; seed++ {
+		p := drawProgram(seed)
+		if p.limits.OutputTokens != 1 {
+			continue
+		}
+		exact++
+		if seed%limitSeeds != 0 || p.lines[0].String() != "respond text done" || p.lines[1].op != "accept" {
+			t.Fatalf("seed %d: an output limit of 1 for the program\n%s", seed, p)
+		}
+	}
+	if exact < 300/limitSeeds/5 {
+		t.Fatalf("%d of %d limit seeds have an exact output limit; want about a quarter", exact, 300/limitSeeds)
+	}
+}
