@@ -86,9 +86,39 @@ func (e *env) meddle(ctx context.Context, h *core.Harness, conv, self storage.ID
 	}
 }
 
+// nestedSeeds is how often, among the meddling seeds, a tool also calls
+// the line from inside its own commit's plan: every tenth seed from 4.
+const nestedSeeds = 10
+
+// ruleNestedRefused: a line call from inside a plan on the same line is
+// refused with core.ErrNestedLineCall at once, never left waiting for the
+// line its own plan holds (which the simulator would report as a
+// deadlock).
+const ruleNestedRefused oracleRule = "a-nested-line-call-is-refused"
+
+// errNestedTried ends the plan a nested call was tried from: it commits
+// nothing.
+var errNestedTried = errors.New("picosim: a nested line call was tried")
+
+// callNested has a tool's invocation commit from inside its own commit's
+// plan, then abandon the outer plan.
+func (e *env) callNested(ctx context.Context, rt *core.TaskRuntime, by string) {
+	var nested error
+	_, err := rt.Commit(ctx, func(*core.ConversationTx) error {
+		_, nested = rt.Commit(ctx, func(*core.ConversationTx) error { return nil })
+		return errNestedTried
+	})
+	if errors.Is(err, errNestedTried) && !errors.Is(nested, core.ErrNestedLineCall) {
+		_ = e.oracle.fail(broke(ruleNestedRefused, "%s committed from inside its own commit's plan, and the call returned %v", by, nested))
+	}
+}
+
 // meddleAsTool is a tool call's meddling, as its task's invocation.
 func (e *env) meddleAsTool(ctx context.Context, rt *core.TaskRuntime, tool, call string) {
 	by := fmt.Sprintf("task %d (tool %s, call %s)", rt.TaskID(), tool, call)
+	if e.spec.seed%nestedSeeds == 4 {
+		e.callNested(ctx, rt, by)
+	}
 	e.meddle(ctx, rt.Harness(), rt.ConversationID(), rt.TaskID(), by,
 		func(ctx context.Context, plan func(*core.Tx)) error {
 			_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error { plan(tx.Tx); return nil })
