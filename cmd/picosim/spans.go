@@ -21,8 +21,9 @@ import (
 // invocation is under its turn or a root of its own, every parent was
 // started, nothing ends before it starts, a turn that ended (not merely
 // closed unfinished) ended because its inputs' results are terminal, in
-// error exactly when its first input failed, and a provider call's span
-// is in error exactly when its answer stopped on an error.
+// error exactly when its first input failed, a provider call's span is in
+// error exactly when its answer stopped on an error, and a run whose
+// generations ran traced a turn.
 
 // spanSeeds: one seed in spanSeeds records its spans. Recording costs a
 // run about an eighth of its time; every third seed keeps the fuzzer's
@@ -48,8 +49,18 @@ func (r *runSpans) check(ctx context.Context, store storage.Storage) error {
 		return nil
 	}
 	started := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	turns := 0
 	for _, s := range r.rec.Started() {
 		started[s.SpanContext().SpanID()] = s
+		if s.Name() == "pico.turn" {
+			turns++
+		}
+	}
+	// A generation answers a turn: a run whose generations ran traced some.
+	for _, s := range r.rec.Ended() {
+		if s.Name() == "pico.task.execute" && spanAttr(s, "pico.task.kind").AsString() == agent.GenerationKindName && turns == 0 {
+			return broke(ruleSpanTree, "generation %s ran, and no turn was traced", spanAttr(s, "pico.task.id").Emit())
+		}
 	}
 	for _, s := range r.rec.Ended() {
 		if s.EndTime().Before(s.StartTime()) {
@@ -70,6 +81,7 @@ func (r *runSpans) check(ctx context.Context, store storage.Storage) error {
 			return broke(ruleSpanTree, "a turn's span is under %s; a turn is a trace's root", parent.Name())
 		case strings.HasPrefix(s.Name(), "pico.task.") && parent != nil && parent.Name() != "pico.turn":
 			return broke(ruleSpanTree, "%s of task %s is under %s; an invocation is under its turn or a root", s.Name(), spanAttr(s, "pico.task.id").Emit(), parent.Name())
+
 		case s.Name() == "pico.turn" && !spanAttr(s, "pico.trace.unfinished").AsBool():
 			if err := turnEnded(ctx, store, s); err != nil {
 				return err

@@ -88,6 +88,10 @@ func TestSpanTreeCheckRefusesWhatATurnIsNot(t *testing.T) {
 			call.SetStatus(codes.Error, "the provider refused")
 			call.End()
 		}},
+		{"a generation that ran with no turn traced", "no turn was traced", func(tr trace.Tracer) {
+			_, inv := tr.Start(ctx, "pico.task.execute", trace.WithAttributes(attribute.String("pico.task.kind", agent.GenerationKindName), attribute.Int64("pico.task.id", 7)))
+			inv.End()
+		}},
 		{"a turn closed unfinished", "", func(tr trace.Tracer) {
 			_, turn := tr.Start(ctx, "pico.turn", turnAttrs(999), trace.WithAttributes(attribute.Bool("pico.trace.unfinished", true)))
 			turn.End()
