@@ -776,6 +776,9 @@ func (e *env) coldReopen(ctx context.Context, last storage.ID) error {
 		if d := neighboursIntact(ctx, sessionFile("sqlite", e.dir)); d != "" {
 			return fmt.Errorf("after the run: %s", strings.ReplaceAll(d, e.dir+string(filepath.Separator), ""))
 		}
+		if d := leakedRows(ctx, sessionFile("sqlite", e.dir)); d != "" {
+			return fmt.Errorf("after the run, the session's database: %s", d)
+		}
 	}
 	return nil
 }

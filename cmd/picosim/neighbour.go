@@ -376,6 +376,33 @@ func neighboursIntact(ctx context.Context, path string) string {
 	return db.changed(ctx, path)
 }
 
+// leakedRows names the first table of the run's session in the database
+// at path with rows of a state key the session no longer has (a retired
+// scratch key's versions, elements, clears or removes left behind), or
+// rows in the wrong table for their key (a value's in list_elements, a
+// list's in value_versions); "" when there are none.
+func leakedRows(ctx context.Context, path string) string {
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		return err.Error()
+	}
+	defer db.Close()
+	for _, t := range []struct{ table, list string }{
+		{"value_versions", "0"}, {"list_elements", "1"}, {"list_clears", "1"}, {"list_removes", "1"},
+	} {
+		var n int
+		q := `SELECT COUNT(*) FROM ` + t.table + ` r WHERE r.session=? AND NOT EXISTS
+			(SELECT 1 FROM values_index i WHERE i.session=r.session AND i.state_key=r.state_key AND i.is_list=` + t.list + `)`
+		if err := db.QueryRowContext(ctx, q, runSession).Scan(&n); err != nil {
+			return fmt.Sprintf("counting the rows of %s: %v", t.table, err)
+		}
+		if n > 0 {
+			return fmt.Sprintf("%d rows of %s belong to no state key of the session's, or to a key of the other shape", n, t.table)
+		}
+	}
+	return ""
+}
+
 // changed compares the rows of other sessions than the run's in the
 // database at path with the neighbours' rows, and returns the first
 // difference, or "".

@@ -106,3 +106,58 @@ func TestNeighboursSurroundTheRunAndReportATouch(t *testing.T) {
 		t.Errorf("after settling a live task of %s by hand: neighboursIntact = %q, want the task's row as it is and was", neighbours[0], d)
 	}
 }
+
+// The run's rows are held to leaving none of a key behind: a session's
+// own values and lists pass; a version of a key it no longer has, or an
+// element under a key that is a value, is reported, naming the table.
+func TestLeakedRowsAreReported(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sessions.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Session: runSession})
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := storage.Address{Scope: storage.ConversationScope(1), Namespace: "t.v", Rewind: true}
+	list := storage.Address{Scope: storage.ConversationScope(1), Namespace: "t.l", Rewind: true}
+	if _, err := s.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+		{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+		{Type: storage.WriteValueSet, Addr: &val, Value: json.RawMessage(`1`)},
+		{Type: storage.WriteListAppend, Addr: &list, Value: json.RawMessage(`2`)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := leakedRows(ctx, path); d != "" {
+		t.Fatalf("a session's own values and lists: %s", d)
+	}
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var valueKey string
+	if err := db.QueryRowContext(ctx, `SELECT state_key FROM value_versions WHERE session=?`, runSession).Scan(&valueKey); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ table, insert, undo string }{
+		{"value_versions", `INSERT INTO value_versions(session, state_key, seq, value) VALUES (?, 'gone', 9, '1')`,
+			`DELETE FROM value_versions WHERE session=? AND state_key='gone'`},
+		{"list_elements", `INSERT INTO list_elements(session, state_key, id, value) VALUES (?, '` + valueKey + `', 9, '1')`,
+			`DELETE FROM list_elements WHERE session=? AND id=9`},
+	} {
+		if _, err := db.ExecContext(ctx, tc.insert, runSession); err != nil {
+			t.Fatal(err)
+		}
+		if d := leakedRows(ctx, path); !strings.Contains(d, tc.table) {
+			t.Fatalf("a leaked row of %s: %q", tc.table, d)
+		}
+		if _, err := db.ExecContext(ctx, tc.undo, runSession); err != nil {
+			t.Fatal(err)
+		}
+		if d := leakedRows(ctx, path); d != "" {
+			t.Fatalf("with the leaked row of %s gone: %s", tc.table, d)
+		}
+	}
+}

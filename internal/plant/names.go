@@ -521,7 +521,7 @@ var names = []string{
 	"collapse-retries-any-failure", "new-context-no-handoff", "cut-id-twice-unanswered",
 	"result-at-every-call-of-an-id", "independent-page-read-at-nothing",
 	"abort-cancels-own-queue-only", "queued-head-dropped", "provider-span-error-unset",
-	"failed-turn-trace-ok", "nested-line-call-waits", "turns-untraced",
+	"failed-turn-trace-ok", "nested-line-call-waits", "turns-untraced", "sqlite-retire-wrong-table",
 }
 
 // Names are the planted bugs, for the measuring test.

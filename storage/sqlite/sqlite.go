@@ -953,7 +953,7 @@ func (r *reader) retireScratch(ctx context.Context, task ID) error {
 		var k scratchKey
 		var list int
 		err := sc.Scan(&k.key, &list)
-		k.list = list != 0
+		k.list = list != 0 != plant.On("sqlite-retire-wrong-table")
 		return k, err
 	}, `SELECT state_key, is_list FROM values_index WHERE session=? AND scratch_task=? AND scratch_task != 0`, sess, int64(task))
 	if err != nil || len(keys) == 0 {
