@@ -192,14 +192,6 @@ func drawSettledCollapse(p *program, seed uint64) {
 	if seed%settleFaultSeeds != 2 || settleFaultKind(seed) != agent.CollapseKindName {
 		return
 	}
-	rng := seededRNG(seed, "settled collapse")
-	block := []progLine{
-		{op: "respond", args: []string{"text", "done"}}, {op: "respond", args: []string{"text", "done again"}},
-		{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
-		{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
-		{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", strconv.Itoa(rng.IntN(20))}},
-		{op: "respond", args: []string{"text", "the summary"}},
-		{op: "collapse", args: []string{"c0"}}, {op: "drive", args: []string{"c0"}},
-	}
-	p.lines = append(block, p.lines...)
+	keep := seededRNG(seed, "settled collapse").IntN(20)
+	p.lines = append(collapseAfterTwoTurns(keep, progLine{op: "respond", args: []string{"text", "the summary"}}), p.lines...)
 }

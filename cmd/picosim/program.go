@@ -63,9 +63,9 @@ import (
 // lifecycle event (Claude's session start unless it names another).
 // hook TARGET EFFECT [subtree] (EFFECT one of script.HookEffects)
 // registers a hook (hooks.go; TARGET session, a conversation, or cN/child,
-// the newest child a call of cN made) and unhook N removes one. reset
-// CONV [TEXT] resets the context, with TEXT a handoff that begins it. The input
+// the newest child a call of cN made) and unhook N removes one; the input
 // lines (accept, followup, steer, next-run, write) may name cN/child too.
+// reset CONV [TEXT] resets the context, TEXT a handoff that begins it.
 // settings CONV KIND NAME JSON writes one value of a kind's configuration
 // through its typed view and reads the view back (settingsrule.go).
 //

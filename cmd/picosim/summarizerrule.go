@@ -209,14 +209,21 @@ func drawSummarizerFailures(p *program, seed uint64) {
 		return
 	}
 	rng := seededRNG(seed, "summarizer failures")
-	block := []progLine{
+	keep := rng.IntN(20)
+	answer := progLine{op: "respond", args: []string{[]string{"fail", "fail", "rate-limited", "aborted"}[rng.IntN(4)]}}
+	p.lines = append(collapseAfterTwoTurns(keep, answer), p.lines...)
+}
+
+// collapseAfterTwoTurns is two turns of the root, then a collapse of it,
+// keeping keep recent tokens, whose summarizer gets answer.
+func collapseAfterTwoTurns(keep int, answer progLine) []progLine {
+	return []progLine{
 		{op: "respond", args: []string{"text", "done"}}, {op: "respond", args: []string{"text", "done again"}},
 		{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
 		{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
 		// Keep only the newest turn, so that there is something to sum up.
-		{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", strconv.Itoa(rng.IntN(20))}},
-		{op: "respond", args: []string{[]string{"fail", "fail", "rate-limited", "aborted"}[rng.IntN(4)]}},
+		{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", strconv.Itoa(keep)}},
+		answer,
 		{op: "collapse", args: []string{"c0"}}, {op: "drive", args: []string{"c0"}},
 	}
-	p.lines = append(block, p.lines...)
 }
