@@ -366,8 +366,34 @@ func drawProgram(seed uint64) *program {
 	drawShapes(p, seed)
 	drawFailingCommands(p, seed)
 	drawSettings(p, seed)
+	drawNestedRuns(p, seed)
 	drawExactOutput(p, seed) // last: its turn must be the program's first
 	return p
+}
+
+// nestSeeds is how often a drawn program nests subagent runs to the depth
+// bound: every thirteenth seed from 11.
+const nestSeeds = 13
+
+// drawNestedRuns has such a program begin with a turn of the root whose
+// model answers each conversation that asks, the root and every child, with
+// a subagent run, one past agent.SubagentDepthMax, then each with "done":
+// the deepest child's run is refused for depth and every level answers
+// (subagent-answers-for-its-child), which random programs never nest
+// deep enough to meet.
+func drawNestedRuns(p *program, seed uint64) {
+	if seed%nestSeeds != 11 {
+		return
+	}
+	var block []progLine
+	for range agent.SubagentDepthMax + 1 {
+		block = append(block, progLine{op: "respond", args: []string{"calls", "subagent:run"}})
+	}
+	for range agent.SubagentDepthMax + 1 {
+		block = append(block, progLine{op: "respond", args: []string{"text", "done"}})
+	}
+	block = append(block, progLine{op: "accept", args: []string{"c0", "nest"}}, progLine{op: "drive", args: []string{"c0"}})
+	p.lines = append(block, p.lines...)
 }
 
 // drawExactOutput gives half the limit seeds' sessions without an output

@@ -389,3 +389,20 @@ func TestExactOutputLimitsAreDrawnForTheirSeeds(t *testing.T) {
 		t.Fatalf("%d of %d limit seeds have an exact output limit; want about a quarter", exact, 300/limitSeeds)
 	}
 }
+
+// Every nestSeeds-th seed's program from 11 begins with a turn whose model
+// runs a subagent at every depth, one past the bound, and no other does.
+func TestNestedRunsAreDrawnForTheirSeeds(t *testing.T) {
+	for seed := uint64(1); seed <= 100; seed++ {
+		p := drawProgram(seed)
+		runs := 0
+		for _, l := range p.lines {
+			if l.String() == "respond calls subagent:run" {
+				runs++
+			}
+		}
+		if nested := runs >= agent.SubagentDepthMax+1; nested != (seed%nestSeeds == 11) {
+			t.Fatalf("seed %d: %d answers run a subagent:\n%s", seed, runs, p)
+		}
+	}
+}

@@ -21,7 +21,9 @@ import (
 // the newest input the child was given by a call before the wait was made,
 // or a newer one; run's and wait's answer to an input that ended done is
 // the text of the entry that ended it; status lists the child's newest
-// entries as they stood when it read them.
+// entries as they stood when it read them. run and spawn are refused for
+// depth exactly when their conversation is agent.SubagentDepthMax owned
+// conversations below an independent one.
 const ruleSubagent oracleRule = "subagent-answers-for-its-child"
 
 // subagentAsk is one call of the subagent tool: its command, the child it
@@ -115,6 +117,10 @@ func (o *oracle) subagentSettled(w storage.Write, by string, seq storage.ID) err
 	if st.Output.IsError {
 		return o.subagentRefused(call, w, st.Output, by, seq)
 	}
+	if depth := o.depthOf(o.convs[w.ID]); (call.command == "run" || call.command == "spawn") && depth >= agent.SubagentDepthMax {
+		return o.fail(broke(ruleSubagent, "%s settled subagent %s call %d at %d done, though its conversation %d is %d deep, at the bound %d",
+			by, call.command, w.ID, seq, o.convs[w.ID], depth, agent.SubagentDepthMax))
+	}
 	var details subagentReport
 	text := outputText(st.Output)
 	fail := func(format string, args ...any) error {
@@ -195,7 +201,8 @@ type subagentReport struct {
 // conversation, a bad argument, a budget, an interruption, an input that
 // did not end done), but the tool may not refuse the caller's own child as
 // not its own, nor a wait for one that was given input as having none, nor
-// a run or wait whose input ended done.
+// a run or wait whose input ended done, nor a run or spawn for depth
+// under the bound.
 func (o *oracle) subagentRefused(call subagentAsk, w storage.Write, out *agent.ToolOutputState, by string, seq storage.ID) error {
 	text := outputText(out)
 	child := call.child
@@ -210,11 +217,24 @@ func (o *oracle) subagentRefused(call subagentAsk, w storage.Write, out *agent.T
 		problem = fmt.Sprintf("subagent %d is a child of a call of conversation %d", child, o.convs[w.ID])
 	case own && call.command == "wait" && strings.Contains(text, "has no input to wait for") && len(o.subagents.given[child]) > 0:
 		problem = fmt.Sprintf("subagent %d was given input %d", child, o.subagents.given[child][0].input)
+	case strings.Contains(text, "nest at most") && o.depthOf(o.convs[w.ID]) < agent.SubagentDepthMax:
+		problem = fmt.Sprintf("its conversation %d is %d deep, under the bound %d", o.convs[w.ID], o.depthOf(o.convs[w.ID]), agent.SubagentDepthMax)
 	}
 	if problem == "" {
 		return nil
 	}
 	return o.fail(broke(ruleSubagent, "%s settled subagent %s call %d at %d as a refusal (%q): %s", by, call.command, w.ID, seq, text, problem))
+}
+
+// depthOf is how many owned conversations conv is below an independent
+// one, as the batches made them (up to one past the bound).
+func (o *oracle) depthOf(conv storage.ID) int {
+	depth := 0
+	for o.owners[conv] != 0 && depth <= agent.SubagentDepthMax {
+		conv = o.convs[o.owners[conv]]
+		depth++
+	}
+	return depth
 }
 
 // subagentAnswer checks that text is the answer that ended input of child.

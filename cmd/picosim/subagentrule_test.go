@@ -174,3 +174,42 @@ func TestASpawnIsRefusedOnlyForBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// A run is refused for depth exactly when its conversation is at the
+// bound: a refusal under it and a child made at it break the rule.
+func TestARunIsRefusedForDepthOnlyAtTheBound(t *testing.T) {
+	const task = storage.ID(900)
+	deep := func(depth int) *oracle {
+		o := newOracle()
+		conv := storage.ID(1)
+		o.created = []storage.ID{1}
+		for k := 1; k <= depth; k++ {
+			owner, child := storage.ID(100+k), storage.ID(200+k)
+			o.convs[owner], o.owners[child] = conv, owner
+			o.created = append(o.created, child)
+			conv = child
+		}
+		o.convs[task], o.tools[task] = conv, agent.SubagentToolName
+		o.subagentMade(task, ai.Block{Type: ai.BlockToolCall, Name: agent.SubagentToolName, Arguments: json.RawMessage(`{"command":"run","prompt":"look"}`)}, task)
+		return o
+	}
+	out := agent.ToolOutputState{Content: []ai.Block{ai.Text(fmt.Sprintf("subagents nest at most %d deep", agent.SubagentDepthMax))}, ToolResultData: agent.ToolResultData{IsError: true}}
+	state, _ := json.Marshal(map[string]any{"output": out})
+	refused := storage.Write{Type: storage.WriteSettle, ID: task, Status: "done", Role: storage.RoleTerminal, State: state}
+	ran := subagentSettlement(task, 999, 1000, agent.InputDone, "done")
+	for _, tc := range []struct {
+		name   string
+		depth  int
+		w      storage.Write
+		broken bool
+	}{
+		{"refused at the bound", agent.SubagentDepthMax, refused, false},
+		{"refused under it", agent.SubagentDepthMax - 1, refused, true},
+		{"refused at the top", 0, refused, true},
+		{"a child made at the bound", agent.SubagentDepthMax, ran, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			holdsOrBreaks(t, deep(tc.depth).subagentSettled(tc.w, "a test", 950), ruleSubagent, tc.broken)
+		})
+	}
+}
