@@ -81,7 +81,6 @@ func (r *runSpans) check(ctx context.Context, store storage.Storage) error {
 			return broke(ruleSpanTree, "a turn's span is under %s; a turn is a trace's root", parent.Name())
 		case strings.HasPrefix(s.Name(), "pico.task.") && parent != nil && parent.Name() != "pico.turn":
 			return broke(ruleSpanTree, "%s of task %s is under %s; an invocation is under its turn or a root", s.Name(), spanAttr(s, "pico.task.id").Emit(), parent.Name())
-
 		case s.Name() == "pico.turn" && !spanAttr(s, "pico.trace.unfinished").AsBool():
 			if err := turnEnded(ctx, store, s); err != nil {
 				return err
