@@ -702,6 +702,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 			}
 		case storage.WriteCreateConversation:
 			if w.Conversation != nil {
+				if err := o.madeOnce(w.Conversation, by, seq); err != nil {
+					return err
+				}
 				o.owners[w.Conversation.ID] = w.Conversation.Owner
 				o.created = append(o.created, w.Conversation.ID)
 			}

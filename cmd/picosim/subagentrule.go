@@ -21,9 +21,9 @@ import (
 // the newest input the child was given by a call before the wait was made,
 // or a newer one; run's and wait's answer to an input that ended done is
 // the text of the entry that ended it; status lists the child's newest
-// entries as they stood when it read them. run and spawn are refused for
-// depth exactly when their conversation is agent.SubagentDepthMax owned
-// conversations below an independent one.
+// entries as they stood when it read them. run and spawn make their child
+// once, and are refused for depth exactly when their conversation is
+// agent.SubagentDepthMax owned conversations below an independent one.
 const ruleSubagent oracleRule = "subagent-answers-for-its-child"
 
 // subagentAsk is one call of the subagent tool: its command, the child it
@@ -224,6 +224,20 @@ func (o *oracle) subagentRefused(call subagentAsk, w storage.Write, out *agent.T
 		return nil
 	}
 	return o.fail(broke(ruleSubagent, "%s settled subagent %s call %d at %d as a refusal (%q): %s", by, call.command, w.ID, seq, text, problem))
+}
+
+// madeOnce holds the creation of conversation c, at seq, to a subagent
+// call making its child once: a run or spawn replayed after a restart goes
+// on with the child it recorded (§8.5), never a second one.
+func (o *oracle) madeOnce(c *storage.Conversation, by string, seq storage.ID) error {
+	if c.Owner == 0 || o.tools[c.Owner] != agent.SubagentToolName {
+		return nil
+	}
+	if first, made := newestOf(o.created, func(x storage.ID) bool { return o.owners[x] == c.Owner }); made {
+		return o.fail(broke(ruleSubagent, "%s made conversation %d at %d for subagent call %d, which made its child %d already",
+			by, c.ID, seq, c.Owner, first))
+	}
+	return nil
 }
 
 // depthOf is how many owned conversations conv is below an independent

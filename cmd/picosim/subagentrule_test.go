@@ -213,3 +213,26 @@ func TestARunIsRefusedForDepthOnlyAtTheBound(t *testing.T) {
 		})
 	}
 }
+
+// A subagent call makes its child once: a second conversation owned by the
+// run call that made child 20 breaks the rule; a first one of another call,
+// or one a task of another tool owns, does not.
+func TestASubagentCallMakesItsChildOnce(t *testing.T) {
+	o := subagentRun()
+	o.tools[77] = "work"
+	o.owners[78] = 77
+	o.created = append(o.created, 78)
+	for _, tc := range []struct {
+		name   string
+		owner  storage.ID
+		broken bool
+	}{
+		{"another child of the run call", 10, true},
+		{"a first child of another call", 30, false},
+		{"a second conversation of another tool's task", 77, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			holdsOrBreaks(t, o.madeOnce(&storage.Conversation{ID: 99, Owner: tc.owner}, "a test", 99), ruleSubagent, tc.broken)
+		})
+	}
+}
