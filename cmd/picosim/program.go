@@ -367,8 +367,32 @@ func drawProgram(seed uint64) *program {
 	drawFailingCommands(p, seed)
 	drawSettings(p, seed)
 	drawNestedRuns(p, seed)
+	drawShortBudgets(p, seed)
 	drawExactOutput(p, seed) // last: its turn must be the program's first
 	return p
+}
+
+// shortBudgetSeeds is how often a drawn shell program gives the root a
+// tool call budget of a tenth of a second: every seventh seed from 3.
+const shortBudgetSeeds = 7
+
+// drawShortBudgets has such a program begin by setting the root's
+// pi.tool.budget to 100 ms and running a turn whose model calls bash with
+// a command that outlives it: the call settles delegated, and the job's
+// end, an exit or a crash, reaches the model as a notice
+// (a-job-ends-as-its-method), which the default budget of three minutes
+// never lets the fake commands do. The program's other bash calls outlive
+// the budget too.
+func drawShortBudgets(p *program, seed uint64) {
+	if !p.shell || seed%shortBudgetSeeds != 3 {
+		return
+	}
+	cmd := []string{"go test ./...", "backup", "flaky"}[seededRNG(seed, "short budgets").IntN(3)]
+	p.lines = append([]progLine{
+		{op: "value", args: []string{"c0", agent.ToolBudgetValue.Namespace, "sticky", "set", "100"}},
+		{op: "respond", args: []string{"calls", "bash:" + cmd}}, {op: "respond", args: []string{"text", "it runs"}},
+		{op: "accept", args: []string{"c0", "run it"}}, {op: "drive", args: []string{"c0"}},
+	}, p.lines...)
 }
 
 // nestSeeds is how often a drawn program nests subagent runs to the depth

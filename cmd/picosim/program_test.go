@@ -406,3 +406,23 @@ func TestNestedRunsAreDrawnForTheirSeeds(t *testing.T) {
 		}
 	}
 }
+
+// Every shortBudgetSeeds-th shell program from 3 begins by giving the root
+// a tool budget of 100 ms and running a bash call that outlives it; no
+// other program sets the budget.
+func TestShortBudgetsAreDrawnForTheirSeeds(t *testing.T) {
+	short := 0
+	for seed := uint64(1); seed <= 300; seed++ {
+		p := drawProgram(seed)
+		set := slices.ContainsFunc(p.lines, func(l progLine) bool { return l.op == "value" && l.args[1] == agent.ToolBudgetValue.Namespace })
+		if want := p.shell && seed%shortBudgetSeeds == 3; set != want || want && (p.lines[1].op != "respond" || !strings.HasPrefix(p.lines[1].args[1], "bash:")) {
+			t.Fatalf("seed %d (shell %v): sets the tool budget %v:\n%s", seed, p.shell, set, p)
+		}
+		if set {
+			short++
+		}
+	}
+	if short == 0 {
+		t.Fatal("no program of 300 sets a short tool budget")
+	}
+}
