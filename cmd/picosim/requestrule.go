@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -267,8 +268,8 @@ func (o *oracle) request(req ai.Request) error {
 		return nil
 	}
 	if !o.requestHooked(req.Messages, storage.ID(n), want) {
-		return o.fail(broke(ruleRequest, "generation %d sent conversation %d's model %s; its context at %d projects to %s",
-			want.task, n, describeMessages(req.Messages), want.at, describeMessages(want.messages)))
+		return o.fail(broke(ruleRequest, "generation %d sent conversation %d's model %s; its context at %d projects to %s%s",
+			want.task, n, describeMessages(req.Messages), want.at, describeMessages(want.messages), firstDifference(req.Messages, want.messages)))
 	}
 	if !sameOrEmpty(req.Tools, want.tools) {
 		return o.fail(broke(ruleRequest, "generation %d offered conversation %d's model the tools %v; its context at %d folds to %v",
@@ -291,8 +292,41 @@ func (o *oracle) requestHooked(msgs []ai.Message, conv storage.ID, want expected
 		for _, s := range run {
 			hooked = append(hooked, hookNote(s.id))
 		}
-		return sameOrEmpty(msgs, hooked)
+		return sameMessages(msgs, hooked)
 	})
+}
+
+// sameMessages reports whether a and b are the same messages as a provider
+// receives them: deeply equal, or encoding to the same JSON (a list that
+// one backend reads back empty and another nil is the same list).
+func sameMessages(a, b []ai.Message) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if reflect.DeepEqual(a[i], b[i]) {
+			continue
+		}
+		x, errX := json.Marshal(a[i])
+		y, errY := json.Marshal(b[i])
+		if errX != nil || errY != nil || !bytes.Equal(x, y) {
+			return false
+		}
+	}
+	return true
+}
+
+// firstDifference shows the first message where sent and want differ,
+// whole, when their descriptions alone may not ("" when none does).
+func firstDifference(sent, want []ai.Message) string {
+	for i := range min(len(sent), len(want)) {
+		if !sameMessages(sent[i:i+1], want[i:i+1]) {
+			a, _ := json.Marshal(sent[i])
+			b, _ := json.Marshal(want[i])
+			return fmt.Sprintf("; message %d was sent as %s, and projects to %s", i, a, b)
+		}
+	}
+	return ""
 }
 
 // sameOrEmpty reports whether a and b are deeply equal, nil and empty

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pico-go/pico/core"
@@ -144,5 +145,24 @@ func TestTheRequestRuleFoldsTheTools(t *testing.T) {
 	fold, err := c.System()
 	if err != nil || !reflect.DeepEqual(fold.Tools, want) {
 		t.Fatalf("the harness folds %v (%v); the test wants %v", fold.Tools, err, want)
+	}
+}
+
+// Messages are the same as a provider receives them: a list one side reads
+// back empty and the other nil is the same; another text is not, and the
+// failure shows the first message that differs, whole.
+func TestRequestMessagesCompareAsTheProviderReceivesThem(t *testing.T) {
+	sys := func(tools []ai.Tool) ai.Message {
+		return ai.Message{Role: ai.RoleSystem, Content: ai.PlainText("be brief"), ToolsAdded: tools}
+	}
+	if !sameMessages([]ai.Message{sys(nil)}, []ai.Message{sys([]ai.Tool{})}) {
+		t.Error("a system message without tools differs from one with an empty list of them")
+	}
+	other := ai.UserText("bye", 0)
+	if sameMessages([]ai.Message{sys(nil), ai.UserText("hi", 0)}, []ai.Message{sys(nil), other}) {
+		t.Error("two user messages of different texts are the same")
+	}
+	if d := firstDifference([]ai.Message{sys(nil), ai.UserText("hi", 0)}, []ai.Message{sys(nil), other}); !strings.Contains(d, "message 1") || !strings.Contains(d, "bye") {
+		t.Errorf("the difference shown: %q", d)
 	}
 }
