@@ -209,6 +209,7 @@ func (o *oracle) subagentRefused(call subagentAsk, w storage.Write, out *agent.T
 	own := child != 0 && o.owners[child] != 0 && o.convs[o.owners[child]] == o.convs[w.ID] && !o.transcripts.deleted[child]
 	var details subagentReport
 	_ = json.Unmarshal(out.Details, &details)
+	depth := o.depthOf(o.convs[w.ID])
 	var problem string
 	switch {
 	case details.Subagent != nil && details.Subagent.Status == agent.InputDone && (call.command == "run" || call.command == "wait"):
@@ -217,8 +218,8 @@ func (o *oracle) subagentRefused(call subagentAsk, w storage.Write, out *agent.T
 		problem = fmt.Sprintf("subagent %d is a child of a call of conversation %d", child, o.convs[w.ID])
 	case own && call.command == "wait" && strings.Contains(text, "has no input to wait for") && len(o.subagents.given[child]) > 0:
 		problem = fmt.Sprintf("subagent %d was given input %d", child, o.subagents.given[child][0].input)
-	case strings.Contains(text, "nest at most") && o.depthOf(o.convs[w.ID]) < agent.SubagentDepthMax:
-		problem = fmt.Sprintf("its conversation %d is %d deep, under the bound %d", o.convs[w.ID], o.depthOf(o.convs[w.ID]), agent.SubagentDepthMax)
+	case strings.Contains(text, "nest at most") && depth < agent.SubagentDepthMax:
+		problem = fmt.Sprintf("its conversation %d is %d deep, under the bound %d", o.convs[w.ID], depth, agent.SubagentDepthMax)
 	}
 	if problem == "" {
 		return nil

@@ -77,11 +77,6 @@ func (s *Storage) settledKinds(ctx context.Context, batch storage.CommitBatch) (
 			created[w.Task.ID] = w.Task.Kind
 		}
 	}
-	for _, id := range settled {
-		if _, ok := created[id]; !ok {
-			stored = append(stored, id)
-		}
-	}
 	var kinds []string
 	add := func(k string) {
 		if !slices.Contains(kinds, k) {
@@ -91,6 +86,8 @@ func (s *Storage) settledKinds(ctx context.Context, batch storage.CommitBatch) (
 	for _, id := range settled {
 		if k, ok := created[id]; ok {
 			add(k)
+		} else {
+			stored = append(stored, id)
 		}
 	}
 	if len(stored) > 0 {
