@@ -547,9 +547,15 @@ func (h *Harness) Shutdown(ctx context.Context) error {
 
 // DeleteConversation deletes a conversation when neither it nor anything
 // it owns has live tasks or running invocations (§6.4); otherwise it
-// refuses with a *ConversationBusyError and deletes nothing.
+// refuses with a *ConversationBusyError and deletes nothing. One that does
+// not exist, or was deleted already, is ErrNotFound.
 func (h *Harness) DeleteConversation(ctx context.Context, id storage.ID) error {
 	_, err := h.commit(ctx, func(tx *Tx) error {
+		if got, err := h.Store().GetConversations(ctx, []storage.ID{id}); err != nil {
+			return err
+		} else if _, ok := got[id]; !ok {
+			return fmt.Errorf("%w: conversation %d", ErrNotFound, id)
+		}
 		subtree, err := h.ownedSubtree(ctx, id)
 		if err != nil {
 			return err

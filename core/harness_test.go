@@ -367,6 +367,19 @@ func TestDeleteConversationRejectsLiveWorkInItsSubtree(t *testing.T) {
 		if _, err := h.Conversation(ctx, child); !errors.Is(err, core.ErrNotFound) {
 			t.Fatalf("deleted conversation lookup = %v; want ErrNotFound", err)
 		}
+		last := h.Store().LastSeq()
+		for _, gone := range []ID{child, last + 100} {
+			err := h.DeleteConversation(ctx, gone)
+			if !errors.Is(err, core.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("conversation %d", gone)) {
+				t.Fatalf("delete of conversation %d, which does not exist = %v; want ErrNotFound naming it", gone, err)
+			}
+		}
+		if got := h.Store().LastSeq(); got != last {
+			t.Fatalf("refused deletes moved the last sequence from %d to %d", last, got)
+		}
+		if _, err := h.Conversation(ctx, h.Root().ID); err != nil {
+			t.Fatalf("the root after refused deletes = %v", err)
+		}
 		h.Close(ctx)
 	})
 }
