@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/pico-go/pico/core/boundary"
 	"github.com/pico-go/pico/storage"
@@ -23,7 +24,9 @@ import (
 //     new one current;
 //   - fork creates a fork of the current conversation at its newest entry
 //     (at its start when it has none) and makes it current;
-//   - nothing else changes which conversation is current.
+//   - nothing else changes which conversation is current;
+//   - a boundary that would bind from a current conversation the host
+//     deleted is refused (boundary.CurrentGoneError) and writes nothing.
 
 // ruleTransition: a boundary's commit writes what its kind says.
 const ruleTransition oracleRule = "boundary-transition"
@@ -76,10 +79,7 @@ func (o *oracle) transition(b storage.CommitBatch, by string, r storage.Range) e
 			stopped = w
 		}
 	}
-	before := bs.current
-	if before == 0 && len(o.created) > 0 {
-		before = o.created[0]
-	}
+	before := o.currentConv()
 	// What the batch does to the session, taken in whatever it is.
 	defer func() {
 		for _, w := range created {
@@ -106,6 +106,9 @@ func (o *oracle) transition(b storage.CommitBatch, by string, r storage.Range) e
 	}
 	if bs.bound[bindKey] {
 		return fail("the provider session was bound already")
+	}
+	if o.transcripts.deleted[before] {
+		return fail("the current conversation %d was deleted", before)
 	}
 	isCurrent := func(id storage.ID) bool {
 		var got storage.ID
@@ -148,6 +151,32 @@ func (o *oracle) transition(b storage.CommitBatch, by string, r storage.Range) e
 		return fail("a binding of kind %q", bind.Kind)
 	}
 	return nil
+}
+
+// currentConv is the current conversation as the oracle has followed
+// the session: pi.session.current, else the root.
+func (o *oracle) currentConv() storage.ID {
+	if cur := o.sessionState.current; cur != 0 || len(o.created) == 0 {
+		return cur
+	}
+	return o.created[0]
+}
+
+// currentGone holds a boundary refused for its deleted current
+// conversation to the transition rule: the provider session was not bound
+// already (a repeat returns its binding), and the conversation the refusal
+// names is the current one, which the host deleted. Any other refusal is
+// returned as it is.
+func (o *oracle) currentGone(err error, wasBound bool, line string) error {
+	var gone *boundary.CurrentGoneError
+	if !errors.As(err, &gone) {
+		return err
+	}
+	if cur := o.currentConv(); wasBound || gone.Conversation != cur || !o.transcripts.deleted[cur] {
+		return o.fail(broke(ruleTransition, "%s was refused as starting from the deleted conversation %d; the current one is %d (deleted: %v), the provider session bound already: %v",
+			line, gone.Conversation, cur, o.transcripts.deleted[cur], wasBound))
+	}
+	return err
 }
 
 // newestOf is the newest entry of conv's transcript: its own newest, else

@@ -207,3 +207,41 @@ func TestABoundaryNamesTheSessionBeforeIt(t *testing.T) {
 		})
 	}
 }
+
+// A boundary that binds from a current conversation the host deleted
+// breaks the transition rule; its refusal is held to naming that
+// conversation, which must be current and deleted, for a provider session
+// not bound already. Any other error passes through as the host's refusal.
+func TestABoundaryFromADeletedConversationIsRefused(t *testing.T) {
+	o := newOracle()
+	o.created = []storage.ID{1}
+	o.transcripts.deleted = map[storage.ID]bool{1: true}
+	b := boundaryBatches()[2]
+	err := o.transition(b, "a host", storage.Range{First: 2, Last: 2})
+	var oe *oracleError
+	if !errors.As(err, &oe) || oe.Rule != ruleTransition {
+		t.Fatalf("a startup binding the deleted root: %v; want a %s violation", err, ruleTransition)
+	}
+
+	gone := &boundary.CurrentGoneError{Conversation: 1}
+	for name, c := range map[string]struct {
+		err      error
+		deleted  map[storage.ID]bool
+		wasBound bool
+		broken   bool
+	}{
+		"the deleted current":         {gone, map[storage.ID]bool{1: true}, false, false},
+		"a current not deleted":       {gone, map[storage.ID]bool{}, false, true},
+		"another conversation":        {&boundary.CurrentGoneError{Conversation: 7}, map[storage.ID]bool{1: true, 7: true}, false, true},
+		"a repeat of a bound session": {gone, map[storage.ID]bool{1: true}, true, true},
+		"a payload refused":           {&boundary.PayloadError{Provider: boundary.Claude, Field: "kind"}, map[storage.ID]bool{}, false, false},
+	} {
+		o := newOracle()
+		o.created = []storage.ID{1}
+		o.transcripts.deleted = c.deleted
+		err := o.currentGone(c.err, c.wasBound, "boundary startup thread-4")
+		if broken := errors.As(err, &oe) && oe.Rule == ruleTransition; broken != c.broken || !c.broken && err != c.err {
+			t.Errorf("%s: %v; want broken %v", name, err, c.broken)
+		}
+	}
+}

@@ -19,7 +19,7 @@
 //   - bench_counting.go: the store wrapper that counts a bench's queries, rows decoded and commits.
 //   - bench_workload.go: the §10.3 workloads, each `picosim bench --workload NAME` and a benchmark.
 //   - boundary.go: the provider-boundary scenario (DESIGN §11): a Claude clear while the root answers, then again; any provider's lifecycle events as a hook delivers them.
-//   - boundaryrule.go: the oracles boundary-transition (a boundary's commit writes what its kind says) and boundary-classify (a delivery means what its provider's hooks say).
+//   - boundaryrule.go: the oracles boundary-transition (a boundary's commit writes what its kind says; one from a current conversation the host deleted is refused and writes nothing) and boundary-classify (a delivery means what its provider's hooks say).
 //   - budgetrule.go: the oracle budget-holds: a session's limits on turns, queries, output tokens, wall clock and tool calls, counted from what the run did.
 //   - check.go: `picosim check`: a session's copy replayed under the harness's rules, then its state checked.
 //   - collapse.go: the collapse scenarios (§8.4): collapse under a turn, the overflow chain, a stale summary.
@@ -53,7 +53,7 @@
 //   - neighbour.go: the two neighbour sessions every SQLite run's database starts with, and their rows held after the run; the run's own rows held to leaving none of a key behind.
 //   - oracles.go: the oracles every run is held to at each commit and method call (DESIGN §6).
 //   - otel.go: `run --otel`: a run's spans written as the SDK's stdout exporter writes them.
-//   - program.go: host-action programs (DESIGN §6): drawn from a seed, printed, parsed back, run and shrunk.
+//   - program.go: host-action programs (DESIGN §6): drawn from a seed, printed, parsed back, run and shrunk; the oracle a-verb-keeps-the-rules (no rule refuses the commit the harness builds for a host verb: an input, an abort, a cancel, a fork, a delete, a boundary).
 //   - progress.go: the progress line long commands write on stderr.
 //   - replay.go: `picosim replay`: a trace's run repeated from its header and compared line by line.
 //   - receiptrule.go: the oracle a-request-is-accepted-once: a program's request ids, each accepted once and its receipt recovered.

@@ -602,9 +602,14 @@ const deleteSeeds = 7
 
 // drawDeletes has the program of every deleteSeeds-th seed delete, from a
 // generator of its own, the newest conversation right after one to three
-// of its forks and spawns (or later, or at the end): idle, busy or owning
-// children, so that both deletes and their refusals happen, and the
-// conversation rule (convrule.go) holds what the session lists after each.
+// of its forks, spawns and provider boundaries (or later, or at the end):
+// idle, busy or owning children, so that both deletes and their refusals
+// happen, and the conversation rule (convrule.go) holds what the session
+// lists after each. A delete after a boundary, which may have made the
+// newest conversation current, is followed by that boundary's event for a
+// provider session no line binds (thread-4), which the transition rule
+// holds to starting from the current conversation, or to being refused
+// when the host deleted it.
 func drawDeletes(p *program, seed uint64) {
 	if seed%deleteSeeds != 5 {
 		return
@@ -612,7 +617,7 @@ func drawDeletes(p *program, seed uint64) {
 	rng := seededRNG(seed, "deletes")
 	var after []int // the lines after which a conversation is newer
 	for i, l := range p.lines {
-		if l.op == "fork" || l.op == "spawn" {
+		if l.op == "fork" || l.op == "spawn" || l.op == "boundary" {
 			after = append(after, i)
 		}
 	}
@@ -628,11 +633,15 @@ func drawDeletes(p *program, seed uint64) {
 		if at > len(p.lines) {
 			at = len(p.lines)
 		}
-		p.lines = slices.Insert(p.lines, at, progLine{op: "delete", args: []string{"c-1"}})
+		ins := []progLine{{op: "delete", args: []string{"c-1"}}}
+		if b := p.lines[after[k]]; b.op == "boundary" {
+			ins = append(ins, progLine{op: "boundary", args: append([]string{b.args[0], "thread-4"}, b.args[2:]...)})
+		}
+		p.lines = slices.Insert(p.lines, at, ins...)
 		after = slices.Delete(after, k, k+1)
 		for i := range after {
 			if after[i] >= at {
-				after[i]++
+				after[i] += len(ins)
 			}
 		}
 	}
@@ -1326,8 +1335,33 @@ func (g *programRun) do(ctx context.Context, l progLine) error {
 	case isSessionFault(err):
 		return err
 	}
+	if err := ownRuleKept(l.op, err); err != nil {
+		return e.oracle.fail(err)
+	}
 	e.s.Record("refused", map[string]string{"action": l.String(), "error": err.Error()})
 	return nil
+}
+
+// ruleOwnCommits: a rule never refuses a commit the harness builds for a
+// host verb from the verb's arguments (an input, an abort, a cancel, a
+// fork, a collapse, a delete…): such a refusal is the harness breaking its
+// own rule, not the host's mistake, whose refusals are typed errors of
+// their own (not found, busy, nothing to collapse). The host's own writes
+// (entry, edit, value, list and tx lines) and picosim's own kind (shape)
+// are held to the rules, as are the settings a line sets (settingsrule);
+// and the rule that says so refuses an abort of a task that has ended.
+const ruleOwnCommits oracleRule = "a-verb-keeps-the-rules"
+
+// hostWrites are the lines whose commits carry what the host wrote.
+var hostWrites = map[string]bool{"entry": true, "edit": true, "value": true, "list": true, "tx": true, "shape": true, "settings": true}
+
+// ownRuleKept holds a refusal of the host verb op to ruleOwnCommits.
+func ownRuleKept(op string, err error) error {
+	var ce *core.CommitError
+	if !errors.As(err, &ce) || hostWrites[op] || op == "abort-task" && ce.Rule == core.RuleTaskTerminal {
+		return nil
+	}
+	return broke(ruleOwnCommits, "%s was refused by the rule %s, which the harness's own commit for it broke: %v", op, ce.Rule, err)
 }
 
 // isSessionFault reports whether err is the session failing rather than a
@@ -1550,6 +1584,9 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 	case "reopen", "shutdown":
 		if l.op == "shutdown" {
 			if err := e.h.Shutdown(ctx); err != nil && !isSessionFault(err) {
+				if err := ownRuleKept(l.op, err); err != nil {
+					return e.oracle.fail(err)
+				}
 				e.s.Record("refused", map[string]string{"action": l.String(), "error": err.Error()})
 			}
 		}
@@ -1650,7 +1687,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		wasBound := e.oracle.sessionState.bound[string(prov)+"/"+l.args[1]]
 		tr, _, err := e.deliverEvent(ctx, st, prov, event, l.args[0], l.args[1])
 		if err != nil {
-			return err
+			return e.oracle.currentGone(err, wasBound, l.String())
 		}
 		before := e.oracle.adapters[prov].bound
 		e.oracle.adapters[prov] = next

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -424,5 +425,36 @@ func TestShortBudgetsAreDrawnForTheirSeeds(t *testing.T) {
 	}
 	if short == 0 {
 		t.Fatal("no program of 300 sets a short tool budget")
+	}
+}
+
+// A rule refusing the commit the harness built for a host verb is the
+// harness's mistake; one refusing the host's own writes, or an abort of a
+// task that has ended, is the host's, as is every refusal that is not a
+// rule's.
+func TestAVerbKeepsTheRules(t *testing.T) {
+	rule := func(r core.Rule) error { return fmt.Errorf("agent: abort: %w", &core.CommitError{Rule: r, ID: 9}) }
+	for _, c := range []struct {
+		op     string
+		err    error
+		broken bool
+	}{
+		{"abort", rule("input-result-transition"), true},
+		{"cancel-queued", rule("input-result-transition"), true},
+		{"boundary", rule(core.RuleStorage), true},
+		{"delete", rule(core.RuleStorage), true},
+		{"abort-task", rule(core.RuleAbortCreates), true},
+		{"abort-task", rule(core.RuleTaskTerminal), false},
+		{"tx", rule(core.RuleStorage), false},
+		{"entry", rule("head-before-previous-head"), false},
+		{"value", rule(core.RuleStorage), false},
+		{"settings", rule(core.RuleBadPayload), false},
+		{"delete", fmt.Errorf("%w: conversation 3", core.ErrNotFound), false},
+	} {
+		err := ownRuleKept(c.op, c.err)
+		var oe *oracleError
+		if broken := errors.As(err, &oe) && oe.Rule == ruleOwnCommits; broken != c.broken || !c.broken && err != nil {
+			t.Errorf("%s refused with %v: %v; want broken %v", c.op, c.err, err, c.broken)
+		}
 	}
 }

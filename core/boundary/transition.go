@@ -77,7 +77,25 @@ func bindingAddr(p Provider, sessionID string) storage.Value[Binding] {
 	return BindingValue.WithKey(string(p) + "/" + sessionID)
 }
 
-// Current reads pi.session.current; the root when it was never set.
+// CurrentGoneError is what Apply returns for a boundary that would bind a
+// provider session when the current conversation (pi.session.current, or
+// the root) was deleted: no transition starts from a conversation that is
+// gone, so nothing is written until the host makes another one current.
+// A delivery for a provider session bound already still returns its
+// binding.
+type CurrentGoneError struct {
+	Conversation storage.ID
+}
+
+func (e *CurrentGoneError) Error() string {
+	return fmt.Sprintf("boundary: the current conversation %d (%s) was deleted", e.Conversation, CurrentValue.Namespace)
+}
+
+// Unwrap makes the error core.ErrNotFound as well.
+func (e *CurrentGoneError) Unwrap() error { return core.ErrNotFound }
+
+// Current reads pi.session.current; the root when it was never set. It
+// may name a conversation deleted since (see CurrentGoneError).
 func Current(ctx context.Context, h *core.Harness) (storage.ID, error) {
 	v, ok, err := h.Store().GetValue(ctx, CurrentValue.Address, 0)
 	if err != nil || !ok {
@@ -106,7 +124,8 @@ func Current(ctx context.Context, h *core.Harness) (storage.ID, error) {
 //
 // A provider session already bound commits nothing and returns the binding
 // it has, so a repeated delivery, and either of two racing ones, changes
-// nothing the second time. Nothing is ever deleted.
+// nothing the second time. Nothing is ever deleted. A current conversation
+// the host deleted is a *CurrentGoneError, and nothing is written.
 func Apply(ctx context.Context, h *core.Harness, b Boundary) (Transition, error) {
 	tr := Transition{Boundary: b}
 	switch b.Kind {
@@ -129,6 +148,11 @@ func Apply(ctx context.Context, h *core.Harness, b Boundary) (Transition, error)
 		cur, err := currentIn(tx, h)
 		if err != nil {
 			return err
+		}
+		if got, err := h.Store().GetConversations(ctx, []storage.ID{cur}); err != nil {
+			return err
+		} else if _, ok := got[cur]; !ok && !plant.On("boundary-from-deleted-current") {
+			return &CurrentGoneError{Conversation: cur}
 		}
 		bind := Binding{Conversation: cur, Kind: b.Kind}
 		switch b.Kind {

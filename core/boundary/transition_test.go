@@ -180,3 +180,36 @@ func TestResumeCompactForkAndBadBoundaries(t *testing.T) {
 		must(0, x.h.Close(ctx))
 	})
 }
+
+// A boundary that would start from a current conversation the host deleted
+// is a typed error naming it and writes nothing, whatever its kind; a
+// repeat of a binding made before still returns it; once the host makes
+// another conversation current, a clear starts from that one.
+func TestABoundaryFromADeletedCurrentConversationIsRefused(t *testing.T) {
+	simtest.Run(t, 1, func(ctx context.Context, s *sim.Sim) {
+		x := openSession(t, ctx, s)
+		root := x.h.Root()
+		first := x.apply(t, ctx, boundary.Startup, "startup", P)
+		fork := x.apply(t, ctx, boundary.Fork, "fork", N2).Binding.Conversation
+		must(0, x.h.DeleteConversation(ctx, fork))
+		last := x.h.Store().LastSeq()
+		for _, k := range []boundary.Kind{boundary.Startup, boundary.Resume, boundary.Clear, boundary.Fork} {
+			_, err := boundary.Apply(ctx, x.h.Harness, boundary.Boundary{Kind: k, Provider: boundary.Claude, SessionID: N, Source: string(k)})
+			var gone *boundary.CurrentGoneError
+			if !errors.As(err, &gone) || gone.Conversation != fork || !errors.Is(err, core.ErrNotFound) || x.h.Store().LastSeq() != last {
+				t.Fatalf("%s from the deleted conversation %d = %v, last sequence %d → %d; want a CurrentGoneError naming it and nothing written", k, fork, err, last, x.h.Store().LastSeq())
+			}
+		}
+		if again := x.apply(t, ctx, boundary.Startup, "startup", P); again.Changed || again.Binding != first.Binding {
+			t.Fatalf("a repeated startup = %+v; want its binding %+v unchanged", again, first.Binding)
+		}
+		_ = must(x.h.Commit(ctx, func(tx *core.Tx) error {
+			core.TxValue(tx, boundary.CurrentValue).Set(root.ID)
+			return nil
+		}))
+		if tr := x.apply(t, ctx, boundary.Clear, "clear", N); !tr.Changed || tr.Binding.Previous != root.ID {
+			t.Fatalf("a clear once the root is current again = %+v; want it to leave the root", tr)
+		}
+		must(0, x.h.Close(ctx))
+	})
+}

@@ -522,6 +522,7 @@ var names = []string{
 	"result-at-every-call-of-an-id", "independent-page-read-at-nothing",
 	"abort-cancels-own-queue-only", "queued-head-dropped", "provider-span-error-unset",
 	"failed-turn-trace-ok", "nested-line-call-waits", "turns-untraced", "sqlite-retire-wrong-table",
+	"cancel-drops-result", "boundary-from-deleted-current",
 }
 
 // Names are the planted bugs, for the measuring test.
