@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -1488,6 +1489,9 @@ func TestPromptReturnsTheResultOfAnInputThatDidNotEndDone(t *testing.T) {
 				var ie *agent.InputError
 				if answer != nil || !errors.As(err, &ie) || ie.Result.Status != tc.status || !strings.Contains(ie.Result.Reason, tc.reason) {
 					t.Fatalf("prompt = %v, %v; want an InputError with status %s and a reason naming %q", answer, err, tc.status, tc.reason)
+				}
+				if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("input %d ended %s", ie.Input, tc.status)) || !strings.Contains(msg, ie.Result.Reason) {
+					t.Fatalf("the error says %q; want the input, its status and its reason %q", msg, ie.Result.Reason)
 				}
 				if r, _ := must2(h.Root().Result(ctx, ie.Input)); r != ie.Result {
 					t.Fatalf("the error carries %+v; the stored result is %+v", ie.Result, r)

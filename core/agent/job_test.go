@@ -554,7 +554,8 @@ func TestBadJobInputIsATypedErrorAndCommitsNothing(t *testing.T) {
 		a, _ := shell(t, ctx, s, nil)
 		c := a.h.Root()
 		for _, spec := range []agent.JobSpec{{Cmd: " "}, {Cmd: "x", Every: -time.Second}, {Cmd: "x", CatchUp: "all"}, {Cmd: "x", CatchUp: agent.CatchUpSkip},
-			{Cmd: "x", Limits: agent.OutputLimits{Retain: "middle"}}} {
+			{Cmd: "x", Limits: agent.OutputLimits{Retain: "middle"}}, {Cmd: "x", Limits: agent.OutputLimits{MaxBytes: -1, MaxLines: 10}},
+			{Cmd: "x", Limits: agent.OutputLimits{MaxBytes: 100, MaxLines: -1}}} {
 			before := a.h.Store().LastSeq()
 			_, err := c.StartJob(ctx, spec)
 			var se *agent.JobSpecError
