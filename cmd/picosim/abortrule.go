@@ -101,6 +101,19 @@ func (o *oracle) inForeground(c, scope storage.ID) bool {
 	})
 }
 
+// ruleTaskAbort: AbortTask returns no error only once the task's abort
+// mark is durable (§6.3): written by its commit, or by an earlier one.
+const ruleTaskAbort oracleRule = "abort-task-marks-it"
+
+// taskAborted holds an AbortTask of task that returned no error to
+// ruleTaskAbort.
+func (o *oracle) taskAborted(task storage.ID) error {
+	if !o.marked[task] {
+		return o.fail(broke(ruleTaskAbort, "AbortTask of task %d (%s, conversation %d) returned no error, but no commit marked it", task, o.kinds[task], o.convs[task]))
+	}
+	return nil
+}
+
 // aborted judges the commit of set's abort, batch b at r, after the
 // oracle took its writes in: every task of the set is marked and no
 // other is, every input of the set cancelled and no other.

@@ -151,3 +151,13 @@ func TestChildAbortsQueueInputInTheChild(t *testing.T) {
 		t.Fatalf("%d of %d child-abort programs queue input in the child; want about half", with, 400/childAbortSeeds)
 	}
 }
+
+// AbortTask that returned no error has its task marked, by its own commit
+// or an earlier one.
+func TestAbortTaskMarksIt(t *testing.T) {
+	o := newOracle()
+	o.kinds[3], o.convs[3] = "generation", 1
+	holdsOrBreaks(t, o.taskAborted(3), ruleTaskAbort, true)
+	o.marked[3] = true
+	holdsOrBreaks(t, o.taskAborted(3), ruleTaskAbort, false)
+}

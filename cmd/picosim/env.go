@@ -814,7 +814,9 @@ func (r *recorded) Commit(ctx context.Context, b storage.CommitBatch) (storage.R
 		if aborts && !byTask {
 			set = r.e.oracle.foregroundSet(abort)
 		}
-		if r.e.oracle.commit(inv, byTask, rng, b) == nil {
+		verdict := r.e.oracle.commit(inv, byTask, rng, b)
+		r.e.oracle.idleSeen()
+		if verdict == nil {
 			_ = r.e.oracle.placed(ctx, r.Storage, b, rng, committer(inv, byTask))
 			_ = r.e.oracle.configCaptured(ctx, r.Storage, b, rng, committer(inv, byTask))
 			_ = r.e.oracle.selectionAdded(ctx, r.Storage, rng)
@@ -973,7 +975,7 @@ func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode agent.Input
 	if err != nil {
 		return 0, err
 	}
-	var id storage.ID
+	var id, entry storage.ID
 	content := ai.PlainText(text)
 	switch mode {
 	case agent.ModeSteer:
@@ -981,7 +983,7 @@ func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode agent.Input
 	case agent.ModeNextRun:
 		id, err = c.NextRun(ctx, content)
 	case agent.ModeWrite:
-		id, _, err = c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": text}})
+		id, entry, err = c.Write(ctx, core.NoticeKind, core.EntryDraft{Data: map[string]string{"text": text}})
 	default:
 		id, err = c.Accept(ctx, content, agent.AcceptOptions{})
 	}
@@ -992,6 +994,9 @@ func (e *env) acceptInput(ctx context.Context, conv storage.ID, mode agent.Input
 			kind = core.NoticeKind.Kind()
 		}
 		e.give(conv, id, kind, text)
+		if mode == agent.ModeWrite && !e.stopping() {
+			err = e.oracle.writeMade(ctx, e.h.Store(), conv, id, entry, kind)
+		}
 	}
 	return id, err
 }
@@ -1075,7 +1080,9 @@ func (e *env) driveAsync(ctx context.Context, conv storage.ID) core.Event {
 	done := e.s.Runtime().NewEvent("drive")
 	e.s.Runtime().Go(ctx, "driver:"+strconv.FormatInt(int64(conv), 10), func(ctx context.Context) {
 		if c, err := e.h.Conversation(ctx, conv); err == nil {
-			_, _ = c.Drive(ctx)
+			w := e.oracle.watchIdle(conv)
+			r, err := c.Drive(ctx)
+			_ = e.oracle.droveIdle(w, r, err)
 		}
 		done.Set()
 	})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"slices"
 
 	"github.com/pico-go/pico/core/agent"
@@ -61,6 +62,41 @@ func (o *oracle) inboxOrder(before map[storage.ID]storage.ID, placed []placedInp
 					by, mode, q.input, p.input, p.conv, r.First, r.Last, q.entry, p.entry))
 			}
 		}
+	}
+	return nil
+}
+
+// ruleCancelQueued: CancelQueued withdraws exactly what is queued (§8.1):
+// a withdrawn input has left its inbox with its result cancelled "by
+// request"; one not found was not queued (an input that landed or ended
+// never queues again), and no call that found nothing cancelled it (only
+// the host's cancels give that reason, and the oracle knows which of them
+// said so).
+const ruleCancelQueued oracleRule = "cancel-withdraws-queued-input"
+
+// cancelledQueued holds a CancelQueued of input in conv, which returned
+// res, to ruleCancelQueued, against what the history shows once it
+// returned.
+func (o *oracle) cancelledQueued(ctx context.Context, store storage.Storage, conv, input storage.ID, res agent.CancelResult) error {
+	_, queued := o.queued[input]
+	results, err := inputResults(ctx, store, conv)
+	if err != nil {
+		return err
+	}
+	r := results[input]
+	byRequest := r.Status == agent.InputCancelled && r.Reason == agent.ReasonCancelledByRequest
+	switch {
+	case res == agent.NotFound && queued:
+		return o.fail(broke(ruleCancelQueued, "CancelQueued of input %d in conversation %d found nothing, though the input is queued", input, conv))
+	case res == agent.NotFound && byRequest && !o.withdrawn[input]:
+		return o.fail(broke(ruleCancelQueued, "CancelQueued of input %d in conversation %d found nothing, but the input was cancelled by a request that said so: %+v", input, conv, r))
+	case res == agent.Cancelled && (queued || !byRequest):
+		return o.fail(broke(ruleCancelQueued, "CancelQueued of input %d in conversation %d cancelled it, but it is queued: %v, its result %+v", input, conv, queued, r))
+	case res != agent.NotFound && res != agent.Cancelled:
+		return o.fail(broke(ruleCancelQueued, "CancelQueued of input %d in conversation %d returned %q", input, conv, res))
+	}
+	if res == agent.Cancelled {
+		o.withdrawn[input] = true
 	}
 	return nil
 }

@@ -271,7 +271,15 @@ type oracle struct {
 	// firstAttempts are the generations whose first attempt the threshold
 	// rule holds (thresholdrule.go).
 	firstAttempts map[storage.ID]bool
-	first         error // the first violation
+	// idleWatches follow the Drives of conversations under way
+	// (driverule.go).
+	idleWatches []*idleWatch
+	// withdrawn are the inputs a host's CancelQueued said it cancelled
+	// (inboxrule.go), and placedAtOnce the inputs placed in the commit
+	// that accepted them, with their placement entries.
+	withdrawn    map[storage.ID]bool
+	placedAtOnce map[storage.ID]storage.ID
+	first        error // the first violation
 }
 
 func newOracle() *oracle {
@@ -284,7 +292,7 @@ func newOracle() *oracle {
 		executedHere: map[storage.ID]bool{}, servedTo: map[any]string{},
 		transcripts: newTranscripts(), requests: map[storage.ID]expectedRequest{}, summaries: map[storage.ID]expectedSummary{}, attempts: map[storage.ID]int{}, statuses: map[storage.ID]string{}, configs: map[storage.ID]agent.GenerationConfig{}, turnConfigs: map[storage.ID]agent.GenerationConfig{},
 		waitsFor: map[storage.ID]storage.ID{}, jobEnds: map[storage.ID]jobEnd{}, jobCalls: map[storage.ID]jobCall{}, callStart: map[storage.ID]storage.ID{}, startedAt: map[storage.ID]time.Time{}, adapters: map[boundary.Provider]adapterModel{},
-		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}, frames: map[storage.ID][]ai.Frame{}}
+		hooks: newHookWatch(), firstAttempts: map[storage.ID]bool{}, frames: map[storage.ID][]ai.Frame{}, withdrawn: map[storage.ID]bool{}, placedAtOnce: map[storage.ID]storage.ID{}}
 }
 
 // child is what a generated run's model names as a subagent of asker:
@@ -823,6 +831,9 @@ func (o *oracle) commit(inv core.Invocation, ok bool, r storage.Range, b storage
 				continue
 			}
 			o.subagentInput(inv, ok, *w.Addr, res, seq)
+			if input, err := strconv.ParseInt(w.Addr.Key, 10, 64); err == nil && res.PlacementEntryID != 0 && storage.ID(input) >= r.First && storage.ID(input) <= r.Last {
+				o.placedAtOnce[storage.ID(input)] = res.PlacementEntryID
+			}
 			if before != nil && (res.Status == agent.InputRunning || res.Status == agent.InputPlaced) && res.PlacementEntryID != 0 {
 				if input, err := strconv.ParseInt(w.Addr.Key, 10, 64); err == nil {
 					placed = append(placed, placedInput{input: storage.ID(input), conv: w.Addr.Scope.ID, entry: res.PlacementEntryID})
@@ -1722,6 +1733,34 @@ func (o *oracle) hostMade(verb, kind string, conv, id storage.ID) error {
 	if o.kinds[id] != kind || o.convs[id] != conv {
 		return o.fail(broke(ruleHostMade, "%s of conversation %d returned task %d, which the session knows as a %q task of conversation %d",
 			verb, conv, id, o.kinds[id], o.convs[id]))
+	}
+	return nil
+}
+
+// writeMade holds what a host's Write of conv (a Reset's included)
+// returned, with no error, to ruleHostMade: the write's input, and the
+// entry that placed it when the commit that accepted it did (an idle
+// conversation), 0 when it queued: of conv, of the kind the host asked
+// for, and heading the context from itself when it is a reset or handoff.
+func (o *oracle) writeMade(ctx context.Context, store storage.Storage, conv, input, entry storage.ID, kind string) error {
+	if want := o.placedAtOnce[input]; entry != want {
+		return o.fail(broke(ruleHostMade, "a Write of a %s to conversation %d returned input %d and entry %d; the commit that accepted the input placed it at %d (0: queued it)", kind, conv, input, entry, want))
+	}
+	if entry == 0 {
+		return nil
+	}
+	got, err := store.GetEntries(ctx, []storage.ID{entry})
+	if err != nil {
+		return err
+	}
+	results, err := inputResults(ctx, store, conv)
+	if err != nil {
+		return err
+	}
+	head := kind == core.ResetKind.Kind() || kind == core.HandoffKind.Kind()
+	e, r := got[entry], results[input]
+	if e == nil || e.ConversationID != conv || e.Kind != kind || head != (e.Head == entry) || r.PlacementEntryID != entry {
+		return o.fail(broke(ruleHostMade, "a Write of a %s to conversation %d returned input %d and entry %d, which is %+v; the input's result is %+v", kind, conv, input, entry, e, r))
 	}
 	return nil
 }

@@ -355,6 +355,7 @@ func drawProgram(seed uint64) *program {
 	drawChildAborts(p, seed)
 	drawSubagentTalks(p, seed)
 	drawBoundaryInputs(p, seed)
+	drawCancels(p, seed)
 	drawMidStreamReads(p, seed)
 	drawHooks(p, seed)
 	drawFailingHooks(p, seed)
@@ -561,6 +562,34 @@ func drawBoundaryInputs(p *program, seed uint64) {
 		block = append(block,
 			progLine{op: "sleep", args: []string{[]string{"1", "50", "1000", "2999", "3000"}[rng.IntN(5)]}},
 			progLine{op: []string{"write", "write", "steer", "followup", "next-run"}[rng.IntN(5)], args: []string{"c0", words[rng.IntN(len(words))]}})
+	}
+	p.lines = append(block, p.lines...)
+}
+
+// cancelSeeds is how often a drawn program cancels input it has just
+// queued (every ninth seed from 7, not the golden traces' seed 1).
+const cancelSeeds = 9
+
+// drawCancels has the program of every cancelSeeds-th seed begin, from a
+// generator of its own, with a slow turn of the root and one to three
+// inputs of any mode queued while it streams, each followed by a
+// CancelQueued of the newest input (or, once in three, of the one before):
+// random programs cancel an input that is still queued only now and then,
+// and the rule cancel-withdraws-queued-input holds what each call says it
+// did.
+func drawCancels(p *program, seed uint64) {
+	if seed%cancelSeeds != 7 {
+		return
+	}
+	rng := seededRNG(seed, "cancels")
+	block := []progLine{{op: "respond", args: []string{"slow", strconv.Itoa(500 * (1 + rng.IntN(5))), "slowly"}},
+		{op: "accept", args: []string{"c0", "look"}}, {op: "drive-async", args: []string{"c0"}}}
+	words := []string{"fix it", "why", "go on"}
+	for range 1 + rng.IntN(3) {
+		block = append(block,
+			progLine{op: "sleep", args: []string{[]string{"1", "50", "300"}[rng.IntN(3)]}},
+			progLine{op: []string{"write", "steer", "followup", "next-run"}[rng.IntN(4)], args: []string{"c0", words[rng.IntN(len(words))]}},
+			progLine{op: "cancel-queued", args: []string{"c0", []string{"-1", "-1", "-2"}[rng.IntN(3)]}})
 	}
 	p.lines = append(block, p.lines...)
 }
@@ -1422,8 +1451,12 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err != nil {
 			return err
 		}
-		_, err = c.CancelQueued(ctx, ins[script.Nth(atoi(l.args[1]), len(ins))])
-		return err
+		input := ins[script.Nth(atoi(l.args[1]), len(ins))]
+		res, err := c.CancelQueued(ctx, input)
+		if err != nil || e.stopping() {
+			return err
+		}
+		return e.oracle.cancelledQueued(ctx, e.h.Store(), conv, input, res)
 	case "abort":
 		conv := g.conv(l.args[0])
 		c, err := e.h.Conversation(ctx, conv)
@@ -1441,7 +1474,11 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 			return nil
 		}
 		slices.SortFunc(live, func(a, b *storage.Task) int { return int(a.ID - b.ID) })
-		return e.h.AbortTask(ctx, live[script.Nth(atoi(l.args[0]), len(live))].ID)
+		id := live[script.Nth(atoi(l.args[0]), len(live))].ID
+		if err := e.h.AbortTask(ctx, id); err != nil || e.stopping() {
+			return err
+		}
+		return e.oracle.taskAborted(id)
 	case "fork":
 		conv := g.conv(l.args[0])
 		page, err := e.h.Entries(ctx, conv, storage.Cursor{Limit: storage.PageLimitMax})
@@ -1644,15 +1681,19 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if len(l.args) == 2 {
 			handoff = l.args[1]
 		}
-		input, _, err := c.Reset(ctx, handoff)
-		if err == nil {
-			kind := core.ResetKind.Kind()
-			if handoff != "" {
-				kind = core.HandoffKind.Kind()
-			}
-			e.give(conv, input, kind, handoff)
+		input, entry, err := c.Reset(ctx, handoff)
+		if err != nil {
+			return err
 		}
-		return err
+		kind := core.ResetKind.Kind()
+		if handoff != "" {
+			kind = core.HandoffKind.Kind()
+		}
+		e.give(conv, input, kind, handoff)
+		if e.stopping() {
+			return nil
+		}
+		return e.oracle.writeMade(ctx, e.h.Store(), conv, input, entry, kind)
 	case "spawn":
 		c, err := e.h.Conversation(ctx, g.conv(l.args[0]))
 		if err != nil {

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -84,6 +85,51 @@ func TestAHostVerbReturnsWhatItMade(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			holdsOrBreaks(t, o.hostMade("a verb", tc.kind, tc.conv, tc.id), ruleHostMade, tc.broken)
+		})
+	}
+}
+
+// A host's Write returns the entry that placed its input when the commit
+// that accepted it placed it, and 0 when it queued: an entry of the
+// conversation, of the kind asked for, heading the context from itself
+// when it is a reset.
+func TestAWriteReturnsTheEntryThatPlacedIt(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	notice, reset := core.NoticeKind.Kind(), core.ResetKind.Kind()
+	result := func(entry storage.ID) []byte {
+		return []byte(fmt.Sprintf(`{"status":"placed","placementEntryId":%d}`, entry))
+	}
+	addr := func(input string) *storage.Address {
+		a := agent.InputResultValue.In(1).WithKey(input).Address
+		return &a
+	}
+	if _, err := store.Commit(ctx, storage.CommitBatch{Kind: storage.BatchMain, Writes: []storage.Write{
+		{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}},
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 2, ConversationID: 1, Kind: notice}},
+		{Type: storage.WriteValueSet, Addr: addr("3"), Value: result(2)},
+		{Type: storage.WriteEntry, Entry: &storage.Entry{ID: 4, ConversationID: 1, Kind: reset, Head: 4}},
+		{Type: storage.WriteValueSet, Addr: addr("5"), Value: result(4)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	o := newOracle()
+	o.placedAtOnce[3], o.placedAtOnce[5] = 2, 4
+	for _, tc := range []struct {
+		name         string
+		input, entry storage.ID
+		kind         string
+		broken       bool
+	}{
+		{"a notice placed at once", 3, 2, notice, false},
+		{"a reset placed at once", 5, 4, reset, false},
+		{"a queued write", 7, 0, notice, false},
+		{"a placed write said queued", 3, 0, notice, true},
+		{"a queued write said placed", 7, 2, notice, true},
+		{"another kind", 3, 2, reset, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			holdsOrBreaks(t, o.writeMade(ctx, store, 1, tc.input, tc.entry, tc.kind), ruleHostMade, tc.broken)
 		})
 	}
 }

@@ -308,6 +308,9 @@ func (c *config) acceptIn(tx *core.Tx, conv storage.ID, mode InputMode, landsIdl
 			return 0, 0, err
 		}
 		placed, _ = placeItem(tx, conv, id, item)
+		if plant.On("write-placed-unreturned") {
+			placed = 0
+		}
 		return id, placed, tx.Err()
 	}
 	// An idle acceptance is a boundary: input that was waiting for one
@@ -526,7 +529,7 @@ func (c *Conversation) CancelQueued(ctx context.Context, input storage.ID) (Canc
 		if i < 0 && plant.On("inbox-cancel-placed") {
 			v := core.TxValue(tx.Tx, inputResultAddr(c.ID, input))
 			if cur, ok, err := v.Get(0); err == nil && ok {
-				v.Set(InputResult{Status: InputCancelled, RequestID: cur.RequestID, Reason: "cancelled by request"})
+				v.Set(InputResult{Status: InputCancelled, RequestID: cur.RequestID, Reason: ReasonCancelledByRequest})
 				res = Cancelled
 			}
 			return nil
@@ -534,8 +537,10 @@ func (c *Conversation) CancelQueued(ctx context.Context, input storage.ID) (Canc
 		if i < 0 {
 			return nil
 		}
-		cancelItem(tx.Tx, c.ID, queued[i], "cancelled by request")
-		res = Cancelled
+		cancelItem(tx.Tx, c.ID, queued[i], ReasonCancelledByRequest)
+		if !plant.On("cancel-says-not-found") {
+			res = Cancelled
+		}
 		return nil
 	})
 	return res, err
@@ -552,6 +557,9 @@ func cancelItem(tx *core.Tx, conv storage.ID, e core.Elem[InboxItem], reason str
 // ReasonConversationAborted is the reason of an input a conversation abort
 // cancelled while it was queued.
 const ReasonConversationAborted = "conversation aborted"
+
+// ReasonCancelledByRequest is the reason of an input CancelQueued withdrew.
+const ReasonCancelledByRequest = "cancelled by request"
 
 // cancelQueuedTurns cancels the queued steer and followUp items of conv,
 // keeping write and nextRun: the explicit conversation-abort policy.

@@ -522,7 +522,8 @@ var names = []string{
 	"result-at-every-call-of-an-id", "independent-page-read-at-nothing",
 	"abort-cancels-own-queue-only", "queued-head-dropped", "provider-span-error-unset",
 	"failed-turn-trace-ok", "nested-line-call-waits", "turns-untraced", "sqlite-retire-wrong-table",
-	"cancel-drops-result", "boundary-from-deleted-current",
+	"cancel-drops-result", "boundary-from-deleted-current", "cancel-says-not-found",
+	"write-placed-unreturned",
 }
 
 // Names are the planted bugs, for the measuring test.
