@@ -1475,6 +1475,7 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		}
 		slices.SortFunc(live, func(a, b *storage.Task) int { return int(a.ID - b.ID) })
 		id := live[script.Nth(atoi(l.args[0]), len(live))].ID
+		scribble(in)
 		if err := e.h.AbortTask(ctx, id); err != nil || e.stopping() {
 			return err
 		}
