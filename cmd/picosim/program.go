@@ -1361,8 +1361,8 @@ func (g *programRun) do(ctx context.Context, l progLine) error {
 		return e.oracle.listingChecked(ctx, e.h.Conversations, l.String())
 	case err == nil:
 		return nil
-	case isSessionFault(err):
-		return err
+	case isSessionFault(err), errors.As(err, new(*oracleError)):
+		return err // the session failed, or what the harness answered broke a rule
 	}
 	if err := ownRuleKept(l.op, err); err != nil {
 		return e.oracle.fail(err)
