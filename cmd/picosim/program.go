@@ -1652,6 +1652,13 @@ func (g *programRun) act(ctx context.Context, l progLine) error {
 		if err == nil {
 			return e.oracle.hostMade("Collapse", agent.CollapseKindName, c.ID, id)
 		}
+		if ce := (*agent.CollapseError)(nil); errors.As(err, &ce) && errors.Is(err, agent.ErrCollapseInProgress) {
+			// The collapse it names may have settled since: its kind and
+			// conversation are what can be held.
+			if berr := e.oracle.hostMade("Collapse, refused as in progress,", agent.CollapseKindName, c.ID, ce.Task); berr != nil {
+				return berr
+			}
+		}
 		return err
 	case "delete":
 		id := g.conv(l.args[0])

@@ -523,7 +523,7 @@ var names = []string{
 	"abort-cancels-own-queue-only", "queued-head-dropped", "provider-span-error-unset",
 	"failed-turn-trace-ok", "nested-line-call-waits", "turns-untraced", "sqlite-retire-wrong-table",
 	"cancel-drops-result", "boundary-from-deleted-current", "cancel-says-not-found",
-	"write-placed-unreturned", "inspect-shares-records",
+	"write-placed-unreturned", "inspect-shares-records", "collapse-busy-names-nothing",
 }
 
 // Names are the planted bugs, for the measuring test.
