@@ -872,6 +872,11 @@ func (e *env) echo(name string, replay agent.ReplayPolicy) agent.Tool {
 				}
 			}
 			out.Write(name + string(args))
+			// Done with its arguments, it overwrites them: they are the
+			// tool's to keep, so nothing durable may share their bytes.
+			for i := range args {
+				args[i] = 'x'
+			}
 			return nil
 		},
 	}
