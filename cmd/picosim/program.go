@@ -369,6 +369,7 @@ func drawProgram(seed uint64) *program {
 	drawSettings(p, seed)
 	drawNestedRuns(p, seed)
 	drawShortBudgets(p, seed)
+	drawBashAborts(p, seed)  // before the short budget: the abort lands while the call waits
 	drawExactOutput(p, seed) // last: its turn must be the program's first
 	return p
 }
@@ -393,6 +394,28 @@ func drawShortBudgets(p *program, seed uint64) {
 		{op: "value", args: []string{"c0", agent.ToolBudgetValue.Namespace, "sticky", "set", "100"}},
 		{op: "respond", args: []string{"calls", "bash:" + cmd}}, {op: "respond", args: []string{"text", "it runs"}},
 		{op: "accept", args: []string{"c0", "run it"}}, {op: "drive", args: []string{"c0"}},
+	}, p.lines...)
+}
+
+// bashAbortSeeds is how often a drawn shell program aborts the root while
+// a bash call waits for its job: every eleventh seed from 6.
+const bashAbortSeeds = 11
+
+// drawBashAborts has such a program begin with a turn whose model calls
+// bash with a command that serves until killed, and the host aborting the
+// root a tenth of a second to two seconds in, while the call waits within
+// its budget: the call's abort must take its job with it (the rule
+// abort-cleanup), which random programs line up only when an abort happens
+// to land in that window.
+func drawBashAborts(p *program, seed uint64) {
+	if !p.shell || seed%bashAbortSeeds != 6 {
+		return
+	}
+	rng := seededRNG(seed, "bash aborts")
+	p.lines = append([]progLine{
+		{op: "respond", args: []string{"calls", "bash:serve"}}, {op: "respond", args: []string{"text", "serving"}},
+		{op: "accept", args: []string{"c0", "start the server"}}, {op: "drive-async", args: []string{"c0"}},
+		{op: "sleep", args: []string{strconv.Itoa(100 + rng.IntN(1900))}}, {op: "abort", args: []string{"c0"}},
 	}, p.lines...)
 }
 

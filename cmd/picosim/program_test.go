@@ -408,15 +408,38 @@ func TestNestedRunsAreDrawnForTheirSeeds(t *testing.T) {
 	}
 }
 
-// Every shortBudgetSeeds-th shell program from 3 begins by giving the root
-// a tool budget of 100 ms and running a bash call that outlives it; no
-// other program sets the budget.
+// Every bashAbortSeeds-th shell program from 6 aborts the root while a
+// bash call serves, before a short budget could delegate its job (after
+// the one-token turn of an exact output limit, which must come first).
+func TestBashAbortsAreDrawnForTheirSeeds(t *testing.T) {
+	drawn := 0
+	for seed := uint64(1); seed <= 300; seed++ {
+		p := drawProgram(seed)
+		if !p.shell || seed%bashAbortSeeds != 6 {
+			continue
+		}
+		i := slices.IndexFunc(p.lines, func(l progLine) bool { return l.String() == "respond calls bash:serve" })
+		budget := slices.IndexFunc(p.lines, func(l progLine) bool { return l.op == "value" && l.args[1] == agent.ToolBudgetValue.Namespace })
+		if i < 0 || i > 3 || i+5 >= len(p.lines) || p.lines[i+5].String() != "abort c0" || budget >= 0 && budget < i {
+			t.Fatalf("seed %d: no bash abort first:\n%s", seed, p)
+		}
+		drawn++
+	}
+	if drawn == 0 {
+		t.Fatal("no seed up to 300 draws a bash abort")
+	}
+}
+
+// Every shortBudgetSeeds-th shell program from 3 gives the root a tool
+// budget of 100 ms and runs a bash call that outlives it (first, unless a
+// bash abort comes before); no other program sets the budget.
 func TestShortBudgetsAreDrawnForTheirSeeds(t *testing.T) {
 	short := 0
 	for seed := uint64(1); seed <= 300; seed++ {
 		p := drawProgram(seed)
 		set := slices.ContainsFunc(p.lines, func(l progLine) bool { return l.op == "value" && l.args[1] == agent.ToolBudgetValue.Namespace })
-		if want := p.shell && seed%shortBudgetSeeds == 3; set != want || want && (p.lines[1].op != "respond" || !strings.HasPrefix(p.lines[1].args[1], "bash:")) {
+		j := slices.IndexFunc(p.lines, func(l progLine) bool { return l.op == "value" && l.args[1] == agent.ToolBudgetValue.Namespace })
+		if want := p.shell && seed%shortBudgetSeeds == 3; set != want || want && (p.lines[j+1].op != "respond" || !strings.HasPrefix(p.lines[j+1].args[1], "bash:")) {
 			t.Fatalf("seed %d (shell %v): sets the tool budget %v:\n%s", seed, p.shell, set, p)
 		}
 		if set {
