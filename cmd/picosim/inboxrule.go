@@ -66,12 +66,12 @@ func (o *oracle) inboxOrder(before map[storage.ID]storage.ID, placed []placedInp
 	return nil
 }
 
-// ruleCancelQueued: CancelQueued withdraws exactly what is queued (§8.1):
-// a withdrawn input has left its inbox with its result cancelled "by
-// request"; one not found was not queued (an input that landed or ended
-// never queues again), and no call that found nothing cancelled it (only
-// the host's cancels give that reason, and the oracle knows which of them
-// said so).
+// ruleCancelQueued: CancelQueued says what it did (§8.1). Cancelled: the
+// input has left its inbox with its result cancelled by request. Not
+// found: the input is not queued (one that landed or ended never queues
+// again), and if its result says cancelled by request, an earlier
+// CancelQueued said it withdrew it (only the host's cancels give that
+// reason).
 const ruleCancelQueued oracleRule = "cancel-withdraws-queued-input"
 
 // cancelledQueued holds a CancelQueued of input in conv, which returned
@@ -89,7 +89,7 @@ func (o *oracle) cancelledQueued(ctx context.Context, store storage.Storage, con
 	case res == agent.NotFound && queued:
 		return o.fail(broke(ruleCancelQueued, "CancelQueued of input %d in conversation %d found nothing, though the input is queued", input, conv))
 	case res == agent.NotFound && byRequest && !o.withdrawn[input]:
-		return o.fail(broke(ruleCancelQueued, "CancelQueued of input %d in conversation %d found nothing, but the input was cancelled by a request that said so: %+v", input, conv, r))
+		return o.fail(broke(ruleCancelQueued, "CancelQueued of input %d in conversation %d found nothing, but the input's result says it was cancelled by request, and no CancelQueued said it withdrew it: %+v", input, conv, r))
 	case res == agent.Cancelled && (queued || !byRequest):
 		return o.fail(broke(ruleCancelQueued, "CancelQueued of input %d in conversation %d cancelled it, but it is queued: %v, its result %+v", input, conv, queued, r))
 	case res != agent.NotFound && res != agent.Cancelled:
