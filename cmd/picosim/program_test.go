@@ -408,6 +408,11 @@ func TestNestedRunsAreDrawnForTheirSeeds(t *testing.T) {
 	}
 }
 
+// setsToolBudget reports whether a program line sets pi.tool.budget.
+func setsToolBudget(l progLine) bool {
+	return l.op == "value" && l.args[1] == agent.ToolBudgetValue.Namespace
+}
+
 // Every bashAbortSeeds-th shell program from 6 aborts the root while a
 // bash call serves, before a short budget could delegate its job (after
 // the one-token turn of an exact output limit, which must come first).
@@ -419,7 +424,7 @@ func TestBashAbortsAreDrawnForTheirSeeds(t *testing.T) {
 			continue
 		}
 		i := slices.IndexFunc(p.lines, func(l progLine) bool { return l.String() == "respond calls bash:serve" })
-		budget := slices.IndexFunc(p.lines, func(l progLine) bool { return l.op == "value" && l.args[1] == agent.ToolBudgetValue.Namespace })
+		budget := slices.IndexFunc(p.lines, setsToolBudget)
 		if i < 0 || i > 3 || i+5 >= len(p.lines) || p.lines[i+5].String() != "abort c0" || budget >= 0 && budget < i {
 			t.Fatalf("seed %d: no bash abort first:\n%s", seed, p)
 		}
@@ -437,8 +442,8 @@ func TestShortBudgetsAreDrawnForTheirSeeds(t *testing.T) {
 	short := 0
 	for seed := uint64(1); seed <= 300; seed++ {
 		p := drawProgram(seed)
-		set := slices.ContainsFunc(p.lines, func(l progLine) bool { return l.op == "value" && l.args[1] == agent.ToolBudgetValue.Namespace })
-		j := slices.IndexFunc(p.lines, func(l progLine) bool { return l.op == "value" && l.args[1] == agent.ToolBudgetValue.Namespace })
+		j := slices.IndexFunc(p.lines, setsToolBudget)
+		set := j >= 0
 		if want := p.shell && seed%shortBudgetSeeds == 3; set != want || want && (p.lines[j+1].op != "respond" || !strings.HasPrefix(p.lines[j+1].args[1], "bash:")) {
 			t.Fatalf("seed %d (shell %v): sets the tool budget %v:\n%s", seed, p.shell, set, p)
 		}
