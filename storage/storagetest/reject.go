@@ -198,6 +198,16 @@ var rejectCases = []rejectCase{
 			return x
 		},
 		names: func(f *rejectFixture, x *tx) []string { return []string{"element " + n(f.element), f.list.String()} }},
+	// A conversation the batch creates has an empty list, even under the
+	// name of a list another conversation holds.
+	{name: "RemovingAnElementFromTheListOfAConversationTheBatchCreates", index: 1,
+		batch: func(s *store, f *rejectFixture) *tx {
+			x := s.tx()
+			c := x.conversation()
+			x.remove(storage.ConversationList[string]("test.list", storage.Rewind).In(c).Address, f.element)
+			return x
+		},
+		names: func(f *rejectFixture, x *tx) []string { return []string{"element " + n(f.element), "test.list"} }},
 	// A batch that touches more elements than a checker keeps in order
 	// (storage's batchMap): what it appended and removed before a clear is
 	// gone after it, and stays so.
