@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -235,4 +236,36 @@ func (o *oracle) queries(p *faux.Provider) error {
 		return o.fail(broke(ruleBudget, "generations sent the provider %d requests; the session is limited to %d queries", n, l))
 	}
 	return nil
+}
+
+// drawBudgetTurns has half the limit seeds' programs (from a generator of
+// their own) begin with three turns of the root, each driven without
+// waiting (a drive waits in whole seconds), spaced so that the
+// budget's edges fall between them: with a wall-clock limit W, a gap of W/2
+// puts the third turn's query exactly at W (refused: the time has run
+// out), a gap of 2W/3 puts it past W though within W of the second turn's
+// (refused: the clock runs from the session's first use, not each turn's).
+// With a query limit, each turn's answer comes after a rate limit half the
+// time: the retried query counts as any other.
+func drawBudgetTurns(p *program, seed uint64) {
+	rng := seededRNG(seed, "budget turns")
+	if seed%limitSeeds != 0 || rng.IntN(2) != 0 {
+		return
+	}
+	gap := time.Duration(0)
+	if w := p.limits.WallClock; w > 0 {
+		gap = []time.Duration{w / 2, w * 2 / 3}[rng.IntN(2)]
+	}
+	var block []progLine
+	for i := range 3 {
+		if p.limits.Queries > 0 && rng.IntN(2) == 0 {
+			block = append(block, progLine{op: "respond", args: []string{"rate-limited"}})
+		}
+		block = append(block, progLine{op: "respond", args: []string{"text", "ok"}},
+			progLine{op: "accept", args: []string{"c0", "look"}}, progLine{op: "drive-async", args: []string{"c0"}})
+		if gap > 0 && i < 2 {
+			block = append(block, progLine{op: "sleep", args: []string{strconv.FormatInt(gap.Milliseconds(), 10)}})
+		}
+	}
+	p.lines = append(block, p.lines...)
 }

@@ -299,7 +299,8 @@ const fileSeeds = 3
 
 // drawFileCalls gives the model of every fileSeeds-th seed's shell
 // program, from a generator of its own, two to four answers that call the
-// file tools, one to three calls each, first writes then anything.
+// file tools, one to three calls each, first writes then anything, and to
+// half of them one more that asks for two handoffs.
 func drawFileCalls(p *program, seed uint64) {
 	if !p.shell || seed%fileSeeds != 0 {
 		return
@@ -325,5 +326,13 @@ func drawFileCalls(p *program, seed uint64) {
 			at = 0
 		}
 		p.lines = slices.Insert(p.lines, at, l)
+	}
+	// Half of them, from a generator of its own, also have an answer ask
+	// for two handoffs that differ, which fails the exchange.
+	two := seededRNG(seed, "two handoffs")
+	if two.IntN(2) == 0 {
+		other := []string{"work:handoff", fmt.Sprintf("new_context:%d", two.IntN(1000))}[two.IntN(2)]
+		l := progLine{op: "respond", args: []string{"calls", fmt.Sprintf("new_context:%d,%s", two.IntN(1000), other)}}
+		p.lines = slices.Insert(p.lines, two.IntN(len(p.lines)), l)
 	}
 }

@@ -337,6 +337,15 @@ func drawHooks(p *program, seed uint64) {
 			// A call for it to rewrite, and one it must leave alone.
 			p.lines = slices.Insert(p.lines, at+1, progLine{op: "respond", args: []string{"calls", tool + "," + tools[(slices.Index(tools, tool)+1)%2]}})
 		}
+		if tool, ok := strings.CutPrefix(effect, "drop:"); ok {
+			// A call of the tool taken out of the request, which the
+			// answer may not run (a tool not offered).
+			call := map[string]string{"work": "work:ok", "bash": "bash:go test ./..."}[tool]
+			if call == "" {
+				call = tool
+			}
+			p.lines = slices.Insert(p.lines, at+1, progLine{op: "respond", args: []string{"calls", call}})
+		}
 		if collapseEffect(effect) {
 			// A collapse for it to decide.
 			conv := "c0"
@@ -393,6 +402,15 @@ func drawHooks(p *program, seed uint64) {
 	}
 	if !slices.ContainsFunc(p.lines, func(l progLine) bool { return l.op == "respond" && l.args[0] == "calls" }) {
 		p.lines = append([]progLine{{op: "respond", args: []string{"calls", "a,work:ok"}}}, p.lines...)
+	}
+	// Half of them, from a generator of its own, take a tool out of the
+	// root's requests and then have its model call it in a turn.
+	if drop := seededRNG(seed, "dropped call"); drop.IntN(2) == 0 {
+		tool := []string{"a", "b"}[drop.IntN(2)]
+		at := drop.IntN(len(p.lines))
+		p.lines = slices.Insert(p.lines, at, progLine{op: "hook", args: []string{"c0", "drop:" + tool}},
+			progLine{op: "respond", args: []string{"calls", tool}},
+			progLine{op: "accept", args: []string{"c0", "look"}}, progLine{op: "drive", args: []string{"c0"}})
 	}
 	drawObservers(p, seed)
 }

@@ -232,6 +232,30 @@ func drawInherits(p *program, seed uint64) {
 			progLine{op: "spawn", args: []string{"c0", "peek", string(agent.SpawnInherit)}})
 	}
 	p.lines = append(block, p.lines...)
+	brokenOffInherits(p, seed)
+}
+
+// brokenOffInherits, from a generator of its own, gives half the answers
+// of an inheriting program that fail or are aborted calls, and half the
+// time puts a turn whose answer breaks off after two calls before the one
+// that launches the first inheriting child: such an answer is no exchange
+// in flight, and the child inherits it and what came after it.
+func brokenOffInherits(p *program, seed uint64) {
+	rng := seededRNG(seed, "broken-off inherits")
+	callSets := []string{"a", "b", "a,b", "work:ok"}
+	for i, l := range p.lines {
+		if l.op == "respond" && len(l.args) == 1 && (l.args[0] == "fail" || l.args[0] == "aborted") && rng.IntN(2) == 0 {
+			p.lines[i].args = []string{l.args[0], callSets[rng.IntN(len(callSets))]}
+		}
+	}
+	launch := slices.IndexFunc(p.lines, func(l progLine) bool {
+		return l.op == "respond" && len(l.args) > 1 && l.args[0] == "calls" && strings.Contains(l.args[1], ":inherit")
+	})
+	if launch >= 0 && rng.IntN(2) == 0 {
+		p.lines = slices.Insert(p.lines, launch,
+			progLine{op: "respond", args: []string{[]string{"fail", "aborted"}[rng.IntN(2)], "a,b"}},
+			progLine{op: "accept", args: []string{"c0", "try"}}, progLine{op: "drive", args: []string{"c0"}})
+	}
 }
 
 // reusedInheritSeeds is how often, among the seeds whose model numbers its

@@ -39,7 +39,9 @@ import (
 //	drive c0
 //
 // respond lines queue the model's answers in order (text, calls NAMES,
-// rate-limited, deferred, overflow, fail, aborted, slow MS TEXT); every
+// rate-limited, deferred, overflow, fail [NAMES], aborted [NAMES], slow MS
+// TEXT; the NAMES of fail and aborted are calls streamed before the answer
+// broke off, which never run); every
 // line is one host action; spawn CONV TEXT [MODE] takes any word for the
 // context mode, one other than fresh or inherit being the harness's to
 // refuse. A call is a tool's name with what it does:
@@ -367,6 +369,8 @@ func drawProgram(seed uint64) *program {
 	drawShapes(p, seed)
 	drawFailingCommands(p, seed)
 	drawSettings(p, seed)
+	drawBudgetTurns(p, seed)
+	drawCrossRequests(p, seed)
 	drawNestedRuns(p, seed)
 	drawShortBudgets(p, seed)
 	drawBashAborts(p, seed)  // before the short budget: the abort lands while the call waits
@@ -1269,10 +1273,12 @@ func (g *programRun) answerTo(l progLine) answer {
 		return fixed(faux.Reply().WithStop(ai.StopDeferred))
 	case "overflow":
 		return fixed(faux.ContextOverflow())
-	case "fail":
-		return fixed(faux.Reply().WithStop(ai.StopError).WithError("the provider refused"))
-	case "aborted":
-		return fixed(faux.Reply(faux.Text("cut")).WithStop(ai.StopAborted))
+	case "fail", "aborted":
+		if len(l.args) == 1 {
+			return fixed(brokenOff(l.args[0], nil))
+		}
+		// "fail CALLS" and "aborted CALLS": the answer streamed its calls
+		// before it broke off, so it has calls that never run.
 	}
 	type call struct{ id, tool, arg string }
 	var calls []call
@@ -1333,9 +1339,21 @@ func (g *programRun) answerTo(l progLine) answer {
 			}
 			blocks = append(blocks, faux.ToolCall(c.id, c.tool, args))
 		}
+		if l.args[0] != "calls" {
+			return brokenOff(l.args[0], blocks)
+		}
 		return faux.Reply(blocks...).WithStop(ai.StopToolUse)
 	}
 	return a
+}
+
+// brokenOff is an answer that breaks off, as kind ("fail" or "aborted")
+// says, after streaming calls.
+func brokenOff(kind string, calls []ai.Block) faux.Step {
+	if kind == "fail" {
+		return faux.Reply(calls...).WithStop(ai.StopError).WithError("the provider refused")
+	}
+	return faux.Reply(append([]ai.Block{faux.Text("cut")}, calls...)...).WithStop(ai.StopAborted)
 }
 
 // reusedIDSeeds is how often a run's model numbers its calls per answer, as

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
@@ -484,5 +485,85 @@ func TestAVerbKeepsTheRules(t *testing.T) {
 		if broken := errors.As(err, &oe) && oe.Rule == ruleOwnCommits; broken != c.broken || !c.broken && err != nil {
 			t.Errorf("%s refused with %v: %v; want broken %v", c.op, c.err, err, c.broken)
 		}
+	}
+}
+
+// The draws that put in reach what random programs rarely line up: an
+// answer that breaks off after calls before an inheriting child, an element
+// removed twice in one host commit, turns spaced around a wall-clock limit,
+// a request id repeated in another conversation, two handoffs that differ
+// in one answer, a call of a tool a hook took out of the request. Each
+// lands in its seeds and some of them within 300, and none touches the
+// golden traces' seed 1.
+func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
+	has := func(p *program, pred func(i int, l progLine) bool) bool {
+		for i, l := range p.lines {
+			if pred(i, l) {
+				return true
+			}
+		}
+		return false
+	}
+	brokenOff := func(i int, l progLine) bool {
+		return l.op == "respond" && len(l.args) == 2 && (l.args[0] == "fail" || l.args[0] == "aborted")
+	}
+	rerm := func(i int, l progLine) bool { return l.op == "tx" && strings.Contains(l.String(), " rerm") }
+	handoffs := func(i int, l progLine) bool {
+		return l.op == "respond" && len(l.args) == 2 && strings.HasPrefix(l.args[1], "new_context:") &&
+			(strings.Contains(l.args[1], ",work:handoff") || strings.Count(l.args[1], "new_context:") == 2)
+	}
+	dropped := func(p *program) func(i int, l progLine) bool {
+		return func(i int, l progLine) bool {
+			tool, ok := strings.CutPrefix(strings.Join(l.args, " "), "c0 drop:")
+			return l.op == "hook" && ok && i+1 < len(p.lines) && p.lines[i+1].String() == "respond calls "+tool
+		}
+	}
+	counts := map[string]int{}
+	for seed := uint64(1); seed <= 300; seed++ {
+		p := drawProgram(seed)
+		checks := []struct {
+			name   string
+			seeds  bool // the seed is one of the draw's
+			landed bool
+		}{
+			{"broken-off answer", seed%inheritSeeds == 3, has(p, brokenOff)},
+			{"element removed twice", seed%hostTxSeeds == 2, has(p, rerm)},
+			{"two handoffs", p.shell && seed%fileSeeds == 0, has(p, handoffs)},
+			{"dropped tool called", seed%hookSeeds == 2, has(p, dropped(p))},
+		}
+		for _, c := range checks {
+			if c.landed && !c.seeds {
+				t.Fatalf("seed %d: a %s outside the draw's seeds:\n%s", seed, c.name, p)
+			}
+			if c.landed {
+				counts[c.name]++
+			}
+		}
+		cross := has(p, func(i int, l progLine) bool {
+			return l.String() == "spawn c0 look" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), "req=rx") &&
+				strings.HasSuffix(p.lines[i+2].String(), "req=rx") && p.lines[i+1].args[0] != p.lines[i+2].args[0]
+		})
+		if cross != (seed%crossRequestSeeds == 5) {
+			t.Fatalf("seed %d: repeats a request id in another conversation: %v:\n%s", seed, cross, p)
+		}
+		if cross {
+			counts["request repeated elsewhere"]++
+		}
+		if w := p.limits.WallClock; seed%limitSeeds == 0 && w > 0 {
+			for _, gap := range []time.Duration{w / 2, w * 2 / 3} {
+				sleep := fmt.Sprintf("sleep %d", gap.Milliseconds())
+				if i := slices.IndexFunc(p.lines, func(l progLine) bool { return l.String() == sleep }); i >= 2 && p.lines[i-1].String() == "drive-async c0" {
+					counts["turns around the wall clock"]++
+				}
+			}
+		}
+	}
+	for _, name := range []string{"broken-off answer", "element removed twice", "two handoffs", "dropped tool called", "request repeated elsewhere", "turns around the wall clock"} {
+		if counts[name] == 0 {
+			t.Errorf("no program up to seed 300 draws this: %s", name)
+		}
+	}
+	if p := drawProgram(1); has(p, brokenOff) || has(p, rerm) || has(p, handoffs) || slices.ContainsFunc(p.lines, func(l progLine) bool { return strings.Contains(l.String(), "req=rx") }) {
+		t.Fatalf("seed 1 draws one of them:\n%s", p)
 	}
 }

@@ -57,3 +57,29 @@ func (r *receipts) accepted(ctx context.Context, e *env, req string, conv, id st
 	}
 	return nil
 }
+
+// crossRequestSeeds is how often a drawn program repeats a request id in
+// another conversation: every sixth seed from 5, not the golden traces'
+// seed 1.
+const crossRequestSeeds = 6
+
+// drawCrossRequests has such a program begin by spawning a child of the
+// root and accepting input under one request id in the root and then in
+// the child: the id is the session's, so the second is refused naming the
+// first (ruleReceipt). The random programs' duplicates mostly land in the
+// one conversation they have.
+func drawCrossRequests(p *program, seed uint64) {
+	if seed%crossRequestSeeds != 5 {
+		return
+	}
+	rng := seededRNG(seed, "cross requests")
+	first, second := "c0", "c-1"
+	if rng.IntN(2) == 0 {
+		first, second = second, first
+	}
+	p.lines = append([]progLine{
+		{op: "spawn", args: []string{"c0", "look"}},
+		{op: "accept", args: []string{first, "look", "req=rx"}},
+		{op: "accept", args: []string{second, "again", "req=rx"}},
+	}, p.lines...)
+}

@@ -561,7 +561,8 @@ const hostTxSeeds = 5
 // lines write (stateNames), now and then with the other policy or the
 // other kind's verb (a refusal), a note before a rewindable write (§3.2's
 // refusal), a list filled past a batch's small maps (more than 16
-// elements), or an element removed twice; one write in five of a
+// elements), or an element removed twice (a third of the removes are
+// repeated at once); one write in five of a
 // conversation's commit names the session's own state instead.
 func drawHostTxs(p *program, seed uint64) {
 	if seed%hostTxSeeds != 2 {
@@ -572,6 +573,9 @@ func drawHostTxs(p *program, seed uint64) {
 	// binding must leave alone: from a generator of its own, so that the
 	// other draws stay as they were.
 	crossRNG := seededRNG(seed, "host-tx-session")
+	// A third of the removes are followed at once by the same element's
+	// again (a refusal), from a generator of their own too.
+	rermRNG := seededRNG(seed, "host-tx-rerm")
 	var sessionNames []stateName
 	for _, st := range stateNames {
 		if st.target == "session" {
@@ -640,6 +644,11 @@ func drawHostTxs(p *program, seed uint64) {
 				continue
 			}
 			args = append(args, w.String())
+			if w.Verb == "rm" && rermRNG.IntN(3) == 0 {
+				rerm := w
+				rerm.Verb, rerm.Arg = "rerm", ""
+				args = append(args, rerm.String())
+			}
 		}
 		l := progLine{op: "tx", args: args}
 		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), l) // before the final drive
