@@ -403,6 +403,25 @@ func drawHooks(p *program, seed uint64) {
 	if !slices.ContainsFunc(p.lines, func(l progLine) bool { return l.op == "respond" && l.args[0] == "calls" }) {
 		p.lines = append([]progLine{{op: "respond", args: []string{"calls", "a,work:ok"}}}, p.lines...)
 	}
+	// Half of them, from a generator of its own, have a child the root's
+	// call spawned come under a section hook of the root's subtree and one
+	// of its own, then take input of the host: in the turn that answers
+	// it, the root's section comes first.
+	if own := seededRNG(seed, "own hooks last"); own.IntN(2) == 0 {
+		p.lines = append([]progLine{{op: "respond", args: []string{"calls", "subagent:spawn"}},
+			{op: "respond", args: []string{"text", "ok"}}, {op: "respond", args: []string{"text", "ok"}},
+			{op: "accept", args: []string{"c0", "delegate"}}, {op: "drive", args: []string{"c0"}},
+			{op: "hook", args: []string{"c0", "section", "subtree"}}, {op: "hook", args: []string{"c0/child", "section"}},
+			{op: "accept", args: []string{"c0/child", "go on"}}, {op: "sleep", args: []string{"300"}}}, p.lines...)
+	}
+	// Half of them, from a generator of its own, have two handlers give a
+	// collapse of the root instructions: the last one's stand.
+	if two := seededRNG(seed, "two instructions"); two.IntN(2) == 0 {
+		p.lines = append([]progLine{{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
+			{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
+			{op: "hook", args: []string{"c0", "instruct"}}, {op: "hook", args: []string{[]string{"c0", "session"}[two.IntN(2)], "instruct"}},
+			{op: "collapse", args: []string{"c0"}}, {op: "drive", args: []string{"c0"}}}, p.lines...)
+	}
 	// Half of them, from a generator of its own, take a tool out of the
 	// root's requests and then have its model call it in a turn.
 	if drop := seededRNG(seed, "dropped call"); drop.IntN(2) == 0 {

@@ -520,6 +520,11 @@ func drawChildAborts(p *program, seed uint64) {
 			block = append(block, progLine{op: op, args: []string{"c0/child", "and this"}})
 		}
 	}
+	// A third of them, from a generator of their own, abort the first
+	// live task, the call, itself: its abort must reach the child it runs.
+	if seededRNG(seed, "call aborts").IntN(3) == 0 {
+		abort = progLine{op: "abort-task", args: []string{"0"}}
+	}
 	p.lines = append(append(block, abort), p.lines...)
 }
 

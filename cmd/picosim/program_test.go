@@ -492,7 +492,9 @@ func TestAVerbKeepsTheRules(t *testing.T) {
 // answer that breaks off after calls before an inheriting child, an element
 // removed twice in one host commit, turns spaced around a wall-clock limit,
 // a request id repeated in another conversation, two handoffs that differ
-// in one answer, a call of a tool a hook took out of the request. Each
+// in one answer, a call of a tool a hook took out of the request, a child
+// under hooks of its owner's subtree and its own, two handlers instructing
+// one collapse. Each
 // lands in its seeds and some of them within 300, and none touches the
 // golden traces' seed 1.
 func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
@@ -530,6 +532,14 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 			{"element removed twice", seed%hostTxSeeds == 2, has(p, rerm)},
 			{"two handoffs", p.shell && seed%fileSeeds == 0, has(p, handoffs)},
 			{"dropped tool called", seed%hookSeeds == 2, has(p, dropped(p))},
+			{"child under its owner's hook and its own", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
+				return l.String() == "hook c0 section subtree" && i+2 < len(p.lines) && p.lines[i+1].String() == "hook c0/child section" &&
+					p.lines[i+2].String() == `accept c0/child "go on"`
+			})},
+			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
+				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
+					p.lines[i+2].String() == "collapse c0"
+			})},
 		}
 		for _, c := range checks {
 			if c.landed && !c.seeds {
@@ -558,7 +568,8 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"broken-off answer", "element removed twice", "two handoffs", "dropped tool called", "request repeated elsewhere", "turns around the wall clock"} {
+	for _, name := range []string{"broken-off answer", "element removed twice", "two handoffs", "dropped tool called",
+		"child under its owner's hook and its own", "two instructions", "request repeated elsewhere", "turns around the wall clock"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}
