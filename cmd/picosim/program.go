@@ -387,18 +387,28 @@ const shortBudgetSeeds = 7
 // a command that outlives it: the call settles delegated, and the job's
 // end, an exit or a crash, reaches the model as a notice
 // (a-job-ends-as-its-method), which the default budget of three minutes
-// never lets the fake commands do. The program's other bash calls outlive
-// the budget too.
+// never lets the fake commands do. A turn after it starts a job that runs
+// until killed, and two more stop it, the second once it has been killed.
+// The program's other bash calls outlive the budget too.
 func drawShortBudgets(p *program, seed uint64) {
 	if !p.shell || seed%shortBudgetSeeds != 3 {
 		return
 	}
 	cmd := []string{"go test ./...", "backup", "flaky"}[seededRNG(seed, "short budgets").IntN(3)]
-	p.lines = append([]progLine{
+	block := []progLine{
 		{op: "value", args: []string{"c0", agent.ToolBudgetValue.Namespace, "sticky", "set", "100"}},
 		{op: "respond", args: []string{"calls", "bash:" + cmd}}, {op: "respond", args: []string{"text", "it runs"}},
 		{op: "accept", args: []string{"c0", "run it"}}, {op: "drive", args: []string{"c0"}},
-	}, p.lines...)
+	}
+	// Then a job that runs until killed starts, and two turns stop it, the
+	// second once it has been killed: that stop must say it had ended.
+	block = append(block, progLine{op: "respond", args: []string{"calls", "bash:go test ./..."}}, progLine{op: "respond", args: []string{"text", "it runs"}},
+		progLine{op: "accept", args: []string{"c0", "test it"}}, progLine{op: "drive", args: []string{"c0"}})
+	for _, say := range []string{"stop it", "stop it again"} {
+		block = append(block, progLine{op: "respond", args: []string{"calls", "job:stop"}}, progLine{op: "respond", args: []string{"text", "ok"}},
+			progLine{op: "accept", args: []string{"c0", say}}, progLine{op: "drive", args: []string{"c0"}}, progLine{op: "sleep", args: []string{"2000"}})
+	}
+	p.lines = append(block, p.lines...)
 }
 
 // bashAbortSeeds is how often a drawn shell program aborts the root while
@@ -1047,6 +1057,21 @@ func drawStateActions(p *program, seed uint64) {
 	}
 	at := rng.IntN(len(p.lines)) // before the final drive
 	p.lines = slices.Insert(p.lines, at, lines...)
+	// A quarter of them, from a generator of their own, also remove from
+	// the root's rewindable list before a fork that then writes the list
+	// itself: the fork's reads must apply the root's removes below its own.
+	if removes := seededRNG(seed, "fork removes"); removes.IntN(4) == 0 {
+		list := func(conv string, args ...string) progLine {
+			return progLine{op: "list", args: append([]string{conv, "host.rl", "rewind"}, args...)}
+		}
+		block := []progLine{list("c0", "append", "1"), list("c0", "append", "2"), list("c0", "remove", strconv.Itoa(removes.IntN(2))),
+			{op: "accept", args: []string{"c0", "state"}}, {op: "drive", args: []string{"c0"}}, {op: "fork", args: []string{"c0", "-1"}},
+			list("c-1", "append", "3")}
+		if removes.IntN(2) == 0 {
+			block = append(block, list("c-1", "remove", "-1"))
+		}
+		p.lines = slices.Insert(p.lines, removes.IntN(len(p.lines)), block...)
+	}
 }
 
 // drawCarry adds to a state block's fork line, one time in two, the

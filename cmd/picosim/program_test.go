@@ -494,7 +494,8 @@ func TestAVerbKeepsTheRules(t *testing.T) {
 // a request id repeated in another conversation, two handoffs that differ
 // in one answer, a call of a tool a hook took out of the request, a child
 // under hooks of its owner's subtree and its own, two handlers instructing
-// one collapse. Each
+// one collapse, a root's list remove below a fork that writes the list, a
+// job stopped again once killed, a tool added to a selection. Each
 // lands in its seeds and some of them within 300, and none touches the
 // golden traces' seed 1.
 func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
@@ -536,6 +537,17 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 				return l.String() == "hook c0 section subtree" && i+2 < len(p.lines) && p.lines[i+1].String() == "hook c0/child section" &&
 					p.lines[i+2].String() == `accept c0/child "go on"`
 			})},
+			{"removes below a fork's own", seed%stateSeeds == 0, has(p, func(i int, l progLine) bool {
+				return l.String() == "fork c0 -1" && i+1 < len(p.lines) && p.lines[i+1].String() == "list c-1 host.rl rewind append 3" &&
+					i >= 3 && strings.HasPrefix(p.lines[i-3].String(), "list c0 host.rl rewind remove ")
+			})},
+			{"a job stopped twice", p.shell && seed%shortBudgetSeeds == 3, has(p, func(i int, l progLine) bool {
+				return l.String() == `accept c0 "stop it again"` && i >= 5 && p.lines[i-5].String() == `accept c0 "stop it"`
+			})},
+			{"a tool added to a selection", seed%settingsSeeds == 5, has(p, func(i int, l progLine) bool {
+				return l.op == "settings" && slices.Equal(l.args, []string{"c0", "generation", "selectedTools", `["work","a"]`}) && i+1 < len(p.lines) &&
+					p.lines[i+1].String() == "respond calls work:addTools"
+			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					p.lines[i+2].String() == "collapse c0"
@@ -569,7 +581,8 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"broken-off answer", "element removed twice", "two handoffs", "dropped tool called",
-		"child under its owner's hook and its own", "two instructions", "request repeated elsewhere", "turns around the wall clock"} {
+		"child under its owner's hook and its own", "two instructions", "request repeated elsewhere", "turns around the wall clock",
+		"removes below a fork's own", "a job stopped twice", "a tool added to a selection"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}

@@ -215,4 +215,13 @@ func drawSettings(p *program, seed uint64) {
 		}
 		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), lines...)
 	}
+	// Half of them, from a generator of their own, select two tools for
+	// the root and then have a call add one: the next request offers the
+	// selection and the added tool, not the whole catalogue.
+	if add := seededRNG(seed, "added to a selection"); add.IntN(2) == 0 {
+		p.lines = slices.Insert(p.lines, add.IntN(len(p.lines)),
+			progLine{op: "settings", args: []string{"c0", "generation", "selectedTools", `["work","a"]`}},
+			progLine{op: "respond", args: []string{"calls", "work:addTools"}}, progLine{op: "respond", args: []string{"text", "ok"}},
+			progLine{op: "accept", args: []string{"c0", "add one"}}, progLine{op: "drive", args: []string{"c0"}})
+	}
 }
