@@ -100,3 +100,25 @@ func (o *oracle) cancelledQueued(ctx context.Context, store storage.Storage, con
 	}
 	return nil
 }
+
+// failedWriteSeeds is how often a drawn program queues a write behind a
+// turn that fails: every sixth seed from 4, not the golden traces' seed 1.
+const failedWriteSeeds = 6
+
+// drawFailedTurnWrites has such a program begin with a turn of the root
+// whose model is rate-limited until its retries run out, and a write
+// queued while it waits to retry: the failed turn's end is the boundary
+// that places the write (§5.4), and nothing may keep it queued for a later
+// one. Random programs rarely queue a write under a turn that then fails.
+func drawFailedTurnWrites(p *program, seed uint64) {
+	if seed%failedWriteSeeds != 4 {
+		return
+	}
+	rng := seededRNG(seed, "failed turn writes")
+	block := []progLine{{op: "respond", args: []string{"rate-limited"}}, {op: "respond", args: []string{"rate-limited"}}, {op: "respond", args: []string{"rate-limited"}},
+		{op: "accept", args: []string{"c0", "look"}}, {op: "drive-async", args: []string{"c0"}}, {op: "sleep", args: []string{"1"}}}
+	for range 1 + rng.IntN(2) {
+		block = append(block, progLine{op: "write", args: []string{"c0", []string{"note", "fix it"}[rng.IntN(2)]}})
+	}
+	p.lines = append(append(block, progLine{op: "drive", args: []string{"c0"}}), p.lines...)
+}

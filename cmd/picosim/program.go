@@ -371,6 +371,8 @@ func drawProgram(seed uint64) *program {
 	drawSettings(p, seed)
 	drawBudgetTurns(p, seed)
 	drawCrossRequests(p, seed)
+	drawFailedTurnWrites(p, seed)
+	drawLastAttemptRestarts(p, seed)
 	drawNestedRuns(p, seed)
 	drawShortBudgets(p, seed)
 	drawBashAborts(p, seed)  // before the short budget: the abort lands while the call waits
@@ -1071,6 +1073,13 @@ func drawStateActions(p *program, seed uint64) {
 			block = append(block, list("c-1", "remove", "-1"))
 		}
 		p.lines = slices.Insert(p.lines, removes.IntN(len(p.lines)), block...)
+	}
+	// A third of them, from a generator of their own, begin with a watch
+	// of the session, whose values their session value lines then change.
+	if watch := seededRNG(seed, "session watch"); watch.IntN(3) == 0 {
+		p.lines = append([]progLine{{op: "watch-session"}}, p.lines...)
+		set := progLine{op: "value", args: []string{"session", "host.g", "sticky", "set", strconv.Itoa(1 + watch.IntN(9))}}
+		p.lines = slices.Insert(p.lines, 1+watch.IntN(len(p.lines)-1), set)
 	}
 }
 

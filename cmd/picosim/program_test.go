@@ -495,7 +495,9 @@ func TestAVerbKeepsTheRules(t *testing.T) {
 // in one answer, a call of a tool a hook took out of the request, a child
 // under hooks of its owner's subtree and its own, two handlers instructing
 // one collapse, a root's list remove below a fork that writes the list, a
-// job stopped again once killed, a tool added to a selection. Each
+// job stopped again once killed, a tool added to a selection, a write
+// queued under a turn that fails, a restart during a generation's last
+// attempt, a session watch whose values change. Each
 // lands in its seeds and some of them within 300, and none touches the
 // golden traces' seed 1.
 func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
@@ -548,6 +550,14 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 				return l.op == "settings" && slices.Equal(l.args, []string{"c0", "generation", "selectedTools", `["work","a"]`}) && i+1 < len(p.lines) &&
 					p.lines[i+1].String() == "respond calls work:addTools"
 			})},
+			{"a write under a turn that fails", seed%failedWriteSeeds == 4, has(p, func(i int, l progLine) bool {
+				return l.String() == "accept c0 look" && i >= 3 && p.lines[i-3].String() == "respond rate-limited" &&
+					p.lines[i-1].String() == "respond rate-limited" && i+3 < len(p.lines) && p.lines[i+3].op == "write"
+			})},
+			{"a restart at the last attempt", seed%lastAttemptSeeds == 8, has(p, func(i int, l progLine) bool {
+				return l.String() == "respond slow 5000 slowly" && i+4 < len(p.lines) && p.lines[i+4].String() == "reopen"
+			})},
+			{"a session watch first", seed%stateSeeds == 0, p.lines[0].op == "watch-session"},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					p.lines[i+2].String() == "collapse c0"
@@ -582,7 +592,8 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 	}
 	for _, name := range []string{"broken-off answer", "element removed twice", "two handoffs", "dropped tool called",
 		"child under its owner's hook and its own", "two instructions", "request repeated elsewhere", "turns around the wall clock",
-		"removes below a fork's own", "a job stopped twice", "a tool added to a selection"} {
+		"removes below a fork's own", "a job stopped twice", "a tool added to a selection",
+		"a write under a turn that fails", "a restart at the last attempt", "a session watch first"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
@@ -257,4 +259,29 @@ func (o *oracle) retriesCaused(inv core.Invocation, byTask bool, b storage.Commi
 		}
 	}
 	return nil
+}
+
+// lastAttemptSeeds is how often a drawn program stops the process while a
+// generation's last attempt waits for its answer: every ninth seed from 8,
+// not the golden traces' seed 1.
+const lastAttemptSeeds = 9
+
+// drawLastAttemptRestarts has such a program begin with a turn of the root
+// whose model is rate-limited twice and then slow to answer, and a reopen
+// once the third attempt, the last the retry policy allows, has begun and
+// before anything streamed: the recovered generation has no attempt left
+// and fails instead of retrying. The sleep covers the two retry waits (the
+// swarm's delay and its double).
+func drawLastAttemptRestarts(p *program, seed uint64) {
+	if seed%lastAttemptSeeds != 8 {
+		return
+	}
+	delay := p.retry
+	if delay == 0 {
+		delay = int(time.Second / time.Millisecond) // agent's default
+	}
+	p.lines = append([]progLine{{op: "respond", args: []string{"rate-limited"}}, {op: "respond", args: []string{"rate-limited"}},
+		{op: "respond", args: []string{"slow", "5000", "slowly"}},
+		{op: "accept", args: []string{"c0", "look"}}, {op: "drive-async", args: []string{"c0"}},
+		{op: "sleep", args: []string{strconv.Itoa(3*delay + 100)}}, {op: "reopen"}, {op: "drive", args: []string{"c0"}}}, p.lines...)
 }
