@@ -497,7 +497,8 @@ func TestAVerbKeepsTheRules(t *testing.T) {
 // one collapse, a root's list remove below a fork that writes the list, a
 // job stopped again once killed, a tool added to a selection, a write
 // queued under a turn that fails, a restart during a generation's last
-// attempt, a session watch whose values change. Each
+// attempt, a session watch whose values change, turns and a collapse on a
+// model the host set. Each
 // lands in its seeds and some of them within 300, and none touches the
 // golden traces' seed 1.
 func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
@@ -558,6 +559,10 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 				return l.String() == "respond slow 5000 slowly" && i+4 < len(p.lines) && p.lines[i+4].String() == "reopen"
 			})},
 			{"a session watch first", seed%stateSeeds == 0, p.lines[0].op == "watch-session"},
+			{"turns and a collapse on a model set", seed%settingsSeeds == 5, has(p, func(i int, l progLine) bool {
+				return l.op == "settings" && len(l.args) == 4 && l.args[2] == "model" && i+7 < len(p.lines) &&
+					p.lines[i+1].String() == "accept c0 first" && p.lines[i+6].op == "collapse"
+			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					p.lines[i+2].String() == "collapse c0"
@@ -593,7 +598,7 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 	for _, name := range []string{"broken-off answer", "element removed twice", "two handoffs", "dropped tool called",
 		"child under its owner's hook and its own", "two instructions", "request repeated elsewhere", "turns around the wall clock",
 		"removes below a fork's own", "a job stopped twice", "a tool added to a selection",
-		"a write under a turn that fails", "a restart at the last attempt", "a session watch first"} {
+		"a write under a turn that fails", "a restart at the last attempt", "a session watch first", "turns and a collapse on a model set"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}

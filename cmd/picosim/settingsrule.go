@@ -215,6 +215,24 @@ func drawSettings(p *program, seed uint64) {
 		}
 		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), lines...)
 	}
+	// Half of them, from a generator of their own, set the root's model to
+	// the second one the provider serves, or to one nobody serves, and run
+	// two turns and a collapse that keeps almost nothing: the turns and the
+	// summarizer ask that model, or fail for want of it.
+	if model := seededRNG(seed, "model turns"); model.IntN(2) == 0 {
+		block := []progLine{
+			{op: "settings", args: []string{"c0", "generation", "model", []string{`{"modelId":"faux-2"}`, `{"modelId":"faux-9"}`}[model.IntN(2)]}},
+			{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
+			{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
+			{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", "1"}},
+			{op: "collapse", args: []string{"c0"}}, {op: "drive", args: []string{"c0"}}}
+		if model.IntN(2) == 0 {
+			// Another collapse while the first summarizes: refused,
+			// naming the first.
+			block = slices.Insert(block, len(block)-1, progLine{op: "collapse", args: []string{"c0"}})
+		}
+		p.lines = slices.Insert(p.lines, model.IntN(len(p.lines)), block...)
+	}
 	// Half of them, from a generator of their own, select two tools for
 	// the root and then have a call add one: the next request offers the
 	// selection and the added tool, not the whole catalogue.
