@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
@@ -168,4 +169,26 @@ func (o *oracle) toolAborted(inv core.Invocation, b storage.CommitBatch, r stora
 		}
 	}
 	return nil
+}
+
+// recoverAbortSeeds is how often a drawn program aborts the root while a
+// reopened session recovers a slow call: every tenth seed from 9, not the
+// golden traces' seed 1.
+const recoverAbortSeeds = 10
+
+// drawRecoverAborts has such a program begin, from a generator of its
+// own, with a turn of the root whose answer calls the slow work tool (3 s),
+// a reopen while the call works, and, while the new process recovers it,
+// an abort of the root or of the call: the abort mark reaches a running
+// recover as it reaches an execute.
+func drawRecoverAborts(p *program, seed uint64) {
+	if seed%recoverAbortSeeds != 9 {
+		return
+	}
+	rng := seededRNG(seed, "recover aborts")
+	abort := []progLine{{op: "abort", args: []string{"c0"}}, {op: "abort-task", args: []string{"0"}}}[rng.IntN(2)]
+	p.lines = append([]progLine{{op: "respond", args: []string{"calls", "work:slow"}}, {op: "respond", args: []string{"text", "done"}},
+		{op: "accept", args: []string{"c0", "look"}}, {op: "drive-async", args: []string{"c0"}},
+		{op: "sleep", args: []string{strconv.Itoa(100 + rng.IntN(400))}}, {op: "reopen"},
+		{op: "drive-async", args: []string{"c0"}}, {op: "sleep", args: []string{strconv.Itoa(1 + rng.IntN(300))}}, abort}, p.lines...)
 }

@@ -373,6 +373,7 @@ func drawProgram(seed uint64) *program {
 	drawCrossRequests(p, seed)
 	drawFailedTurnWrites(p, seed)
 	drawLastAttemptRestarts(p, seed)
+	drawRecoverAborts(p, seed)
 	drawNestedRuns(p, seed)
 	drawShortBudgets(p, seed)
 	drawBashAborts(p, seed)  // before the short budget: the abort lands while the call waits
@@ -527,14 +528,19 @@ func drawChildAborts(p *program, seed uint64) {
 	// Half the time the newest child has steer or followUp input queued
 	// behind its slow turn, which a conversation abort of the root
 	// cancels there too (§6.3).
-	if rng.IntN(2) == 0 {
+	queued := rng.IntN(2) == 0
+	if queued {
 		for _, op := range [][]string{{"steer"}, {"followup"}, {"steer", "followup"}}[rng.IntN(3)] {
 			block = append(block, progLine{op: op, args: []string{"c0/child", "and this"}})
 		}
 	}
-	// A third of them, from a generator of their own, abort the first
-	// live task, the call, itself: its abort must reach the child it runs.
-	if seededRNG(seed, "call aborts").IntN(3) == 0 {
+	// From a generator of their own: two in three with queued input abort
+	// the root, which must cancel it; a third of the others abort the first
+	// live task, the call, itself, which must reach the child it runs.
+	switch more := seededRNG(seed, "call aborts"); {
+	case queued && abort.op != "abort" && more.IntN(3) != 0:
+		abort = progLine{op: "abort", args: []string{"c0"}}
+	case !queued && abort.op != "abort" && more.IntN(3) == 0:
 		abort = progLine{op: "abort-task", args: []string{"0"}}
 	}
 	p.lines = append(append(block, abort), p.lines...)
@@ -848,6 +854,16 @@ func drawProviders(p *program, seed uint64) {
 	}
 	for range 1 + rng.IntN(3) {
 		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), line()) // before the final drive
+	}
+	if prov == "codex" {
+		// Codex reports its /new as a startup under a new session id: a
+		// pair of them, from a generator of its own, the second a clear.
+		pair := seededRNG(seed, "codex new")
+		first := 1 + pair.IntN(3)
+		second := 1 + (first+pair.IntN(2))%3
+		p.lines = slices.Insert(p.lines, pair.IntN(len(p.lines)),
+			progLine{op: "boundary", args: []string{"startup", fmt.Sprintf("thread-%d", first), "codex:start"}},
+			progLine{op: "boundary", args: []string{"startup", fmt.Sprintf("thread-%d", second), "codex:start"}})
 	}
 }
 

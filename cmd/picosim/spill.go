@@ -50,14 +50,20 @@ type spillArgs struct {
 
 // spillChunks is recipe n's chunks: up to six pieces of text, from a
 // generator of their own, with newlines anywhere, empty ones, lines longer
-// than a window and runs of newlines alone.
+// than a window and runs of newlines alone. Every fourth recipe from 1
+// writes newlines seldom, so that its output overflows a window's bytes
+// within its lines.
 func spillChunks(n int) []string {
 	rng := seededRNG(uint64(n), "spill")
+	newline := 6 // one character in six
+	if n%4 == 1 {
+		newline = 40
+	}
 	chunks := make([]string, 1+rng.IntN(6))
 	for i := range chunks {
 		var b strings.Builder
 		for range rng.IntN(40) {
-			switch rng.IntN(6) {
+			switch rng.IntN(newline) {
 			case 0:
 				b.WriteByte('\n')
 			default:
