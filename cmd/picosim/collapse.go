@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -200,4 +201,31 @@ func staleSummary(ctx context.Context, e *env) error {
 		return fmt.Errorf("without a %s the collapse is %s (%s) with %d summaries; want done and one", action, task.Status, st.Failure, summaries)
 	}
 	return e.settled(ctx, nil)
+}
+
+// staleCollapseSeeds is how often a drawn program resets the root while a
+// collapse of it summarizes: every tenth seed from 2, not the golden
+// traces' seed 1, every other one of them a handoff seed.
+const staleCollapseSeeds = 10
+
+// drawStaleCollapses has such a program begin, from a generator of its
+// own, with two turns of the root and a collapse of it whose summarizer
+// answers slowly, and a reset (a handoff on the handoff seeds) while it waits:
+// the newer head makes the summary stale, and it must not land.
+func drawStaleCollapses(p *program, seed uint64) {
+	if seed%staleCollapseSeeds != 2 {
+		return
+	}
+	rng := seededRNG(seed, "stale collapses")
+	reset := progLine{op: "reset", args: []string{"c0"}}
+	if seed%handoffSeeds == 2 {
+		reset.args = append(reset.args, "start afresh") // as drawHandoffs makes every reset of these seeds
+	}
+	p.lines = append([]progLine{{op: "respond", args: []string{"text", "first"}}, {op: "respond", args: []string{"text", "second"}},
+		{op: "respond", args: []string{"slow", "1000", "the summary"}},
+		{op: "accept", args: []string{"c0", "one"}}, {op: "drive", args: []string{"c0"}},
+		{op: "accept", args: []string{"c0", "two"}}, {op: "drive", args: []string{"c0"}},
+		{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", "1"}},
+		{op: "collapse", args: []string{"c0"}}, {op: "sleep", args: []string{strconv.Itoa(1 + rng.IntN(500))}}, reset,
+		{op: "drive", args: []string{"c0"}}}, p.lines...)
 }

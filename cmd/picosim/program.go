@@ -374,6 +374,7 @@ func drawProgram(seed uint64) *program {
 	drawFailedTurnWrites(p, seed)
 	drawLastAttemptRestarts(p, seed)
 	drawRecoverAborts(p, seed)
+	drawStaleCollapses(p, seed)
 	drawNestedRuns(p, seed)
 	drawShortBudgets(p, seed)
 	drawBashAborts(p, seed)  // before the short budget: the abort lands while the call waits

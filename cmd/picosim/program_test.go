@@ -499,7 +499,8 @@ func TestAVerbKeepsTheRules(t *testing.T) {
 // queued under a turn that fails, a restart during a generation's last
 // attempt, a session watch whose values change, turns and a collapse on a
 // model the host set, an abort while a reopened session recovers a call,
-// Codex's /new reported as a startup. Each
+// Codex's /new reported as a startup, a reset while a collapse summarizes.
+// Each
 // lands in its seeds and some of them within 300, and none touches the
 // golden traces' seed 1.
 func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
@@ -572,6 +573,10 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 				return l.op == "boundary" && slices.Equal(l.args[:1], []string{"startup"}) && len(l.args) == 3 && l.args[2] == "codex:start" &&
 					i+1 < len(p.lines) && p.lines[i+1].op == "boundary" && p.lines[i+1].args[2] == "codex:start" && p.lines[i+1].args[1] != l.args[1]
 			})},
+			{"a reset while a collapse summarizes", seed%staleCollapseSeeds == 2, has(p, func(i int, l progLine) bool {
+				return l.String() == "respond slow 1000 \"the summary\"" && i+9 < len(p.lines) && p.lines[i+6].String() == "collapse c0" &&
+					p.lines[i+8].op == "reset"
+			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					p.lines[i+2].String() == "collapse c0"
@@ -608,7 +613,7 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 		"child under its owner's hook and its own", "two instructions", "request repeated elsewhere", "turns around the wall clock",
 		"removes below a fork's own", "a job stopped twice", "a tool added to a selection",
 		"a write under a turn that fails", "a restart at the last attempt", "a session watch first", "turns and a collapse on a model set",
-		"an abort while a reopened session recovers a call", "codex's /new after a startup"} {
+		"an abort while a reopened session recovers a call", "codex's /new after a startup", "a reset while a collapse summarizes"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}
