@@ -409,18 +409,27 @@ func drawHooks(p *program, seed uint64) {
 	// it, the root's section comes first.
 	if own := seededRNG(seed, "own hooks last"); own.IntN(2) == 0 {
 		p.lines = append([]progLine{{op: "respond", args: []string{"calls", "subagent:spawn"}},
-			{op: "respond", args: []string{"text", "ok"}}, {op: "respond", args: []string{"text", "ok"}},
+			{op: "respond", args: []string{"text", "ok"}}, {op: "respond", args: []string{"text", "ok"}}, {op: "respond", args: []string{"text", "ok"}},
 			{op: "accept", args: []string{"c0", "delegate"}}, {op: "drive", args: []string{"c0"}},
 			{op: "hook", args: []string{"c0", "section", "subtree"}}, {op: "hook", args: []string{"c0/child", "section"}},
 			{op: "accept", args: []string{"c0/child", "go on"}}, {op: "sleep", args: []string{"300"}}}, p.lines...)
 	}
 	// Half of them, from a generator of its own, have two handlers give a
-	// collapse of the root instructions: the last one's stand.
+	// collapse of the root instructions, half the time with the host's
+	// own: the last handler's stand, and the host's do not replace them.
 	if two := seededRNG(seed, "two instructions"); two.IntN(2) == 0 {
-		p.lines = append([]progLine{{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
+		collapse := progLine{op: "collapse", args: []string{"c0"}}
+		if two.IntN(2) == 0 {
+			// The host's own instructions, which go before the handlers'.
+			collapse.args = append(collapse.args, collapseInstructions[two.IntN(len(collapseInstructions))])
+		}
+		p.lines = append([]progLine{{op: "respond", args: []string{"text", "first"}}, {op: "respond", args: []string{"text", "second"}},
+			{op: "respond", args: []string{"text", "summed up"}},
+			{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
 			{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
 			{op: "hook", args: []string{"c0", "instruct"}}, {op: "hook", args: []string{[]string{"c0", "session"}[two.IntN(2)], "instruct"}},
-			{op: "collapse", args: []string{"c0"}}, {op: "drive", args: []string{"c0"}}}, p.lines...)
+			{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", "1"}},
+			collapse, {op: "drive", args: []string{"c0"}}}, p.lines...)
 	}
 	// Half of them, from a generator of its own, take a tool out of the
 	// root's requests and then have its model call it in a turn.
@@ -428,7 +437,7 @@ func drawHooks(p *program, seed uint64) {
 		tool := []string{"a", "b"}[drop.IntN(2)]
 		at := drop.IntN(len(p.lines))
 		p.lines = slices.Insert(p.lines, at, progLine{op: "hook", args: []string{"c0", "drop:" + tool}},
-			progLine{op: "respond", args: []string{"calls", tool}},
+			progLine{op: "respond", args: []string{"calls", tool}}, progLine{op: "respond", args: []string{"text", "ok"}},
 			progLine{op: "accept", args: []string{"c0", "look"}}, progLine{op: "drive", args: []string{"c0"}})
 	}
 	drawObservers(p, seed)

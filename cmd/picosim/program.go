@@ -374,6 +374,7 @@ func drawProgram(seed uint64) *program {
 	drawFailedTurnWrites(p, seed)
 	drawLastAttemptRestarts(p, seed)
 	drawRecoverAborts(p, seed)
+	drawSpillAborts(p, seed)
 	drawStaleCollapses(p, seed)
 	drawNestedRuns(p, seed)
 	drawShortBudgets(p, seed)
@@ -779,7 +780,7 @@ const spillSeeds = 4
 // three answers that call the spill tools, from a generator of their own,
 // among its other answers, so that output windows meet aborts, restarts,
 // budgets and failures; half of those programs begin with a spill call
-// that an abort cuts short.
+// that an abort cuts short (drawSpillAborts).
 func drawSpills(p *program, seed uint64) {
 	if seed%spillSeeds != 2 {
 		return
@@ -798,14 +799,24 @@ func drawSpills(p *program, seed uint64) {
 		l := progLine{op: "respond", args: []string{"calls", strings.Join(names, ",")}}
 		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), l) // before the final drive
 	}
+}
+
+// drawSpillAborts has half the spill programs begin with a spill call cut
+// short. It runs after the draws that begin a program with blocks of their
+// own (the hook seeds' are the spill seeds), so that its turn is the
+// program's first and the first answer its.
+func drawSpillAborts(p *program, seed uint64) {
+	if seed%spillSeeds != 2 {
+		return
+	}
 	// Half of them begin with a turn whose first answer calls a spill
 	// tool, aborted (the turn, or the call) after a chunk or a few: an
 	// aborted call settles with what its sink made durable, usage and all.
-	rng = seededRNG(seed, "spill aborts")
+	rng := seededRNG(seed, "spill aborts")
 	if rng.IntN(2) == 0 {
 		return
 	}
-	call := fmt.Sprintf("%s:%d", tools[rng.IntN(2)], rng.IntN(1000))
+	call := fmt.Sprintf("%s:%d", []string{"spill-head", "spill-tail"}[rng.IntN(2)], rng.IntN(1000))
 	abort := []progLine{{op: "abort", args: []string{"c0"}}, {op: "abort-task", args: []string{"0"}}}[rng.IntN(2)]
 	block := []progLine{{op: "respond", args: []string{"calls", call}}, {op: "accept", args: []string{"c0", "spill"}}, {op: "drive-async", args: []string{"c0"}},
 		{op: "sleep", args: []string{strconv.Itoa(int(spillChunkWait/time.Millisecond) * (1 + rng.IntN(4)))}}, abort}
@@ -965,6 +976,14 @@ func drawTranscriptActions(p *program, seed uint64) {
 		at := rng.IntN(len(p.lines)) // before the final drive
 		p.lines = slices.Insert(p.lines, at, l)
 	}
+	// Half of them, from a generator of their own, edit one entry of the
+	// root twice in a row: the newer edit is the one the context shows.
+	if twice := seededRNG(seed, "edits twice"); twice.IntN(2) == 0 {
+		entry := strconv.Itoa(twice.IntN(4))
+		p.lines = slices.Insert(p.lines, twice.IntN(len(p.lines)),
+			progLine{op: "edit", args: []string{"c0", entry, []string{"omit", "replace"}[twice.IntN(2)]}},
+			progLine{op: "edit", args: []string{"c0", entry, []string{"omit", "replace"}[twice.IntN(2)]}})
+	}
 }
 
 // stateSeeds is how often a drawn program also writes state of its own
@@ -1084,7 +1103,7 @@ func drawStateActions(p *program, seed uint64) {
 			return progLine{op: "list", args: append([]string{conv, "host.rl", "rewind"}, args...)}
 		}
 		block := []progLine{list("c0", "append", "1"), list("c0", "append", "2"), list("c0", "remove", strconv.Itoa(removes.IntN(2))),
-			{op: "accept", args: []string{"c0", "state"}}, {op: "drive", args: []string{"c0"}}, {op: "fork", args: []string{"c0", "-1"}},
+			{op: "respond", args: []string{"text", "ok"}}, {op: "accept", args: []string{"c0", "state"}}, {op: "drive", args: []string{"c0"}}, {op: "fork", args: []string{"c0", "-1"}},
 			list("c-1", "append", "3")}
 		if removes.IntN(2) == 0 {
 			block = append(block, list("c-1", "remove", "-1"))

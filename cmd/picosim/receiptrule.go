@@ -78,6 +78,7 @@ func drawCrossRequests(p *program, seed uint64) {
 		first, second = second, first
 	}
 	p.lines = append([]progLine{
+		{op: "respond", args: []string{"text", "ok"}}, {op: "respond", args: []string{"text", "ok"}}, // the child's turn and the root's
 		{op: "spawn", args: []string{"c0", "look"}},
 		{op: "accept", args: []string{first, "look", "req=rx"}},
 		{op: "accept", args: []string{second, "again", "req=rx"}},

@@ -13,6 +13,7 @@ import (
 	"github.com/pico-go/pico/core"
 	"github.com/pico-go/pico/core/agent"
 	"github.com/pico-go/pico/core/ai"
+	"github.com/pico-go/pico/sim/fault"
 	"github.com/pico-go/pico/sim/faux"
 	"github.com/pico-go/pico/storage"
 )
@@ -105,12 +106,13 @@ func (e *env) settingsLine(ctx context.Context, conv storage.ID, l progLine) err
 }
 
 // sessionGone reports whether err is the session failing or ending under
-// a host call (a fault, a commit whose persistence failed, a stopped
+// a host call (a fault, a commit whose persistence failed, a crashed or stopped
 // process's closed store, the run's end) rather than the call's own
 // failure.
 func sessionGone(ctx context.Context, err error) bool {
 	var pe *core.PersistenceError
-	return isSessionFault(err) || errors.As(err, &pe) || errors.Is(err, core.ErrClosed) || errors.Is(err, storage.ErrClosed) || ctx.Err() != nil
+	return isSessionFault(err) || errors.As(err, &pe) || errors.Is(err, core.ErrClosed) || errors.Is(err, storage.ErrClosed) ||
+		errors.Is(err, fault.ErrCrashed) || ctx.Err() != nil
 }
 
 // settingRefused is the rule that refuses setting name of kind to value,
@@ -220,8 +222,9 @@ func drawSettings(p *program, seed uint64) {
 	// two turns and a collapse that keeps almost nothing: the turns and the
 	// summarizer ask that model, or fail for want of it.
 	if model := seededRNG(seed, "model turns"); model.IntN(2) == 0 {
+		served := model.IntN(2) == 0
 		block := []progLine{
-			{op: "settings", args: []string{"c0", "generation", "model", []string{`{"modelId":"faux-2"}`, `{"modelId":"faux-9"}`}[model.IntN(2)]}},
+			{op: "settings", args: []string{"c0", "generation", "model", map[bool]string{true: `{"modelId":"faux-2"}`, false: `{"modelId":"faux-9"}`}[served]}},
 			{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
 			{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
 			{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", "1"}},
@@ -230,6 +233,12 @@ func drawSettings(p *program, seed uint64) {
 			// Another collapse while the first summarizes: refused,
 			// naming the first.
 			block = slices.Insert(block, len(block)-1, progLine{op: "collapse", args: []string{"c0"}})
+		}
+		if served {
+			// The answers of the two turns and the summary: a model nobody
+			// serves is never asked.
+			block = append([]progLine{{op: "respond", args: []string{"text", "first"}}, {op: "respond", args: []string{"text", "second"}},
+				{op: "respond", args: []string{"text", "summed up"}}}, block...)
 		}
 		p.lines = slices.Insert(p.lines, model.IntN(len(p.lines)), block...)
 	}
