@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -221,11 +222,7 @@ func drawStaleCollapses(p *program, seed uint64) {
 	if seed%handoffSeeds == 2 {
 		reset.args = append(reset.args, "start afresh") // as drawHandoffs makes every reset of these seeds
 	}
-	p.lines = append([]progLine{{op: "respond", args: []string{"text", "first"}}, {op: "respond", args: []string{"text", "second"}},
-		{op: "respond", args: []string{"slow", "1000", "the summary"}},
-		{op: "accept", args: []string{"c0", "one"}}, {op: "drive", args: []string{"c0"}},
-		{op: "accept", args: []string{"c0", "two"}}, {op: "drive", args: []string{"c0"}},
-		{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", "1"}},
-		{op: "collapse", args: []string{"c0"}}, {op: "sleep", args: []string{strconv.Itoa(1 + rng.IntN(500))}}, reset,
-		{op: "drive", args: []string{"c0"}}}, p.lines...)
+	block := collapseAfterTwoTurns(1, progLine{op: "respond", args: []string{"slow", "1000", "the summary"}})
+	block = slices.Insert(block, collapseLine+1, progLine{op: "sleep", args: []string{strconv.Itoa(1 + rng.IntN(500))}}, reset)
+	p.lines = append(block, p.lines...)
 }

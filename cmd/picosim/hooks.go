@@ -418,18 +418,14 @@ func drawHooks(p *program, seed uint64) {
 	// collapse of the root instructions, half the time with the host's
 	// own: the last handler's stand, and the host's do not replace them.
 	if two := seededRNG(seed, "two instructions"); two.IntN(2) == 0 {
-		collapse := progLine{op: "collapse", args: []string{"c0"}}
+		block := collapseAfterTwoTurns(1, progLine{op: "respond", args: []string{"text", "summed up"}})
 		if two.IntN(2) == 0 {
 			// The host's own instructions, which go before the handlers'.
-			collapse.args = append(collapse.args, collapseInstructions[two.IntN(len(collapseInstructions))])
+			block[collapseLine].args = append(block[collapseLine].args, collapseInstructions[two.IntN(len(collapseInstructions))])
 		}
-		p.lines = append([]progLine{{op: "respond", args: []string{"text", "first"}}, {op: "respond", args: []string{"text", "second"}},
-			{op: "respond", args: []string{"text", "summed up"}},
-			{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
-			{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
-			{op: "hook", args: []string{"c0", "instruct"}}, {op: "hook", args: []string{[]string{"c0", "session"}[two.IntN(2)], "instruct"}},
-			{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", "1"}},
-			collapse, {op: "drive", args: []string{"c0"}}}, p.lines...)
+		block = slices.Insert(block, collapseLine, progLine{op: "hook", args: []string{"c0", "instruct"}},
+			progLine{op: "hook", args: []string{[]string{"c0", "session"}[two.IntN(2)], "instruct"}})
+		p.lines = append(block, p.lines...)
 	}
 	// Half of them, from a generator of its own, take a tool out of the
 	// root's requests and then have its model call it in a turn.

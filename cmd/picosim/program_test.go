@@ -504,6 +504,9 @@ func TestAVerbKeepsTheRules(t *testing.T) {
 // lands in its seeds and some of them within 300, and none touches the
 // golden traces' seed 1.
 func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
+	if l := collapseAfterTwoTurns(1, progLine{op: "respond"}); l[collapseLine].op != "collapse" {
+		t.Fatalf("collapseLine %d is not the collapse of %v", collapseLine, l)
+	}
 	has := func(p *program, pred func(i int, l progLine) bool) bool {
 		for i, l := range p.lines {
 			if pred(i, l) {
@@ -562,8 +565,8 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 			})},
 			{"a session watch first", seed%stateSeeds == 0, p.lines[0].op == "watch-session"},
 			{"turns and a collapse on a model set", seed%settingsSeeds == 5, has(p, func(i int, l progLine) bool {
-				return l.op == "settings" && len(l.args) == 4 && l.args[2] == "model" && i+7 < len(p.lines) &&
-					p.lines[i+1].String() == "accept c0 first" && p.lines[i+6].op == "collapse"
+				return l.op == "settings" && len(l.args) == 4 && l.args[2] == "model" && i+1+collapseLine < len(p.lines) &&
+					p.lines[i+3].String() == "accept c0 first" && p.lines[i+1+collapseLine].op == "collapse"
 			})},
 			{"an abort while a reopened session recovers a call", seed%recoverAbortSeeds == 9, has(p, func(i int, l progLine) bool {
 				return l.String() == "respond calls work:slow" && i+8 < len(p.lines) && p.lines[i+5].String() == "reopen" &&
@@ -574,12 +577,12 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 					i+1 < len(p.lines) && p.lines[i+1].op == "boundary" && p.lines[i+1].args[2] == "codex:start" && p.lines[i+1].args[1] != l.args[1]
 			})},
 			{"a reset while a collapse summarizes", seed%staleCollapseSeeds == 2, has(p, func(i int, l progLine) bool {
-				return l.String() == "respond slow 1000 \"the summary\"" && i+9 < len(p.lines) && p.lines[i+6].String() == "collapse c0" &&
-					p.lines[i+8].op == "reset"
+				return l.String() == "respond slow 1000 \"the summary\"" && i+3 < len(p.lines) && p.lines[i+1].String() == "collapse c0" &&
+					p.lines[i+3].op == "reset"
 			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
-				return l.String() == "hook c0 instruct" && i+3 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
-					strings.HasPrefix(p.lines[i+3].String(), "collapse c0")
+				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
+					strings.HasPrefix(p.lines[i+2].String(), "collapse c0")
 			})},
 		}
 		for _, c := range checks {

@@ -222,23 +222,13 @@ func drawSettings(p *program, seed uint64) {
 	// two turns and a collapse that keeps almost nothing: the turns and the
 	// summarizer ask that model, or fail for want of it.
 	if model := seededRNG(seed, "model turns"); model.IntN(2) == 0 {
-		served := model.IntN(2) == 0
-		block := []progLine{
-			{op: "settings", args: []string{"c0", "generation", "model", map[bool]string{true: `{"modelId":"faux-2"}`, false: `{"modelId":"faux-9"}`}[served]}},
-			{op: "accept", args: []string{"c0", "first"}}, {op: "drive", args: []string{"c0"}},
-			{op: "accept", args: []string{"c0", "second"}}, {op: "drive", args: []string{"c0"}},
-			{op: "value", args: []string{"c0", agent.CollapseKeepRecentValue.Namespace, "rewind", "set", "1"}},
-			{op: "collapse", args: []string{"c0"}}, {op: "drive", args: []string{"c0"}}}
+		ref := []string{`{"modelId":"faux-2"}`, `{"modelId":"faux-9"}`}[model.IntN(2)]
+		block := append([]progLine{{op: "settings", args: []string{"c0", "generation", "model", ref}}},
+			collapseAfterTwoTurns(1, progLine{op: "respond", args: []string{"text", "summed up"}})...)
 		if model.IntN(2) == 0 {
 			// Another collapse while the first summarizes: refused,
 			// naming the first.
-			block = slices.Insert(block, len(block)-1, progLine{op: "collapse", args: []string{"c0"}})
-		}
-		if served {
-			// The answers of the two turns and the summary: a model nobody
-			// serves is never asked.
-			block = append([]progLine{{op: "respond", args: []string{"text", "first"}}, {op: "respond", args: []string{"text", "second"}},
-				{op: "respond", args: []string{"text", "summed up"}}}, block...)
+			block = slices.Insert(block, 1+collapseLine+1, progLine{op: "collapse", args: []string{"c0"}})
 		}
 		p.lines = slices.Insert(p.lines, model.IntN(len(p.lines)), block...)
 	}

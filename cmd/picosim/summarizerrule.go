@@ -215,7 +215,8 @@ func drawSummarizerFailures(p *program, seed uint64) {
 }
 
 // collapseAfterTwoTurns is two turns of the root, then a collapse of it,
-// keeping keep recent tokens, whose summarizer gets answer.
+// keeping keep recent tokens, whose summarizer gets answer. Its one
+// collapse line is at collapseLine.
 func collapseAfterTwoTurns(keep int, answer progLine) []progLine {
 	return []progLine{
 		{op: "respond", args: []string{"text", "done"}}, {op: "respond", args: []string{"text", "done again"}},
@@ -227,3 +228,6 @@ func collapseAfterTwoTurns(keep int, answer progLine) []progLine {
 		{op: "collapse", args: []string{"c0"}}, {op: "drive", args: []string{"c0"}},
 	}
 }
+
+// collapseLine is the index of collapseAfterTwoTurns' collapse line.
+const collapseLine = 8
