@@ -65,10 +65,17 @@ func (o *oracle) cutChecked(b storage.CommitBatch, r storage.Range, by string) e
 					calls[c.ID] = v
 				}
 			}
-			if v.Kind != "tool_result" || v.ID < lo || e.Kind == "tool_result" && v != e {
+			if v.Kind != "tool_result" || v.ID < lo {
 				continue
 			}
-			call, ok := calls[v.Key] // a result answers the newest call of its id before it
+			// A result answers the newest call of its id before it that no
+			// earlier result answered: of two results of one id (an answer
+			// that names it twice), the first is the call's (§2.2).
+			call, ok := calls[v.Key]
+			delete(calls, v.Key)
+			if e.Kind == "tool_result" && v != e {
+				continue
+			}
 			if ok && (call.ID < head.Head) != (v.ID < head.Head) {
 				return o.fail(broke(ruleCut, "%s wrote entry %d in %d–%d: conversation %d's summary %d keeps from %d, and so splits call %s (entry %d) from its result (entry %d)",
 					by, e.ID, r.First, r.Last, e.ConversationID, head.ID, head.Head, v.Key, call.ID, v.ID))

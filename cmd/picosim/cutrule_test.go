@@ -53,9 +53,16 @@ func TestTheCutRuleKeepsExchangesWhole(t *testing.T) {
 	if err := run(history, []*storage.Entry{summary(7, 5)}, []*storage.Entry{result(8, "c2")}); err != nil {
 		t.Fatalf("a result of a kept call after the summary: %v", err)
 	}
+	// An answer naming c3 twice: the first result is the call's, and a
+	// second one kept past the summary splits nothing (§2.2).
+	paired := []*storage.Entry{history[0], assistant(3, "c3", "c3"), result(4, "c3"), result(5, "c3")}
+	if err := run(paired, []*storage.Entry{summary(6, 5)}); err != nil {
+		t.Fatalf("a second result of an answered id kept past the summary: %v", err)
+	}
 	for name, batches := range map[string][][]*storage.Entry{
-		"a kept result of a summarized call":     {history, {summary(7, 4)}},
-		"a result after the summary of its call": {history, {summary(7, 7)}, {result(8, "c2")}},
+		"a kept first result of a summarized call under an id named twice": {paired, {summary(6, 4)}},
+		"a kept result of a summarized call":                               {history, {summary(7, 4)}},
+		"a result after the summary of its call":                           {history, {summary(7, 7)}, {result(8, "c2")}},
 	} {
 		var oe *oracleError
 		if err := run(batches...); !errors.As(err, &oe) || oe.Rule != ruleCut {

@@ -376,6 +376,7 @@ func drawProgram(seed uint64) *program {
 	drawRecoverAborts(p, seed)
 	drawSpillAborts(p, seed)
 	drawStaleCollapses(p, seed)
+	drawPairedCollapses(p, seed)
 	drawNestedRuns(p, seed)
 	drawShortBudgets(p, seed)
 	drawBashAborts(p, seed)  // before the short budget: the abort lands while the call waits

@@ -499,8 +499,8 @@ func TestAVerbKeepsTheRules(t *testing.T) {
 // queued under a turn that fails, a restart during a generation's last
 // attempt, a session watch whose values change, turns and a collapse on a
 // model the host set, an abort while a reopened session recovers a call,
-// Codex's /new reported as a startup, a reset while a collapse summarizes.
-// Each
+// Codex's /new reported as a startup, a reset while a collapse summarizes,
+// a collapse after an answer whose two calls share an id. Each
 // lands in its seeds and some of them within 300, and none touches the
 // golden traces' seed 1.
 func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
@@ -580,6 +580,10 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 				return l.String() == "respond slow 1000 \"the summary\"" && i+3 < len(p.lines) && p.lines[i+1].String() == "collapse c0" &&
 					p.lines[i+3].op == "reset"
 			})},
+			{"a collapse after calls under one id", seed%reusedIDSeeds == 0 && seed/reusedIDSeeds%pairedIDSeeds == 2, has(p, func(i int, l progLine) bool {
+				return l.String() == "respond calls a,b" && i+1+collapseLine < len(p.lines) && p.lines[i+1].String() == "respond text done" &&
+					p.lines[i+1+collapseLine].String() == "collapse c0"
+			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					strings.HasPrefix(p.lines[i+2].String(), "collapse c0")
@@ -616,7 +620,8 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 		"child under its owner's hook and its own", "two instructions", "request repeated elsewhere", "turns around the wall clock",
 		"removes below a fork's own", "a job stopped twice", "a tool added to a selection",
 		"a write under a turn that fails", "a restart at the last attempt", "a session watch first", "turns and a collapse on a model set",
-		"an abort while a reopened session recovers a call", "codex's /new after a startup", "a reset while a collapse summarizes"} {
+		"an abort while a reopened session recovers a call", "codex's /new after a startup", "a reset while a collapse summarizes",
+		"a collapse after calls under one id"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}

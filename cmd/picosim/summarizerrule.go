@@ -231,3 +231,17 @@ func collapseAfterTwoTurns(keep int, answer progLine) []progLine {
 
 // collapseLine is the index of collapseAfterTwoTurns' collapse line.
 const collapseLine = 8
+
+// drawPairedCollapses has half the programs whose model names each two
+// calls of an answer by one id (pairedIDSeeds), from a generator of their
+// own, begin with a collapse of the root after two turns, the first of
+// which calls two tools under one id: the collapse's cut must count that
+// id's one result as the answer's whole, not wait for a second.
+func drawPairedCollapses(p *program, seed uint64) {
+	if seed%reusedIDSeeds != 0 || seed/reusedIDSeeds%pairedIDSeeds != 2 || seededRNG(seed, "paired collapses").IntN(2) != 0 {
+		return
+	}
+	block := collapseAfterTwoTurns(1, progLine{op: "respond", args: []string{"text", "summed up"}})
+	block = slices.Insert(block, 0, progLine{op: "respond", args: []string{"calls", "a,b"}})
+	p.lines = append(block, p.lines...)
+}
