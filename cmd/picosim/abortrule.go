@@ -172,18 +172,19 @@ func (o *oracle) toolAborted(inv core.Invocation, b storage.CommitBatch, r stora
 }
 
 // recoverAbortSeeds is how often a drawn program aborts the root while a
-// reopened session recovers a slow call: every tenth seed from 9, not the
-// golden traces' seed 1.
+// reopened session recovers a slow call: every tenth seed from 9 but the
+// child-abort seeds among them, not the golden traces' seed 1.
 const recoverAbortSeeds = 10
 
 // drawRecoverAborts has such a program begin, from a generator of its
 // own, with a turn of the root whose answer calls the slow work tool (3 s),
 // a reopen while the call works, and, while the new process recovers it,
 // an abort of the root or of the call: the abort mark reaches a running
-// recover as it reaches an execute.
+// recover as it reaches an execute. A seed that aborts under children
+// (drawChildAborts) keeps its block first instead.
 func drawRecoverAborts(p *program, seed uint64) {
-	if seed%recoverAbortSeeds != 9 {
-		return
+	if seed%recoverAbortSeeds != 9 || seed%childAbortSeeds == 3 {
+		return // a child-abort seed's own abort comes first
 	}
 	rng := seededRNG(seed, "recover aborts")
 	abort := []progLine{{op: "abort", args: []string{"c0"}}, {op: "abort-task", args: []string{"0"}}}[rng.IntN(2)]
