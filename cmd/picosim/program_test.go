@@ -500,7 +500,8 @@ func TestAVerbKeepsTheRules(t *testing.T) {
 // attempt, a session watch whose values change, turns and a collapse on a
 // model the host set, an abort while a reopened session recovers a call,
 // Codex's /new reported as a startup, a reset while a collapse summarizes,
-// a collapse after an answer whose two calls share an id. Each
+// a collapse after an answer whose two calls share an id, a shaper in a
+// fork nobody watches. Each
 // lands in its seeds and some of them within 300, and none touches the
 // golden traces' seed 1.
 func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
@@ -584,6 +585,9 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 				return l.String() == "respond calls a,b" && i+1+collapseLine < len(p.lines) && p.lines[i+1].String() == "respond text done" &&
 					p.lines[i+1+collapseLine].String() == "collapse c0"
 			})},
+			{"a shaped fork nobody watches", seed%shapeSeeds == 3, has(p, func(i int, l progLine) bool {
+				return l.String() == "fork c0 0" && i+1 < len(p.lines) && strings.HasPrefix(p.lines[i+1].String(), "shape c-1 ")
+			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					strings.HasPrefix(p.lines[i+2].String(), "collapse c0")
@@ -621,7 +625,7 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 		"removes below a fork's own", "a job stopped twice", "a tool added to a selection",
 		"a write under a turn that fails", "a restart at the last attempt", "a session watch first", "turns and a collapse on a model set",
 		"an abort while a reopened session recovers a call", "codex's /new after a startup", "a reset while a collapse summarizes",
-		"a collapse after calls under one id"} {
+		"a collapse after calls under one id", "a shaped fork nobody watches"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}

@@ -430,6 +430,13 @@ func drawShapes(p *program, seed uint64) {
 		l := progLine{op: "shape", args: []string{[]string{"c0", "c-1"}[rng.IntN(2)], strconv.Itoa(4 + rng.IntN(21))}}
 		p.lines = slices.Insert(p.lines, rng.IntN(len(p.lines)), l)
 	}
+	// Half of them, from a generator of their own, also shape a fork that
+	// nobody watches: its shaper leaves the preview alone, and every read
+	// of it must rebuild it.
+	if alone := seededRNG(seed, "unwatched shapes"); alone.IntN(2) == 0 {
+		p.lines = slices.Insert(p.lines, alone.IntN(len(p.lines)), progLine{op: "fork", args: []string{"c0", "0"}},
+			progLine{op: "shape", args: []string{"c-1", strconv.Itoa(4 + alone.IntN(21))}})
+	}
 }
 
 // startShaper runs a program's shape line: a shaper of steps steps in
