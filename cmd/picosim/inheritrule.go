@@ -235,6 +235,42 @@ func drawInherits(p *program, seed uint64) {
 	brokenOffInherits(p, seed)
 }
 
+// answerHeadSeeds is how often, among the inherit seeds, a drawn program
+// begins with a grandchild that inherits a head whose messages begin with
+// an answer: every fourth of them (every sixteenth seed from 7).
+const answerHeadSeeds = 16
+
+// drawAnswerHeads has such a program begin with a turn of the root whose
+// answer calls two tools, then omit the root's first input, so that its
+// context begins with that answer. A turn of the root then runs a child
+// that inherits it, whose handoff head therefore begins with an answer
+// with calls, their results inside the head, and the child's own turn
+// runs a grandchild that inherits again: that head is complete, not an
+// exchange in flight. Every call is a run, which waits, so the five
+// answers the block queues are taken in its order. drawInherits lines the
+// same up at random, where another block that comes first or a spawn's
+// child that takes the wrong answer undoes it. It must be the first block
+// of the program but for the shell programs' turns of their own, which
+// answer theirs, so is drawn after the other blocks that begin it.
+func drawAnswerHeads(p *program, seed uint64) {
+	if seed%answerHeadSeeds != 7 {
+		return
+	}
+	rng := seededRNG(seed, "answer heads")
+	first := []string{"a,b", "a,work:ok", "b,a"}[rng.IntN(3)]
+	block := []progLine{
+		{op: "respond", args: []string{"calls", first}}, {op: "respond", args: []string{"text", "done"}},
+		{op: "accept", args: []string{"c0", "look"}}, {op: "drive", args: []string{"c0"}},
+		{op: "edit", args: []string{"c0", "0", "omit"}},
+		{op: "respond", args: []string{"calls", "subagent:run:inherit"}}, // the root's
+		{op: "respond", args: []string{"calls", "subagent:run:inherit"}}, // the child's
+		{op: "respond", args: []string{"text", "ok"}},                    // the grandchild's
+		{op: "respond", args: []string{"text", "done"}}, {op: "respond", args: []string{"text", "done"}},
+		{op: "accept", args: []string{"c0", "delegate"}}, {op: "drive", args: []string{"c0"}},
+	}
+	p.lines = append(block, p.lines...)
+}
+
 // brokenOffInherits, from a generator of its own, gives half the answers
 // of an inheriting program that fail or are aborted calls, and half the
 // time puts a turn whose answer breaks off after two calls before the one

@@ -378,6 +378,7 @@ func drawProgram(seed uint64) *program {
 	drawStaleCollapses(p, seed)
 	drawPairedCollapses(p, seed)
 	drawNestedRuns(p, seed)
+	drawAnswerHeads(p, seed) // first but for the turns of shell programs' own draws
 	drawShortBudgets(p, seed)
 	drawBashAborts(p, seed)  // before the short budget: the abort lands while the call waits
 	drawExactOutput(p, seed) // last: its turn must be the program's first
