@@ -237,7 +237,8 @@ func drawInherits(p *program, seed uint64) {
 
 // answerHeadSeeds is how often, among the inherit seeds, a drawn program
 // begins with a grandchild that inherits a head whose messages begin with
-// an answer: every fourth of them (every sixteenth seed from 7).
+// an answer: every fourth of them (every sixteenth seed from 7), but for
+// the limit seeds.
 const answerHeadSeeds = 16
 
 // drawAnswerHeads has such a program begin with a turn of the root whose
@@ -253,8 +254,8 @@ const answerHeadSeeds = 16
 // of the program but for the shell programs' turns of their own, which
 // answer theirs, so is drawn after the other blocks that begin it.
 func drawAnswerHeads(p *program, seed uint64) {
-	if seed%answerHeadSeeds != 7 {
-		return
+	if seed%answerHeadSeeds != 7 || seed%limitSeeds == 0 {
+		return // a limited session's budget would refuse its turns, and theirs
 	}
 	rng := seededRNG(seed, "answer heads")
 	first := []string{"a,b", "a,work:ok", "b,a"}[rng.IntN(3)]
