@@ -426,6 +426,14 @@ func drawHooks(p *program, seed uint64) {
 		block = slices.Insert(block, collapseLine, progLine{op: "hook", args: []string{"c0", "instruct"}},
 			progLine{op: "hook", args: []string{[]string{"c0", "session"}[two.IntN(2)], "instruct"}})
 		p.lines = append(block, p.lines...)
+	} else if kept := seededRNG(seed, "decline kept"); kept.IntN(2) == 0 {
+		// Half the others, from a generator of their own, have a handler
+		// decline the collapse and one after it, the root's own, summarize
+		// or instruct: the decline stands, and the summarizer is not asked.
+		block := collapseAfterTwoTurns(1, progLine{op: "respond", args: []string{"text", "summed up"}})
+		block = slices.Insert(block, collapseLine, progLine{op: "hook", args: []string{[]string{"c0", "session"}[kept.IntN(2)], "decline"}},
+			progLine{op: "hook", args: []string{"c0", []string{"summary", "instruct"}[kept.IntN(2)]}})
+		p.lines = append(block, p.lines...)
 	}
 	// Half of them, from a generator of its own, take a tool out of the
 	// root's requests and then have its model call it in a turn.

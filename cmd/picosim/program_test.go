@@ -592,6 +592,10 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 				return i == 0 && l.op == "respond" && len(l.args) == 2 && l.args[0] == "calls" && p.lines[4].String() == "edit c0 0 omit" &&
 					p.lines[5].String() == "respond calls subagent:run:inherit" && p.lines[6].String() == "respond calls subagent:run:inherit"
 			})},
+			{"a decline before a handler that does not", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
+				return strings.HasSuffix(l.String(), " decline") && i+2 < len(p.lines) && strings.HasPrefix(p.lines[i+1].String(), "hook c0 ") &&
+					!strings.HasSuffix(p.lines[i+1].String(), " decline") && p.lines[i+2].String() == "collapse c0"
+			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					strings.HasPrefix(p.lines[i+2].String(), "collapse c0")
@@ -629,7 +633,8 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 		"removes below a fork's own", "a job stopped twice", "a tool added to a selection",
 		"a write under a turn that fails", "a restart at the last attempt", "a session watch first", "turns and a collapse on a model set",
 		"an abort while a reopened session recovers a call", "codex's /new after a startup", "a reset while a collapse summarizes",
-		"a collapse after calls under one id", "a shaped fork nobody watches", "a grandchild inheriting a head that begins with an answer"} {
+		"a collapse after calls under one id", "a shaped fork nobody watches", "a grandchild inheriting a head that begins with an answer",
+		"a decline before a handler that does not"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}
