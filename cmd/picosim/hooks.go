@@ -444,6 +444,18 @@ func drawHooks(p *program, seed uint64) {
 			progLine{op: "respond", args: []string{"calls", tool}}, progLine{op: "respond", args: []string{"text", "ok"}},
 			progLine{op: "accept", args: []string{"c0", "look"}}, progLine{op: "drive", args: []string{"c0"}})
 	}
+	// Half of them, from a generator of their own, begin with a turn under
+	// an args hook of one echo tool whose answer calls both: the other
+	// call's arguments, which the hook's empty answer does not change, run
+	// as the model gave them. The hook is then taken off.
+	if empty := seededRNG(seed, "args left alone"); empty.IntN(2) == 0 {
+		tool := []string{"a", "b"}[empty.IntN(2)]
+		calls := []string{"a,b", "b,a"}[empty.IntN(2)]
+		p.lines = append([]progLine{{op: "hook", args: []string{[]string{"c0", "session"}[empty.IntN(2)], "args:" + tool}},
+			{op: "respond", args: []string{"calls", calls}}, {op: "respond", args: []string{"text", "ok"}},
+			{op: "accept", args: []string{"c0", "look"}}, {op: "drive", args: []string{"c0"}},
+			{op: "unhook", args: []string{"-1"}}}, p.lines...)
+	}
 	drawObservers(p, seed)
 }
 

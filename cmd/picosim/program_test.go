@@ -596,6 +596,10 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 				return strings.HasSuffix(l.String(), " decline") && i+2 < len(p.lines) && strings.HasPrefix(p.lines[i+1].String(), "hook c0 ") &&
 					!strings.HasSuffix(p.lines[i+1].String(), " decline") && p.lines[i+2].String() == "collapse c0"
 			})},
+			{"a call an args hook leaves alone", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
+				return l.op == "hook" && len(l.args) == 2 && strings.HasPrefix(l.args[1], "args:") && i+5 < len(p.lines) &&
+					(p.lines[i+1].String() == "respond calls a,b" || p.lines[i+1].String() == "respond calls b,a") && p.lines[i+5].String() == "unhook -1"
+			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					strings.HasPrefix(p.lines[i+2].String(), "collapse c0")
@@ -634,7 +638,7 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 		"a write under a turn that fails", "a restart at the last attempt", "a session watch first", "turns and a collapse on a model set",
 		"an abort while a reopened session recovers a call", "codex's /new after a startup", "a reset while a collapse summarizes",
 		"a collapse after calls under one id", "a shaped fork nobody watches", "a grandchild inheriting a head that begins with an answer",
-		"a decline before a handler that does not"} {
+		"a decline before a handler that does not", "a call an args hook leaves alone"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}
