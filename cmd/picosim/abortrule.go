@@ -188,7 +188,14 @@ func drawRecoverAborts(p *program, seed uint64) {
 	}
 	rng := seededRNG(seed, "recover aborts")
 	abort := []progLine{{op: "abort", args: []string{"c0"}}, {op: "abort-task", args: []string{"0"}}}[rng.IntN(2)]
-	p.lines = append([]progLine{{op: "respond", args: []string{"calls", "work:slow"}}, {op: "respond", args: []string{"text", "done"}},
+	calls := "work:slow"
+	if never := seededRNG(seed, "never replayed"); never.IntN(2) == 0 {
+		// Beside it, a call of the echo tool that is never replayed, as
+		// slow: the reopen interrupts it, and the new process must settle
+		// it without running it again (§8.3).
+		calls = []string{"work:slow,b:3000", "b:3000,work:slow"}[never.IntN(2)]
+	}
+	p.lines = append([]progLine{{op: "respond", args: []string{"calls", calls}}, {op: "respond", args: []string{"text", "done"}},
 		{op: "accept", args: []string{"c0", "look"}}, {op: "drive-async", args: []string{"c0"}},
 		{op: "sleep", args: []string{strconv.Itoa(100 + rng.IntN(400))}}, {op: "reopen"},
 		{op: "drive-async", args: []string{"c0"}}, {op: "sleep", args: []string{strconv.Itoa(1 + rng.IntN(300))}}, abort}, p.lines...)

@@ -1389,6 +1389,10 @@ func (g *programRun) answerTo(l progLine) answer {
 			switch c.tool {
 			case "work":
 				args = fmt.Sprintf(`{"do":%q}`, c.arg)
+			case "a", "b":
+				if c.arg != "" { // a:MS, b:MS: the echo tool waits MS virtual ms
+					args = fmt.Sprintf(`{"waitMs":%d}`, atoi(c.arg))
+				}
 			case "spill-head", "spill-tail":
 				recipe, fail := strings.CutSuffix(c.arg, ":fail")
 				raw, _ := json.Marshal(spillArgs{Recipe: atoi(recipe), Fail: fail})

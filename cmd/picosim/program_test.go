@@ -570,8 +570,12 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 					p.lines[i+3].String() == "accept c0 first" && p.lines[i+1+collapseLine].op == "collapse"
 			})},
 			{"an abort while a reopened session recovers a call", seed%recoverAbortSeeds == 9 && seed%childAbortSeeds != 3, has(p, func(i int, l progLine) bool {
-				return l.String() == "respond calls work:slow" && i+8 < len(p.lines) && p.lines[i+5].String() == "reopen" &&
-					strings.HasPrefix(p.lines[i+8].op, "abort")
+				return l.op == "respond" && len(l.args) == 2 && l.args[0] == "calls" && slices.Contains([]string{"work:slow", "work:slow,b:3000", "b:3000,work:slow"}, l.args[1]) &&
+					i+8 < len(p.lines) && p.lines[i+5].String() == "reopen" && strings.HasPrefix(p.lines[i+8].op, "abort")
+			})},
+			{"a call never replayed that a reopen interrupts", seed%recoverAbortSeeds == 9 && seed%childAbortSeeds != 3, has(p, func(i int, l progLine) bool {
+				return l.op == "respond" && len(l.args) == 2 && l.args[0] == "calls" && strings.Contains(l.args[1], "b:3000") && i+5 < len(p.lines) &&
+					p.lines[i+5].String() == "reopen"
 			})},
 			{"codex's /new after a startup", seed%providerSeeds == 0, has(p, func(i int, l progLine) bool {
 				return l.op == "boundary" && slices.Equal(l.args[:1], []string{"startup"}) && len(l.args) == 3 && l.args[2] == "codex:start" &&
@@ -638,7 +642,8 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 		"a write under a turn that fails", "a restart at the last attempt", "a session watch first", "turns and a collapse on a model set",
 		"an abort while a reopened session recovers a call", "codex's /new after a startup", "a reset while a collapse summarizes",
 		"a collapse after calls under one id", "a shaped fork nobody watches", "a grandchild inheriting a head that begins with an answer",
-		"a decline before a handler that does not", "a call an args hook leaves alone"} {
+		"a decline before a handler that does not", "a call an args hook leaves alone",
+		"a call never replayed that a reopen interrupts"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}
