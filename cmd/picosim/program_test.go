@@ -604,6 +604,9 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 				return l.op == "hook" && len(l.args) == 2 && strings.HasPrefix(l.args[1], "args:") && i+5 < len(p.lines) &&
 					(p.lines[i+1].String() == "respond calls a,b" || p.lines[i+1].String() == "respond calls b,a") && p.lines[i+5].String() == "unhook -1"
 			})},
+			{"a section whose text changes in place", seed%settingsSeeds == 5, has(p, func(i int, l progLine) bool {
+				return l.String() == "hook c0 section" && i+8 < len(p.lines) && p.lines[i+5].op == "settings" && p.lines[i+8].String() == "unhook -1"
+			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					strings.HasPrefix(p.lines[i+2].String(), "collapse c0")
@@ -643,7 +646,7 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 		"an abort while a reopened session recovers a call", "codex's /new after a startup", "a reset while a collapse summarizes",
 		"a collapse after calls under one id", "a shaped fork nobody watches", "a grandchild inheriting a head that begins with an answer",
 		"a decline before a handler that does not", "a call an args hook leaves alone",
-		"a call never replayed that a reopen interrupts"} {
+		"a call never replayed that a reopen interrupts", "a section whose text changes in place"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}
