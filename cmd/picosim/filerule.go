@@ -297,6 +297,31 @@ func showFile(content string, exists bool) string {
 // tools: every third seed from 3, not the golden traces' seed 1.
 const fileSeeds = 3
 
+// repeatedEdit is the first pair of recipes from from, counting up (and
+// around), whose write leaves a text more than once in the file and
+// whose edit replaces that text.
+func repeatedEdit(from int) (write, edit int) {
+	var e struct {
+		OldText string `json:"oldText"`
+	}
+	var w struct {
+		Content string `json:"content"`
+	}
+	for i := range 1000 {
+		write = (from + i) % 1000
+		if json.Unmarshal([]byte(fileArgs("write", "", write)), &w) != nil {
+			continue
+		}
+		for j := range 1000 {
+			edit = (from + j) % 1000
+			if json.Unmarshal([]byte(fileArgs("edit", "", edit)), &e) == nil && e.OldText != "" && strings.Count(w.Content, e.OldText) > 1 {
+				return write, edit
+			}
+		}
+	}
+	panic("picosim: no file recipes write a text twice")
+}
+
 // drawFileCalls gives the model of every fileSeeds-th seed's shell
 // program, from a generator of its own, two to four answers that call the
 // file tools, one to three calls each, first writes then anything, and to
@@ -326,6 +351,16 @@ func drawFileCalls(p *program, seed uint64) {
 			at = 0
 		}
 		p.lines = slices.Insert(p.lines, at, l)
+	}
+	// Half of them, from a generator of their own, begin with a turn that
+	// writes a file and then edits a text it holds more than once, which
+	// the edit must refuse: random recipes seldom meet so.
+	if many := seededRNG(seed, "edit of many"); many.IntN(2) == 0 {
+		path := filePaths[many.IntN(len(filePaths))]
+		write, edit := repeatedEdit(many.IntN(1000))
+		p.lines = append([]progLine{{op: "respond", args: []string{"calls", fmt.Sprintf("write:%s:%d", path, write)}},
+			{op: "respond", args: []string{"calls", fmt.Sprintf("edit:%s:%d", path, edit)}}, {op: "respond", args: []string{"text", "ok"}},
+			{op: "accept", args: []string{"c0", "write and edit"}}, {op: "drive", args: []string{"c0"}}}, p.lines...)
 	}
 	// Half of them, from a generator of its own, also have an answer ask
 	// for two handoffs that differ, which fails the exchange.

@@ -137,3 +137,23 @@ func TestAReadSaysItsRange(t *testing.T) {
 		}
 	}
 }
+
+// repeatedEdit's recipes write a text more than once and edit that text.
+func TestRepeatedEditRecipesWriteTheTextTwice(t *testing.T) {
+	for _, from := range []int{0, 1, 500, 999} {
+		write, edit := repeatedEdit(from)
+		var w struct{ Content string }
+		var e struct {
+			OldText string `json:"oldText"`
+		}
+		if err := json.Unmarshal([]byte(fileArgs("write", "/w/notes.txt", write)), &w); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(fileArgs("edit", "/w/notes.txt", edit)), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.OldText == "" || strings.Count(w.Content, e.OldText) < 2 {
+			t.Errorf("from %d: write %d leaves %q, edit %d replaces %q", from, write, w.Content, edit, e.OldText)
+		}
+	}
+}

@@ -607,6 +607,10 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 			{"a section whose text changes in place", seed%settingsSeeds == 5, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 section" && i+8 < len(p.lines) && p.lines[i+5].op == "settings" && p.lines[i+8].String() == "unhook -1"
 			})},
+			{"an edit of a text written twice", p.shell && seed%fileSeeds == 0, has(p, func(i int, l progLine) bool {
+				return l.String() == `accept c0 "write and edit"` && i >= 3 && strings.HasPrefix(p.lines[i-3].String(), "respond calls write:") &&
+					strings.HasPrefix(p.lines[i-2].String(), "respond calls edit:")
+			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					strings.HasPrefix(p.lines[i+2].String(), "collapse c0")
@@ -646,7 +650,8 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 		"an abort while a reopened session recovers a call", "codex's /new after a startup", "a reset while a collapse summarizes",
 		"a collapse after calls under one id", "a shaped fork nobody watches", "a grandchild inheriting a head that begins with an answer",
 		"a decline before a handler that does not", "a call an args hook leaves alone",
-		"a call never replayed that a reopen interrupts", "a section whose text changes in place"} {
+		"a call never replayed that a reopen interrupts", "a section whose text changes in place",
+		"an edit of a text written twice"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}
