@@ -99,6 +99,10 @@ const (
 	// ends there (§5.5): its post_tools settles stopped and creates no
 	// generation.
 	ruleTerminate oracleRule = "terminate-stops-the-turn"
+	// ruleOneSuccessor: an exchange that goes on (its post_tools settles
+	// done, not stopped) creates one generation of its conversation, which
+	// takes the steering that joined it (§6.2), in the commit that settles.
+	ruleOneSuccessor oracleRule = "an-exchange-that-goes-on-has-one-successor"
 	// ruleHandoff: an exchange whose tools asked for one handoff goes on
 	// from it, the handoff first (§5.5); one whose tools asked for two
 	// different ones fails; one that goes on selects the tools its calls
@@ -1213,6 +1217,17 @@ func (o *oracle) terminate(w storage.Write, b storage.CommitBatch, by string, se
 				return o.fail(broke(ruleTerminate, "%s settled post_tools %d at %d with a new generation, though its tool %d terminated the turn", by, w.ID, seq, tool))
 			}
 			return nil
+		}
+		if conv, known := o.convs[w.ID]; known && w.Status == "done" && !st.Stopped {
+			n := 0
+			for _, x := range b.Writes {
+				if x.Type == storage.WriteTask && x.Task != nil && x.Task.Kind == agent.GenerationKindName && x.Task.ConversationID == conv {
+					n++
+				}
+			}
+			if n != 1 {
+				return o.fail(broke(ruleOneSuccessor, "%s settled post_tools %d at %d going on with %d new generations of conversation %d, not one", by, w.ID, seq, n, conv))
+			}
 		}
 		var handoffs, added []string
 		for _, tool := range st.Tools {

@@ -239,6 +239,10 @@ func TestOracleTerminateStopsTheTurn(t *testing.T) {
 	// Settled as if the turn went on, and stopped but going on.
 	wantRule(t, play(exchange(true, main1(postSettle(false)))), ruleTerminate)
 	wantRule(t, play(exchange(true, main1(kindWrite(6, agent.GenerationKindName), postSettle(true)))), ruleTerminate)
+	// Going on with no generation, or with a second for the steering that
+	// joined.
+	wantRule(t, play(exchange(false, main1(postSettle(false)))), ruleOneSuccessor)
+	wantRule(t, play(exchange(false, main1(kindWrite(6, agent.GenerationKindName), kindWrite(7, agent.GenerationKindName), postSettle(false)))), ruleOneSuccessor)
 }
 
 // An exchange whose tools ask for one handoff goes on from it, the

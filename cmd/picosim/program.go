@@ -379,6 +379,7 @@ func drawProgram(seed uint64) *program {
 	drawPairedCollapses(p, seed)
 	drawNestedRuns(p, seed)
 	drawAnswerHeads(p, seed) // first but for the turns of shell programs' own draws
+	drawSteerJoins(p, seed)
 	drawShortBudgets(p, seed)
 	drawBashAborts(p, seed)  // before the short budget: the abort lands while the call waits
 	drawExactOutput(p, seed) // last: its turn must be the program's first
@@ -646,6 +647,24 @@ func drawCancels(p *program, seed uint64) {
 			progLine{op: "cancel-queued", args: []string{"c0", []string{"-1", "-1", "-2"}[rng.IntN(3)]}})
 	}
 	p.lines = append(block, p.lines...)
+}
+
+// drawSteerJoins has half the cancel seeds' programs but the limit seeds',
+// from a generator of their own, begin with steering while the root's
+// slow call runs: it joins at post_tools, whose one generation takes it
+// (§6.2), not two. Drawn after the other blocks that begin a program, so
+// that no turn before it takes its answers or spends a budget.
+func drawSteerJoins(p *program, seed uint64) {
+	if seed%cancelSeeds != 7 || seed%limitSeeds == 0 {
+		return
+	}
+	if join := seededRNG(seed, "steer joins"); join.IntN(2) == 0 {
+		p.lines = append([]progLine{{op: "respond", args: []string{"calls", []string{"work:slow", "a,work:slow"}[join.IntN(2)]}},
+			{op: "respond", args: []string{"text", "done"}},
+			{op: "accept", args: []string{"c0", "look"}}, {op: "drive-async", args: []string{"c0"}},
+			{op: "sleep", args: []string{strconv.Itoa(100 * (1 + join.IntN(20)))}},
+			{op: "steer", args: []string{"c0", "and this"}}, {op: "drive", args: []string{"c0"}}}, p.lines...)
+	}
 }
 
 // midStreamSeeds is how often a drawn program reads its watch while the

@@ -611,6 +611,10 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 				return l.String() == `accept c0 "write and edit"` && i >= 3 && strings.HasPrefix(p.lines[i-3].String(), "respond calls write:") &&
 					strings.HasPrefix(p.lines[i-2].String(), "respond calls edit:")
 			})},
+			{"steering while a slow call runs", seed%cancelSeeds == 7 && seed%limitSeeds != 0, has(p, func(i int, l progLine) bool {
+				return l.String() == `steer c0 "and this"` && i >= 5 && strings.HasSuffix(p.lines[i-5].String(), "work:slow") &&
+					p.lines[i-2].String() == "drive-async c0" && i+1 < len(p.lines) && p.lines[i+1].String() == "drive c0"
+			})},
 			{"two instructions", seed%hookSeeds == 2, has(p, func(i int, l progLine) bool {
 				return l.String() == "hook c0 instruct" && i+2 < len(p.lines) && strings.HasSuffix(p.lines[i+1].String(), " instruct") &&
 					strings.HasPrefix(p.lines[i+2].String(), "collapse c0")
@@ -651,7 +655,7 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 		"a collapse after calls under one id", "a shaped fork nobody watches", "a grandchild inheriting a head that begins with an answer",
 		"a decline before a handler that does not", "a call an args hook leaves alone",
 		"a call never replayed that a reopen interrupts", "a section whose text changes in place",
-		"an edit of a text written twice"} {
+		"an edit of a text written twice", "steering while a slow call runs"} {
 		if counts[name] == 0 {
 			t.Errorf("no program up to seed 300 draws this: %s", name)
 		}
