@@ -605,7 +605,8 @@ func TestDrawsForRareCombinationsLandInTheirSeeds(t *testing.T) {
 					(p.lines[i+1].String() == "respond calls a,b" || p.lines[i+1].String() == "respond calls b,a") && p.lines[i+5].String() == "unhook -1"
 			})},
 			{"a section whose text changes in place", seed%settingsSeeds == 5, has(p, func(i int, l progLine) bool {
-				return l.String() == "hook c0 section" && i+8 < len(p.lines) && p.lines[i+5].op == "settings" && p.lines[i+8].String() == "unhook -1"
+				return l.String() == "hook c0 section" && i+9 < len(p.lines) && p.lines[i+5].op == "settings" &&
+					p.lines[i+8].String() == "settings c0 generation selectedTools null" && p.lines[i+9].String() == "unhook -1"
 			})},
 			{"an edit of a text written twice", p.shell && seed%fileSeeds == 0, has(p, func(i int, l progLine) bool {
 				return l.String() == `accept c0 "write and edit"` && i >= 3 && strings.HasPrefix(p.lines[i-3].String(), "respond calls write:") &&

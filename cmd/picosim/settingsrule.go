@@ -244,7 +244,8 @@ func drawSettings(p *program, seed uint64) {
 	// Half of them, from a generator of their own, begin with a turn under
 	// a section hook of the root, then select tools for it: the section's
 	// text counts the selection, so it changes in place, and the next turn
-	// must tell it again. The hook is then taken off.
+	// must tell it again. The selection and the hook are then taken off,
+	// so that the program's other turns meet neither.
 	if told := seededRNG(seed, "section told again"); told.IntN(2) == 0 {
 		sel := []string{`["work","a"]`, `["b"]`, `[]`}[told.IntN(3)]
 		p.lines = append([]progLine{{op: "hook", args: []string{"c0", "section"}},
@@ -252,6 +253,7 @@ func drawSettings(p *program, seed uint64) {
 			{op: "accept", args: []string{"c0", "look"}}, {op: "drive", args: []string{"c0"}},
 			{op: "settings", args: []string{"c0", "generation", "selectedTools", sel}},
 			{op: "accept", args: []string{"c0", "again"}}, {op: "drive", args: []string{"c0"}},
+			{op: "settings", args: []string{"c0", "generation", "selectedTools", "null"}},
 			{op: "unhook", args: []string{"-1"}}}, p.lines...)
 	}
 }
