@@ -1347,8 +1347,12 @@ func (o *oracle) selectionAdded(ctx context.Context, store storage.Storage, r st
 		return nil
 	}
 	want := toolNames(o.hooks.catalogTools) // the harness's registration order
-	if ok && json.Unmarshal(v.Value, &want) != nil {
+	var held []string
+	if ok && json.Unmarshal(v.Value, &held) != nil {
 		return nil
+	}
+	if held != nil { // a null selection selects nothing out: the catalogue
+		want = held
 	}
 	before := slices.Clone(want)
 	for _, n := range a.added {

@@ -703,7 +703,7 @@ func TestOracleContinuationIsNoTurnEnd(t *testing.T) {
 func TestOracleAnExchangeAddsToTheSelection(t *testing.T) {
 	ctx := context.Background()
 	addr := agent.SelectedToolsValue.In(1).Address
-	check := func(before []string, added, selected []string) error {
+	check := func(before any, added, selected []string) error {
 		store := memory.New()
 		ws := []storage.Write{{Type: storage.WriteCreateConversation, Conversation: &storage.Conversation{ID: 1}}}
 		if before != nil {
@@ -730,6 +730,7 @@ func TestOracleAnExchangeAddsToTheSelection(t *testing.T) {
 		"the catalog already has it":    check(nil, []string{"b"}, []string{"a", "b", "work"}),
 		"a narrowed selection and more": check([]string{"work"}, []string{"b", "a"}, []string{"work", "b", "a"}),
 		"an empty selection and one":    check([]string{}, []string{"b"}, []string{"b"}),
+		"a null selection: the catalog": check(json.RawMessage("null"), []string{"c"}, []string{"a", "b", "work", "c"}),
 	} {
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
