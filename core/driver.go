@@ -84,12 +84,17 @@ type invocation struct {
 	progress []*Progress // bridges the method opened; drained before completion
 	// returned is set once the method returned: its runtime is stale.
 	returned atomic.Bool
-	// name names its actor, started from parent's ctx; held are the
-	// invocations it holds back until it has completed (handon.go). Only
-	// its own goroutine touches held.
-	name   string
-	parent context.Context
-	held   []*invocation
+	// name names its actor; held are the invocations it holds back until
+	// it has completed (handon.go). Only its own goroutine touches held.
+	name string
+	held []*invocation
+	// origin is the context, outside every invocation, that began the
+	// chain of invocations that made this one runnable: a host's commit or
+	// drive, or the session's open. Its ctx derives from origin, not from
+	// the invocation that made it runnable, so that a long chain of tasks
+	// neither deepens every context lookup nor keeps its predecessors'
+	// contexts alive.
+	origin context.Context
 	// preview is the task's preview (nil for a kind without one).
 	preview *taskPreview
 	// holds is how the line names this invocation while one of its calls
@@ -741,9 +746,13 @@ func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *a
 	// drive, a commit, the previous invocation's completion) is at most a
 	// link, and its cancellation never reaches the task: a drive caller
 	// giving up is not the task's signal.
-	spanCtx, span := context.WithoutCancel(parent), trace.Span(noop.Span{})
+	origin := parent
+	if by := invocationOf(parent); by != nil {
+		origin = by.origin
+	}
+	spanCtx, span := context.WithoutCancel(origin), trace.Span(noop.Span{})
 	if d.h.Tracing() {
-		base, opts := d.invocationSpanStart(parent, lt.home)
+		base, opts := d.invocationSpanStart(parent, origin, lt.home)
 		spanCtx, span = startSpan(d.h.tracer, d.h.rt, base, "pico.task."+string(m), append(opts, trace.WithAttributes(
 			attribute.Int64("pico.task.id", int64(lt.task.ID)),
 			attribute.Int64("pico.conversation.id", int64(lt.task.ConversationID)),
@@ -759,7 +768,7 @@ func (d *driver) reserve(parent context.Context, lt *liveTask, m Method, acts *a
 	inv.holds.inv = inv
 	d.running[lt.task.ID] = inv
 	d.invocations++
-	inv.name, inv.parent = fmt.Sprintf("task%d.%s", lt.task.ID, m), parent
+	inv.name, inv.origin = fmt.Sprintf("task%d.%s", lt.task.ID, m), origin
 	acts.add(d.start(inv))
 }
 

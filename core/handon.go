@@ -55,7 +55,7 @@ func (d *driver) start(inv *invocation) func() {
 }
 
 func (d *driver) goRun(inv *invocation) {
-	d.h.rt.Go(inv.parent, inv.name, func(context.Context) { d.run(inv) })
+	d.h.rt.Go(inv.origin, inv.name, func(context.Context) { d.run(inv) })
 }
 
 // run is an invocation's goroutine: the invocation, then each one it handed

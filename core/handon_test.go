@@ -211,3 +211,53 @@ func TestARealHandedOnTaskStartsWhatItsHandleCommitsMakeRunnable(t *testing.T) {
 	must(c.Commit(ctx, func(tx *core.ConversationTx) error { tx.Task(k, core.TaskSpec{State: 0}); return nil }))
 	must(c.Drive(ctx))
 }
+
+type hostValueKey struct{}
+
+type linkValueKey struct{}
+
+// An invocation's ctx carries the values of the host's ctx that began its
+// chain of tasks, never those of the invocation that made it runnable: a
+// long chain neither deepens every lookup nor keeps the contexts of the
+// tasks before it alive.
+func TestAChainOfTasksCarriesTheHostsValuesNotItsMakers(t *testing.T) {
+	const links = 200
+	var mu sync.Mutex
+	var wrong []string
+	var k core.KindFuncs
+	k = relay(func(ctx context.Context, task *storage.Task, rt *core.TaskRuntime) error {
+		var left int
+		if err := json.Unmarshal(task.State, &left); err != nil {
+			return err
+		}
+		mu.Lock()
+		if v := ctx.Value(hostValueKey{}); v != "the host's" {
+			wrong = append(wrong, fmt.Sprintf("task %d: the host's value is %v", task.ID, v))
+		}
+		if v := ctx.Value(linkValueKey{}); v != nil {
+			wrong = append(wrong, fmt.Sprintf("task %d: sees %v", task.ID, v))
+		}
+		mu.Unlock()
+		// What this invocation adds to its ctx stays its own.
+		ctx = context.WithValue(ctx, linkValueKey{}, fmt.Sprintf("the value of task %d", task.ID))
+		_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+			if left > 0 {
+				tx.Task(k, core.TaskSpec{State: left - 1})
+			}
+			tx.Settle(task.ID, "done", nil)
+			return nil
+		})
+		return err
+	})
+	h := openReal(t, k, nil)
+	ctx := context.WithValue(context.Background(), hostValueKey{}, "the host's")
+	c := h.Root()
+	must(c.Commit(ctx, func(tx *core.ConversationTx) error { tx.Task(k, core.TaskSpec{State: links - 1}); return nil }))
+	must(c.Drive(ctx))
+	must(0, h.Close(ctx))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(wrong) > 0 {
+		t.Fatalf("%d of %d links saw the wrong values, first: %s", len(wrong), links, wrong[0])
+	}
+}

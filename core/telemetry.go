@@ -263,11 +263,12 @@ func (d *driver) endOpenTraces() func() {
 	return acts.then()
 }
 
-// invocationSpanStart places an invocation's span: under its task's home
-// while that is open, else as a new root; what made it runnable (the span
-// of parent), when it is not the home, and an ended home are links.
-func (d *driver) invocationSpanStart(parent context.Context, h home) (context.Context, []trace.SpanStartOption) {
-	base := context.WithoutCancel(parent)
+// invocationSpanStart places an invocation's span, in a context of
+// origin's values: under its task's home while that is open, else as a new
+// root; what made it runnable (the span of parent), when it is not the
+// home, and an ended home are links.
+func (d *driver) invocationSpanStart(parent, origin context.Context, h home) (context.Context, []trace.SpanStartOption) {
+	base := context.WithoutCancel(origin)
 	by := trace.SpanContextFromContext(parent)
 	var links []trace.Link
 	var opts []trace.SpanStartOption
