@@ -232,7 +232,7 @@ func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error)
 	}
 	var e *env
 	var steps atomic.Int64 // the decisions made, for the stall watch
-	opts := sim.Options{Seed: spec.seed, Strategy: strat, Trace: tr}
+	opts := sim.Options{Seed: spec.seed, Strategy: strat, Trace: tr, StepsMax: runStepsMax}
 	opts.OnStep = func(step int) {
 		steps.Store(int64(step))
 		if spec.inspect != nil && e != nil {
@@ -278,6 +278,14 @@ func runScenarioIn(dir string, spec runSpec, trace io.Writer) (runResult, error)
 	}
 	return res, spec.checkReached(res.Actions)
 }
+
+// runStepsMax bounds a run's scheduling decisions: about a hundred times
+// the most any scenario or generated program of the first 300 seeds makes
+// (5,562), so that a run that cannot end, such as a job a bug leaves
+// writing output while the liveness drive waits out its virtual hour, is
+// reported as a livelock within seconds instead of holding a fuzz worker
+// for many minutes.
+const runStepsMax = 500_000
 
 // stallLimit is how long, in real time, a run may go without a scheduling
 // decision before it is given up as stalled. A simulated step is a few
