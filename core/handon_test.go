@@ -33,6 +33,19 @@ func relay(body func(ctx context.Context, task *storage.Task, rt *core.TaskRunti
 	}
 }
 
+// settleMakingNext settles task, in a commit that makes the next task of
+// a chain of k (with left-1 left) when left is not 0.
+func settleMakingNext(ctx context.Context, rt *core.TaskRuntime, k core.KindFuncs, task *storage.Task, left int) error {
+	_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
+		if left > 0 {
+			tx.Task(k, core.TaskSpec{State: left - 1})
+		}
+		tx.Settle(task.ID, "done", nil)
+		return nil
+	})
+	return err
+}
+
 // openReal opens a harness under the real runtime with kind k.
 func openReal(t *testing.T, k core.TaskKind, observe func(core.Invocation, bool)) *core.Harness {
 	t.Helper()
@@ -63,14 +76,7 @@ func TestARealSettlementHandsTheTaskItMadeRunnableToItsGoroutine(t *testing.T) {
 		if err := json.Unmarshal(task.State, &left); err != nil {
 			return err
 		}
-		_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
-			if left > 0 {
-				tx.Task(k, core.TaskSpec{State: left - 1})
-			}
-			tx.Settle(task.ID, "done", nil)
-			return nil
-		})
-		return err
+		return settleMakingNext(ctx, rt, k, task, left)
 	})
 	h := openReal(t, k, func(inv core.Invocation, returned bool) {
 		mu.Lock()
@@ -240,14 +246,7 @@ func TestAChainOfTasksCarriesTheHostsValuesNotItsMakers(t *testing.T) {
 		mu.Unlock()
 		// What this invocation adds to its ctx stays its own.
 		ctx = context.WithValue(ctx, linkValueKey{}, fmt.Sprintf("the value of task %d", task.ID))
-		_, err := rt.Commit(ctx, func(tx *core.ConversationTx) error {
-			if left > 0 {
-				tx.Task(k, core.TaskSpec{State: left - 1})
-			}
-			tx.Settle(task.ID, "done", nil)
-			return nil
-		})
-		return err
+		return settleMakingNext(ctx, rt, k, task, left)
 	})
 	h := openReal(t, k, nil)
 	ctx := context.WithValue(context.Background(), hostValueKey{}, "the host's")
